@@ -1,0 +1,1 @@
+"""numapore: helpers shared by the workflow rules, scripts and tests."""

@@ -1,0 +1,458 @@
+"""FAST5 -> SLOW5/BLOW5 conversion: K reader processes, the parent writes one file per sample.
+
+Workers read FAST5 files (each process has its own h5py/HDF5) and encode records, compression
+included, so the parent only checks read ids and appends bytes.  Results are written in input
+order, so the output does not depend on K.  A worker encodes only once it knows the output's aux
+columns and the read group of the run; the first file, and any file that brings a new run_id,
+comes back decoded and is encoded by the parent.  Multi-read files are split into slices of
+SLICE_READS read groups so that K workers share a big file.
+
+CLI::
+
+    PYTHONPATH=scripts python -m numapore.convert FAST5_DIR_OR_FILE... -o sample.blow5 \\
+        [--to blow5|slow5] [-c zlib|zstd|none] [-s none|svb-zd] [-p K] \\
+        [--on-bad-fast5 fail|skip] [--allow-duplicate-ids] [--no-index] [--quiet]
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing
+import os
+import sys
+import time
+from collections import deque
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, TextIO
+
+from numapore.fast5 import Fast5Error, Fast5Read, list_fast5, read_fast5
+from numapore.slow5 import (
+    AuxField,
+    Slow5Writer,
+    check_compression,
+    encode_record,
+    format_from_path,
+)
+
+SLICE_READS = 256  # read groups per task for multi-read files (bounds memory in flight)
+BAD_FAST5_MODES = ("fail", "skip")
+
+
+@dataclass
+class ConversionReport:
+    """What a conversion did: counts, throughput and the files it wrote."""
+
+    output: Path
+    fmt: str
+    record_compression: str
+    signal_compression: str
+    processes: int
+    files: int = 0
+    files_converted: int = 0
+    files_skipped: int = 0
+    reads_written: int = 0
+    reads_skipped: int = 0
+    samples: int = 0
+    seconds: float = 0.0
+    output_bytes: int = 0
+    index: Path | None = None
+    rejected_tsv: Path | None = None
+
+    @property
+    def signal_bytes(self) -> int:
+        """Raw signal bytes converted (int16 samples x 2)."""
+        return 2 * self.samples
+
+    @property
+    def reads_per_second(self) -> float:
+        """Reads written per wall-clock second."""
+        return self.reads_written / self.seconds if self.seconds > 0 else 0.0
+
+    @property
+    def signal_mb_per_second(self) -> float:
+        """Raw signal megabytes (1e6) converted per wall-clock second."""
+        return self.signal_bytes / 1e6 / self.seconds if self.seconds > 0 else 0.0
+
+    def summary(self) -> str:
+        """One line for logs."""
+        return (
+            f"{self.reads_written} reads from {self.files_converted}/{self.files} files -> "
+            f"{self.output} in {self.seconds:.2f} s ({self.reads_per_second:.1f} reads/s, "
+            f"{self.signal_mb_per_second:.1f} MB/s signal); skipped {self.files_skipped} files, "
+            f"{self.reads_skipped} reads"
+        )
+
+
+class ConversionError(Exception):
+    """Conversion stopped on bad input (on_bad_fast5='fail'); the message names file and reason."""
+
+
+@dataclass(frozen=True)
+class _Task:
+    """One unit of work: a file (or a slice of its read groups) and how to encode it."""
+
+    path: str
+    start: int
+    stop: int | None
+    fmt: str
+    record_compression: str
+    signal_compression: str
+    aux_fields: tuple[AuxField, ...] | None
+    read_groups: dict[str, int]
+
+
+@dataclass
+class _Result:
+    """A worker's answer: encoded (read_id, blob, samples) or decoded reads, and problems."""
+
+    task: _Task
+    error: str | None = None
+    groups: int = 1
+    encoded: list[tuple[str, bytes, int]] = field(default_factory=list)
+    decoded: list[Fast5Read] = field(default_factory=list)
+    rejected: list[tuple[str, str]] = field(default_factory=list)
+    dropped_aux: set[str] = field(default_factory=set)
+
+
+def conform_aux(read: Fast5Read, schema: Sequence[AuxField]) -> tuple[dict[str, Any], set[str]]:
+    """Map a read's aux values onto the output columns; return values and dropped names."""
+    own = {f.name: f for f in read.aux_fields}
+    values: dict[str, Any] = {}
+    for out in schema:
+        value = read.record.aux.get(out.name)
+        src = own.get(out.name)
+        # Same labels in another order (or a label the header lacks) -> map by label.
+        if (
+            value is not None
+            and out.type == "enum"
+            and src is not None
+            and src.labels != out.labels
+        ):
+            label = src.labels[value] if value < len(src.labels) else None
+            value = out.labels.index(label) if label in out.labels else None
+        values[out.name] = value
+    dropped = set(own) - {f.name for f in schema}
+    return values, dropped
+
+
+def _encode(read: Fast5Read, rg: int, schema: Sequence[AuxField], task: _Task) -> tuple[bytes, set]:
+    """Encode one read for the output; also return aux names the output has no column for."""
+    values, dropped = conform_aux(read, schema)
+    rec = replace(read.record, read_group=rg, aux=values)
+    blob = encode_record(rec, schema, task.fmt, task.record_compression, task.signal_compression)
+    return blob, dropped
+
+
+def _process(task: _Task) -> _Result:
+    """Worker entry point: read a FAST5 file (slice) and encode its reads when possible."""
+    result = _Result(task)
+    try:
+        contents = read_fast5(task.path, task.start, task.stop, task.read_groups.keys())
+    except Fast5Error as err:
+        result.error = err.reason
+        return result
+    except Exception as err:  # noqa: BLE001 - an unexpected library error is still bad input
+        result.error = f"unreadable FAST5 ({type(err).__name__}: {err})"
+        return result
+    result.groups = contents.groups
+    result.rejected = contents.rejected
+    known = task.aux_fields is not None and all(
+        r.run_id in task.read_groups for r in contents.reads
+    )
+    if not known:
+        # The parent decides the header for this run / the output columns: send reads back.
+        result.decoded = contents.reads
+        return result
+    for read in contents.reads:
+        blob, dropped = _encode(read, task.read_groups[read.run_id], task.aux_fields, task)
+        result.encoded.append((read.record.read_id, blob, len(read.record.signal)))
+        result.dropped_aux |= dropped
+    return result
+
+
+class _Converter:
+    """Parent-side state: the writer, output columns, read groups, seen read ids, report."""
+
+    def __init__(
+        self,
+        writer: Slow5Writer,
+        report: ConversionReport,
+        on_bad_fast5: str,
+        allow_duplicate_ids: bool,
+        progress: TextIO | None,
+        progress_interval: float,
+    ) -> None:
+        """Start an empty conversion."""
+        self.writer = writer
+        self.report = report
+        self.on_bad_fast5 = on_bad_fast5
+        self.allow_duplicate_ids = allow_duplicate_ids
+        self.progress = progress
+        self.progress_interval = progress_interval
+        self.schema: tuple[AuxField, ...] | None = None
+        self.read_groups: dict[str, int] = {}
+        self.seen: dict[str, int] = {}
+        self.paths: list[str] = []
+        self.rejected: list[tuple[str, str, str]] = []
+        self.warned_aux: set[str] = set()
+        self.t0 = time.monotonic()
+        self.last_progress = self.t0
+
+    def task(self, path: str, start: int = 0, stop: int | None = None) -> _Task:
+        """Build a task carrying what is known so far about the output."""
+        w = self.writer
+        return _Task(
+            path,
+            start,
+            stop,
+            w.fmt,
+            w.record_compression,
+            w.signal_compression,
+            self.schema,
+            dict(self.read_groups),
+        )
+
+    def bad(self, path: str, read_id: str, reason: str, whole_file: bool = False) -> None:
+        """Fail, or record a rejected file/read for the TSV."""
+        if self.on_bad_fast5 == "fail":
+            what = f" (read {read_id})" if read_id != "." else ""
+            raise ConversionError(f"{path}{what}: {reason}")
+        self.rejected.append((path, read_id, reason))
+        if whole_file:
+            self.report.files_skipped += 1
+        else:
+            self.report.reads_skipped += 1
+
+    def handle(self, result: _Result) -> None:
+        """Write one worker result (in input order)."""
+        path = result.task.path
+        if result.error is not None:
+            self.bad(path, ".", result.error, whole_file=True)
+            return
+        if result.task.start == 0:
+            self.report.files_converted += 1
+            self.paths.append(path)
+        for read_id, reason in result.rejected:
+            self.bad(path, read_id, reason)
+        for read in result.decoded:
+            if self.accept(path, read.record.read_id):
+                blob = self.encode_here(read)
+                self.write(read.record.read_id, blob, len(read.record.signal))
+        for read_id, blob, samples in result.encoded:
+            if self.accept(path, read_id):
+                self.write(read_id, blob, samples)
+        self.warn_dropped(result.dropped_aux)
+        self.maybe_progress()
+
+    def accept(self, path: str, read_id: str) -> bool:
+        """Check a read id against those already written (unless duplicates are allowed)."""
+        if self.allow_duplicate_ids:
+            return True
+        first = self.seen.get(read_id)
+        if first is not None:
+            self.bad(
+                path, read_id, f"duplicate read id (already converted from {self.paths[first]})"
+            )
+            return False
+        self.seen[read_id] = len(self.paths) - 1
+        return True
+
+    def encode_here(self, read: Fast5Read) -> bytes:
+        """Encode a read in the parent, fixing the columns / adding its run's read group."""
+        if self.schema is None:
+            # Like slow5tools, the first read's aux fields become the output's columns.
+            self.schema = tuple(read.aux_fields)
+            self.writer.set_aux_fields(self.schema)
+        rg = self.read_groups.get(read.run_id)
+        if rg is None:
+            rg = self.read_groups[read.run_id] = self.writer.add_read_group(read.header)
+        blob, dropped = _encode(read, rg, self.schema, self.task(""))
+        self.warn_dropped(dropped)
+        return blob
+
+    def write(self, read_id: str, blob: bytes, samples: int) -> None:
+        """Append one encoded record."""
+        self.writer.write_encoded(read_id, blob)
+        self.report.reads_written += 1
+        self.report.samples += samples
+
+    def warn_dropped(self, names: set[str]) -> None:
+        """Warn once per aux field that later files have but the output's columns lack."""
+        for name in sorted(names - self.warned_aux):
+            self.warned_aux.add(name)
+            if self.progress is not None:
+                print(
+                    f"[numapore.convert] aux field {name!r} is not in the output header "
+                    "(not in the first read); dropped",
+                    file=self.progress,
+                )
+
+    def maybe_progress(self, final: bool = False) -> None:
+        """Print progress to stderr at most once per progress_interval seconds."""
+        now = time.monotonic()
+        if self.progress is None or (
+            not final and now - self.last_progress < self.progress_interval
+        ):
+            return
+        self.last_progress = now
+        elapsed = max(now - self.t0, 1e-9)
+        r = self.report
+        print(
+            f"[numapore.convert] {r.reads_written} reads converted, "
+            f"{r.files_converted + r.files_skipped}/{r.files} files, "
+            f"{r.reads_written / elapsed:.1f} reads/s",
+            file=self.progress,
+            flush=True,
+        )
+
+    def slices(self, result: _Result) -> list[tuple[int, int]]:
+        """Remaining read-group slices of a multi-read file after its first slice."""
+        if result.error is not None or result.task.start != 0 or result.groups <= SLICE_READS:
+            return []
+        return [(s, s + SLICE_READS) for s in range(SLICE_READS, result.groups, SLICE_READS)]
+
+    def run_serial(self, files: list[str]) -> None:
+        """Convert in this process (K=1)."""
+        for path in files:
+            result = _process(self.task(path, 0, SLICE_READS))
+            self.handle(result)
+            for start, stop in self.slices(result):
+                self.handle(_process(self.task(path, start, stop)))
+
+    def run_pool(self, files: list[str], processes: int) -> None:
+        """Convert with K worker processes, writing results in input order."""
+        window = 2 * processes  # files in flight: keeps workers busy, bounds memory
+        todo = deque(files)
+        ctx = multiprocessing.get_context("spawn")  # fresh interpreter and HDF5 per worker
+        with ctx.Pool(processes) as pool:
+            pending: deque = deque()
+            while todo or pending:
+                while todo and len(pending) < window:
+                    task = self.task(todo.popleft(), 0, SLICE_READS)
+                    pending.append(pool.apply_async(_process, (task,)))
+                result = pending.popleft().get()
+                # The other slices of a big multi-read file go right after its first slice.
+                more = [
+                    pool.apply_async(_process, (self.task(result.task.path, start, stop),))
+                    for start, stop in self.slices(result)
+                ]
+                pending.extendleft(reversed(more))
+                self.handle(result)
+
+
+def convert(
+    inputs: Iterable[str | os.PathLike],
+    output: str | os.PathLike,
+    fmt: str | None = None,
+    record_compression: str = "zlib",
+    signal_compression: str = "none",
+    processes: int = 1,
+    on_bad_fast5: str = "fail",
+    allow_duplicate_ids: bool = False,
+    write_index: bool = True,
+    progress: TextIO | None = sys.stderr,
+    progress_interval: float = 5.0,
+) -> ConversionReport:
+    """Convert FAST5 files/folders into one SLOW5/BLOW5 file and return a ConversionReport.
+
+    fmt defaults to the output suffix.  on_bad_fast5='fail' raises ConversionError naming the
+    file and reason; 'skip' leaves bad files/reads out and lists them in <output>.rejected.tsv.
+    A BLOW5 gets a slow5lib index (<output>.idx) unless write_index is False or read ids repeat.
+    """
+    output = Path(output)
+    fmt = fmt or format_from_path(output)
+    check_compression(record_compression, signal_compression)
+    if on_bad_fast5 not in BAD_FAST5_MODES:
+        raise ValueError(f"on_bad_fast5 must be one of {BAD_FAST5_MODES}, not {on_bad_fast5!r}")
+    if processes < 1:
+        raise ValueError("processes must be >= 1")
+    files = [str(p) for p in list_fast5(inputs)]
+    if not files:
+        raise ConversionError(f"no FAST5 files found in {[str(i) for i in inputs]}")
+    report = ConversionReport(output, fmt, record_compression, signal_compression, processes)
+    report.files = len(files)
+    t0 = time.monotonic()
+    writer = Slow5Writer(
+        output, fmt, record_compression, signal_compression, write_index=write_index
+    )
+    conv = _Converter(
+        writer, report, on_bad_fast5, allow_duplicate_ids, progress, progress_interval
+    )
+    try:
+        if processes == 1:
+            conv.run_serial(files)
+        else:
+            conv.run_pool(files, processes)
+        if report.reads_written == 0:
+            raise ConversionError(f"no reads converted from {len(files)} FAST5 files")
+        writer.close()
+    except BaseException:
+        writer.abort()
+        raise
+    report.seconds = time.monotonic() - t0
+    report.output_bytes = output.stat().st_size
+    report.index = writer.index_path
+    if on_bad_fast5 == "skip":
+        report.rejected_tsv = write_rejected(output, conv.rejected)
+    if progress is not None:
+        conv.maybe_progress(final=True)
+        print(f"[numapore.convert] {report.summary()}", file=progress, flush=True)
+    return report
+
+
+def write_rejected(output: Path, rows: list[tuple[str, str, str]]) -> Path:
+    """Write <output>.rejected.tsv (path, read_id or '.', reason) and return its path."""
+    path = Path(str(output) + ".rejected.tsv")
+    lines = ["path\tread_id\treason\n"]
+    lines += [f"{p}\t{r}\t{reason}\n" for p, r, reason in rows]
+    path.write_text("".join(lines))
+    return path
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Command-line entry point; returns the exit status."""
+    ap = argparse.ArgumentParser(
+        prog="python -m numapore.convert", description=__doc__.split("\n")[0]
+    )
+    ap.add_argument("inputs", nargs="+", help="FAST5 files or folders (searched recursively)")
+    ap.add_argument("-o", "--output", required=True, help="output .blow5 or .slow5 file")
+    ap.add_argument("--to", choices=("blow5", "slow5"), help="output format (default: suffix)")
+    ap.add_argument("-c", "--compress", default="zlib", help="record compression zlib|zstd|none")
+    ap.add_argument("-s", "--sig-compress", default="none", help="signal compression none|svb-zd")
+    ap.add_argument("-p", "--processes", type=int, default=1, help="reader processes K")
+    ap.add_argument("--on-bad-fast5", choices=BAD_FAST5_MODES, default="fail")
+    ap.add_argument("--allow-duplicate-ids", action="store_true", help="keep repeated read ids")
+    ap.add_argument("--no-index", action="store_true", help="do not write <output>.idx")
+    ap.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
+    args = ap.parse_args(argv)
+    try:
+        if args.to and args.to != format_from_path(args.output):
+            ap.error(f"--to {args.to} does not match the suffix of {args.output}")
+        report = convert(
+            args.inputs,
+            args.output,
+            fmt=args.to,
+            record_compression=args.compress,
+            signal_compression=args.sig_compress,
+            processes=args.processes,
+            on_bad_fast5=args.on_bad_fast5,
+            allow_duplicate_ids=args.allow_duplicate_ids,
+            write_index=not args.no_index,
+            progress=None if args.quiet else sys.stderr,
+        )
+    except (ConversionError, ValueError, OSError) as err:
+        print(f"numapore.convert: error: {err}", file=sys.stderr)
+        return 1
+    if report.files_skipped or report.reads_skipped:
+        print(
+            f"numapore.convert: skipped {report.files_skipped} files and "
+            f"{report.reads_skipped} reads (see {report.rejected_tsv})",
+            file=sys.stderr,
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,46 @@
+"""Reference FASTA preparation: checks the tools would not catch, then a place of our own."""
+
+from __future__ import annotations
+
+import gzip
+import os
+import shutil
+from pathlib import Path
+
+import pysam
+
+from numapore.samples import InputError
+
+
+def contig_names(fasta: Path) -> list[str]:
+    """The contig names of a (possibly gzip-compressed) FASTA file, in file order."""
+    opener = gzip.open if fasta.suffix == ".gz" else open
+    with opener(fasta, "rt") as handle:
+        return [line[1:].split(maxsplit=1)[0] for line in handle if line.startswith(">")]
+
+
+def check_contigs(fasta: Path) -> list[str]:
+    """Fail on a FASTA without contigs or with duplicate contig names; return the names."""
+    names = contig_names(fasta)
+    if not names:
+        raise InputError(f"reference {fasta}: no FASTA records")
+    seen: set[str] = set()
+    duplicates = sorted({n for n in names if n in seen or seen.add(n)})
+    if duplicates:
+        raise InputError(f"reference {fasta}: duplicate contig name(s): {', '.join(duplicates)}")
+    return names
+
+
+def prepare_reference(source: Path, target: Path) -> None:
+    """Link (or, if gzip-compressed, decompress) the reference to target and index it (.fai)."""
+    check_contigs(source)
+    target.unlink(missing_ok=True)
+    if source.suffix == ".gz":
+        # htslib random access needs bgzip; decompressing works for plain gzip too.
+        tmp = target.with_name(target.name + ".tmp")
+        with gzip.open(source, "rb") as src, open(tmp, "wb") as dst:
+            shutil.copyfileobj(src, dst, 1 << 20)
+        tmp.rename(target)
+    else:
+        os.symlink(source.resolve(), target)
+    pysam.faidx(str(target))

@@ -1,0 +1,157 @@
+"""Sample sheet loading and the input checks that must fail before any job starts."""
+
+from __future__ import annotations
+
+import gzip
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+# Formats nanopolish, minimap2, bwa and bowtie2 all read; gzip is allowed for each.
+READS_SUFFIXES = {
+    ".fasta": "fasta",
+    ".fa": "fasta",
+    ".fna": "fasta",
+    ".fastq": "fastq",
+    ".fq": "fastq",
+}
+
+
+class InputError(ValueError):
+    """A user input (sample sheet, reads, FAST5, reference) that cannot be used, with the reason."""
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One row of the sample sheet, with paths resolved."""
+
+    name: str
+    fast5: tuple[Path, ...]
+    reads: Path
+    reference: Path
+
+    @property
+    def reads_format(self) -> str:
+        """The staged file extension of the reads: fasta, fastq, fasta.gz or fastq.gz."""
+        return reads_format(self.reads)
+
+    @property
+    def reference_name(self) -> str:
+        """A file-name-safe name for the reference (its file name without FASTA/gzip suffixes)."""
+        return reference_name(self.reference)
+
+
+def reads_format(path: Path) -> str:
+    """Return 'fasta', 'fastq', 'fasta.gz' or 'fastq.gz' from the reads file name."""
+    suffixes = [s.lower() for s in path.suffixes]
+    gz = bool(suffixes) and suffixes[-1] == ".gz"
+    core = suffixes[-2] if gz and len(suffixes) >= 2 else (suffixes[-1] if suffixes else "")
+    if core not in READS_SUFFIXES:
+        raise InputError(
+            f"reads file {path}: cannot tell FASTA from FASTQ by its name; use one of "
+            f"{', '.join(sorted(READS_SUFFIXES))} (optionally .gz)"
+        )
+    return READS_SUFFIXES[core] + (".gz" if gz else "")
+
+
+def reference_name(path: Path) -> str:
+    """Name a reference after its file: 'genomes/hg38.fa.gz' -> 'hg38'."""
+    name = path.name
+    for suffix in (".gz", ".fasta", ".fa", ".fna"):
+        if name.lower().endswith(suffix):
+            name = name[: -len(suffix)]
+    return re.sub(r"[^A-Za-z0-9._-]", "_", name) or "reference"
+
+
+def _open_text(path: Path):
+    """Open a possibly gzip-compressed text file."""
+    return gzip.open(path, "rt") if path.suffix == ".gz" else open(path)
+
+
+def check_reads(path: Path, key: str) -> None:
+    """Fail unless the reads file exists and starts with a FASTA or FASTQ record."""
+    if not path.is_file():
+        raise InputError(f"{key}: reads file {path} does not exist")
+    fmt = reads_format(path)
+    try:
+        with _open_text(path) as handle:
+            first = handle.readline()
+    except (OSError, EOFError, UnicodeDecodeError) as err:
+        raise InputError(f"{key}: reads file {path} cannot be read: {err}") from err
+    if not first.strip():
+        raise InputError(f"{key}: reads file {path} is empty (no reads)")
+    marker = ">" if fmt.startswith("fasta") else "@"
+    if not first.startswith(marker):
+        raise InputError(
+            f"{key}: reads file {path} does not start with '{marker}' as a {fmt} file should"
+        )
+
+
+def check_fast5(paths: tuple[Path, ...], key: str) -> None:
+    """Fail unless every FAST5 path exists and the set holds at least one .fast5 file."""
+    found = 0
+    for path in paths:
+        if path.is_dir():
+            found += sum(1 for _ in path.rglob("*.fast5"))
+        elif path.is_file():
+            if path.suffix != ".fast5":
+                raise InputError(f"{key}: {path} is not a .fast5 file or a folder of them")
+            found += 1
+        else:
+            raise InputError(f"{key}: FAST5 path {path} does not exist")
+    if not found:
+        raise InputError(f"{key}: no .fast5 files found in {', '.join(map(str, paths))}")
+
+
+def check_reference(path: Path, key: str) -> None:
+    """Fail unless the reference exists and starts with a FASTA header."""
+    if not path.is_file():
+        raise InputError(f"{key}: reference {path} does not exist")
+    with _open_text(path) as handle:
+        first = handle.readline()
+    if not first.startswith(">"):
+        raise InputError(f"{key}: reference {path} is not FASTA (no '>' header on line 1)")
+
+
+def read_sheet(sheet: Path) -> pd.DataFrame:
+    """Read the sample sheet TSV as strings ('' for empty cells, '#' lines ignored)."""
+    if not Path(sheet).is_file():
+        raise InputError(f"sample sheet {sheet} does not exist")
+    return pd.read_csv(sheet, sep="\t", dtype=str, comment="#").fillna("")
+
+
+def load_samples(table: pd.DataFrame, sheet: Path, base: Path) -> dict[str, Sample]:
+    """Turn the sheet's rows into Samples, resolving paths against base and checking each input."""
+    missing = {"sample", "fast5", "reads", "reference"} - set(table.columns)
+    if missing:
+        raise InputError(f"sample sheet {sheet}: missing column(s) {', '.join(sorted(missing))}")
+    samples: dict[str, Sample] = {}
+    for row_number, row in enumerate(table.itertuples(index=False), start=2):
+        name = row.sample
+        key = f"sample sheet {sheet}, line {row_number}, sample '{name}'"
+        if name in samples:
+            raise InputError(f"{key}: duplicate sample name")
+        fast5 = tuple(base / p.strip() for p in row.fast5.split(",") if p.strip())
+        sample = Sample(name, fast5, base / row.reads, base / row.reference)
+        check_fast5(sample.fast5, key)
+        check_reads(sample.reads, key)
+        check_reference(sample.reference, key)
+        samples[name] = sample
+    if not samples:
+        raise InputError(f"sample sheet {sheet}: no samples")
+    _check_reference_names(samples, sheet)
+    return samples
+
+
+def _check_reference_names(samples: dict[str, Sample], sheet: Path) -> None:
+    """Fail if two different reference files would share one results folder name."""
+    seen: dict[str, Path] = {}
+    for sample in samples.values():
+        other = seen.setdefault(sample.reference_name, sample.reference)
+        if other.resolve() != sample.reference.resolve():
+            raise InputError(
+                f"sample sheet {sheet}: references {other} and {sample.reference} would both be "
+                f"named '{sample.reference_name}'; rename one of the files"
+            )

@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# Install everything numapore needs on a fresh Debian bookworm machine (run as root, or with sudo
+# available): the bioinformatics tools from Debian, a Python venv in .venv with the pinned
+# libraries, and the profile names (hpc-numa, ...) so `snakemake --profile NAME` resolves from
+# the repository root.
+#   ./setup.sh            install (idempotent; re-running is cheap)
+#   ./setup.sh --no-apt   skip the Debian packages (they are already there)
+set -euo pipefail
+repo=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+cd "$repo"
+
+apt_packages=(samtools minimap2 bwa bowtie2 nanopolish numactl tabix nanook-examples
+    libvbz-hdf-plugin0 tombo time python3-venv)
+
+if [[ "${1:-}" != "--no-apt" ]]; then
+    missing=()
+    for p in "${apt_packages[@]}"; do
+        dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+    done
+    if ((${#missing[@]})); then
+        echo "setup: installing Debian packages: ${missing[*]}"
+        sudo=""
+        [[ $(id -u) -eq 0 ]] || sudo="sudo"
+        $sudo apt-get update -qq
+        DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
+    fi
+fi
+
+if [[ ! -x .venv/bin/python ]]; then
+    echo "setup: creating .venv"
+    python3 -m venv .venv
+fi
+# Reinstall only when requirements.txt changed since the last successful install.
+stamp=.venv/.requirements.sha256
+want=$(sha256sum requirements.txt | cut -d' ' -f1)
+if [[ ! -f $stamp || $(cat "$stamp") != "$want" ]]; then
+    echo "setup: installing Python packages into .venv"
+    .venv/bin/pip install -q --upgrade pip
+    .venv/bin/pip install -q -r requirements.txt
+    echo "$want" >"$stamp"
+fi
+
+# The E. coli K-12 DH10B genome (Debian nanook-examples): reference of the demo and the tests.
+genome=resources/ecoli_dh10b.fa
+if [[ ! -s $genome ]]; then
+    mkdir -p resources
+    tar -xzOf /usr/share/doc/nanook/examples/data.tar.gz \
+        data/nanook_ecoli_500/references/ecoli_dh10b_cs.fasta >"$genome.tmp"
+    mv "$genome.tmp" "$genome"
+fi
+
+# Snakemake resolves `--profile NAME` in ./, ~/.config/snakemake and /etc/xdg/snakemake:
+# link our profiles there so `snakemake --profile hpc-numa` works from the repository root.
+profile_home="${XDG_CONFIG_HOME:-$HOME/.config}/snakemake"
+mkdir -p "$profile_home"
+for p in profiles/*/; do
+    name=$(basename "$p")
+    [[ $name == default ]] && continue # loaded by Snakemake itself as the workflow profile
+    ln -sfn "$repo/profiles/$name" "$profile_home/$name"
+done
+echo "setup: done. Activate with: source .venv/bin/activate"

@@ -1,0 +1,74 @@
+"""Shared pytest fixtures: where the shared real data and the repository live."""
+
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+SHARED = REPO.parent / "shared"
+ECOLI = SHARED / "data" / "ecoli_r94"
+F2S = SHARED / "data" / "slow5tools_f2s"
+
+
+@pytest.fixture(scope="session")
+def ecoli_dir() -> Path:
+    """The 112 real R9.4 E. coli reads (FAST5 folder, reads.fasta, region.fa)."""
+    if not ECOLI.is_dir():
+        pytest.fail(f"shared data missing: {ECOLI} (tests need ../shared beside the repository)")
+    return ECOLI
+
+
+@pytest.fixture(scope="session")
+def f2s_dir() -> Path:
+    """The slow5tools f2s conformance suite (raw FAST5 inputs and expected SLOW5 text)."""
+    if not F2S.is_dir():
+        pytest.fail(f"shared data missing: {F2S}")
+    return F2S
+
+
+DH10B = REPO / "resources" / "ecoli_dh10b.fa"
+SNAKEMAKE = REPO / ".venv" / "bin" / "snakemake"
+
+
+@pytest.fixture(scope="session")
+def dh10b() -> Path:
+    """The E. coli K-12 DH10B genome that ./setup.sh extracts from Debian's nanook-examples."""
+    if not DH10B.is_file():
+        pytest.fail(f"{DH10B} missing: run ./setup.sh first")
+    return DH10B
+
+
+def write_project(workdir: Path, rows: list[dict[str, str]], config: dict | None = None) -> Path:
+    """Lay out config/config.yaml and config/samples.tsv for a workflow run in workdir."""
+    import yaml
+
+    (workdir / "config").mkdir(parents=True, exist_ok=True)
+    base = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
+    base.update(config or {})
+    (workdir / "config" / "config.yaml").write_text(yaml.safe_dump(base))
+    columns = ["sample", "fast5", "reads", "reference"]
+    lines = ["\t".join(columns)] + ["\t".join(str(r[c]) for c in columns) for r in rows]
+    (workdir / "config" / "samples.tsv").write_text("\n".join(lines) + "\n")
+    return workdir
+
+
+def run_workflow(workdir: Path, *args: str, check: bool = True):
+    """Run the real workflow with the hpc-numa profile in workdir; return the CompletedProcess."""
+    import subprocess
+
+    cmd = [
+        str(SNAKEMAKE),
+        "--snakefile", str(REPO / "workflow" / "Snakefile"),
+        "--directory", str(workdir),
+        "--profile", str(REPO / "profiles" / "hpc-numa"),
+        "--workflow-profile", str(REPO / "profiles" / "default"),
+        "--cores", "2",
+        *args,
+    ]  # fmt: skip
+    result = subprocess.run(cmd, capture_output=True, text=True)
+    if check and result.returncode != 0:
+        pytest.fail(
+            f"workflow failed ({' '.join(cmd)}):\n{result.stdout[-3000:]}\n"
+            f"{result.stderr[-5000:]}"
+        )
+    return result

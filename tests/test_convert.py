@@ -1,0 +1,466 @@
+"""FAST5 -> SLOW5/BLOW5 conversion: slow5tools conformance, round trips, bad input, CLI."""
+
+from __future__ import annotations
+
+import io
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import h5py
+import numpy as np
+import pyslow5
+import pytest
+
+from numapore import convert as convert_mod
+from numapore.convert import ConversionError, convert
+from numapore.fast5 import list_fast5, read_fast5
+from numapore.slow5 import (
+    FAST5_AUX_FIELDS,
+    AuxField,
+    Record,
+    check_nanopolish_compatible,
+    format_double,
+    write_slow5,
+)
+
+REPO = Path(__file__).resolve().parent.parent
+
+# expected file (under expected/) -> inputs (under raw/), as slow5tools f2s produced them
+CONFORMANCE = {
+    "single-fast5-output/a_single-fast5.slow5": ["single-fast5/sss1.fast5"],
+    "single-fast5-output/directory_single-fast5.slow5": ["single-fast5"],
+    "multi-fast5-output/file_multi-fast5.slow5": ["multi-fast5/ssm1.fast5"],
+    "multi-fast5-output/ssm1.slow5": ["multi-fast5/ssm1.fast5"],
+    "multi-fast5-output/ssm2.slow5": ["multi-fast5/ssm2.fast5"],
+    "multi-fast5-output/ssm3.slow5": ["multi-fast5/ssm3.fast5"],
+    "multi-fast5-output/directory_multi-fast5.slow5": ["multi-fast5"],
+    "single-and-multi-fast5-output/1ssm1.slow5": ["single-and-multi-fast5/1ssm1.fast5"],
+    "single-and-multi-fast5-output/3ssm2.slow5": ["single-and-multi-fast5/3ssm2.fast5"],
+    "single-and-multi-fast5-output/0.slow5": [
+        "single-and-multi-fast5/2sss1.fast5",
+        "single-and-multi-fast5/4sss2.fast5",
+    ],
+    "single-and-multi-fast5-output/file_single-and-multi-fast5.slow5": ["single-and-multi-fast5"],
+}
+ERR_FAST5 = {
+    "empty_fast5.fast5": "empty FAST5",
+    "not_a_fast5.fast5": "not an HDF5 file",
+    "single_fast5_no_raw_grp.fast5": "no Raw group",
+}
+
+
+def fast5_signals(folder: Path) -> dict[str, np.ndarray]:
+    """Read id -> raw signal of single-read FAST5 files, read with plain h5py."""
+    out = {}
+    for path in sorted(folder.glob("*.fast5")):
+        with h5py.File(path, "r") as h5:
+            (read,) = h5["Raw/Reads"].values()
+            out[read.attrs["read_id"].decode()] = read["Signal"][()]
+    return out
+
+
+def blow5_reads(path: Path) -> list[dict]:
+    """All records of a SLOW5/BLOW5 file read back by pyslow5 (slow5lib), with aux fields."""
+    s5 = pyslow5.Open(str(path), "r")
+    return list(s5.seq_reads(aux="all"))
+
+
+def leftovers(folder: Path) -> list[str]:
+    """Temporary files the writer may have left in a folder."""
+    return [p.name for p in folder.iterdir() if ".tmp" in p.name]
+
+
+@pytest.fixture(scope="session")
+def ecoli_blow5(ecoli_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The 112 E. coli reads converted with the defaults and K=2 worker processes."""
+    out = tmp_path_factory.mktemp("ecoli") / "ecoli.blow5"
+    report = convert([ecoli_dir / "fast5"], out, processes=2, progress=None)
+    assert report.reads_written == 112 and report.files_converted == 112
+    return out
+
+
+# --- slow5tools conformance ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("expected", sorted(CONFORMANCE))
+def test_slow5_text_is_byte_identical_to_slow5tools(f2s_dir: Path, tmp_path: Path, expected):
+    """SLOW5 text equals slow5tools f2s output for every conformance input."""
+    inputs = [f2s_dir / "raw" / name for name in CONFORMANCE[expected]]
+    out = tmp_path / "out.slow5"
+    # slow5tools does not check read ids; several expected files repeat one read.
+    convert(inputs, out, allow_duplicate_ids=True, progress=None)
+    assert out.read_bytes() == (f2s_dir / "expected" / expected).read_bytes()
+
+
+@pytest.mark.parametrize("signal, name", [("none", "ssm1_zlib"), ("svb-zd", "ssm1_zlib_svb")])
+def test_blow5_is_byte_identical_to_slow5tools(f2s_dir, tmp_path, signal, name):
+    """BLOW5 (zlib records, raw or svb-zd signal) and its index equal slow5tools/slow5lib's."""
+    out = tmp_path / "ssm1.blow5"
+    convert([f2s_dir / "raw/multi-fast5/ssm1.fast5"], out, signal_compression=signal, progress=None)
+    expected = f2s_dir / f"expected/multi-fast5-output/{name}.blow5"
+    assert out.read_bytes() == expected.read_bytes()
+    # slow5lib builds an index for a copy without one: ours must be the same bytes.
+    copy = tmp_path / "copy" / "ssm1.blow5"
+    copy.parent.mkdir()
+    shutil.copy(out, copy)
+    s5 = pyslow5.Open(str(copy), "r")
+    assert s5.get_read("bc5615d7-dc94-4315-9cf1-5112555c19d2")["len_raw_signal"] == 63922
+    del s5
+    assert Path(str(copy) + ".idx").read_bytes() == Path(str(out) + ".idx").read_bytes()
+
+
+def test_format_double_matches_slow5lib():
+    """Doubles are printed with %f minus trailing zeros, like slow5lib."""
+    assert format_double(8192.0) == "8192"
+    assert format_double(1444.86) == "1444.86"
+    assert format_double(216.2298864563899) == "216.229886"
+    assert format_double(-1e-7) == "0"
+    assert format_double(0.0078125) == "0.007812"
+
+
+def test_list_fast5_is_recursive_and_sorted(f2s_dir: Path, tmp_path: Path):
+    """Folders expand recursively in sorted path order; files keep the given order."""
+    (tmp_path / "b").mkdir()
+    for name in ("b/2.fast5", "a.fast5", "c.txt", "b/1.fast5"):
+        (tmp_path / name).write_bytes(b"")
+    assert [p.relative_to(tmp_path).as_posix() for p in list_fast5([tmp_path])] == [
+        "a.fast5",
+        "b/1.fast5",
+        "b/2.fast5",
+    ]
+    files = [tmp_path / "b/2.fast5", tmp_path / "a.fast5"]
+    assert list_fast5(files) == files
+
+
+# --- round trips ----------------------------------------------------------------------------
+
+
+def test_ecoli_blow5_round_trip(ecoli_dir: Path, ecoli_blow5: Path):
+    """pyslow5 reads back all 112 reads with every signal value equal to the FAST5 input."""
+    signals = fast5_signals(ecoli_dir / "fast5")
+    reads = blow5_reads(ecoli_blow5)
+    assert len(reads) == len(signals) == 112
+    for read in reads:
+        np.testing.assert_array_equal(read["signal"], signals[read["read_id"]])
+        assert read["len_raw_signal"] == len(signals[read["read_id"]])
+        assert read["digitisation"] == 8192 and read["sampling_rate"] == 4000
+        assert read["channel_number"].isdigit() and read["start_time"] > 0
+    assert Path(str(ecoli_blow5) + ".idx").is_file()
+    s5 = pyslow5.Open(str(ecoli_blow5), "r")
+    assert s5.get_header_value("run_id") == "0cc960b63c07619b4bf2917507d447479a21da66"
+    assert s5.get_num_read_groups() == 1
+
+
+def test_one_and_two_processes_give_identical_files(ecoli_dir: Path, tmp_path: Path):
+    """K=1 writes the same bytes as K=2 (results are written in input order)."""
+    files = sorted((ecoli_dir / "fast5").glob("*.fast5"))[:24]
+    k2 = tmp_path / "k2.blow5"
+    convert(files, k2, processes=2, progress=None)
+    out = tmp_path / "k1.blow5"
+    report = convert(files, out, processes=1, progress=None)
+    assert out.read_bytes() == k2.read_bytes()
+    assert Path(str(out) + ".idx").read_bytes() == Path(str(k2) + ".idx").read_bytes()
+    assert report.samples > 0 and report.signal_bytes == 2 * report.samples
+    assert report.reads_per_second > 0 and report.output_bytes == out.stat().st_size
+
+
+@pytest.mark.parametrize(
+    "record, signal", [("zstd", "none"), ("none", "svb-zd"), ("zlib", "svb-zd")]
+)
+def test_compression_variants_round_trip(ecoli_dir, tmp_path, record, signal):
+    """Every record/signal compression pair is read back exactly by slow5lib."""
+    files = sorted((ecoli_dir / "fast5").glob("*.fast5"))[:8]
+    out = tmp_path / "x.blow5"
+    convert(files, out, record_compression=record, signal_compression=signal, progress=None)
+    signals = {}
+    for path in files:
+        signals.update(fast5_signals_file(path))
+    reads = blow5_reads(out)
+    assert [r["read_id"] for r in reads] == list(signals)
+    for read in reads:
+        np.testing.assert_array_equal(read["signal"], signals[read["read_id"]])
+
+
+def fast5_signals_file(path: Path) -> dict[str, np.ndarray]:
+    """Read id -> signal of one single-read FAST5 file."""
+    with h5py.File(path, "r") as h5:
+        (read,) = h5["Raw/Reads"].values()
+        return {read.attrs["read_id"].decode(): read["Signal"][()]}
+
+
+def test_vbz_compressed_signal_is_read(f2s_dir: Path, tmp_path: Path):
+    """A multi-read FAST5 whose signal is VBZ-compressed converts to the same SLOW5 text."""
+    src = f2s_dir / "raw/multi-fast5/ssm1.fast5"
+    vbz = tmp_path / "vbz.fast5"
+    shutil.copy(src, vbz)
+    with h5py.File(vbz, "r+") as h5:
+        for name in h5:
+            raw = h5[name]["Raw"]
+            signal = raw["Signal"][()]
+            del raw["Signal"]
+            raw.create_dataset(
+                "Signal", data=signal, compression=32020, compression_opts=(0, 2, 1, 1)
+            )
+    with h5py.File(vbz, "r") as h5:
+        plist = h5[next(iter(h5))]["Raw/Signal"].id.get_create_plist()
+        assert plist.get_filter(0)[0] == 32020
+    out = tmp_path / "vbz.slow5"
+    convert([vbz], out, progress=None)
+    assert out.read_bytes() == (f2s_dir / "expected/multi-fast5-output/ssm1.slow5").read_bytes()
+
+
+@pytest.mark.parametrize("processes", [1, 2])
+def test_multi_read_files_split_into_slices(f2s_dir, tmp_path, monkeypatch, processes):
+    """Big multi-read files are shared out in read-group slices; the output is unchanged."""
+    monkeypatch.setattr(convert_mod, "SLICE_READS", 1)
+    out = tmp_path / "dir.slow5"
+    convert([f2s_dir / "raw/multi-fast5"], out, processes=processes, allow_duplicate_ids=True)
+    expected = f2s_dir / "expected/multi-fast5-output/directory_multi-fast5.slow5"
+    assert out.read_bytes() == expected.read_bytes()
+
+
+def test_two_runs_give_two_read_groups(f2s_dir: Path, tmp_path: Path):
+    """A second run_id becomes read group 1 with its own header values."""
+    inputs = []
+    for i, run in enumerate(["run_a", "run_b", "run_a"]):
+        path = tmp_path / f"{i}.fast5"
+        shutil.copy(f2s_dir / "raw/single-fast5/sss1.fast5", path)
+        with h5py.File(path, "r+") as h5:
+            h5["UniqueGlobalKey/tracking_id"].attrs["run_id"] = run
+            h5["UniqueGlobalKey/tracking_id"].attrs["hostname"] = f"host_{run}"
+            h5["Raw/Reads/Read_2760"].attrs["read_id"] = f"read-{i}"
+        inputs.append(path)
+    for fmt in ("blow5", "slow5"):
+        out = tmp_path / f"runs.{fmt}"
+        convert(inputs, out, progress=None)
+        s5 = pyslow5.Open(str(out), "r")
+        assert s5.get_num_read_groups() == 2
+        assert s5.get_all_headers(read_group=1)["hostname"] == "host_run_b"
+        assert [r["read_group"] for r in s5.seq_reads()] == [0, 1, 0]
+    text = (tmp_path / "runs.slow5").read_text()
+    assert "@run_id\trun_a\trun_b\n" in text and "#num_read_groups\t2\n" in text
+
+
+# --- nanopolish ------------------------------------------------------------------------------
+
+
+def test_nanopolish_refuses_svb_zd():
+    """The workflow can refuse svb-zd signal when nanopolish will read the BLOW5."""
+    check_nanopolish_compatible("none")
+    with pytest.raises(ValueError, match="segfaults"):
+        check_nanopolish_compatible("svb-zd")
+
+
+@pytest.mark.skipif(
+    not all(shutil.which(t) for t in ("nanopolish", "minimap2", "samtools")),
+    reason="needs nanopolish, minimap2 and samtools",
+)
+def test_nanopolish_reads_our_blow5(ecoli_dir: Path, ecoli_blow5: Path, tmp_path: Path):
+    """Smoke test: nanopolish index --slow5 and call-methylation work on our BLOW5."""
+    blow5 = tmp_path / "reads.blow5"
+    shutil.copy(ecoli_blow5, blow5)
+    shutil.copy(str(ecoli_blow5) + ".idx", str(blow5) + ".idx")
+    fasta = tmp_path / "reads.fasta"
+    shutil.copy(ecoli_dir / "reads.fasta", fasta)
+    region = ecoli_dir / "region.fa"
+    sam = subprocess.run(
+        ["minimap2", "-ax", "map-ont", "-t", "1", str(region), str(fasta)],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    lines = sam.splitlines()
+    header = [ln for ln in lines if ln.startswith("@")]
+    mapped = [ln for ln in lines if not ln.startswith("@") and ln.split("\t")[2] != "*"]
+    bam = tmp_path / "few.bam"  # three reads keep the smoke test fast
+    subprocess.run(
+        ["samtools", "sort", "-o", str(bam), "-"],
+        input="\n".join(header + mapped[:3]) + "\n",
+        check=True,
+        text=True,
+    )
+    subprocess.run(["samtools", "index", str(bam)], check=True)
+    subprocess.run(
+        ["nanopolish", "index", "--slow5", str(blow5), str(fasta)], check=True, capture_output=True
+    )
+    calls = subprocess.run(
+        ["nanopolish", "call-methylation", "-t", "1", "-r", str(fasta), "-b", str(bam)]
+        + ["-g", str(region)],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.splitlines()
+    assert calls[0].startswith("chromosome\tstrand\tstart")
+    assert len(calls) > 10 and {c.split("\t")[4] for c in calls[1:]} <= {
+        m.split("\t")[0] for m in mapped[:3]
+    }
+
+
+# --- bad input -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", sorted(ERR_FAST5))
+def test_bad_fast5_fails_naming_file_and_reason(f2s_dir: Path, tmp_path: Path, name: str):
+    """on_bad_fast5='fail': the error names the file and the reason; no output is left."""
+    bad = f2s_dir / "raw/err_fast5" / name
+    good = f2s_dir / "raw/single-fast5/sss1.fast5"
+    out = tmp_path / "out.blow5"
+    with pytest.raises(ConversionError) as err:
+        convert([good, bad], out, progress=None)
+    assert str(bad) in str(err.value) and ERR_FAST5[name] in str(err.value)
+    assert sorted(os.listdir(tmp_path)) == []
+
+
+@pytest.mark.parametrize("name", sorted(ERR_FAST5))
+def test_bad_fast5_skipped_and_listed(f2s_dir: Path, tmp_path: Path, name: str):
+    """on_bad_fast5='skip': conversion completes and the TSV lists the file and reason."""
+    bad = f2s_dir / "raw/err_fast5" / name
+    good = f2s_dir / "raw/single-fast5/sss1.fast5"
+    out = tmp_path / "out.blow5"
+    report = convert([bad, good], out, on_bad_fast5="skip", progress=None)
+    assert (report.files, report.files_skipped, report.reads_written) == (2, 1, 1)
+    rows = report.rejected_tsv.read_text().splitlines()
+    assert rows[0] == "path\tread_id\treason"
+    assert len(rows) == 2 and rows[1].startswith(f"{bad}\t.\t") and ERR_FAST5[name] in rows[1]
+    assert report.rejected_tsv == Path(str(out) + ".rejected.tsv")
+    assert len(blow5_reads(out)) == 1
+
+
+def test_duplicate_read_ids(f2s_dir: Path, tmp_path: Path):
+    """A read id seen twice fails the conversion, or is skipped and listed."""
+    first = f2s_dir / "raw/single-fast5/sss1.fast5"
+    multi = f2s_dir / "raw/single-and-multi-fast5/1ssm1.fast5"  # holds ...19d5 again
+    out = tmp_path / "dup.blow5"
+    with pytest.raises(ConversionError, match="duplicate read id.*sss1.fast5"):
+        convert([first, multi], out, progress=None)
+    assert not out.exists() and not leftovers(tmp_path)
+    report = convert([first, multi], out, on_bad_fast5="skip", progress=None)
+    assert (report.reads_written, report.reads_skipped, report.files_skipped) == (3, 1, 0)
+    rows = report.rejected_tsv.read_text().splitlines()[1:]
+    reason = f"duplicate read id (already converted from {first})"
+    assert rows == [f"{multi}\tbc5615d7-dc94-4315-9cf1-5112555c19d5\t{reason}"]
+    assert [r["read_id"][-2:] for r in blow5_reads(out)] == ["d5", "d1", "d2"]
+
+
+def test_failed_conversion_keeps_previous_output(f2s_dir: Path, tmp_path: Path):
+    """A failing run leaves an existing output and its index untouched."""
+    out = tmp_path / "keep.blow5"
+    convert([f2s_dir / "raw/single-fast5/sss1.fast5"], out, progress=None)
+    before = out.read_bytes(), Path(str(out) + ".idx").read_bytes()
+    with pytest.raises(ConversionError):
+        convert([f2s_dir / "raw/err_fast5"], out, progress=None)
+    assert (out.read_bytes(), Path(str(out) + ".idx").read_bytes()) == before
+    assert not leftovers(tmp_path)
+
+
+def test_read_without_raw_group_in_multi_read_file(f2s_dir: Path, tmp_path: Path):
+    """One read group without Raw is rejected by read id; the other reads convert."""
+    path = tmp_path / "m.fast5"
+    shutil.copy(f2s_dir / "raw/multi-fast5/ssm1.fast5", path)
+    with h5py.File(path, "r+") as h5:
+        del h5["read_bc5615d7-dc94-4315-9cf1-5112555c19d2/Raw"]
+    contents = read_fast5(path)
+    assert [r.record.read_id[-2:] for r in contents.reads] == ["d1", "d5"]
+    assert "no Raw group" in contents.rejected[0][1]
+    with pytest.raises(ConversionError, match="read_bc5615d7.*no Raw group"):
+        convert([path], tmp_path / "m.blow5", progress=None)
+    report = convert([path], tmp_path / "m.blow5", on_bad_fast5="skip", progress=None)
+    assert (report.reads_written, report.reads_skipped) == (2, 1)
+
+
+# --- API details -----------------------------------------------------------------------------
+
+
+def test_progress_lines_on_stderr(f2s_dir: Path, tmp_path: Path):
+    """Progress reports reads converted and reads/s."""
+    stream = io.StringIO()
+    convert(
+        [f2s_dir / "raw/multi-fast5"],
+        tmp_path / "p.blow5",
+        allow_duplicate_ids=True,
+        progress=stream,
+        progress_interval=0.0,
+    )
+    lines = stream.getvalue().splitlines()
+    assert any("reads converted" in ln and "reads/s" in ln for ln in lines)
+    assert "9 reads from 3/3 files" in lines[-1]
+
+
+def test_write_slow5_from_memory(tmp_path: Path):
+    """In-memory records (e.g. simulated) are written as BLOW5/SLOW5 slow5lib can read."""
+    rng = np.random.default_rng(1)
+    aux_fields = FAST5_AUX_FIELDS + (AuxField("end_reason", "enum", ("unknown", "partial")),)
+    records = [
+        Record(
+            f"sim-{i}",
+            0,
+            8192.0,
+            6.0,
+            1444.86,
+            4000.0,
+            rng.integers(300, 700, 100 + i).astype(np.int16),
+            {
+                "start_time": i,
+                "read_number": i,
+                "start_mux": 1,
+                "median_before": 200.5,
+                "channel_number": str(i + 1),
+                "end_reason": 1,
+            },
+        )
+        for i in range(3)
+    ]
+    records[2].aux = {"read_number": 9}  # other aux values missing
+    for name in ("sim.blow5", "sim.slow5"):
+        n = write_slow5(tmp_path / name, records, [{"run_id": "sim", "exp": ""}], aux_fields)
+        assert n == 3
+        reads = blow5_reads(tmp_path / name)
+        assert [r["read_id"] for r in reads] == ["sim-0", "sim-1", "sim-2"]
+        np.testing.assert_array_equal(reads[1]["signal"], records[1].signal)
+        assert reads[1]["channel_number"] == "2" and reads[1]["end_reason"] == 1
+        assert reads[2]["read_number"] == 9
+    text = (tmp_path / "sim.slow5").read_text()
+    assert "\tenum{unknown,partial}\n" in text and "@exp\t.\n" in text
+    assert text.splitlines()[-1].endswith("\t.\t9\t.\t.\t.\t.")
+    assert Path(str(tmp_path / "sim.blow5") + ".idx").is_file()
+
+
+def test_cli_exit_codes(f2s_dir: Path, tmp_path: Path):
+    """python -m numapore.convert: 0 on success, 1 naming the file on bad input."""
+    env = dict(os.environ, PYTHONPATH=str(REPO / "scripts"))
+    cmd = [sys.executable, "-m", "numapore.convert", "-q"]
+    bad = f2s_dir / "raw/err_fast5/not_a_fast5.fast5"
+    good = f2s_dir / "raw/multi-fast5/ssm1.fast5"
+    fail = subprocess.run(
+        cmd + [str(good), str(bad), "-o", str(tmp_path / "a.blow5")],
+        env=env,
+        capture_output=True,
+        check=False,
+        text=True,
+    )
+    assert fail.returncode == 1 and f"{bad}: not an HDF5 file" in fail.stderr
+    assert not (tmp_path / "a.blow5").exists()
+    ok = subprocess.run(
+        cmd
+        + [
+            str(good),
+            str(bad),
+            "-o",
+            str(tmp_path / "a.slow5"),
+            "--on-bad-fast5",
+            "skip",
+            "-p",
+            "2",
+        ],
+        env=env,
+        capture_output=True,
+        check=False,
+        text=True,
+    )
+    assert ok.returncode == 0 and "skipped 1 files" in ok.stderr
+    expected = f2s_dir / "expected/multi-fast5-output/ssm1.slow5"
+    assert (tmp_path / "a.slow5").read_bytes() == expected.read_bytes()
+    assert (tmp_path / "a.slow5.rejected.tsv").is_file()

@@ -1,0 +1,822 @@
+"""Tests of numapore.numa: topology parsing, host files, advisor, command plans, real numactl.
+
+The tests named test_numa_guest_* boot a 2-node NUMA guest under QEMU (about 2 minutes without
+KVM); deselect them with `-k "not numa_guest"` or NUMAPORE_SKIP_GUEST=1. They are skipped when
+the guest tools are missing, unless NUMAPORE_REQUIRE_GUEST=1 turns that into a failure.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import numa_guest  # beside this file: pytest puts tests/ on sys.path (rootdir conftest)
+import pytest
+import yaml
+
+from numapore import numa
+
+REPO = Path(__file__).resolve().parent.parent
+PYTHON = sys.executable
+PYTHONPATH = str(REPO / "scripts")
+
+# --- realistic `numactl --hardware` outputs ---------------------------------------------------
+
+NUMACTL_1_NODE = """\
+available: 1 nodes (0)
+node 0 cpus: 0 1 2 3 4 5 6 7
+node 0 size: 31941 MB
+node 0 free: 20112 MB
+node distances:
+node   0 
+  0:  10 
+"""
+
+# 2 x Xeon, 16 cores + HT per socket: siblings numbered 32 apart.
+NUMACTL_2_NODES = """\
+available: 2 nodes (0-1)
+node 0 cpus: 0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 32 33 34 35 36 37 38 39 40 41 42 43 44 45 46 47
+node 0 size: 192057 MB
+node 0 free: 180334 MB
+node 1 cpus: 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31 48 49 50 51 52 53 54 55 56 57 58 59 60 61 62 63
+node 1 size: 193531 MB
+node 1 free: 189870 MB
+node distances:
+node   0   1 
+  0:  10  21 
+  1:  21  10 
+"""
+
+# 4 x Opteron 6376: 8 dies of 8 cores; nodes 2-3 own CPUs 32-47 and nodes 4-5 own 16-31.
+NUMACTL_8_NODES = """\
+available: 8 nodes (0-7)
+node 0 cpus: 0 1 2 3 4 5 6 7
+node 0 size: 32229 MB
+node 0 free: 30412 MB
+node 1 cpus: 8 9 10 11 12 13 14 15
+node 1 size: 32253 MB
+node 1 free: 31870 MB
+node 2 cpus: 32 33 34 35 36 37 38 39
+node 2 size: 32253 MB
+node 2 free: 31822 MB
+node 3 cpus: 40 41 42 43 44 45 46 47
+node 3 size: 32253 MB
+node 3 free: 31901 MB
+node 4 cpus: 16 17 18 19 20 21 22 23
+node 4 size: 32253 MB
+node 4 free: 31780 MB
+node 5 cpus: 24 25 26 27 28 29 30 31
+node 5 size: 32253 MB
+node 5 free: 31866 MB
+node 6 cpus: 48 49 50 51 52 53 54 55
+node 6 size: 32253 MB
+node 6 free: 31843 MB
+node 7 cpus: 56 57 58 59 60 61 62 63
+node 7 size: 32237 MB
+node 7 free: 31802 MB
+node distances:
+node   0   1   2   3   4   5   6   7 
+  0:  10  16  16  22  16  22  16  22 
+  1:  16  10  16  22  22  16  22  16 
+  2:  16  16  10  16  16  16  16  22 
+  3:  22  22  16  10  16  16  22  16 
+  4:  16  22  16  16  10  16  16  16 
+  5:  22  16  16  16  16  10  22  22 
+  6:  16  22  16  22  16  22  10  16 
+  7:  22  16  22  16  16  22  16  10 
+"""
+
+EXAMPLE_HOSTS = ("single-node", "xeon-2socket", "opteron-6376")
+
+
+@pytest.fixture(scope="module")
+def machine() -> numa.Topology:
+    """This machine's real layout."""
+    return numa.detect_topology()
+
+
+@pytest.fixture(scope="module")
+def topologies(machine: numa.Topology) -> dict[str, numa.Topology]:
+    """The layout of each example host (single-node: this machine's, as `auto` yields)."""
+    out = {}
+    for name in EXAMPLE_HOSTS:
+        host = numa.load_host_config(name)
+        out[name] = host.topology if host.topology is not None else machine
+    return out
+
+
+def write_host(tmp_path: Path, data: object, name: str = "h.yaml") -> Path:
+    """Write a host file into tmp_path and return its path."""
+    path = tmp_path / name
+    path.write_text(yaml.safe_dump(data) if not isinstance(data, str) else data)
+    return path
+
+
+def run(argv: list[str] | str, **kw: object) -> subprocess.CompletedProcess[str]:
+    """Run a command here (a string via bash) with numapore importable, capturing text."""
+    env = dict(os.environ, PYTHONPATH=PYTHONPATH)
+    if isinstance(argv, str):
+        return subprocess.run(
+            ["bash", "-c", argv], capture_output=True, text=True, env=env, check=False, **kw
+        )
+    return subprocess.run(argv, capture_output=True, text=True, env=env, check=False, **kw)
+
+
+# --- cpulists and numactl --hardware parsing --------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "cpus", "compact"),
+    [
+        ("0", (0,), "0"),
+        ("0-3,8,10-11\n", (0, 1, 2, 3, 8, 10, 11), "0-3,8,10-11"),
+        ("0-15,32-47", tuple(range(16)) + tuple(range(32, 48)), "0-15,32-47"),
+        ("", (), ""),
+        ("0-7:2/4", (0, 1, 4, 5), "0-1,4-5"),
+    ],
+)
+def test_cpulist_round_trip(text: str, cpus: tuple[int, ...], compact: str) -> None:
+    """Kernel cpulists parse to sorted CPUs and format back compactly."""
+    assert numa.parse_cpulist(text) == cpus
+    assert numa.format_cpulist(cpus) == compact
+
+
+@pytest.mark.parametrize("bad", ["a", "3-1", "1,,x", "-2"])
+def test_cpulist_rejects_garbage(bad: str) -> None:
+    """Malformed cpulists raise ValueError."""
+    with pytest.raises(ValueError):
+        numa.parse_cpulist(bad)
+
+
+def test_parse_numactl_hardware_1_node() -> None:
+    """One node: all CPUs, its memory, distance 10."""
+    t = numa.parse_numactl_hardware(NUMACTL_1_NODE)
+    assert t.node_ids == (0,)
+    assert t.node(0) == numa.Node(0, tuple(range(8)), 31941, (10,))
+
+
+def test_parse_numactl_hardware_2_nodes_with_ht() -> None:
+    """Two sockets with hyper-threads: split CPU ranges and the 21 remote distance."""
+    t = numa.parse_numactl_hardware(NUMACTL_2_NODES)
+    assert t.node_ids == (0, 1)
+    assert numa.format_cpulist(t.node(0).cpus) == "0-15,32-47"
+    assert numa.format_cpulist(t.node(1).cpus) == "16-31,48-63"
+    assert [n.memory_mib for n in t.nodes] == [192057, 193531]
+    assert t.distance(0, 1) == t.distance(1, 0) == 21
+    assert len(t.cpus) == 64
+
+
+def test_parse_numactl_hardware_8_nodes_matches_opteron_host_file() -> None:
+    """The 8-node Opteron output parses to the CPUs and distances of opteron-6376.yaml."""
+    t = numa.parse_numactl_hardware(NUMACTL_8_NODES)
+    host = numa.load_host_config("opteron-6376").topology
+    assert host is not None
+    assert t.node_ids == tuple(range(8))
+    assert [n.cpus for n in t.nodes] == [n.cpus for n in host.nodes]
+    assert [n.distances for n in t.nodes] == [n.distances for n in host.nodes]
+    assert t.node(2).cpus == tuple(range(32, 40))
+    assert {t.distance(a, b) for a in t.node_ids for b in t.node_ids} == {10, 16, 22}
+    assert all(t.distance(a, b) == t.distance(b, a) for a in t.node_ids for b in t.node_ids)
+
+
+def test_parse_numactl_hardware_memory_only_node() -> None:
+    """A node with memory but no CPUs (e.g. CXL) is kept, and instances skip it."""
+    text = (
+        "available: 2 nodes (0-1)\nnode 0 cpus: 0 1 2 3\nnode 0 size: 15890 MB\n"
+        "node 0 free: 9000 MB\nnode 1 cpus:\nnode 1 size: 65536 MB\nnode 1 free: 65000 MB\n"
+        "node distances:\nnode   0   1 \n  0:  10  50 \n  1:  50  10 \n"
+    )
+    t = numa.parse_numactl_hardware(text)
+    assert t.node(1).cpus == () and t.node(1).memory_mib == 65536
+    assert [n.id for n in t.compute_nodes] == [0]
+    assert [i.node for i in numa.instance_commands(t, 4, lambda i, n, th: ["x"])] == [0]
+    assert numa.single_command(t, "interleave", ["x"]) == ["numactl", "--interleave=0-1", "x"]
+
+
+def test_parse_numactl_hardware_without_numa() -> None:
+    """A kernel without NUMA support is reported as a TopologyError."""
+    with pytest.raises(numa.TopologyError, match="no NUMA"):
+        numa.parse_numactl_hardware("No NUMA available on this system\n")
+
+
+def test_read_sysfs_topology_fake_8_nodes(tmp_path: Path) -> None:
+    """The sysfs reader handles an 8-node tree (cpulist, meminfo in kB, distance rows)."""
+    ref = numa.parse_numactl_hardware(NUMACTL_8_NODES)
+    for n in ref.nodes:
+        d = tmp_path / f"node{n.id}"
+        d.mkdir()
+        (d / "cpulist").write_text(numa.format_cpulist(n.cpus) + "\n")
+        (d / "meminfo").write_text(
+            f"Node {n.id} MemTotal:       {n.memory_mib * 1024} kB\n"
+            f"Node {n.id} MemFree:        1024 kB\n"
+        )
+        (d / "distance").write_text(" ".join(map(str, n.distances)) + "\n")
+    (tmp_path / "online").write_text("0-7\n")  # not a node directory: must be ignored
+    t = numa.read_sysfs_topology(tmp_path)
+    assert t.nodes == ref.nodes
+    assert t.source.startswith("sysfs")
+
+
+def test_detect_topology_real_machine_sysfs_and_numactl_agree(tmp_path: Path) -> None:
+    """On this machine, sysfs detection and the numactl --hardware fallback give one layout."""
+    from_sysfs = numa.detect_topology()
+    from_numactl = numa.detect_topology(sysfs_root=tmp_path / "absent")
+    real = subprocess.run(["numactl", "--hardware"], capture_output=True, text=True, check=True)
+    parsed = numa.parse_numactl_hardware(real.stdout)
+    assert from_numactl.source == "numactl --hardware"
+    assert from_sysfs.node_ids == from_numactl.node_ids == parsed.node_ids
+    assert [n.cpus for n in from_sysfs.nodes] == [n.cpus for n in parsed.nodes]
+    assert set(from_sysfs.cpus) >= set(os.sched_getaffinity(0))
+    assert all(n.memory_mib > 0 for n in from_sysfs.nodes)
+
+
+def test_topology_rejects_inconsistent_layouts() -> None:
+    """Shared CPUs, short distance rows and a non-10 self distance are refused."""
+    with pytest.raises(numa.TopologyError, match="CPU 1 is listed under node 0 and node 1"):
+        numa.Topology((numa.Node(0, (0, 1), 1, (10, 20)), numa.Node(1, (1,), 1, (20, 10))))
+    with pytest.raises(numa.TopologyError, match="2 distances, expected 1"):
+        numa.Topology((numa.Node(0, (0,), 1, (10, 20)),))
+    with pytest.raises(numa.TopologyError, match="distance to itself is 20"):
+        numa.Topology((numa.Node(0, (0,), 1, (20,)),))
+
+
+# --- schema and host files --------------------------------------------------------------------
+
+
+def _walk_properties(schema: dict, path: str = "") -> list[tuple[str, dict]]:
+    """Every property schema (recursing through properties, items and oneOf) with its path."""
+    out = []
+    for key, sub in schema.get("properties", {}).items():
+        out.append((f"{path}.{key}", sub))
+        out += _walk_properties(sub, f"{path}.{key}")
+    for alt in schema.get("oneOf", []):
+        out += _walk_properties(alt, path)
+    if isinstance(schema.get("items"), dict):
+        out += _walk_properties(schema["items"], f"{path}[]")
+    return out
+
+
+def test_schema_is_strict_documented_and_defaulted() -> None:
+    """Valid draft 2020-12; every object closed; every property described; optionals defaulted."""
+    import jsonschema
+
+    schema = numa.load_schema()
+    jsonschema.Draft202012Validator.check_schema(schema)
+    props = _walk_properties(schema)
+    assert {p for p, _ in props} >= {
+        ".topology",
+        ".strategy.alignment",
+        ".strategy.methylation",
+        ".strategy.conversion",
+        ".instances_per_node",
+        ".io_mode",
+        ".io_processes",
+        ".topology.nodes[].distances",
+    }
+    for path, sub in props:
+        assert sub.get("description"), f"{path} has no description"
+    objects = [schema] + [s for _, s in props if s.get("type") == "object"]
+    objects += [alt for _, s in props for alt in s.get("oneOf", []) if alt.get("type") == "object"]
+    for obj in objects:
+        assert obj.get("additionalProperties") is False
+    for key, sub in schema["properties"].items():
+        assert "default" in sub, f"top-level key {key} has no default"
+    for step in numa.STEPS:
+        assert schema["properties"]["strategy"]["properties"][step]["enum"] == list(numa.STRATEGIES)
+    assert schema["properties"]["io_mode"]["enum"] == list(numa.IO_MODES)
+
+
+@pytest.mark.parametrize("name", EXAMPLE_HOSTS)
+def test_example_hosts_load(name: str) -> None:
+    """The shipped host files validate and carry a concrete setting for every step."""
+    host = numa.load_host_config(name)
+    assert host.path == REPO / "config" / "hosts" / f"{name}.yaml"
+    assert set(host.strategy) == set(numa.STEPS)
+    assert host.io_mode in numa.IO_MODES
+    assert host.instances_per_node >= 1
+    assert host.description
+
+
+def test_example_host_layouts() -> None:
+    """single-node is auto; xeon has 2x32 CPUs and 192 GiB nodes; opteron 8x8 CPUs."""
+    assert numa.load_host_config("single-node").topology is None
+    xeon = numa.load_host_config("xeon-2socket").topology
+    assert xeon is not None and xeon.node_ids == (0, 1)
+    assert [len(n.cpus) for n in xeon.nodes] == [32, 32]
+    assert [n.memory_mib for n in xeon.nodes] == [192 * 1024] * 2
+    assert xeon.distance(0, 1) == 21
+    opt = numa.load_host_config("opteron-6376").topology
+    assert opt is not None and len(opt.nodes) == 8
+    assert all(len(n.cpus) == 8 for n in opt.nodes) and opt.cpus == tuple(range(64))
+
+
+def test_defaults_filled_in(tmp_path: Path) -> None:
+    """An empty host file means auto topology, auto/auto/none, 1 instance, fast5, io null."""
+    host = numa.load_host_config(write_host(tmp_path, "{}\n"))
+    assert host.topology is None
+    assert host.strategy == {"alignment": "auto", "methylation": "auto", "conversion": "none"}
+    assert (host.instances_per_node, host.io_mode, host.io_processes) == (1, "fast5", None)
+    partial = numa.load_host_config(write_host(tmp_path, {"strategy": {"alignment": "none"}}))
+    assert partial.strategy == {"alignment": "none", "methylation": "auto", "conversion": "none"}
+    node = {"id": 0, "cpus": [0, 1], "memory_mib": 100}
+    host2 = numa.load_host_config(write_host(tmp_path, {"topology": {"nodes": [node]}}))
+    assert host2.topology is not None and host2.topology.node(0).distances == (10,)
+
+
+@pytest.mark.parametrize(
+    ("data", "expected"),
+    [
+        ({"threads": 4}, r"\(top level\): Additional properties are not allowed \('threads'"),
+        ({"strategy": {"alignment": "fast"}}, r"strategy\.alignment: 'fast' is not one of"),
+        ({"strategy": {"assembly": "none"}}, r"strategy: .*'assembly' was unexpected"),
+        ({"io_mode": "blow5"}, r"io_mode: 'blow5' is not one of"),
+        ({"instances_per_node": 0}, r"instances_per_node: 0 is less than the minimum of 1"),
+        ({"io_processes": "many"}, r"io_processes: 'many' is not of type"),
+        ({"topology": "detect"}, r"topology: 'detect' is not valid .*Detect the layout"),
+        (
+            {"topology": {"nodes": [{"id": 0, "cpus": "0-1", "memory_mib": 1, "socket": 0}]}},
+            r"topology\.nodes\[0\]: Additional .*'socket' was unexpected",
+        ),
+        (
+            {"topology": {"nodes": [{"id": 0, "cpus": "0-1"}]}},
+            r"topology\.nodes\[0\]: 'memory_mib' is a required property",
+        ),
+        (
+            {"topology": {"nodes": [{"id": 0, "cpus": "zero", "memory_mib": 1}]}},
+            r"topology\.nodes\[0\]\.cpus: 'zero' does not match",
+        ),
+        ({"topology": {"nodes": []}}, r"topology\.nodes: \[\] should be non-empty"),
+    ],
+)
+def test_schema_errors_name_file_and_key(tmp_path: Path, data: dict, expected: str) -> None:
+    """Schema violations raise HostConfigError naming the file and the offending key."""
+    path = write_host(tmp_path, data)
+    with pytest.raises(numa.HostConfigError) as err:
+        numa.load_host_config(path)
+    assert str(path) in str(err.value)
+    assert re.search(expected, str(err.value)), str(err.value)
+
+
+def test_semantic_errors_in_explicit_layout(tmp_path: Path) -> None:
+    """Layouts that pass the schema but are inconsistent are refused with the file named."""
+    shared = {
+        "topology": {
+            "nodes": [
+                {"id": 0, "cpus": "0-3", "memory_mib": 1},
+                {"id": 1, "cpus": "3-5", "memory_mib": 1},
+            ]
+        }
+    }
+    path = write_host(tmp_path, shared, "shared.yaml")
+    with pytest.raises(numa.HostConfigError, match=r"shared\.yaml: CPU 3 is listed under node 0"):
+        numa.load_host_config(path)
+    short = {
+        "topology": {"nodes": [{"id": 0, "cpus": [0], "memory_mib": 1, "distances": [10, 20]}]}
+    }
+    with pytest.raises(numa.HostConfigError, match="node 0 has 2 distances, expected 1"):
+        numa.load_host_config(write_host(tmp_path, short, "short.yaml"))
+    twice = {"topology": {"nodes": [{"id": 0, "cpus": [0], "memory_mib": 1}] * 2}}
+    with pytest.raises(numa.HostConfigError, match="node ids repeat"):
+        numa.load_host_config(write_host(tmp_path, twice, "twice.yaml"))
+
+
+def test_unknown_host_and_bad_yaml(tmp_path: Path) -> None:
+    """Unknown names list the known hosts; broken YAML names the file."""
+    with pytest.raises(numa.HostConfigError, match=r"known hosts: .*opteron-6376"):
+        numa.load_host_config("no-such-host")
+    bad = write_host(tmp_path, "strategy: [unclosed\n", "bad.yaml")
+    with pytest.raises(numa.HostConfigError, match=r"bad\.yaml: not valid YAML"):
+        numa.load_host_config(bad)
+
+
+# --- validation against the machine -----------------------------------------------------------
+
+
+def test_startup_check_single_node_passes_here(machine: numa.Topology) -> None:
+    """The auto host file is valid on this machine and yields the detected layout."""
+    host, topo = numa.startup_check("single-node")
+    assert host.name == "single-node"
+    assert topo.node_ids == machine.node_ids and topo.cpus == machine.cpus
+
+
+@pytest.mark.parametrize("name", ["xeon-2socket", "opteron-6376"])
+def test_startup_check_big_hosts_fail_here(name: str, machine: numa.Topology) -> None:
+    """The multi-node example files name nodes and CPUs this machine lacks: clear error."""
+    if len(machine.nodes) > 1:
+        pytest.skip("this check assumes the 1-node development machine")
+    with pytest.raises(numa.HostConfigError) as err:
+        numa.startup_check(name)
+    msg = str(err.value)
+    assert f"config/hosts/{name}.yaml does not match this machine" in msg
+    assert "node 1 (CPUs " in msg and "does not exist on this machine" in msg
+    assert re.search(r"node 0 lists CPU\(s\) \S+ that this machine does not have", msg)
+
+
+def test_startup_check_against_parsed_machines() -> None:
+    """Each example passes on the machine it describes (as numactl --hardware shows it)."""
+    xeon = numa.parse_numactl_hardware(NUMACTL_2_NODES)
+    opteron = numa.parse_numactl_hardware(NUMACTL_8_NODES)
+    _, topo = numa.startup_check("xeon-2socket", machine=xeon)
+    assert topo.node_ids == (0, 1)
+    _, topo = numa.startup_check("opteron-6376", machine=opteron)
+    assert len(topo.nodes) == 8
+    with pytest.raises(numa.HostConfigError, match="node 2 .* does not exist"):
+        numa.startup_check("opteron-6376", machine=xeon)
+
+
+def test_check_names_missing_node_cpu_and_moved_cpu(tmp_path: Path) -> None:
+    """Errors name the file, a node the machine lacks, a CPU it lacks, and a misplaced CPU."""
+    machine = numa.parse_numactl_hardware(NUMACTL_2_NODES)
+    data = {
+        "topology": {
+            "nodes": [
+                {"id": 0, "cpus": "0-15,32-47,64", "memory_mib": 1000},
+                {"id": 1, "cpus": "16-31,48-62", "memory_mib": 1000},
+                {"id": 2, "cpus": [63], "memory_mib": 1000},
+            ]
+        }
+    }
+    path = write_host(tmp_path, data, "wrong.yaml")
+    with pytest.raises(numa.HostConfigError) as err:
+        numa.startup_check(path, machine=machine)
+    msg = str(err.value)
+    assert msg.startswith(f"{path} does not match this machine")
+    assert "node 0 lists CPU(s) 64 that this machine does not have" in msg
+    assert "node 2 (CPUs 63) does not exist on this machine, which has node(s) 0-1" in msg
+    moved = {"topology": {"nodes": [{"id": 0, "cpus": "0-16", "memory_mib": 1000}]}}
+    with pytest.raises(numa.HostConfigError, match="node 0 lists CPU 16, which belongs to node 1"):
+        numa.startup_check(write_host(tmp_path, moved, "moved.yaml"), machine=machine)
+
+
+def test_check_cli_reports_error_for_xeon_here(machine: numa.Topology) -> None:
+    """`python -m numapore.numa check` exits 2 with the message on a mismatching host."""
+    ok = run([PYTHON, "-m", "numapore.numa", "check", "single-node"])
+    assert ok.returncode == 0 and ": OK: " in ok.stdout
+    if len(machine.nodes) == 1:
+        bad = run([PYTHON, "-m", "numapore.numa", "check", "xeon-2socket"])
+        assert bad.returncode == 2 and "xeon-2socket.yaml does not match" in bad.stderr
+
+
+# --- advisor ----------------------------------------------------------------------------------
+
+
+def test_advise_one_node_is_none(topologies: dict[str, numa.Topology]) -> None:
+    """On one node there is nothing to place, whatever the index size."""
+    for size in (0, 10**9, 10**12):
+        strategy, why = numa.advise(numa.parse_numactl_hardware(NUMACTL_1_NODE), size)
+        assert strategy == "none" and why["nodes"] == 1
+    if len(topologies["single-node"].nodes) == 1:
+        assert numa.advise(topologies["single-node"], 5 * 2**30)[0] == "none"
+
+
+@pytest.mark.parametrize(
+    ("host", "index_gib", "per_node", "expected"),
+    [
+        ("opteron-6376", 8, 1, "instances"),  # 8 of 32 GiB: 25 %
+        ("opteron-6376", 12.8, 1, "instances"),  # exactly 40 %
+        ("opteron-6376", 13, 1, "interleave"),
+        ("opteron-6376", 8, 2, "interleave"),  # two copies per node: 50 %
+        ("opteron-6376", 3.1, 4, "instances"),
+        ("xeon-2socket", 60, 1, "instances"),  # 60 of 192 GiB
+        ("xeon-2socket", 100, 1, "interleave"),
+    ],
+)
+def test_advise_multi_node(
+    topologies: dict[str, numa.Topology], host: str, index_gib: float, per_node: int, expected: str
+) -> None:
+    """Instances when the index copies fit in 40 % of the smallest node, else interleave."""
+    strategy, why = numa.advise(topologies[host], int(index_gib * 2**30), per_node)
+    assert strategy == expected == why["strategy"]
+    node_mib = min(n.memory_mib for n in topologies[host].nodes)
+    assert why["smallest_node_memory_mib"] == node_mib
+    assert why["fit_limit_mib"] == pytest.approx(0.4 * node_mib, abs=0.1)
+    assert why["index_copies_per_node_mib"] == pytest.approx(index_gib * 1024 * per_node, abs=0.1)
+    assert why["why"]
+
+
+def test_advise_logs_its_numbers(
+    caplog: pytest.LogCaptureFixture, topologies: dict[str, numa.Topology]
+) -> None:
+    """The decision and the numbers behind it go to the numapore.numa logger."""
+    with caplog.at_level(logging.INFO, logger="numapore.numa"):
+        numa.advise(topologies["opteron-6376"], 20 * 2**30)
+    line = caplog.records[-1].getMessage()
+    assert line.startswith("NUMA advisor: interleave")
+    assert '"smallest_node_memory_mib": 32768' in line and '"index_bytes": 21474836480' in line
+
+
+def test_resolve_strategy_uses_config_or_advisor(topologies: dict[str, numa.Topology]) -> None:
+    """Configured strategies are returned as is; auto goes to the advisor."""
+    opt = numa.load_host_config("opteron-6376")
+    assert numa.resolve_strategy(opt, "alignment", topologies["opteron-6376"])[0] == "instances"
+    xeon = numa.load_host_config("xeon-2socket")
+    assert numa.resolve_strategy(xeon, "methylation", topologies["xeon-2socket"])[0] == "interleave"
+    big = numa.resolve_strategy(xeon, "alignment", topologies["xeon-2socket"], 100 * 2**30)
+    assert big[0] == "interleave" and "smallest_node_memory_mib" in big[1]
+    with pytest.raises(ValueError, match="unknown step"):
+        numa.resolve_strategy(xeon, "basecalling", topologies["xeon-2socket"])
+
+
+# --- command building -------------------------------------------------------------------------
+
+
+def minimap2_shard(i: int, n: int, t: int) -> list[str]:
+    """A realistic per-shard alignment command."""
+    return ["minimap2", "-ax", "map-ont", "-t", str(t), "ref.mmi", f"reads.{i}-of-{n}.fastq"]
+
+
+@pytest.mark.parametrize("host", EXAMPLE_HOSTS)
+@pytest.mark.parametrize("step", numa.STEPS)
+@pytest.mark.parametrize("strategy", numa.STRATEGIES)
+def test_plans_for_every_host_step_strategy(
+    topologies: dict[str, numa.Topology], host: str, step: str, strategy: str
+) -> None:
+    """Each strategy yields the documented numactl form on every example host and step."""
+    topo = topologies[host]
+    threads = len(topo.cpus)
+    tool = ["minimap2", "-t", str(threads), "ref.mmi", "reads.fastq"]
+    if strategy == "auto":
+        with pytest.raises(ValueError, match="must be resolved first"):
+            numa.plan_step(
+                topo, step, strategy, threads, command=tool, shard_command=minimap2_shard
+            )
+        return
+    plan = numa.plan_step(topo, step, strategy, threads, command=tool, shard_command=minimap2_shard)
+    assert (plan.step, plan.strategy, plan.threads) == (step, strategy, threads)
+    nodes = numa.format_cpulist(topo.node_ids)
+    if strategy == "none":
+        assert plan.command == tool and not plan.instances
+    elif strategy == "interleave":
+        assert plan.command == ["numactl", f"--interleave={nodes}", *tool]
+    elif strategy == "localalloc":
+        assert plan.command == ["numactl", "--localalloc", *tool]
+    else:
+        assert plan.command is None
+        assert [i.node for i in plan.instances] == list(topo.node_ids)
+        assert sum(i.threads for i in plan.instances) == threads
+        n = len(topo.nodes)
+        for k, inst in enumerate(plan.instances):
+            node, cpus, t, cmd = inst  # unpacks as (node, cpus, threads, command)
+            assert cpus == topo.node(node).cpus and t == len(cpus)
+            assert cmd == [
+                "numactl",
+                f"--cpunodebind={node}",
+                f"--membind={node}",
+                *minimap2_shard(k, n, t),
+            ]
+        assert plan.commands == [i.command for i in plan.instances]
+
+
+def test_opteron_instances_alignment_64_threads(topologies: dict[str, numa.Topology]) -> None:
+    """The study's case: 8 bound minimap2 processes of 8 threads, one per die."""
+    plan = numa.plan_step(
+        topologies["opteron-6376"], "alignment", "instances", 64, shard_command=minimap2_shard
+    )
+    assert [(i.node, numa.format_cpulist(i.cpus), i.threads) for i in plan.instances] == [
+        (0, "0-7", 8),
+        (1, "8-15", 8),
+        (2, "32-39", 8),
+        (3, "40-47", 8),
+        (4, "16-23", 8),
+        (5, "24-31", 8),
+        (6, "48-55", 8),
+        (7, "56-63", 8),
+    ]
+    assert plan.instances[2].command[:3] == ["numactl", "--cpunodebind=2", "--membind=2"]
+
+
+def test_instances_per_node_and_uneven_threads(topologies: dict[str, numa.Topology]) -> None:
+    """Several instances per node share its threads; leftovers go to the first shards."""
+    xeon = topologies["xeon-2socket"]
+    inst = numa.instance_commands(xeon, 64, minimap2_shard, instances_per_node=2)
+    assert [(i.node, i.threads) for i in inst] == [(0, 16), (0, 16), (1, 16), (1, 16)]
+    assert inst[3].command[-1] == "reads.3-of-4.fastq"
+    assert numa.split_threads(topologies["opteron-6376"], 10) == [2, 2, 1, 1, 1, 1, 1, 1]
+    assert numa.split_threads(topologies["opteron-6376"], 4) == [1] * 8  # min one each
+    assert numa.split_threads(xeon, 7, 3) == [2, 1, 1, 1, 1, 1]
+    with pytest.raises(ValueError):
+        numa.split_threads(xeon, 0)
+
+
+def test_string_commands(topologies: dict[str, numa.Topology]) -> None:
+    """Shell strings get a text prefix; pipelines run under bash so every stage is bound."""
+    opt = topologies["opteron-6376"]
+    simple = "minimap2 -t 64 ref.mmi reads.fastq > out.sam 2> log.txt"
+    assert numa.single_command(opt, "none", simple) == simple
+    assert numa.single_command(opt, "interleave", simple) == "numactl --interleave=0-7 " + simple
+    piped = "minimap2 -t 64 ref.mmi 'a b.fastq' | samtools sort -o out.bam"
+    got = numa.single_command(opt, "localalloc", piped)
+    assert shlex.split(got) == ["numactl", "--localalloc", "bash", "-o", "pipefail", "-c", piped]
+    quoted = "echo 'a | b' > x"  # the pipe is quoted: a simple command
+    assert numa.single_command(opt, "localalloc", quoted) == "numactl --localalloc " + quoted
+    inst = numa.instance_commands(opt, 64, lambda i, n, t: f"tool -t {t} shard{i} | gzip > o{i}")
+    assert shlex.split(inst[1].command)[:3] == ["numactl", "--cpunodebind=1", "--membind=1"]
+    assert shlex.split(inst[1].command)[-1] == "tool -t 8 shard1 | gzip > o1"
+
+
+def test_plan_argument_errors(topologies: dict[str, numa.Topology]) -> None:
+    """Missing shard builders, unknown strategies and steps are reported."""
+    topo = topologies["xeon-2socket"]
+    with pytest.raises(ValueError, match="needs shard_command"):
+        numa.plan_step(topo, "alignment", "instances", 4, command=["x"])
+    with pytest.raises(ValueError, match="unknown strategy"):
+        numa.plan_step(topo, "alignment", "spread", 4, command=["x"])
+    with pytest.raises(ValueError, match="unknown step"):
+        numa.plan_step(topo, "assembly", "none", 4, command=["x"])
+    with pytest.raises(ValueError, match="several commands"):
+        numa.single_command(topo, "instances", ["x"])
+    plan = numa.plan_step(topo, "methylation", "interleave", 6, shard_command=minimap2_shard)
+    assert plan.command == ["numactl", "--interleave=0-1", *minimap2_shard(0, 1, 6)]
+
+
+# --- real numactl on this machine -------------------------------------------------------------
+
+
+def test_numactl_commands_run_here(machine: numa.Topology) -> None:
+    """The literal forms from the brief run with the real numactl."""
+    node = machine.node_ids[0]
+    assert run(["numactl", f"--interleave={node}", "true"]).returncode == 0
+    res = run(["numactl", f"--cpunodebind={node}", f"--membind={node}", "cat", "/proc/self/status"])
+    assert res.returncode == 0
+    allowed = numa.parse_proc_status(res.stdout)["Cpus_allowed_list"]
+    assert set(allowed) <= set(machine.node(node).cpus)
+
+
+@pytest.mark.parametrize("strategy", ["none", "interleave", "localalloc", "instances"])
+def test_planned_commands_run_here(machine: numa.Topology, strategy: str) -> None:
+    """Every planned command runs under real numactl and numactl --show reports its policy."""
+    show = ["numactl", "--show"]
+    plan = numa.plan_step(
+        machine, "alignment", strategy, 2, command=show, shard_command=lambda i, n, t: show
+    )
+    expected = {"none": "default", "interleave": "interleave", "localalloc": "local"}
+    for cmd in plan.commands:
+        res = run(cmd)
+        assert res.returncode == 0, res.stderr
+        shown = numa.parse_numactl_show(res.stdout)
+        assert shown["policy"] == expected.get(strategy, "bind")
+        if strategy == "interleave":
+            assert shown["interleavemask"] == list(machine.node_ids)
+    for inst in plan.instances:
+        res = run([*inst.command[:3], "cat", "/proc/self/status"])
+        assert set(numa.parse_proc_status(res.stdout)["Cpus_allowed_list"]) <= set(inst.cpus)
+
+
+def test_planned_pipeline_string_runs_here(machine: numa.Topology, tmp_path: Path) -> None:
+    """A pipeline string from the planner runs in bash and both stages inherit the policy."""
+    cmd = "numactl --show | grep -c '^policy: interleave' > " + shlex.quote(str(tmp_path / "n"))
+    planned = numa.single_command(machine, "interleave", cmd)
+    res = run(planned)
+    assert res.returncode == 0, res.stderr
+    assert (tmp_path / "n").read_text().strip() == "1"
+
+
+def test_policy_in_force_under_numactl(machine: numa.Topology) -> None:
+    """policy_in_force, run under a real binding, reports bind, its node and its CPUs."""
+    node = machine.node_ids[-1]
+    res = run(
+        ["numactl", f"--cpunodebind={node}", f"--membind={node}"]
+        + [PYTHON, "-m", "numapore.numa", "policy", "--json"]
+    )
+    assert res.returncode == 0, res.stderr
+    pol = json.loads(res.stdout)
+    assert pol["policy"] == "bind" and pol["membind"] == [node]
+    assert set(pol["cpus_allowed"]) <= set(machine.node(node).cpus)
+    line = numa.format_policy(pol)
+    assert f"policy=bind membind={node}" in line and "cpus_allowed=" in line
+    here = numa.policy_in_force()
+    assert here["pid"] == os.getpid() and here["policy"] in {"default", "bind", "interleave"}
+    other = numa.policy_in_force(pid=1)  # another process: only what /proc shows
+    assert "cpus_allowed" in other and "policy" not in other
+
+
+def test_parse_numactl_show_variants() -> None:
+    """numactl 2.0.16 output, including its missing newline under --localalloc."""
+    local = "policy: local\npreferred node: physcpubind: 0 1 \ncpubind: 0 \nnodebind: 0 \n"
+    local += "membind: 0 \npreferred: \n"
+    assert numa.parse_numactl_show(local) == {
+        "policy": "local",
+        "preferred_node": "",
+        "physcpubind": [0, 1],
+        "cpubind": [0],
+        "nodebind": [0],
+        "membind": [0],
+        "preferred": [],
+    }
+    inter = "policy: interleave\npreferred node: 0 (interleave next)\ninterleavemask: 0 1 \n"
+    inter += "interleavenode: 0\nphyscpubind: 0 1 2 3 \ncpubind: 0 1 \nnodebind: 0 1 \n"
+    inter += "membind: 0 1 \npreferred: 0 \n"
+    got = numa.parse_numactl_show(inter)
+    assert got["interleavemask"] == [0, 1] and got["preferred_node"] == "0 (interleave next)"
+    status = "Name:\tcat\nCpus_allowed:\t3\nCpus_allowed_list:\t0-1\nMems_allowed_list:\t0\n"
+    assert numa.parse_proc_status(status) == {
+        "Cpus_allowed_list": (0, 1),
+        "Mems_allowed_list": (0,),
+    }
+
+
+# --- the 2-node NUMA guest --------------------------------------------------------------------
+
+GUEST_SCRIPT = r"""
+export PYTHONPATH={pythonpath} PYTHONDONTWRITEBYTECODE=1
+echo '=== hardware'; numactl --hardware
+echo '=== topology'; {python} -m numapore.numa topology --json
+echo '=== status'; numactl --cpunodebind=1 --membind=1 cat /proc/self/status
+echo '=== show'; numactl --cpunodebind=1 --membind=1 numactl --show
+echo '=== policy'; numactl --cpunodebind=1 --membind=1 {python} -m numapore.numa policy --json
+echo '=== instances'; {python} -c '
+import subprocess
+from numapore import numa
+t = numa.detect_topology()
+probe = "grep allowed_list /proc/self/status; numactl --show | grep -e ^policy -e ^membind"
+plan = numa.plan_step(t, "alignment", "instances", 2, shard_command=lambda i, n, th: probe)
+for inst in plan.instances:
+    print("--- node", inst.node, "threads", inst.threads, flush=True)
+    subprocess.run(inst.command, shell=True, check=True)
+'
+echo '=== end'
+exit 7
+"""
+
+
+def _sections(text: str) -> dict[str, str]:
+    """Split guest output into its '=== name' sections."""
+    parts = re.split(r"^=== (\w+)\n", text, flags=re.MULTILINE)
+    return dict(zip(parts[1::2], parts[2::2], strict=True))
+
+
+@pytest.fixture(scope="module")
+def guest_run() -> subprocess.CompletedProcess[str]:
+    """One boot of the 2-node guest running every probe (booting costs ~1.5-2 min)."""
+    if os.environ.get("NUMAPORE_SKIP_GUEST") == "1":
+        pytest.skip("NUMAPORE_SKIP_GUEST=1")
+    missing = numa_guest.missing_tools()
+    if missing and os.environ.get("NUMAPORE_REQUIRE_GUEST") != "1":
+        pytest.skip("NUMA guest tools missing: " + "; ".join(missing))
+    script = GUEST_SCRIPT.replace("{pythonpath}", PYTHONPATH).replace("{python}", PYTHON)
+    return numa_guest.run_in_numa_guest(script, timeout=1200)
+
+
+def test_numa_guest_boots_with_two_nodes(guest_run: subprocess.CompletedProcess[str]) -> None:
+    """The guest ran the whole script (exit code passed through) and numactl sees 2 nodes."""
+    assert guest_run.returncode == 7, guest_run.stderr[-3000:]
+    out = _sections(guest_run.stdout)
+    assert "end" in out
+    assert out["hardware"].startswith("available: 2 nodes (0-1)")
+
+
+def test_numa_guest_topology_detection(guest_run: subprocess.CompletedProcess[str]) -> None:
+    """numapore's own detection inside the guest finds 2 nodes with one CPU each."""
+    topo = json.loads(_sections(guest_run.stdout)["topology"])
+    assert topo["source"].startswith("sysfs")
+    assert [(n["id"], n["cpus"]) for n in topo["nodes"]] == [(0, "0"), (1, "1")]
+    assert [n["distances"] for n in topo["nodes"]] == [[10, 20], [20, 10]]
+    assert all(800 < n["memory_mib"] <= 1024 for n in topo["nodes"])
+
+
+def test_numa_guest_binding_to_node_1(guest_run: subprocess.CompletedProcess[str]) -> None:
+    """--cpunodebind=1 --membind=1 confines CPUs to 1 and the memory policy to node 1.
+
+    Mems_allowed_list in /proc is the cpuset's and stays 0-1 under --membind; the memory
+    binding is what numactl --show (get_mempolicy) reports.
+    """
+    out = _sections(guest_run.stdout)
+    status = numa.parse_proc_status(out["status"])
+    assert status["Cpus_allowed_list"] == (1,)
+    assert status["Mems_allowed_list"] == (0, 1)
+    show = numa.parse_numactl_show(out["show"])
+    assert show["policy"] == "bind" and show["membind"] == [1] and show["physcpubind"] == [1]
+    pol = json.loads(out["policy"])
+    assert pol["policy"] == "bind" and pol["membind"] == [1] and pol["cpus_allowed"] == [1]
+
+
+def test_numa_guest_instances_bind_each_node(guest_run: subprocess.CompletedProcess[str]) -> None:
+    """The planner's instance commands, run in the guest, each land on their own node."""
+    text = _sections(guest_run.stdout)["instances"]
+    blocks = re.split(r"^--- node (\d+) threads (\d+)\n", text, flags=re.MULTILINE)[1:]
+    assert [(blocks[i], blocks[i + 1]) for i in range(0, len(blocks), 3)] == [
+        ("0", "1"),
+        ("1", "1"),
+    ]
+    for node, body in zip(blocks[0::3], blocks[2::3], strict=True):
+        assert re.search(rf"^Cpus_allowed_list:\s+{node}$", body, re.MULTILINE)
+        assert re.search(r"^policy: bind$", body, re.MULTILINE)
+        assert re.search(rf"^membind: {node} $", body, re.MULTILINE)
+
+
+def test_guest_tools_missing_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without QEMU on PATH and no kernel, run_in_numa_guest says what to install."""
+    monkeypatch.setenv("PATH", "/nonexistent")
+    monkeypatch.setenv("NUMAPORE_GUEST_KERNEL", "/nonexistent/vmlinuz")
+    with pytest.raises(numa_guest.GuestToolsMissing) as err:
+        numa_guest.run_in_numa_guest("true", timeout=5)
+    msg = str(err.value)
+    assert "qemu-system-x86_64 (Debian package qemu-system-x86)" in msg
+    assert "read access to /nonexistent/vmlinuz" in msg
+    assert "apt-get install --no-install-recommends qemu-system-x86 linux-image-amd64" in msg

@@ -1,0 +1,92 @@
+"""Sample sheet loading and input checks."""
+
+import gzip
+from pathlib import Path
+
+import pytest
+
+from numapore.samples import InputError, load_samples, read_sheet, reads_format, reference_name
+
+
+def sheet(tmp_path: Path, *rows: str) -> Path:
+    """Write a sample sheet with the standard header and the given tab-separated rows."""
+    path = tmp_path / "samples.tsv"
+    path.write_text("sample\tfast5\treads\treference\n" + "".join(r + "\n" for r in rows))
+    return path
+
+
+@pytest.fixture
+def inputs(tmp_path: Path) -> Path:
+    """A FAST5 folder with one file, a reads FASTQ and a reference FASTA."""
+    (tmp_path / "f5").mkdir()
+    (tmp_path / "f5" / "a.fast5").write_bytes(b"x")
+    (tmp_path / "reads.fastq").write_text("@r1\nACGT\n+\n!!!!\n")
+    (tmp_path / "ref.fa").write_text(">c1\nACGT\n")
+    return tmp_path
+
+
+def test_reads_format_and_reference_name():
+    assert reads_format(Path("x/reads.fq.gz")) == "fastq.gz"
+    assert reads_format(Path("reads.FASTA")) == "fasta"
+    with pytest.raises(InputError, match="cannot tell FASTA from FASTQ"):
+        reads_format(Path("reads.txt"))
+    assert reference_name(Path("g/hg38 v2.fa.gz")) == "hg38_v2"
+
+
+def test_valid_sheet_resolves_paths(inputs):
+    path = sheet(inputs, "s1\tf5\treads.fastq\tref.fa")
+    samples = load_samples(read_sheet(path), path, inputs)
+    s1 = samples["s1"]
+    assert s1.fast5 == (inputs / "f5",) and s1.reads_format == "fastq"
+    assert s1.reference_name == "ref"
+
+
+@pytest.mark.parametrize(
+    "row, message",
+    [
+        ("s1\tnope\treads.fastq\tref.fa", "FAST5 path .*nope does not exist"),
+        ("s1\tf5\tmissing.fastq\tref.fa", "reads file .*missing.fastq does not exist"),
+        ("s1\tf5\treads.fastq\tnope.fa", "reference .*nope.fa does not exist"),
+        ("s1\tf5\tref.fa\tref.fa", "does not start with '>'|is empty|start with"),
+    ],
+)
+def test_bad_rows_name_the_file(inputs, row, message):
+    path = sheet(inputs, row)
+    if "ref.fa\tref.fa" in row:  # a FASTA named as reads is fine; make it a bad FASTQ instead
+        (inputs / "bad.fastq").write_text(">not fastq\n")
+        path = sheet(inputs, "s1\tf5\tbad.fastq\tref.fa")
+        message = "does not start with '@'"
+    with pytest.raises(InputError, match=message):
+        load_samples(read_sheet(path), path, inputs)
+
+
+def test_empty_gzip_reads_and_empty_fast5_folder(inputs):
+    with gzip.open(inputs / "empty.fq.gz", "wt"):
+        pass
+    path = sheet(inputs, "s1\tf5\tempty.fq.gz\tref.fa")
+    with pytest.raises(InputError, match="is empty"):
+        load_samples(read_sheet(path), path, inputs)
+    (inputs / "nothing").mkdir()
+    path = sheet(inputs, "s1\tnothing\treads.fastq\tref.fa")
+    with pytest.raises(InputError, match="no .fast5 files found"):
+        load_samples(read_sheet(path), path, inputs)
+
+
+def test_duplicate_samples_and_clashing_reference_names(inputs):
+    path = sheet(inputs, "s1\tf5\treads.fastq\tref.fa", "s1\tf5\treads.fastq\tref.fa")
+    with pytest.raises(InputError, match="duplicate sample name"):
+        load_samples(read_sheet(path), path, inputs)
+    (inputs / "other").mkdir()
+    (inputs / "other" / "ref.fa").write_text(">c2\nACGT\n")
+    path = sheet(inputs, "s1\tf5\treads.fastq\tref.fa", "s2\tf5\treads.fastq\tother/ref.fa")
+    with pytest.raises(InputError, match="would both be named 'ref'"):
+        load_samples(read_sheet(path), path, inputs)
+
+
+def test_missing_sheet_and_missing_column(tmp_path):
+    with pytest.raises(InputError, match="does not exist"):
+        read_sheet(tmp_path / "none.tsv")
+    path = tmp_path / "s.tsv"
+    path.write_text("sample\treads\n")
+    with pytest.raises(InputError, match="missing column"):
+        load_samples(read_sheet(path), path, tmp_path)

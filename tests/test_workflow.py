@@ -1,0 +1,185 @@
+"""End to end: the workflow on 112 real E. coli reads against DH10B, checked against the same
+tools run directly, outside the workflow, on the same inputs."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pandas as pd
+import pysam
+import pytest
+from conftest import run_workflow, write_project
+
+CALL_KEY = ["chromosome", "start", "read_name", "log_lik_ratio"]
+
+
+def sh(cmd: str, cwd: Path) -> None:
+    """Run a shell pipeline with pipefail, failing the test with its stderr."""
+    result = subprocess.run(
+        ["bash", "-o", "pipefail", "-c", cmd], cwd=cwd, capture_output=True, text=True
+    )
+    assert result.returncode == 0, f"{cmd}\n{result.stderr[-3000:]}"
+
+
+def primary_mapped(bam: Path) -> set[str]:
+    """Names of reads with a mapped primary alignment."""
+    with pysam.AlignmentFile(str(bam)) as handle:
+        return {
+            r.query_name
+            for r in handle
+            if not (r.is_unmapped or r.is_secondary or r.is_supplementary)
+        }
+
+
+def read_calls(path: Path) -> pd.DataFrame:
+    """A nanopolish call table, with the log-likelihood ratio kept as printed text."""
+    return pd.read_csv(path, sep="\t", dtype={"log_lik_ratio": str})
+
+
+def call_set(path: Path) -> set[tuple]:
+    """Per-read calls as a set of (chromosome, position, read, log-likelihood ratio)."""
+    return set(read_calls(path)[CALL_KEY].itertuples(index=False, name=None))
+
+
+@pytest.fixture(scope="session")
+def direct(tmp_path_factory, ecoli_dir, dh10b) -> Path:
+    """minimap2 | samtools sort, nanopolish index and call-methylation run by hand."""
+    work = tmp_path_factory.mktemp("direct")
+    shutil.copy(ecoli_dir / "reads.fasta", work / "reads.fasta")
+    shutil.copy(dh10b, work / "genome.fa")
+    sh("minimap2 -ax map-ont -t 2 genome.fa reads.fasta | samtools sort -o aln.bam -", work)
+    sh("samtools index aln.bam", work)
+    sh(f"nanopolish index -d {ecoli_dir / 'fast5'} reads.fasta", work)
+    sh(
+        "nanopolish call-methylation -t 2 -r reads.fasta -b aln.bam -g genome.fa > calls.tsv",
+        work,
+    )
+    return work
+
+
+def ecoli_row(ecoli_dir: Path, reference: Path, reads: Path | None = None) -> dict[str, str]:
+    """A sample-sheet row for the shared E. coli reads."""
+    return {
+        "sample": "ecoli",
+        "fast5": str(ecoli_dir / "fast5"),
+        "reads": str(reads or ecoli_dir / "reads.fasta"),
+        "reference": str(reference),
+    }
+
+
+@pytest.fixture(scope="session")
+def minimap2_run(tmp_path_factory, ecoli_dir, dh10b) -> Path:
+    """The default workflow (minimap2) run on the E. coli reads; returns its directory."""
+    work = write_project(tmp_path_factory.mktemp("wf_minimap2"), [ecoli_row(ecoli_dir, dh10b)])
+    run_workflow(work)
+    return work
+
+
+def test_same_primary_alignments_as_direct_minimap2(minimap2_run, direct):
+    bam = minimap2_run / "results/ecoli/align/ecoli.minimap2.bam"
+    assert (minimap2_run / "results/ecoli/align/ecoli.minimap2.bam.bai").is_file()
+    ours, theirs = primary_mapped(bam), primary_mapped(direct / "aln.bam")
+    assert len(theirs) == 112
+    assert ours == theirs
+    summary = pd.read_csv(minimap2_run / "results/ecoli/align/ecoli.minimap2.summary.tsv", sep="\t")
+    assert summary.loc[0, ["reads_in", "primary_mapped"]].tolist() == [112, 112]
+
+
+def test_same_calls_as_direct_nanopolish(minimap2_run, direct):
+    ours = call_set(minimap2_run / "results/ecoli/methylation/ecoli.minimap2.calls.tsv")
+    theirs = call_set(direct / "calls.tsv")
+    assert ours == theirs
+    version = subprocess.run(["nanopolish", "--version"], capture_output=True, text=True).stdout
+    if "0.14.0" in version:  # the golden count measured with Debian's nanopolish 0.14.0
+        assert len(ours) == 19862
+
+
+def test_frequency_table_matches_calls(minimap2_run):
+    """Recompute a few sites from the calls, independently of numapore.methylation."""
+    out = minimap2_run / "results/ecoli/methylation"
+    calls = read_calls(out / "ecoli.minimap2.calls.tsv")
+    calls["llr"] = calls["log_lik_ratio"].astype(float)
+    freq = pd.read_csv(out / "ecoli.minimap2.frequency.tsv", sep="\t")
+    assert list(freq.columns)[:7] == [
+        "chromosome", "start", "end", "num_motifs_in_group", "called_sites",
+        "called_sites_methylated", "methylated_frequency",
+    ]  # fmt: skip
+    confident = calls[calls["llr"].abs() >= 2.0]
+    by_site = confident.groupby(["chromosome", "start", "end"])
+    assert len(freq) == by_site.ngroups
+    # The most covered sites, one multi-CpG group, and the first and last rows.
+    picks = freq.nlargest(3, "called_sites")
+    picks = pd.concat([picks, freq[freq.num_motifs_in_group > 2].head(1), freq.iloc[[0, -1]]])
+    for row in picks.itertuples():
+        group = by_site.get_group((row.chromosome, row.start, row.end))
+        motifs = int(group["num_motifs"].iloc[0])
+        called = len(group) * motifs
+        methylated = int((group["llr"] > 0).sum()) * motifs
+        assert (row.called_sites, row.called_sites_methylated) == (called, methylated)
+        assert row.methylated_frequency == pytest.approx(methylated / called, abs=5e-4)
+
+
+def test_bedmethyl_is_indexed_and_agrees_with_frequency(minimap2_run):
+    out = minimap2_run / "results/ecoli/methylation"
+    freq = pd.read_csv(out / "ecoli.minimap2.frequency.tsv", sep="\t")
+    site = freq.nlargest(1, "called_sites").iloc[0]
+    with pysam.TabixFile(str(out / "ecoli.minimap2.bedmethyl.gz")) as bed:
+        rows = [r.split("\t") for r in bed.fetch(site.chromosome, site.start, site.start + 1)]
+    row = next(r for r in rows if int(r[1]) == site.start)
+    assert int(row[2]) == site.end + 1
+    assert int(row[10]) == round(100 * site.called_sites_methylated / site.called_sites)
+
+
+def test_every_job_leaves_a_log_and_a_benchmark(minimap2_run):
+    logs = {p.parent.name for p in (minimap2_run / "results/logs").rglob("*.log")}
+    benchmarks = {p.parent.name for p in (minimap2_run / "results/benchmarks").glob("*/*.tsv")}
+    for rule in ["align_minimap2", "call_methylation", "nanopolish_index", "prepare_reference"]:
+        assert rule in logs and rule in benchmarks
+    assert (
+        "post-run summary"
+        in next((minimap2_run / "results/logs/call_methylation").glob("*.log")).read_text()
+    )
+
+
+def test_scattered_run_gives_the_same_results(tmp_path, ecoli_dir, dh10b, minimap2_run):
+    work = write_project(
+        tmp_path, [ecoli_row(ecoli_dir, dh10b)], {"scatter": {"alignment": 2, "methylation": 2}}
+    )
+    run_workflow(work)
+    bam = "results/ecoli/align/ecoli.minimap2.bam"
+    calls = "results/ecoli/methylation/ecoli.minimap2.calls.tsv"
+    assert primary_mapped(work / bam) == primary_mapped(minimap2_run / bam)
+    assert call_set(work / calls) == call_set(minimap2_run / calls)
+    # Both shards did work, and the shard files were removed after merging.
+    logs = sorted((work / "results/logs/call_methylation").glob("*.log"))
+    assert [p.name for p in logs] == ["ecoli.minimap2.1-of-2.log", "ecoli.minimap2.2-of-2.log"]
+    assert not list((work / "results/ecoli/methylation/shards").glob("*.tsv"))
+
+
+def shortest_reads(source: Path, target: Path, n: int) -> Path:
+    """Write the n shortest reads of a FASTA file (bowtie2 is very slow on long reads)."""
+    with pysam.FastxFile(str(source)) as fastx:
+        records = sorted(((r.name, r.sequence) for r in fastx), key=lambda r: len(r[1]))[:n]
+    target.write_text("".join(f">{name}\n{seq}\n" for name, seq in records))
+    return target
+
+
+@pytest.mark.parametrize("aligner", ["bwa", "bowtie2"])
+def test_other_aligners_give_sorted_indexed_bams_and_calls(tmp_path, ecoli_dir, dh10b, aligner):
+    reads = ecoli_dir / "reads.fasta"
+    if aligner == "bowtie2":
+        reads = shortest_reads(reads, tmp_path / "short.fasta", 40)
+    work = write_project(tmp_path, [ecoli_row(ecoli_dir, dh10b, reads)], {"aligner": aligner})
+    run_workflow(work)
+    bam = work / f"results/ecoli/align/ecoli.{aligner}.bam"
+    with pysam.AlignmentFile(str(bam)) as handle:
+        assert handle.header["HD"]["SO"] == "coordinate"
+        assert handle.check_index()
+        assert handle.mapped > 0
+    assert len(primary_mapped(bam)) >= 0.9 * (40 if aligner == "bowtie2" else 112)
+    calls = read_calls(work / f"results/ecoli/methylation/ecoli.{aligner}.calls.tsv")
+    # bowtie2 leaves many of the short reads multi-mapped (MAPQ < 20, skipped by nanopolish).
+    assert len(calls) > (100 if aligner == "bowtie2" else 10_000)
+    assert calls["read_name"].nunique() > (5 if aligner == "bowtie2" else 50)

@@ -1,0 +1,75 @@
+# Reference preparation: one folder per reference under results/references/, so that no index is
+# ever written beside the user's own files.
+
+
+rule prepare_reference:
+    input:
+        lambda wc: REFERENCES[wc.ref],
+    output:
+        fasta="results/references/{ref}/{ref}.fa",
+        fai="results/references/{ref}/{ref}.fa.fai",
+    log:
+        "results/logs/prepare_reference/{ref}.log",
+    benchmark:
+        "results/benchmarks/prepare_reference/{ref}.tsv"
+    conda:
+        "../../envs/python.yaml"
+    script:
+        "../../scripts/prepare_reference.py"
+
+
+rule minimap2_index:
+    input:
+        "results/references/{ref}/{ref}.fa",
+    output:
+        "results/references/{ref}/minimap2/{ref}.map-ont.mmi",
+    log:
+        "results/logs/minimap2_index/{ref}.log",
+    benchmark:
+        "results/benchmarks/minimap2_index/{ref}.tsv"
+    conda:
+        "../../envs/minimap2.yaml"
+    shell:
+        "minimap2 -x map-ont -t {threads} -d {output} {input} 2> {log}"
+
+
+rule bwa_index:
+    input:
+        "results/references/{ref}/{ref}.fa",
+    output:
+        multiext("results/references/{ref}/bwa/{ref}", ".amb", ".ann", ".bwt", ".pac", ".sa"),
+    log:
+        "results/logs/bwa_index/{ref}.log",
+    benchmark:
+        "results/benchmarks/bwa_index/{ref}.tsv"
+    conda:
+        "../../envs/bwa.yaml"
+    params:
+        prefix=subpath(output[0], strip_suffix=".amb"),
+    shell:
+        "bwa index -p {params.prefix} {input} 2> {log}"
+
+
+rule bowtie2_index:
+    input:
+        "results/references/{ref}/{ref}.fa",
+    output:
+        multiext(
+            "results/references/{ref}/bowtie2/{ref}",
+            ".1.bt2",
+            ".2.bt2",
+            ".3.bt2",
+            ".4.bt2",
+            ".rev.1.bt2",
+            ".rev.2.bt2",
+        ),
+    log:
+        "results/logs/bowtie2_index/{ref}.log",
+    benchmark:
+        "results/benchmarks/bowtie2_index/{ref}.tsv"
+    conda:
+        "../../envs/bowtie2.yaml"
+    params:
+        prefix=subpath(output[0], strip_suffix=".1.bt2"),
+    shell:
+        "bowtie2-build --threads {threads} {input} {params.prefix} > {log} 2>&1"
