@@ -2,6 +2,8 @@
 
 from pathlib import Path
 
+import pandas as pd
+import pysam
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
@@ -72,3 +74,44 @@ def run_workflow(workdir: Path, *args: str, check: bool = True):
             f"{result.stderr[-5000:]}"
         )
     return result
+
+
+CALL_KEY = ["chromosome", "start", "read_name", "log_lik_ratio"]
+
+
+def primary_mapped(bam: Path) -> set[str]:
+    """Names of reads with a mapped primary alignment."""
+    with pysam.AlignmentFile(str(bam)) as handle:
+        return {
+            r.query_name
+            for r in handle
+            if not (r.is_unmapped or r.is_secondary or r.is_supplementary)
+        }
+
+
+def read_calls(path: Path) -> pd.DataFrame:
+    """A nanopolish call table, with the log-likelihood ratio kept as printed text."""
+    return pd.read_csv(path, sep="\t", dtype={"log_lik_ratio": str})
+
+
+def call_set(path: Path) -> set[tuple]:
+    """Per-read calls as a set of (chromosome, position, read, log-likelihood ratio)."""
+    return set(read_calls(path)[CALL_KEY].itertuples(index=False, name=None))
+
+
+def ecoli_row(ecoli_dir: Path, reference: Path, reads: Path | None = None) -> dict[str, str]:
+    """A sample-sheet row for the shared E. coli reads."""
+    return {
+        "sample": "ecoli",
+        "fast5": str(ecoli_dir / "fast5"),
+        "reads": str(reads or ecoli_dir / "reads.fasta"),
+        "reference": str(reference),
+    }
+
+
+@pytest.fixture(scope="session")
+def minimap2_run(tmp_path_factory, ecoli_dir, dh10b) -> Path:
+    """The default workflow (minimap2) run on the E. coli reads; returns its directory."""
+    work = write_project(tmp_path_factory.mktemp("wf_minimap2"), [ecoli_row(ecoli_dir, dh10b)])
+    run_workflow(work)
+    return work

@@ -240,6 +240,9 @@ def test_two_runs_give_two_read_groups(f2s_dir: Path, tmp_path: Path):
         assert s5.get_num_read_groups() == 2
         assert s5.get_all_headers(read_group=1)["hostname"] == "host_run_b"
         assert [r["read_group"] for r in s5.seq_reads()] == [0, 1, 0]
+        if fmt == "blow5":  # the index was shifted along with the rewritten header
+            s5 = pyslow5.Open(str(out), "r")
+            assert s5.get_read("read-2")["read_group"] == 0
     text = (tmp_path / "runs.slow5").read_text()
     assert "@run_id\trun_a\trun_b\n" in text and "#num_read_groups\t2\n" in text
 
@@ -343,6 +346,27 @@ def test_duplicate_read_ids(f2s_dir: Path, tmp_path: Path):
     reason = f"duplicate read id (already converted from {first})"
     assert rows == [f"{multi}\tbc5615d7-dc94-4315-9cf1-5112555c19d5\t{reason}"]
     assert [r["read_id"][-2:] for r in blow5_reads(out)] == ["d5", "d1", "d2"]
+
+
+REAL_PROCESS = convert_mod._process
+
+
+def crash_on_sss2(task):
+    """Worker stand-in that dies like a segfaulting HDF5 on one file."""
+    if "sss2" in task.path:
+        os._exit(139)
+    return REAL_PROCESS(task)
+
+
+def test_crashed_worker_fails_instead_of_hanging(f2s_dir: Path, tmp_path: Path, monkeypatch):
+    """A reader process that dies stops the conversion with an error naming the files."""
+    monkeypatch.setattr(convert_mod, "_process", crash_on_sss2)
+    if convert_mod._pool_context().get_start_method() != "fork":
+        pytest.skip("the patched worker only reaches forked processes")
+    out = tmp_path / "crash.blow5"
+    with pytest.raises(ConversionError, match="reader process died.*sss2.fast5"):
+        convert([f2s_dir / "raw/single-fast5"], out, processes=2, allow_duplicate_ids=True)
+    assert not out.exists() and not leftovers(tmp_path)
 
 
 def test_failed_conversion_keeps_previous_output(f2s_dir: Path, tmp_path: Path):

@@ -28,33 +28,37 @@ PYTHONPATH = str(REPO / "scripts")
 
 # --- realistic `numactl --hardware` outputs ---------------------------------------------------
 
-NUMACTL_1_NODE = """\
+SP = " "  # numactl ends distance-table lines with a space; written out to keep that realistic
+XEON_NODE0_CPUS = " ".join(map(str, [*range(0, 16), *range(32, 48)]))
+XEON_NODE1_CPUS = " ".join(map(str, [*range(16, 32), *range(48, 64)]))
+
+NUMACTL_1_NODE = f"""\
 available: 1 nodes (0)
 node 0 cpus: 0 1 2 3 4 5 6 7
 node 0 size: 31941 MB
 node 0 free: 20112 MB
 node distances:
-node   0 
-  0:  10 
+node   0{SP}
+  0:  10{SP}
 """
 
 # 2 x Xeon, 16 cores + HT per socket: siblings numbered 32 apart.
-NUMACTL_2_NODES = """\
+NUMACTL_2_NODES = f"""\
 available: 2 nodes (0-1)
-node 0 cpus: 0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 32 33 34 35 36 37 38 39 40 41 42 43 44 45 46 47
+node 0 cpus: {XEON_NODE0_CPUS}
 node 0 size: 192057 MB
 node 0 free: 180334 MB
-node 1 cpus: 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31 48 49 50 51 52 53 54 55 56 57 58 59 60 61 62 63
+node 1 cpus: {XEON_NODE1_CPUS}
 node 1 size: 193531 MB
 node 1 free: 189870 MB
 node distances:
-node   0   1 
-  0:  10  21 
-  1:  21  10 
+node   0   1{SP}
+  0:  10  21{SP}
+  1:  21  10{SP}
 """
 
 # 4 x Opteron 6376: 8 dies of 8 cores; nodes 2-3 own CPUs 32-47 and nodes 4-5 own 16-31.
-NUMACTL_8_NODES = """\
+NUMACTL_8_NODES = f"""\
 available: 8 nodes (0-7)
 node 0 cpus: 0 1 2 3 4 5 6 7
 node 0 size: 32229 MB
@@ -81,15 +85,15 @@ node 7 cpus: 56 57 58 59 60 61 62 63
 node 7 size: 32237 MB
 node 7 free: 31802 MB
 node distances:
-node   0   1   2   3   4   5   6   7 
-  0:  10  16  16  22  16  22  16  22 
-  1:  16  10  16  22  22  16  22  16 
-  2:  16  16  10  16  16  16  16  22 
-  3:  22  22  16  10  16  16  22  16 
-  4:  16  22  16  16  10  16  16  16 
-  5:  22  16  16  16  16  10  22  22 
-  6:  16  22  16  22  16  22  10  16 
-  7:  22  16  22  16  16  22  16  10 
+node   0   1   2   3   4   5   6   7{SP}
+  0:  10  16  16  22  16  22  16  22{SP}
+  1:  16  10  16  22  22  16  22  16{SP}
+  2:  16  16  10  16  16  16  16  22{SP}
+  3:  22  22  16  10  16  16  22  16{SP}
+  4:  16  22  16  16  10  16  16  16{SP}
+  5:  22  16  16  16  16  10  22  22{SP}
+  6:  16  22  16  22  16  22  10  16{SP}
+  7:  22  16  22  16  16  22  16  10{SP}
 """
 
 EXAMPLE_HOSTS = ("single-node", "xeon-2socket", "opteron-6376")
@@ -454,6 +458,17 @@ def test_check_names_missing_node_cpu_and_moved_cpu(tmp_path: Path) -> None:
         numa.startup_check(write_host(tmp_path, moved, "moved.yaml"), machine=machine)
 
 
+def test_check_warns_when_declared_memory_exceeds_machine(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A node declaring far more memory than the machine has passes, with a logged warning."""
+    machine = numa.parse_numactl_hardware(NUMACTL_1_NODE)
+    big = {"topology": {"nodes": [{"id": 0, "cpus": "0-7", "memory_mib": 10**6}]}}
+    with caplog.at_level(logging.WARNING, logger="numapore.numa"):
+        numa.startup_check(write_host(tmp_path, big, "big.yaml"), machine=machine)
+    assert "node 0 declares 1000000 MiB but the machine has 31941 MiB" in caplog.text
+
+
 def test_check_cli_reports_error_for_xeon_here(machine: numa.Topology) -> None:
     """`python -m numapore.numa check` exits 2 with the message on a mismatching host."""
     ok = run([PYTHON, "-m", "numapore.numa", "check", "single-node"])
@@ -781,11 +796,9 @@ def test_numa_guest_topology_detection(guest_run: subprocess.CompletedProcess[st
 
 
 def test_numa_guest_binding_to_node_1(guest_run: subprocess.CompletedProcess[str]) -> None:
-    """--cpunodebind=1 --membind=1 confines CPUs to 1 and the memory policy to node 1.
-
-    Mems_allowed_list in /proc is the cpuset's and stays 0-1 under --membind; the memory
-    binding is what numactl --show (get_mempolicy) reports.
-    """
+    """--cpunodebind=1 --membind=1 confines CPUs to 1 and the memory policy to node 1."""
+    # Mems_allowed_list in /proc is the cpuset's and stays 0-1 under --membind; the memory
+    # binding is what numactl --show (get_mempolicy) reports.
     out = _sections(guest_run.stdout)
     status = numa.parse_proc_status(out["status"])
     assert status["Cpus_allowed_list"] == (1,)

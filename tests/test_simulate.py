@@ -156,6 +156,17 @@ def test_simulate_read_truth_and_signal(dh10b: Path, model: poremodel.PoreModel)
     assert strands == {"+", "-"}
 
 
+def test_error_rate_changes_only_the_fastq(dh10b: Path, model: poremodel.PoreModel) -> None:
+    """Basecalling errors are drawn last: the molecule, truth and signal stay the same."""
+    ref = sim.Reference(sim.read_fasta(dh10b))
+    clean = sim.SimConfig(seed=4, mean_length=2000, sd_length=300)
+    a = sim.simulate_read(ref, model, clean, 3)
+    b = sim.simulate_read(ref, model, dataclasses.replace(clean, error_rate=0.1), 3)
+    assert a.called == a.sequence and b.called != b.sequence and a.sequence == b.sequence
+    assert np.array_equal(a.signal, b.signal) and np.array_equal(a.methylated, b.methylated)
+    assert (a.read_id, a.channel, a.offset) == (b.read_id, b.channel, b.offset)
+
+
 def test_outputs_deterministic_across_processes(dh10b: Path, tmp_path: Path) -> None:
     """Same seed gives byte-identical outputs with 1 or 2 processes; another seed differs."""
     cfg = sim.SimConfig(
@@ -191,7 +202,7 @@ def test_fast5_structure_and_consistency(dh10b: Path, tmp_path: Path) -> None:
     rows = [line.split("\t") for line in truth[1:]]
     assert {r[0] for r in rows} == set(fastq)
     ref = sim.read_fasta(dh10b)
-    for rid, chrom, pos, strand, meth in rows:
+    for _rid, chrom, pos, strand, meth in rows:
         assert ref[chrom][int(pos) : int(pos) + 2] == b"CG" and strand in "+-" and meth in "01"
     for rid, seq in fastq.items():  # error-free FASTQ: one truth row per CG of the read
         assert seq.count("CG") == sum(r[0] == rid for r in rows)

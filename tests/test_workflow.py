@@ -10,9 +10,7 @@ from pathlib import Path
 import pandas as pd
 import pysam
 import pytest
-from conftest import run_workflow, write_project
-
-CALL_KEY = ["chromosome", "start", "read_name", "log_lik_ratio"]
+from conftest import call_set, ecoli_row, primary_mapped, read_calls, run_workflow, write_project
 
 
 def sh(cmd: str, cwd: Path) -> None:
@@ -21,26 +19,6 @@ def sh(cmd: str, cwd: Path) -> None:
         ["bash", "-o", "pipefail", "-c", cmd], cwd=cwd, capture_output=True, text=True
     )
     assert result.returncode == 0, f"{cmd}\n{result.stderr[-3000:]}"
-
-
-def primary_mapped(bam: Path) -> set[str]:
-    """Names of reads with a mapped primary alignment."""
-    with pysam.AlignmentFile(str(bam)) as handle:
-        return {
-            r.query_name
-            for r in handle
-            if not (r.is_unmapped or r.is_secondary or r.is_supplementary)
-        }
-
-
-def read_calls(path: Path) -> pd.DataFrame:
-    """A nanopolish call table, with the log-likelihood ratio kept as printed text."""
-    return pd.read_csv(path, sep="\t", dtype={"log_lik_ratio": str})
-
-
-def call_set(path: Path) -> set[tuple]:
-    """Per-read calls as a set of (chromosome, position, read, log-likelihood ratio)."""
-    return set(read_calls(path)[CALL_KEY].itertuples(index=False, name=None))
 
 
 @pytest.fixture(scope="session")
@@ -56,24 +34,6 @@ def direct(tmp_path_factory, ecoli_dir, dh10b) -> Path:
         "nanopolish call-methylation -t 2 -r reads.fasta -b aln.bam -g genome.fa > calls.tsv",
         work,
     )
-    return work
-
-
-def ecoli_row(ecoli_dir: Path, reference: Path, reads: Path | None = None) -> dict[str, str]:
-    """A sample-sheet row for the shared E. coli reads."""
-    return {
-        "sample": "ecoli",
-        "fast5": str(ecoli_dir / "fast5"),
-        "reads": str(reads or ecoli_dir / "reads.fasta"),
-        "reference": str(reference),
-    }
-
-
-@pytest.fixture(scope="session")
-def minimap2_run(tmp_path_factory, ecoli_dir, dh10b) -> Path:
-    """The default workflow (minimap2) run on the E. coli reads; returns its directory."""
-    work = write_project(tmp_path_factory.mktemp("wf_minimap2"), [ecoli_row(ecoli_dir, dh10b)])
-    run_workflow(work)
     return work
 
 

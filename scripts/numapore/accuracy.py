@@ -57,7 +57,7 @@ def label_calls(calls: pd.DataFrame, truth: pd.DataFrame) -> pd.DataFrame:
     groups = {k: g for k, g in t.groupby(["read_id", "chromosome"], sort=False)}
     n_truth = np.zeros(len(calls), dtype=np.int64)
     frac = np.full(len(calls), np.nan)
-    keys = zip(calls["read_name"], calls["chromosome"], calls["start"], calls["end"])
+    keys = zip(calls["read_name"], calls["chromosome"], calls["start"], calls["end"], strict=True)
     for i, (rid, chrom, lo, hi) in enumerate(keys):
         g = groups.get((rid, chrom))
         if g is None:

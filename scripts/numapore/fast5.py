@@ -335,6 +335,8 @@ def read_fast5(
     a converter takes a run's header from its first read anyway.
     """
     path = str(path)
+    if not os.path.isfile(path):
+        raise Fast5Error(path, "no such file")
     try:
         h5 = h5py.File(path, "r")
     except OSError as err:

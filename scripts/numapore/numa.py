@@ -340,7 +340,7 @@ def _where(path: Sequence[Any]) -> str:
 
 
 def validate_host_data(data: Any, source: str, schema: Mapping[str, Any] | None = None) -> None:
-    """Validate parsed host-file data against the schema; raise HostConfigError listing all errors."""
+    """Validate parsed host-file data against the schema; HostConfigError lists every error."""
     import jsonschema
 
     schema = schema if schema is not None else load_schema()
@@ -434,11 +434,8 @@ def load_host_config(
 
 
 def check_host_against_machine(host: HostConfig, machine: Topology) -> Topology:
-    """Check an explicit host layout names only nodes/CPUs the machine has; return the layout.
-
-    For `topology: auto` the machine's own layout is returned. Raises HostConfigError naming
-    the file and every missing node or CPU.
-    """
+    """Check a host file's layout against the machine; raise HostConfigError naming each problem."""
+    # `topology: auto` is the machine's own layout by definition.
     if host.topology is None:
         return machine
     where = str(host.path) if host.path else host.name
@@ -607,11 +604,9 @@ def _is_compound(command: str) -> bool:
 
 
 def with_prefix(prefix: Sequence[str], command: Sequence[str] | str) -> Command:
-    """Put a numactl prefix in front of a command, leaving the tool command itself unchanged.
-
-    Lists get the prefix prepended. A shell string gets `numactl ... ` prepended; a pipeline
-    or command list is run under `bash -c` so every stage inherits the NUMA policy.
-    """
+    """Put a numactl prefix in front of a command, leaving the tool command itself unchanged."""
+    # A shell pipeline or list goes under `bash -c` so that every stage inherits the policy
+    # (a bare prefix would bind only the first stage); simple strings just get the prefix.
     if isinstance(command, str):
         if not prefix:
             return command
@@ -630,8 +625,8 @@ def single_command(topology: Topology, strategy: str, command: Sequence[str] | s
 
 
 def split_threads(topology: Topology, threads: int, instances_per_node: int = 1) -> list[int]:
-    """Threads per instance (node-major order), proportional to each node's CPUs, summing to
-    threads (at least one each, so fewer threads than instances oversubscribes slightly)."""
+    """Split threads over the instances (node-major), in proportion to each node's CPUs."""
+    # Every instance gets at least one thread, so fewer threads than instances oversubscribes.
     if threads < 1:
         raise ValueError(f"threads must be >= 1, got {threads}")
     if instances_per_node < 1:
@@ -676,11 +671,9 @@ def plan_step(
     shard_command: ShardCommand | None = None,
     instances_per_node: int = 1,
 ) -> StepPlan:
-    """Plan a step under a concrete strategy: a single command, or bound instances.
-
-    Give `command` (used as is) or `shard_command(i, n, t)`; single-command strategies call
-    shard_command(0, 1, threads) when no command is given. instances needs shard_command.
-    """
+    """Plan a step under a concrete strategy: one command, or one bound Instance per shard."""
+    # `command` is used as is; without it single-command strategies use shard_command(0, 1, t).
+    # The instances strategy always needs shard_command(i, n, t).
     if step not in STEPS:
         raise ValueError(f"unknown step {step!r}; steps are {', '.join(STEPS)}")
     if strategy == "instances":
@@ -740,12 +733,10 @@ def parse_proc_status(text: str) -> dict[str, tuple[int, ...]]:
 
 
 def policy_in_force(pid: int | None = None, numactl: str = "numactl") -> dict[str, Any]:
-    """The NUMA policy of this process (pid None) or another one, for logging bound jobs.
-
-    CPUs come from /proc/<pid>/status. The memory policy (bind/interleave/local and its nodes)
-    is not in /proc (Mems_allowed_list is the cpuset's, unchanged by --membind), so for this
-    process it is read with `numactl --show`, which inherits and reports our policy.
-    """
+    """The NUMA policy in force for this process (pid None) or another one, for job logs."""
+    # CPUs come from /proc/<pid>/status. The memory policy is not in /proc: Mems_allowed_list
+    # is the cpuset's and stays e.g. 0-1 under --membind=1. For this process `numactl --show`
+    # (a child, which inherits our policy) reports it; for another pid only /proc is read.
     status_path = Path(f"/proc/{pid or 'self'}/status")
     status = parse_proc_status(status_path.read_text())
     out: dict[str, Any] = {

@@ -52,13 +52,18 @@ class PoreModel:
         """Return the lexicographic index of every 6-mer window of a 2-bit coded sequence."""
         return kmer_indices(codes, self.k)
 
-    def levels_for(self, codes: np.ndarray, methylated: np.ndarray | None = None) -> np.ndarray:
-        """Return the mean pA of each 6-mer window; `methylated` flags 5mC positions (bool)."""
-        idx = self.kmer_indices(codes)
-        mean = self.levels[idx]
+    def levels_for(
+        self,
+        codes: np.ndarray,
+        methylated: np.ndarray | None = None,
+        idx: np.ndarray | None = None,
+    ) -> np.ndarray:
+        """Return each 6-mer window's mean pA (new array), with 5mC shifts; idx: kmer_indices."""
+        if idx is None:
+            idx = self.kmer_indices(codes)
+        mean = self.levels[idx]  # fancy indexing copies: safe to modify
         if methylated is not None and methylated.any():
             n = idx.size
-            mean = mean.copy()
             for p in range(self.k):
                 hit = methylated[p : p + n]
                 if hit.any():

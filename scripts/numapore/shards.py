@@ -38,8 +38,9 @@ def split_fastx(reads: Path, outputs: Sequence[Path]) -> list[int]:
     return counts
 
 
-def split_bam(bam: Path, outputs: Sequence[Path]) -> list[int]:
-    """Split a coordinate-sorted BAM by read name into sorted BAMs; return records per shard."""
+def split_bam(bam: Path, outputs: Sequence[Path], index: bool = False) -> list[int]:
+    """Split a coordinate-sorted BAM by read name into sorted BAMs (indexed if asked); return
+    records per shard."""
     counts = [0] * len(outputs)
     with pysam.AlignmentFile(str(bam)) as source:
         sinks = [pysam.AlignmentFile(str(p), "wb", template=source) for p in outputs]
@@ -51,6 +52,9 @@ def split_bam(bam: Path, outputs: Sequence[Path]) -> list[int]:
         finally:
             for sink in sinks:
                 sink.close()
+    if index:
+        for path in outputs:
+            pysam.index(str(path))
     return counts
 
 

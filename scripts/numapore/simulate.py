@@ -5,14 +5,18 @@ methylated or not according to a deterministic per-site methylated fraction, and
 is made from tombo's 6-mer pore model (see numapore.poremodel): one level per 6-mer, plus the
 CpG model's shift for every 5mC, a per-base level jitter, a per-read shift/scale, gamma dwell
 times and Gaussian per-sample noise, then digitised like a MinION (8192 levels over ~1445 pA).
+tombo's sd (one value, 3.3 pA) is the spread of per-base mean levels, wider than the per-sample
+noise of real R9.4 reads (1.7-2.0 pA in ../shared/data/ecoli_r94), so by default per-sample noise
+is 0.55 x sd (1.8 pA) and each base's level is jittered by 0.3 x sd (1.0 pA). Dwell per 6-mer is
+1 + gamma(shape 2.5) samples with mean sampling_rate / bases_per_second (8.9 at 4 kHz, 450 b/s).
 
 Methylation pattern. The true methylated fraction of the CpG whose C is at forward position p
 is f(p) = clip(0.5 + A sin(2 pi p / P + phase), 0, 1) (default A = 0.6, P = 10 kb): about 19% of
 sites are fully methylated, 19% unmethylated and the rest partial. Per read, CpGs are chained
 into clusters exactly as nanopolish groups them (consecutive CpGs at most 10 bp apart); a read
 draws one uniform u per cluster and a CpG is methylated when u < f(p). Because f changes slowly,
-all CpGs of a nanopolish group share one state (to within a rounding-size chance), so a group's
-truth is well defined; numapore.accuracy uses the majority of its CpGs.
+the CpGs of a nanopolish group almost always share one state, so a group's truth is well
+defined; numapore.accuracy uses the majority of its CpGs.
 
 Outputs (in the output folder): reads.fastq (true sequence, optionally with basecalling errors),
 truth.tsv (read_id, chromosome, position = 0-based forward-strand C of the CpG as in nanopolish
@@ -246,6 +250,10 @@ def simulate_read(ref: Reference, model: PoreModel, cfg: SimConfig, index: int) 
     mask = np.zeros(codes.size, dtype=bool)
     mask[mpos[meth]] = True
 
+    # Run metadata first and basecall errors last, so FASTQ error settings leave the signal alone.
+    channel, mux = int(rng.integers(1, 513)), int(rng.integers(1, 5))
+    start_time = int(index * 40_000 + rng.integers(0, 4000))
+    median_before = float(np.round(rng.normal(225.0, 10.0), 6))
     signal, offset = _signal(rng, model, cfg, codes, mask)
     called = _basecall(rng, codes, cfg.error_rate)
     qual = int(min(40, round(-10 * np.log10(max(cfg.error_rate, 1e-4)))))
@@ -266,10 +274,10 @@ def simulate_read(ref: Reference, model: PoreModel, cfg: SimConfig, index: int) 
         digitisation=cfg.digitisation,
         range_pa=cfg.range_pa,
         sampling_rate=cfg.sampling_rate,
-        channel=int(rng.integers(1, 513)),
-        start_mux=int(rng.integers(1, 5)),
-        start_time=int(index * 40_000 + rng.integers(0, 4000)),
-        median_before=float(np.round(rng.normal(225.0, 10.0), 6)),
+        channel=channel,
+        start_mux=mux,
+        start_time=start_time,
+        median_before=median_before,
     )
 
 
@@ -278,18 +286,23 @@ def _signal(
 ) -> tuple[np.ndarray, float]:
     """Return the digitised raw signal (int16) of a read and its channel offset."""
     idx = model.kmer_indices(codes)
-    levels = model.levels_for(codes, mask)
+    levels = model.levels_for(codes, mask, idx)
     sd = model.sd[idx]
-    levels = levels + rng.normal(0.0, 1.0, idx.size) * (cfg.level_jitter * sd)
+    levels += rng.standard_normal(idx.size) * (cfg.level_jitter * sd)
     scale = 1.0 + cfg.read_scale_sd * rng.standard_normal()
     shift = cfg.read_shift_sd * rng.standard_normal()
-    levels = levels * scale + shift
     counts = _dwells(rng, cfg, idx.size)
-    pa = np.repeat(levels, counts)
-    pa += rng.standard_normal(pa.size) * np.repeat(cfg.noise_scale * sd, counts)
     offset = float(rng.integers(0, 31))
-    # ONT convention: pA = (raw + offset) * range / digitisation.
-    raw = np.rint(pa * (cfg.digitisation / cfg.range_pa) - offset)
+    # ONT convention: pA = (raw + offset) * range / digitisation; work in raw units from here.
+    per_pa = cfg.digitisation / cfg.range_pa
+    raw = np.repeat((levels * scale + shift) * per_pa - offset, counts)
+    noise = rng.standard_normal(raw.size, dtype=np.float32)
+    if np.all(sd == sd[0]):  # tombo's sd is one constant: skip a second repeat
+        noise *= np.float32(cfg.noise_scale * sd[0] * per_pa)
+    else:
+        noise *= np.repeat((cfg.noise_scale * per_pa) * sd, counts).astype(np.float32)
+    raw += noise
+    np.rint(raw, out=raw)
     return np.clip(raw, -32768, 32767).astype(np.int16), offset
 
 
@@ -443,7 +456,7 @@ def truth_rows(read: SimRead) -> str:
     """Return the truth TSV rows (no header) of a read's CpGs."""
     return "".join(
         f"{read.read_id}\t{read.chromosome}\t{p}\t{read.strand}\t{int(m)}\n"
-        for p, m in zip(read.cpg_positions.tolist(), read.methylated.tolist())
+        for p, m in zip(read.cpg_positions.tolist(), read.methylated.tolist(), strict=True)
     )
 
 

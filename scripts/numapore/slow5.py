@@ -14,8 +14,9 @@ Writing BLOW5 from in-memory records (e.g. a signal simulator)::
                aux={"start_time": 0, "read_number": 1, "start_mux": 1,
                     "median_before": 210.5, "channel_number": "7"}),
     ]
+    # zlib records, uncompressed signal (nanopolish-safe); also writes sim.blow5.idx
     write_slow5("sim.blow5", records, read_groups=[{"run_id": "sim0", "sample_frequency": "4000"}],
-                aux_fields=FAST5_AUX_FIELDS)   # zlib records, uncompressed signal, writes sim.blow5.idx
+                aux_fields=FAST5_AUX_FIELDS)
 
 ``read_groups`` is one dict of header attributes (strings) per read group; every group should
 carry a ``run_id``.  ``aux_fields`` fixes the order and types of the per-read auxiliary columns
@@ -33,7 +34,7 @@ import math
 import os
 import struct
 import zlib
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Self
@@ -135,13 +136,11 @@ def format_double(x: float) -> str:
 def check_compression(record_compression: str, signal_compression: str) -> None:
     """Raise ValueError for an unknown record or signal compression name."""
     if record_compression not in RECORD_COMPRESSIONS:
-        raise ValueError(
-            f"unknown record compression {record_compression!r} (use {'|'.join(RECORD_COMPRESSIONS)})"
-        )
+        names = "|".join(RECORD_COMPRESSIONS)
+        raise ValueError(f"unknown record compression {record_compression!r} (use {names})")
     if signal_compression not in SIGNAL_COMPRESSIONS:
-        raise ValueError(
-            f"unknown signal compression {signal_compression!r} (use {'|'.join(SIGNAL_COMPRESSIONS)})"
-        )
+        names = "|".join(SIGNAL_COMPRESSIONS)
+        raise ValueError(f"unknown signal compression {signal_compression!r} (use {names})")
 
 
 def check_nanopolish_compatible(signal_compression: str) -> None:
@@ -334,15 +333,27 @@ def encode_record(
     return encode_record_binary(rec, aux_fields, record_compression, signal_compression)
 
 
-def encode_index(entries: Iterable[tuple[str, int, int]]) -> bytes:
-    """Encode a slow5lib .idx file from (read_id, offset, size) entries."""
+def index_entry(read_id: str, offset: int, size: int) -> bytes:
+    """Encode one slow5lib .idx entry: read id, record offset and size (size field included)."""
+    rid = read_id.encode()
+    return struct.pack("<H", len(rid)) + rid + struct.pack("<QQ", offset, size)
+
+
+def iter_index_entries(entries: bytes) -> Iterator[tuple[bytes, int, int]]:
+    """Decode concatenated .idx entries into (read id bytes, offset, size)."""
+    pos = 0
+    while pos < len(entries):
+        (n,) = struct.unpack_from("<H", entries, pos)
+        rid = bytes(entries[pos + 2 : pos + 2 + n])
+        offset, size = struct.unpack_from("<QQ", entries, pos + 2 + n)
+        yield rid, offset, size
+        pos += 2 + n + 16
+
+
+def encode_index(entries: bytes) -> bytes:
+    """Wrap concatenated entries (see index_entry) into a slow5lib .idx file."""
     head = INDEX_MAGIC + bytes(SLOW5_VERSION)
-    parts = [head + b"\0" * (INDEX_HEADER_SIZE - len(head))]
-    for read_id, offset, size in entries:
-        rid = read_id.encode()
-        parts.append(struct.pack("<H", len(rid)) + rid + struct.pack("<QQ", offset, size))
-    parts.append(INDEX_EOF)
-    return b"".join(parts)
+    return head + b"\0" * (INDEX_HEADER_SIZE - len(head)) + entries + INDEX_EOF
 
 
 def format_from_path(path: str | os.PathLike) -> str:
@@ -385,10 +396,11 @@ class Slow5Writer:
         self.aux_fields = list(aux_fields)
         self.write_index = write_index and self.fmt == "blow5"
         self.read_groups: list[dict[str, str]] = []
-        self.index: list[tuple[str, int, int]] = []
+        self.index = bytearray()  # encoded .idx entries: compact for millions of reads
         self.records = 0
         self.bytes_written = 0
         self._tmp = temp_path(self.path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
         self._fh = open(self._tmp, "wb")  # noqa: SIM115 - stays open across calls
         self._header_len = -1  # header not yet written
         self._header_dirty = False
@@ -426,7 +438,7 @@ class Slow5Writer:
             self._fh.write(header)
             self._header_len = self.bytes_written = len(header)
         if self.write_index:
-            self.index.append((read_id, self.bytes_written, len(blob)))
+            self.index += index_entry(read_id, self.bytes_written, len(blob))
         self._fh.write(blob)
         self.bytes_written += len(blob)
         self.records += 1
@@ -451,7 +463,10 @@ class Slow5Writer:
             while chunk := src.read(1 << 22):
                 dst.write(chunk)
         os.replace(fresh, self._tmp)
-        self.index = [(rid, off + shift, size) for rid, off, size in self.index]
+        self.index = bytearray().join(
+            struct.pack("<H", len(rid)) + rid + struct.pack("<QQ", off + shift, size)
+            for rid, off, size in iter_index_entries(self.index)
+        )
         self.bytes_written += shift
 
     def close(self) -> None:
@@ -473,7 +488,9 @@ class Slow5Writer:
         idx_path.unlink(missing_ok=True)
         os.replace(self._tmp, self.path)
         # slow5lib refuses an index with a duplicated read id: then write none.
-        self._index_ok = self.write_index and len({e[0] for e in self.index}) == len(self.index)
+        if self.write_index:
+            ids = [rid for rid, _, _ in iter_index_entries(self.index)]
+            self._index_ok = len(set(ids)) == len(ids)
         if self._index_ok:
             idx_tmp = temp_path(idx_path)
             idx_tmp.write_bytes(encode_index(self.index))
@@ -484,6 +501,7 @@ class Slow5Writer:
         if not self._fh.closed:
             self._fh.close()
         self._tmp.unlink(missing_ok=True)
+        self._tmp.with_name(self._tmp.name + "h").unlink(missing_ok=True)
 
     @property
     def index_path(self) -> Path | None:

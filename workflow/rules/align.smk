@@ -1,63 +1,26 @@
 # Alignment with the aligner chosen in config, one job per read shard, merged into one sorted,
-# indexed BAM per sample; then QC. Each aligner rule is the plain tool command piped into
-# samtools sort, so execution strategies can wrap it without changing it.
+# indexed BAM per sample; then QC. The aligner command (numapore.tools) is run unchanged under
+# the host's alignment strategy (numapore.launch).
 
 
-rule align_minimap2:
+rule align:
     input:
         reads=reads_shard,
-        index=lambda wc: aligner_index(wc, "minimap2", ".map-ont.mmi"),
+        index=aligner_index_files,
     output:
-        temp("results/{sample}/align/shards/{sample}.minimap2.{shard}.bam"),
+        temp("results/{sample}/align/shards/{sample}.{aligner}.{shard}.bam"),
     log:
-        "results/logs/align_minimap2/{sample}.{shard}.log",
+        main="results/logs/align/{sample}.{aligner}.{shard}.log",
+        record="results/logs/align/{sample}.{aligner}.{shard}.run.json",
     benchmark:
-        "results/benchmarks/align_minimap2/{sample}.{shard}.tsv"
+        "results/benchmarks/align/{sample}.{aligner}.{shard}.tsv"
     conda:
-        "../../envs/minimap2.yaml"
-    shell:
-        "(minimap2 -ax map-ont -t {threads} {input.index} {input.reads}"
-        " | samtools sort -@ {threads} -o {output} -) 2> {log}"
-
-
-rule align_bwa:
-    input:
-        reads=reads_shard,
-        index=lambda wc: aligner_index(wc, "bwa", ".amb"),
-    output:
-        temp("results/{sample}/align/shards/{sample}.bwa.{shard}.bam"),
-    log:
-        "results/logs/align_bwa/{sample}.{shard}.log",
-    benchmark:
-        "results/benchmarks/align_bwa/{sample}.{shard}.tsv"
-    conda:
-        "../../envs/bwa.yaml"
+        "../../envs/{aligner}.yaml"
     params:
-        prefix=lambda wc, input: input.index.removesuffix(".amb"),
-    shell:
-        "(bwa mem -x ont2d -t {threads} {params.prefix} {input.reads}"
-        " | samtools sort -@ {threads} -o {output} -) 2> {log}"
-
-
-rule align_bowtie2:
-    input:
-        reads=reads_shard,
-        index=lambda wc: aligner_index(wc, "bowtie2", ".1.bt2"),
-    output:
-        temp("results/{sample}/align/shards/{sample}.bowtie2.{shard}.bam"),
-    log:
-        "results/logs/align_bowtie2/{sample}.{shard}.log",
-    benchmark:
-        "results/benchmarks/align_bowtie2/{sample}.{shard}.tsv"
-    conda:
-        "../../envs/bowtie2.yaml"
-    params:
-        prefix=lambda wc, input: input.index.removesuffix(".1.bt2"),
-        # bowtie2 reads FASTQ unless told the reads are FASTA.
-        format=lambda wc: "-f" if SAMPLES[wc.sample].reads_format.startswith("fasta") else "-q",
-    shell:
-        "(bowtie2 --local -p {threads} -x {params.prefix} {params.format} -U {input.reads}"
-        " | samtools sort -@ {threads} -o {output} -) 2> {log}"
+        index=aligner_index,
+        host=HOST_FILE,
+    script:
+        "../../scripts/align.py"
 
 
 rule merge_alignment_shards:

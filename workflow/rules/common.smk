@@ -6,7 +6,10 @@ from pathlib import Path
 from snakemake.utils import validate
 
 sys.path.insert(0, str(Path(workflow.basedir).parent / "scripts"))
+from numapore.launch import host_file_for  # noqa: E402
+from numapore.numa import NumaError, startup_check  # noqa: E402
 from numapore.samples import InputError, load_samples, read_sheet  # noqa: E402
+from numapore.slow5 import check_nanopolish_compatible  # noqa: E402
 
 validate(config, schema="../schemas/config.schema.yaml")
 
@@ -15,10 +18,23 @@ try:
     _table = read_sheet(_sheet)
     validate(_table, schema="../schemas/samples.schema.yaml")
     SAMPLES = load_samples(_table, _sheet, Path.cwd())
-except InputError as err:
+    # The host file: its NUMA layout must exist on this machine before any job starts.
+    HOST_FILE = str(host_file_for(config["host"]))
+    HOST, TOPOLOGY = startup_check(HOST_FILE)
+    if HOST.io_mode == "slow5":
+        check_nanopolish_compatible(config["slow5"]["signal_compression"])
+except (InputError, NumaError, ValueError) as err:
     raise WorkflowError(f"numapore: {err}")
+# Reader processes for FAST5: the host's io_processes, else one per core of the job.
+IO_PROCESSES = HOST.io_processes or workflow.cores
 
 ALIGNERS = ["minimap2", "bwa", "bowtie2"]
+# The files each aligner's index consists of (after the reference's name).
+INDEX_SUFFIXES = {
+    "minimap2": [".map-ont.mmi"],
+    "bwa": [".amb", ".ann", ".bwt", ".pac", ".sa"],
+    "bowtie2": [".1.bt2", ".2.bt2", ".3.bt2", ".4.bt2", ".rev.1.bt2", ".rev.2.bt2"],
+}
 # Wildcard patterns (applied in the Snakefile): sample names as the sheet schema allows them.
 WILDCARD_PATTERNS = {
     "sample": r"[A-Za-z0-9][A-Za-z0-9_-]*",
@@ -73,10 +89,28 @@ def final_outputs():
     return out
 
 
-def aligner_index(wildcards, aligner, suffix):
-    """The first file of the aligner's index for the sample's reference."""
+def aligner_index_files(wildcards):
+    """Every file of the aligner's index for the sample's reference."""
     ref = SAMPLES[wildcards.sample].reference_name
-    return f"results/references/{ref}/{aligner}/{ref}{suffix}"
+    prefix = f"results/references/{ref}/{wildcards.aligner}/{ref}"
+    return [prefix + suffix for suffix in INDEX_SUFFIXES[wildcards.aligner]]
+
+
+def aligner_index(wildcards):
+    """What the aligner is given as its index: minimap2's .mmi, or bwa's / bowtie2's prefix."""
+    first = aligner_index_files(wildcards)[0]
+    return (
+        first
+        if wildcards.aligner == "minimap2"
+        else first.removesuffix(INDEX_SUFFIXES[wildcards.aligner][0])
+    )
+
+
+def signal_index_inputs(wildcards):
+    """What nanopolish index reads the signal from: FAST5 folders, or the converted BLOW5."""
+    if HOST.io_mode == "slow5":
+        return [f"results/{wildcards.sample}/signal/{wildcards.sample}.blow5"]
+    return fast5_inputs(wildcards)["dirs"]
 
 
 def fast5_inputs(wildcards):

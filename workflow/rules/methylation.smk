@@ -1,5 +1,28 @@
-# CpG methylation: nanopolish indexes the raw signal against the reads, calls methylation per
-# read (one job per shard of alignments, merged in shard order), then per-site frequencies.
+# CpG methylation: nanopolish indexes the raw signal (FAST5, or BLOW5 converted from it in I/O
+# mode slow5) against the reads, calls methylation per read (one job per shard of alignments,
+# merged in shard order) under the host's strategy and I/O mode, then per-site frequencies.
+
+
+rule fast5_to_blow5:
+    input:
+        lambda wc: [str(p) for p in SAMPLES[wc.sample].fast5],
+    output:
+        blow5="results/{sample}/signal/{sample}.blow5",
+        index="results/{sample}/signal/{sample}.blow5.idx",
+        rejected="results/{sample}/signal/{sample}.blow5.rejected.tsv",
+    log:
+        "results/logs/fast5_to_blow5/{sample}.log",
+    benchmark:
+        "results/benchmarks/fast5_to_blow5/{sample}.tsv"
+    conda:
+        "../../envs/python.yaml"
+    params:
+        record_compression=config["slow5"]["record_compression"],
+        signal_compression=config["slow5"]["signal_compression"],
+        on_bad_fast5=config["on_bad_fast5"],
+        processes=IO_PROCESSES,
+    script:
+        "../../scripts/fast5_to_blow5.py"
 
 
 rule link_fast5_files:
@@ -20,7 +43,7 @@ rule link_fast5_files:
 rule nanopolish_index:
     input:
         reads=staged_reads,
-        fast5=lambda wc: fast5_inputs(wc)["dirs"],
+        signal=signal_index_inputs,
     output:
         multiext(
             "results/{sample}/reads/{sample}.{fmt}",
@@ -36,9 +59,13 @@ rule nanopolish_index:
     conda:
         "../../envs/nanopolish.yaml"
     params:
-        dirs=lambda wc, input: " ".join(f"-d {d}" for d in input.fast5),
+        signal=lambda wc, input: (
+            f"--slow5 {input.signal}"
+            if HOST.io_mode == "slow5"
+            else " ".join(f"-d {d}" for d in input.signal)
+        ),
     shell:
-        "nanopolish index {params.dirs} {input.reads} > {log} 2>&1"
+        "nanopolish index {params.signal} {input.reads} > {log} 2>&1"
 
 
 rule split_alignments:
@@ -68,17 +95,19 @@ rule call_methylation:
     output:
         temp("results/{sample}/methylation/shards/{sample}.{aligner}.{shard}.calls.tsv"),
     log:
-        "results/logs/call_methylation/{sample}.{aligner}.{shard}.log",
+        main="results/logs/call_methylation/{sample}.{aligner}.{shard}.log",
+        record="results/logs/call_methylation/{sample}.{aligner}.{shard}.run.json",
     benchmark:
         "results/benchmarks/call_methylation/{sample}.{aligner}.{shard}.tsv"
     conda:
         "../../envs/nanopolish.yaml"
     params:
         min_mapq=config["methylation"]["min_mapping_quality"],
-    shell:
-        "nanopolish call-methylation --progress -q cpg -t {threads}"
-        " --min-mapping-quality {params.min_mapq}"
-        " -r {input.reads} -b {input.bam} -g {input.genome} > {output} 2> {log}"
+        host=HOST_FILE,
+        io_mode=HOST.io_mode,
+        io_processes=IO_PROCESSES,
+    script:
+        "../../scripts/call_methylation.py"
 
 
 rule merge_methylation_calls:

@@ -22,7 +22,7 @@ rule minimap2_index:
     input:
         "results/references/{ref}/{ref}.fa",
     output:
-        "results/references/{ref}/minimap2/{ref}.map-ont.mmi",
+        "results/references/{ref}/minimap2/{ref}" + INDEX_SUFFIXES["minimap2"][0],
     log:
         "results/logs/minimap2_index/{ref}.log",
     benchmark:
@@ -37,7 +37,7 @@ rule bwa_index:
     input:
         "results/references/{ref}/{ref}.fa",
     output:
-        multiext("results/references/{ref}/bwa/{ref}", ".amb", ".ann", ".bwt", ".pac", ".sa"),
+        multiext("results/references/{ref}/bwa/{ref}", *INDEX_SUFFIXES["bwa"]),
     log:
         "results/logs/bwa_index/{ref}.log",
     benchmark:
@@ -54,15 +54,7 @@ rule bowtie2_index:
     input:
         "results/references/{ref}/{ref}.fa",
     output:
-        multiext(
-            "results/references/{ref}/bowtie2/{ref}",
-            ".1.bt2",
-            ".2.bt2",
-            ".3.bt2",
-            ".4.bt2",
-            ".rev.1.bt2",
-            ".rev.2.bt2",
-        ),
+        multiext("results/references/{ref}/bowtie2/{ref}", *INDEX_SUFFIXES["bowtie2"]),
     log:
         "results/logs/bowtie2_index/{ref}.log",
     benchmark:

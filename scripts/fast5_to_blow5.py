@@ -1,0 +1,20 @@
+"""Rule fast5_to_blow5: convert the sample's FAST5 files into one indexed BLOW5 with K readers."""
+
+from pathlib import Path
+
+from numapore.convert import convert
+from numapore.rulelog import redirect_to_log
+
+smk = snakemake  # noqa: F821 (injected by the script directive)
+redirect_to_log(smk)
+report = convert(
+    [Path(p) for p in smk.input],
+    Path(smk.output.blow5),
+    record_compression=smk.params.record_compression,
+    signal_compression=smk.params.signal_compression,
+    processes=smk.params.processes,
+    on_bad_fast5=smk.params.on_bad_fast5,
+)
+rejected = Path(smk.output.rejected)
+if not rejected.exists():  # on_bad_fast5: fail writes no list; an empty one says none were
+    rejected.write_text("path\tread_id\treason\n")

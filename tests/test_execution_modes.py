@@ -1,0 +1,93 @@
+"""Execution strategies and I/O modes change how the tools run, never what they compute:
+each one, run end to end on the real E. coli reads, gives the baseline's alignments and calls."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+from conftest import call_set, ecoli_row, primary_mapped, run_workflow, write_project
+
+BAM = "results/ecoli/align/ecoli.minimap2.bam"
+CALLS = "results/ecoli/methylation/ecoli.minimap2.calls.tsv"
+
+
+def host_file(path: Path, strategy: str, io_mode: str = "fast5", **extra) -> Path:
+    """A host file for this machine (layout auto-detected) with one strategy for every step."""
+    host = {
+        "description": f"test host: {strategy}, {io_mode}",
+        "topology": "auto",
+        "strategy": {"alignment": strategy, "methylation": strategy, "conversion": "none"},
+        "io_mode": io_mode,
+        **extra,
+    }
+    path.write_text(yaml.safe_dump(host))
+    return path
+
+
+def run_with_host(tmp_path: Path, ecoli_dir: Path, dh10b: Path, host: Path) -> Path:
+    """Run the workflow on the E. coli reads with the given host file (named on the command
+    line, as a user would: the hpc-numa profile's own host=auto outranks the config file)."""
+    work = write_project(tmp_path, [ecoli_row(ecoli_dir, dh10b)])
+    run_workflow(work, "--config", f"host={host}")
+    return work
+
+
+def run_record(work: Path, rule: str) -> dict:
+    """The launcher's record of what ran for a rule's (single) job."""
+    (path,) = (work / "results/logs" / rule).glob("*.run.json")
+    return json.loads(path.read_text())
+
+
+@pytest.mark.parametrize(
+    "strategy, extra, processes",
+    [
+        ("interleave", {}, 1),
+        ("localalloc", {}, 1),
+        # One node here: two instances on it exercise the split, the bound runs and the merge.
+        ("instances", {"instances_per_node": 2}, 2),
+    ],
+)
+def test_strategy_gives_same_results_as_none(
+    tmp_path, ecoli_dir, dh10b, minimap2_run, strategy, extra, processes
+):
+    host = host_file(tmp_path / "host.yaml", strategy, **extra)
+    work = run_with_host(tmp_path / "run", ecoli_dir, dh10b, host)
+    assert primary_mapped(work / BAM) == primary_mapped(minimap2_run / BAM)
+    assert call_set(work / CALLS) == call_set(minimap2_run / CALLS)
+    for rule in ("align", "call_methylation"):
+        record = run_record(work, rule)
+        assert record["strategy"] == strategy
+        assert len(record["processes"]) == processes
+        for proc in record["processes"]:
+            assert proc["command"].startswith("numactl ")
+            expected_policy = {"interleave": "interleave", "localalloc": "local"}.get(
+                strategy, "bind"
+            )
+            assert f"policy: {expected_policy}" in proc["policy"]
+
+
+@pytest.mark.parametrize("io_mode", ["fast5-pool", "slow5"])
+def test_io_mode_gives_same_calls_as_fast5(tmp_path, ecoli_dir, dh10b, minimap2_run, io_mode):
+    host = host_file(tmp_path / "host.yaml", "none", io_mode, io_processes=2)
+    work = run_with_host(tmp_path / "run", ecoli_dir, dh10b, host)
+    assert call_set(work / CALLS) == call_set(minimap2_run / CALLS)
+    record = run_record(work, "call_methylation")
+    assert len(record["processes"]) == (2 if io_mode == "fast5-pool" else 1)
+    readdb = (work / "results/ecoli/reads/ecoli.fasta.index.readdb").read_text()
+    if io_mode == "slow5":
+        assert (work / "results/ecoli/signal/ecoli.blow5.idx").is_file()
+        assert "ecoli.blow5" in readdb and ".fast5" not in readdb
+    else:
+        assert ".fast5" in readdb
+
+
+def test_svb_zd_signal_is_refused_for_nanopolish(tmp_path, ecoli_dir, dh10b):
+    host = host_file(tmp_path / "host.yaml", "none", "slow5")
+    svb = {"slow5": {"record_compression": "zlib", "signal_compression": "svb-zd"}}
+    work = write_project(tmp_path / "run", [ecoli_row(ecoli_dir, dh10b)], svb)
+    result = run_workflow(work, "--dry-run", "--config", f"host={host}", check=False)
+    assert result.returncode != 0
+    assert "segfaults on svb-zd" in result.stdout + result.stderr
