@@ -10,7 +10,9 @@ repo=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 cd "$repo"
 
 apt_packages=(samtools minimap2 bwa bowtie2 nanopolish numactl tabix nanook-examples
-    libvbz-hdf-plugin0 tombo time python3-venv)
+    libvbz-hdf-plugin0 tombo time python3-venv
+    # the emulated 2-node NUMA guest of the tests (virtme-ng comes from PyPI)
+    qemu-system-x86 linux-image-amd64 busybox-static)
 
 if [[ "${1:-}" != "--no-apt" ]]; then
     missing=()

@@ -46,6 +46,7 @@ def write_project(workdir: Path, rows: list[dict[str, str]], config: dict | None
 
     (workdir / "config").mkdir(parents=True, exist_ok=True)
     base = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
+    base["simulate"] = {}  # no demo sample unless a test asks for one
     base.update(config or {})
     (workdir / "config" / "config.yaml").write_text(yaml.safe_dump(base))
     columns = ["sample", "fast5", "reads", "reference"]

@@ -104,8 +104,10 @@ def vng_command(
     node_memory_mib: int = 1024,
     cwd: Path = REPO,
     kvm: bool | None = None,
+    rwdirs: tuple[Path, ...] = (),
 ) -> list[str]:
-    """The vng argv booting a guest of `nodes` NUMA nodes and running shell command cmd."""
+    """The vng argv booting a guest of `nodes` NUMA nodes and running shell command cmd
+    (rwdirs: host folders the guest writes to for real, e.g. to hand results back)."""
     vng, kernel = require_guest_tools()
     argv = [str(vng), "--run", str(kernel)]
     if not (kvm_wanted() if kvm is None else kvm):
@@ -115,6 +117,8 @@ def vng_command(
         first, last = n * cpus_per_node, (n + 1) * cpus_per_node - 1
         cpus = str(first) if first == last else f"{first}-{last}"
         argv += ["--numa", f"{node_memory_mib}M,cpus={cpus}"]
+    for path in rwdirs:
+        argv += ["--rwdir", str(path)]
     argv += ["--cwd", str(cwd), "--", cmd]
     return argv
 
@@ -128,12 +132,13 @@ def run_in_numa_guest(
     env: Mapping[str, str] | None = None,
     cwd: Path = REPO,
     kvm: bool | None = None,
+    rwdirs: tuple[Path, ...] = (),
 ) -> subprocess.CompletedProcess[str]:
     """Boot a NUMA guest, run shell command cmd in it, return its exit code and output."""
     # Node n gets CPUs n*cpus_per_node.. and node_memory_mib MiB; env is exported before cmd.
     # Raises GuestToolsMissing if the tools are absent, subprocess.TimeoutExpired on timeout.
     exports = "".join(f"export {k}={shlex.quote(v)}; " for k, v in (env or {}).items())
-    argv = vng_command(exports + cmd, nodes, cpus_per_node, node_memory_mib, cwd, kvm)
+    argv = vng_command(exports + cmd, nodes, cpus_per_node, node_memory_mib, cwd, kvm, rwdirs)
     host_env = dict(os.environ)
     # vng starts its helper `virtme-run` through PATH, so the venv's bin must be on it.
     host_env["PATH"] = f"{Path(argv[0]).parent}{os.pathsep}{host_env.get('PATH', '')}"

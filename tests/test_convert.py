@@ -18,6 +18,7 @@ from numapore import convert as convert_mod
 from numapore.convert import ConversionError, convert
 from numapore.fast5 import list_fast5, read_fast5
 from numapore.slow5 import (
+    END_REASON_LABELS,
     FAST5_AUX_FIELDS,
     AuxField,
     Record,
@@ -52,10 +53,10 @@ ERR_FAST5 = {
 }
 
 
-def fast5_signals(folder: Path) -> dict[str, np.ndarray]:
+def fast5_signals(files: list[Path]) -> dict[str, np.ndarray]:
     """Read id -> raw signal of single-read FAST5 files, read with plain h5py."""
     out = {}
-    for path in sorted(folder.glob("*.fast5")):
+    for path in files:
         with h5py.File(path, "r") as h5:
             (read,) = h5["Raw/Reads"].values()
             out[read.attrs["read_id"].decode()] = read["Signal"][()]
@@ -86,7 +87,9 @@ def ecoli_blow5(ecoli_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Pa
 
 
 @pytest.mark.parametrize("expected", sorted(CONFORMANCE))
-def test_slow5_text_is_byte_identical_to_slow5tools(f2s_dir: Path, tmp_path: Path, expected):
+def test_slow5_text_is_byte_identical_to_slow5tools(
+    f2s_dir: Path, tmp_path: Path, expected: str
+) -> None:
     """SLOW5 text equals slow5tools f2s output for every conformance input."""
     inputs = [f2s_dir / "raw" / name for name in CONFORMANCE[expected]]
     out = tmp_path / "out.slow5"
@@ -96,7 +99,9 @@ def test_slow5_text_is_byte_identical_to_slow5tools(f2s_dir: Path, tmp_path: Pat
 
 
 @pytest.mark.parametrize("signal, name", [("none", "ssm1_zlib"), ("svb-zd", "ssm1_zlib_svb")])
-def test_blow5_is_byte_identical_to_slow5tools(f2s_dir, tmp_path, signal, name):
+def test_blow5_is_byte_identical_to_slow5tools(
+    f2s_dir: Path, tmp_path: Path, signal: str, name: str
+) -> None:
     """BLOW5 (zlib records, raw or svb-zd signal) and its index equal slow5tools/slow5lib's."""
     out = tmp_path / "ssm1.blow5"
     convert([f2s_dir / "raw/multi-fast5/ssm1.fast5"], out, signal_compression=signal, progress=None)
@@ -112,7 +117,7 @@ def test_blow5_is_byte_identical_to_slow5tools(f2s_dir, tmp_path, signal, name):
     assert Path(str(copy) + ".idx").read_bytes() == Path(str(out) + ".idx").read_bytes()
 
 
-def test_format_double_matches_slow5lib():
+def test_format_double_matches_slow5lib() -> None:
     """Doubles are printed with %f minus trailing zeros, like slow5lib."""
     assert format_double(8192.0) == "8192"
     assert format_double(1444.86) == "1444.86"
@@ -121,7 +126,7 @@ def test_format_double_matches_slow5lib():
     assert format_double(0.0078125) == "0.007812"
 
 
-def test_list_fast5_is_recursive_and_sorted(f2s_dir: Path, tmp_path: Path):
+def test_list_fast5_is_recursive_and_sorted(f2s_dir: Path, tmp_path: Path) -> None:
     """Folders expand recursively in sorted path order; files keep the given order."""
     (tmp_path / "b").mkdir()
     for name in ("b/2.fast5", "a.fast5", "c.txt", "b/1.fast5"):
@@ -138,9 +143,9 @@ def test_list_fast5_is_recursive_and_sorted(f2s_dir: Path, tmp_path: Path):
 # --- round trips ----------------------------------------------------------------------------
 
 
-def test_ecoli_blow5_round_trip(ecoli_dir: Path, ecoli_blow5: Path):
+def test_ecoli_blow5_round_trip(ecoli_dir: Path, ecoli_blow5: Path) -> None:
     """pyslow5 reads back all 112 reads with every signal value equal to the FAST5 input."""
-    signals = fast5_signals(ecoli_dir / "fast5")
+    signals = fast5_signals(sorted((ecoli_dir / "fast5").glob("*.fast5")))
     reads = blow5_reads(ecoli_blow5)
     assert len(reads) == len(signals) == 112
     for read in reads:
@@ -154,7 +159,7 @@ def test_ecoli_blow5_round_trip(ecoli_dir: Path, ecoli_blow5: Path):
     assert s5.get_num_read_groups() == 1
 
 
-def test_one_and_two_processes_give_identical_files(ecoli_dir: Path, tmp_path: Path):
+def test_one_and_two_processes_give_identical_files(ecoli_dir: Path, tmp_path: Path) -> None:
     """K=1 writes the same bytes as K=2 (results are written in input order)."""
     files = sorted((ecoli_dir / "fast5").glob("*.fast5"))[:24]
     k2 = tmp_path / "k2.blow5"
@@ -170,28 +175,21 @@ def test_one_and_two_processes_give_identical_files(ecoli_dir: Path, tmp_path: P
 @pytest.mark.parametrize(
     "record, signal", [("zstd", "none"), ("none", "svb-zd"), ("zlib", "svb-zd")]
 )
-def test_compression_variants_round_trip(ecoli_dir, tmp_path, record, signal):
+def test_compression_variants_round_trip(
+    ecoli_dir: Path, tmp_path: Path, record: str, signal: str
+) -> None:
     """Every record/signal compression pair is read back exactly by slow5lib."""
     files = sorted((ecoli_dir / "fast5").glob("*.fast5"))[:8]
     out = tmp_path / "x.blow5"
     convert(files, out, record_compression=record, signal_compression=signal, progress=None)
-    signals = {}
-    for path in files:
-        signals.update(fast5_signals_file(path))
+    signals = fast5_signals(files)
     reads = blow5_reads(out)
     assert [r["read_id"] for r in reads] == list(signals)
     for read in reads:
         np.testing.assert_array_equal(read["signal"], signals[read["read_id"]])
 
 
-def fast5_signals_file(path: Path) -> dict[str, np.ndarray]:
-    """Read id -> signal of one single-read FAST5 file."""
-    with h5py.File(path, "r") as h5:
-        (read,) = h5["Raw/Reads"].values()
-        return {read.attrs["read_id"].decode(): read["Signal"][()]}
-
-
-def test_vbz_compressed_signal_is_read(f2s_dir: Path, tmp_path: Path):
+def test_vbz_compressed_signal_is_read(f2s_dir: Path, tmp_path: Path) -> None:
     """A multi-read FAST5 whose signal is VBZ-compressed converts to the same SLOW5 text."""
     src = f2s_dir / "raw/multi-fast5/ssm1.fast5"
     vbz = tmp_path / "vbz.fast5"
@@ -213,7 +211,9 @@ def test_vbz_compressed_signal_is_read(f2s_dir: Path, tmp_path: Path):
 
 
 @pytest.mark.parametrize("processes", [1, 2])
-def test_multi_read_files_split_into_slices(f2s_dir, tmp_path, monkeypatch, processes):
+def test_multi_read_files_split_into_slices(
+    f2s_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, processes: int
+) -> None:
     """Big multi-read files are shared out in read-group slices; the output is unchanged."""
     monkeypatch.setattr(convert_mod, "SLICE_READS", 1)
     out = tmp_path / "dir.slow5"
@@ -222,7 +222,7 @@ def test_multi_read_files_split_into_slices(f2s_dir, tmp_path, monkeypatch, proc
     assert out.read_bytes() == expected.read_bytes()
 
 
-def test_two_runs_give_two_read_groups(f2s_dir: Path, tmp_path: Path):
+def test_two_runs_give_two_read_groups(f2s_dir: Path, tmp_path: Path) -> None:
     """A second run_id becomes read group 1 with its own header values."""
     inputs = []
     for i, run in enumerate(["run_a", "run_b", "run_a"]):
@@ -247,10 +247,40 @@ def test_two_runs_give_two_read_groups(f2s_dir: Path, tmp_path: Path):
     assert "@run_id\trun_a\trun_b\n" in text and "#num_read_groups\t2\n" in text
 
 
+def test_end_reason_enum_and_extra_attributes(f2s_dir: Path, tmp_path: Path) -> None:
+    """An end_reason enum becomes an enum aux column; other Raw attributes keep their type."""
+    path = tmp_path / "er.fast5"
+    shutil.copy(f2s_dir / "raw/multi-fast5/ssm1.fast5", path)
+    labels = {label: i for i, label in enumerate(END_REASON_LABELS)}
+    with h5py.File(path, "r+") as h5:
+        for i, name in enumerate(h5):
+            raw = h5[name]["Raw"]
+            raw.attrs.create("end_reason", i + 1, dtype=h5py.enum_dtype(labels, basetype="u1"))
+            raw.attrs.create("num_minknow_events", 10 * i, dtype="u8")
+    out = tmp_path / "er.slow5"
+    convert([path], out, progress=None)
+    lines = out.read_text().splitlines()
+    enum = "enum{" + ",".join(END_REASON_LABELS) + "}"
+    assert lines[-4].split("\t")[8:] == [
+        "start_time",
+        "read_number",
+        "start_mux",
+        "median_before",
+        "end_reason",
+        "num_minknow_events",
+        "channel_number",
+    ]
+    assert lines[-5].split("\t")[12:14] == [enum, "uint64_t"]
+    assert [ln.split("\t")[12:14] for ln in lines[-3:]] == [["1", "0"], ["2", "10"], ["3", "20"]]
+    s5 = pyslow5.Open(str(out), "r")
+    assert s5.get_aux_enum_labels("end_reason") == list(END_REASON_LABELS)
+    assert [r["end_reason"] for r in s5.seq_reads(aux="all")] == [1, 2, 3]
+
+
 # --- nanopolish ------------------------------------------------------------------------------
 
 
-def test_nanopolish_refuses_svb_zd():
+def test_nanopolish_refuses_svb_zd() -> None:
     """The workflow can refuse svb-zd signal when nanopolish will read the BLOW5."""
     check_nanopolish_compatible("none")
     with pytest.raises(ValueError, match="segfaults"):
@@ -261,7 +291,7 @@ def test_nanopolish_refuses_svb_zd():
     not all(shutil.which(t) for t in ("nanopolish", "minimap2", "samtools")),
     reason="needs nanopolish, minimap2 and samtools",
 )
-def test_nanopolish_reads_our_blow5(ecoli_dir: Path, ecoli_blow5: Path, tmp_path: Path):
+def test_nanopolish_reads_our_blow5(ecoli_dir: Path, ecoli_blow5: Path, tmp_path: Path) -> None:
     """Smoke test: nanopolish index --slow5 and call-methylation work on our BLOW5."""
     blow5 = tmp_path / "reads.blow5"
     shutil.copy(ecoli_blow5, blow5)
@@ -306,7 +336,7 @@ def test_nanopolish_reads_our_blow5(ecoli_dir: Path, ecoli_blow5: Path, tmp_path
 
 
 @pytest.mark.parametrize("name", sorted(ERR_FAST5))
-def test_bad_fast5_fails_naming_file_and_reason(f2s_dir: Path, tmp_path: Path, name: str):
+def test_bad_fast5_fails_naming_file_and_reason(f2s_dir: Path, tmp_path: Path, name: str) -> None:
     """on_bad_fast5='fail': the error names the file and the reason; no output is left."""
     bad = f2s_dir / "raw/err_fast5" / name
     good = f2s_dir / "raw/single-fast5/sss1.fast5"
@@ -318,7 +348,7 @@ def test_bad_fast5_fails_naming_file_and_reason(f2s_dir: Path, tmp_path: Path, n
 
 
 @pytest.mark.parametrize("name", sorted(ERR_FAST5))
-def test_bad_fast5_skipped_and_listed(f2s_dir: Path, tmp_path: Path, name: str):
+def test_bad_fast5_skipped_and_listed(f2s_dir: Path, tmp_path: Path, name: str) -> None:
     """on_bad_fast5='skip': conversion completes and the TSV lists the file and reason."""
     bad = f2s_dir / "raw/err_fast5" / name
     good = f2s_dir / "raw/single-fast5/sss1.fast5"
@@ -332,7 +362,7 @@ def test_bad_fast5_skipped_and_listed(f2s_dir: Path, tmp_path: Path, name: str):
     assert len(blow5_reads(out)) == 1
 
 
-def test_duplicate_read_ids(f2s_dir: Path, tmp_path: Path):
+def test_duplicate_read_ids(f2s_dir: Path, tmp_path: Path) -> None:
     """A read id seen twice fails the conversion, or is skipped and listed."""
     first = f2s_dir / "raw/single-fast5/sss1.fast5"
     multi = f2s_dir / "raw/single-and-multi-fast5/1ssm1.fast5"  # holds ...19d5 again
@@ -351,14 +381,16 @@ def test_duplicate_read_ids(f2s_dir: Path, tmp_path: Path):
 REAL_PROCESS = convert_mod._process
 
 
-def crash_on_sss2(task):
+def crash_on_sss2(task: convert_mod._Task) -> convert_mod._Result:
     """Worker stand-in that dies like a segfaulting HDF5 on one file."""
     if "sss2" in task.path:
         os._exit(139)
     return REAL_PROCESS(task)
 
 
-def test_crashed_worker_fails_instead_of_hanging(f2s_dir: Path, tmp_path: Path, monkeypatch):
+def test_crashed_worker_fails_instead_of_hanging(
+    f2s_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A reader process that dies stops the conversion with an error naming the files."""
     monkeypatch.setattr(convert_mod, "_process", crash_on_sss2)
     if convert_mod._pool_context().get_start_method() != "fork":
@@ -369,7 +401,7 @@ def test_crashed_worker_fails_instead_of_hanging(f2s_dir: Path, tmp_path: Path, 
     assert not out.exists() and not leftovers(tmp_path)
 
 
-def test_failed_conversion_keeps_previous_output(f2s_dir: Path, tmp_path: Path):
+def test_failed_conversion_keeps_previous_output(f2s_dir: Path, tmp_path: Path) -> None:
     """A failing run leaves an existing output and its index untouched."""
     out = tmp_path / "keep.blow5"
     convert([f2s_dir / "raw/single-fast5/sss1.fast5"], out, progress=None)
@@ -380,7 +412,7 @@ def test_failed_conversion_keeps_previous_output(f2s_dir: Path, tmp_path: Path):
     assert not leftovers(tmp_path)
 
 
-def test_read_without_raw_group_in_multi_read_file(f2s_dir: Path, tmp_path: Path):
+def test_read_without_raw_group_in_multi_read_file(f2s_dir: Path, tmp_path: Path) -> None:
     """One read group without Raw is rejected by read id; the other reads convert."""
     path = tmp_path / "m.fast5"
     shutil.copy(f2s_dir / "raw/multi-fast5/ssm1.fast5", path)
@@ -398,7 +430,7 @@ def test_read_without_raw_group_in_multi_read_file(f2s_dir: Path, tmp_path: Path
 # --- API details -----------------------------------------------------------------------------
 
 
-def test_progress_lines_on_stderr(f2s_dir: Path, tmp_path: Path):
+def test_progress_lines_on_stderr(f2s_dir: Path, tmp_path: Path) -> None:
     """Progress reports reads converted and reads/s."""
     stream = io.StringIO()
     convert(
@@ -413,7 +445,7 @@ def test_progress_lines_on_stderr(f2s_dir: Path, tmp_path: Path):
     assert "9 reads from 3/3 files" in lines[-1]
 
 
-def test_write_slow5_from_memory(tmp_path: Path):
+def test_write_slow5_from_memory(tmp_path: Path) -> None:
     """In-memory records (e.g. simulated) are written as BLOW5/SLOW5 slow5lib can read."""
     rng = np.random.default_rng(1)
     aux_fields = FAST5_AUX_FIELDS + (AuxField("end_reason", "enum", ("unknown", "partial")),)
@@ -452,7 +484,7 @@ def test_write_slow5_from_memory(tmp_path: Path):
     assert Path(str(tmp_path / "sim.blow5") + ".idx").is_file()
 
 
-def test_cli_exit_codes(f2s_dir: Path, tmp_path: Path):
+def test_cli_exit_codes(f2s_dir: Path, tmp_path: Path) -> None:
     """python -m numapore.convert: 0 on success, 1 naming the file on bad input."""
     env = dict(os.environ, PYTHONPATH=str(REPO / "scripts"))
     cmd = [sys.executable, "-m", "numapore.convert", "-q"]

@@ -5,7 +5,15 @@ from pathlib import Path
 
 import pytest
 
-from numapore.samples import InputError, load_samples, read_sheet, reads_format, reference_name
+from numapore.samples import (
+    InputError,
+    combine_samples,
+    load_samples,
+    read_sheet,
+    reads_format,
+    reference_name,
+    simulated_samples,
+)
 
 
 def sheet(tmp_path: Path, *rows: str) -> Path:
@@ -80,7 +88,23 @@ def test_duplicate_samples_and_clashing_reference_names(inputs):
     (inputs / "other" / "ref.fa").write_text(">c2\nACGT\n")
     path = sheet(inputs, "s1\tf5\treads.fastq\tref.fa", "s2\tf5\treads.fastq\tother/ref.fa")
     with pytest.raises(InputError, match="would both be named 'ref'"):
-        load_samples(read_sheet(path), path, inputs)
+        combine_samples(load_samples(read_sheet(path), path, inputs), {}, path)
+
+
+def test_simulated_samples_join_the_sheets(inputs):
+    path = sheet(inputs, "s1\tf5\treads.fastq\tref.fa")
+    simulated = simulated_samples({"sim": {"reference": "ref.fa"}}, inputs)
+    assert simulated["sim"].reads == Path("results/simulated/sim/reads.fastq")
+    assert simulated["sim"].fast5 == (Path("results/simulated/sim/fast5_multi"),)
+    both = combine_samples(load_samples(read_sheet(path), path, inputs), simulated, path)
+    assert list(both) == ["s1", "sim"]
+    with pytest.raises(InputError, match="both in .* and in config simulate"):
+        combine_samples(both, {"s1": simulated["sim"]}, path)
+    empty = sheet(inputs)
+    with pytest.raises(InputError, match="no samples"):
+        combine_samples(load_samples(read_sheet(empty), empty, inputs), {}, empty)
+    with pytest.raises(InputError, match="simulate.bad: reference .* does not exist"):
+        simulated_samples({"bad": {"reference": "nope.fa"}}, inputs)
 
 
 def test_missing_sheet_and_missing_column(tmp_path):

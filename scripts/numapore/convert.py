@@ -56,6 +56,7 @@ from numapore.slow5 import (  # noqa: F401 - check_nanopolish_compatible is re-e
     format_from_path,
 )
 
+STDERR: Any = object()  # default progress stream: sys.stderr as it is at call time (logs)
 SLICE_READS = 256  # read groups per task for multi-read files (bounds memory in flight)
 BAD_FAST5_MODES = ("fail", "skip")
 
@@ -157,7 +158,9 @@ def conform_aux(read: Fast5Read, schema: Sequence[AuxField]) -> tuple[dict[str, 
     return values, dropped
 
 
-def _encode(read: Fast5Read, rg: int, schema: Sequence[AuxField], task: _Task) -> tuple[bytes, set]:
+def _encode(
+    read: Fast5Read, rg: int, schema: Sequence[AuxField], task: _Task
+) -> tuple[bytes, set[str]]:
     """Encode one read for the output; also return aux names the output has no column for."""
     values, dropped = conform_aux(read, schema)
     rec = replace(read.record, read_group=rg, aux=values)
@@ -398,7 +401,7 @@ def convert(
     on_bad_fast5: str = "fail",
     allow_duplicate_ids: bool = False,
     write_index: bool = True,
-    progress: TextIO | None = sys.stderr,
+    progress: TextIO | None = STDERR,
     progress_interval: float = 5.0,
 ) -> ConversionReport:
     """Convert FAST5 files/folders into one SLOW5/BLOW5 file and return a ConversionReport.
@@ -408,6 +411,8 @@ def convert(
     A BLOW5 gets a slow5lib index (<output>.idx) unless write_index is False or read ids repeat.
     """
     output = Path(output)
+    # Resolved now, not at import: a Snakemake script redirects sys.stderr to its log first.
+    progress = sys.stderr if progress is STDERR else progress
     fmt = fmt or format_from_path(output)
     check_compression(record_compression, signal_compression)
     if on_bad_fast5 not in BAD_FAST5_MODES:

@@ -218,15 +218,20 @@ class _ReadBuilder:
             self.header[name] = _header_value(value, enum)
         else:
             natural = _natural_type(dtype)
-            if natural is not None:
-                self._add_aux(AuxField(name, natural.type, natural.labels), value)
+            if natural is None:
+                return
+            if natural.type == "enum":
+                # Store the label's position (equal to the raw value for ONT's 0..n-1 enums).
+                values = sorted(h5py.check_enum_dtype(dtype).values())
+                value = values.index(int(value)) if int(value) in values else None
+            self._add_aux(AuxField(name, natural.type, natural.labels), value)
 
     def _add_aux(self, aux: AuxField, value: Any) -> None:
         """Record an aux value (first occurrence of a name wins its column position)."""
         if aux.name not in self.aux:
             self.aux_fields.append(aux)
-        if aux.type == "enum":
-            self.aux[aux.name] = int(value)
+        if aux.type == "enum" or value is None:
+            self.aux[aux.name] = value
         else:
             self.aux[aux.name] = _convert(value, aux.type)
 

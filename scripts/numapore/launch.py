@@ -116,7 +116,9 @@ def plan_processes(
             inputs[i], outputs[i], threads
         )
         prefix = numactl_prefix(layout.strategy, topology, node)
-        command = with_prefix(prefix, inner) if prefix else f"bash -o pipefail -c {shlex.quote(inner)}"
+        command = (
+            with_prefix(prefix, inner) if prefix else f"bash -o pipefail -c {shlex.quote(inner)}"
+        )
         processes.append(Process(i, node, threads, command, inputs[i], outputs[i], policy_file))
     return processes
 

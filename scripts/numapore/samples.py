@@ -139,13 +139,37 @@ def load_samples(table: pd.DataFrame, sheet: Path, base: Path) -> dict[str, Samp
         check_reads(sample.reads, key)
         check_reference(sample.reference, key)
         samples[name] = sample
-    if not samples:
-        raise InputError(f"sample sheet {sheet}: no samples")
-    _check_reference_names(samples, sheet)
     return samples
 
 
-def _check_reference_names(samples: dict[str, Sample], sheet: Path) -> None:
+def simulated_samples(simulate: dict[str, dict], base: Path) -> dict[str, Sample]:
+    """Samples the signal simulator makes (config `simulate:`), at their paths under results/."""
+    samples = {}
+    for name, settings in simulate.items():
+        reference = base / settings["reference"]
+        check_reference(reference, f"config simulate.{name}")
+        out = Path("results/simulated") / name
+        samples[name] = Sample(name, (out / "fast5_multi",), out / "reads.fastq", reference)
+    return samples
+
+
+def combine_samples(
+    from_sheet: dict[str, Sample], simulated: dict[str, Sample], sheet: Path
+) -> dict[str, Sample]:
+    """All samples of a run: the sheet's and the simulated ones, names unique, at least one."""
+    clash = sorted(set(from_sheet) & set(simulated))
+    if clash:
+        raise InputError(
+            f"sample name(s) {', '.join(clash)} are both in {sheet} and in config simulate:"
+        )
+    samples = {**from_sheet, **simulated}
+    if not samples:
+        raise InputError(f"no samples: {sheet} has no rows and config simulate: is empty")
+    check_reference_names(samples, sheet)
+    return samples
+
+
+def check_reference_names(samples: dict[str, Sample], sheet: Path) -> None:
     """Fail if two different reference files would share one results folder name."""
     seen: dict[str, Path] = {}
     for sample in samples.values():

@@ -494,7 +494,13 @@ def slow5_record(read: SimRead) -> Any:
 
 def read_group_attrs(cfg: SimConfig) -> dict[str, str]:
     """Return the BLOW5 read-group header attributes (as slow5tools takes them from FAST5)."""
-    return {"file_type": "multi-read", "file_version": "2.2", **_tracking(cfg), **_context()}
+    return {
+        "file_type": "multi-read",
+        "file_version": "2.2",
+        "pore_type": "not_set",
+        **_tracking(cfg),
+        **_context(),
+    }
 
 
 # ---------------------------------------------------------------------------- driver
@@ -621,7 +627,7 @@ def _batches(
         yield from pool.imap(_run_batch, range(n))
 
 
-def _parse_region(text: str) -> tuple[str, int, int]:
+def parse_region(text: str) -> tuple[str, int, int]:
     """Parse 'chrom:start-end' (0-based, end exclusive) into a tuple."""
     name, _, span = text.rpartition(":")
     lo, _, hi = span.partition("-")
@@ -643,7 +649,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--sd-length", type=float, default=d.sd_length)
     p.add_argument("--min-length", type=int, default=d.min_length)
     p.add_argument("--max-length", type=int, default=d.max_length)
-    p.add_argument("--region", type=_parse_region, help="chrom:start-end, reads only inside")
+    p.add_argument("--region", type=parse_region, help="chrom:start-end, reads only inside")
     p.add_argument("--meth-amplitude", type=float, default=d.meth_amplitude)
     p.add_argument("--meth-period", type=float, default=d.meth_period)
     p.add_argument("--meth-phase", type=float, default=d.meth_phase)

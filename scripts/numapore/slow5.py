@@ -206,9 +206,17 @@ def _aux_text(value: Any, aux: AuxField) -> str:
     return "." if value == FIXED_AUX_TYPES[aux.type][1] else str(value)
 
 
+def as_int16(signal: np.ndarray) -> np.ndarray:
+    """Return the signal as little-endian int16; refuse values that int16 cannot hold."""
+    signal = np.asarray(signal)
+    if signal.dtype != np.int16 and signal.size and (signal.min() < -32768 or signal.max() > 32767):
+        raise ValueError("raw signal values must fit in int16")
+    return signal.astype("<i2", copy=False)
+
+
 def encode_record_text(rec: Record, aux_fields: Sequence[AuxField]) -> bytes:
     """Encode one record as a SLOW5 text line."""
-    signal = ",".join(map(str, rec.signal.tolist()))
+    signal = ",".join(map(str, as_int16(rec.signal).tolist()))
     parts = [
         rec.read_id,
         str(rec.read_group),
@@ -291,12 +299,13 @@ def encode_record_binary(
 ) -> bytes:
     """Encode one BLOW5 record, including its leading uint64 size."""
     read_id = rec.read_id.encode()
+    samples = as_int16(rec.signal)
     if signal_compression == "svb-zd":
-        signal = svb_zd_encode(rec.signal)
+        signal = svb_zd_encode(samples)
         length = len(signal)  # slow5lib stores the compressed byte count here
     else:
-        signal = rec.signal.astype("<i2", copy=False).tobytes()
-        length = len(rec.signal)
+        signal = samples.tobytes()
+        length = len(samples)
     parts = [
         struct.pack("<H", len(read_id)),
         read_id,

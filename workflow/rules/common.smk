@@ -8,7 +8,13 @@ from snakemake.utils import validate
 sys.path.insert(0, str(Path(workflow.basedir).parent / "scripts"))
 from numapore.launch import host_file_for  # noqa: E402
 from numapore.numa import NumaError, startup_check  # noqa: E402
-from numapore.samples import InputError, load_samples, read_sheet  # noqa: E402
+from numapore.samples import (  # noqa: E402
+    InputError,
+    combine_samples,
+    load_samples,
+    read_sheet,
+    simulated_samples,
+)
 from numapore.slow5 import check_nanopolish_compatible  # noqa: E402
 
 validate(config, schema="../schemas/config.schema.yaml")
@@ -17,7 +23,11 @@ try:
     _sheet = Path(config["samples"])
     _table = read_sheet(_sheet)
     validate(_table, schema="../schemas/samples.schema.yaml")
-    SAMPLES = load_samples(_table, _sheet, Path.cwd())
+    SAMPLES = combine_samples(
+        load_samples(_table, _sheet, Path.cwd()),
+        simulated_samples(config["simulate"], Path.cwd()),
+        _sheet,
+    )
     # The host file: its NUMA layout must exist on this machine before any job starts.
     HOST_FILE = str(host_file_for(config["host"]))
     HOST, TOPOLOGY = startup_check(HOST_FILE)
@@ -86,6 +96,8 @@ def final_outputs():
             f"{prefix}/methylation/{s}.{aligner}.frequency.tsv",
             f"{prefix}/methylation/{s}.{aligner}.bedmethyl.gz.tbi",
         ]
+        if s in config["simulate"]:  # the truth is known: measure calling accuracy
+            out.append(f"{prefix}/methylation/{s}.{aligner}.accuracy.tsv")
     return out
 
 
@@ -115,9 +127,10 @@ def signal_index_inputs(wildcards):
 
 def fast5_inputs(wildcards):
     """The sample's FAST5 folders for nanopolish index, plus single files (linked into a folder)."""
+    # By name, not on disk: a simulated sample's folder does not exist before its rule runs.
     paths = SAMPLES[wildcards.sample].fast5
-    files = [str(p) for p in paths if p.is_file()]
-    dirs = [str(p) for p in paths if p.is_dir()]
+    files = [str(p) for p in paths if p.suffix == ".fast5"]
+    dirs = [str(p) for p in paths if p.suffix != ".fast5"]
     if files:
         dirs.append(f"results/{wildcards.sample}/fast5_files")
     return {"files": files, "dirs": dirs}
@@ -144,3 +157,16 @@ def methylation_shard_inputs(wildcards):
             f"results/{wildcards.sample}/align/{wildcards.sample}.{wildcards.aligner}.summary.tsv"
         ),
     }
+
+
+def report_rejected():
+    """After a run: say per sample how many FAST5 files or reads the conversion left out."""
+    for name in SAMPLES:
+        listing = Path(f"results/{name}/signal/{name}.blow5.rejected.tsv")
+        if listing.is_file():
+            skipped = len(listing.read_text().splitlines()) - 1
+            if skipped:
+                logger.warning(
+                    f"numapore: sample '{name}': {skipped} FAST5 files/reads skipped "
+                    f"(on_bad_fast5: skip), listed with reasons in {listing}"
+                )

@@ -104,7 +104,6 @@ rule call_methylation:
     params:
         min_mapq=config["methylation"]["min_mapping_quality"],
         host=HOST_FILE,
-        io_mode=HOST.io_mode,
         io_processes=IO_PROCESSES,
     script:
         "../../scripts/call_methylation.py"

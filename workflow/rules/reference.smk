@@ -22,7 +22,7 @@ rule minimap2_index:
     input:
         "results/references/{ref}/{ref}.fa",
     output:
-        "results/references/{ref}/minimap2/{ref}" + INDEX_SUFFIXES["minimap2"][0],
+        multiext("results/references/{ref}/minimap2/{ref}", *INDEX_SUFFIXES["minimap2"]),
     log:
         "results/logs/minimap2_index/{ref}.log",
     benchmark:

@@ -1,0 +1,87 @@
+"""The heavy steps as functions: what the align and call_methylation rules run.
+
+Each one loads the host file, checks it against the machine the job runs on, lays the step out
+(numapore.launch), runs the unchanged tool command (numapore.tools) in every process, merges,
+and writes the record of what ran. The rule scripts are thin callers; tests call these too.
+"""
+
+from __future__ import annotations
+
+import sys
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+
+from numapore.launch import Process, layout_step, run_step, write_record
+from numapore.numa import startup_check
+from numapore.samples import reads_format
+from numapore.shards import concat_tables, merge_bams, split_bam, split_fastx
+from numapore.tools import align_command, call_methylation_command
+
+
+def run_alignment(
+    host_file: str,
+    aligner: str,
+    index: str,
+    index_files: Sequence[Path],
+    reads: Path,
+    output: Path,
+    threads: int,
+    record: Path,
+) -> list[Process]:
+    """Align reads into a sorted BAM under the host's alignment strategy."""
+    host, topology = startup_check(host_file)
+    index_bytes = sum(Path(p).stat().st_size for p in index_files)
+    layout = layout_step(host, topology, "alignment", threads, index_bytes)
+    with tempfile.TemporaryDirectory(prefix=output.name + ".", dir=output.parent) as workdir:
+        processes = run_step(
+            layout,
+            topology,
+            lambda src, out, t: align_command(aligner, index, src, out, t),
+            reads,
+            output,
+            split=split_fastx,
+            merge=lambda shards, out: merge_bams(shards, out, threads, sys.stderr),
+            workdir=Path(workdir),
+            shard_suffixes=("." + reads_format(reads).removesuffix(".gz"), ".bam"),
+        )
+        write_record(record, layout, processes)
+    return processes
+
+
+def run_methylation(
+    host_file: str,
+    reads: Path,
+    bam: Path,
+    genome: Path,
+    output: Path,
+    threads: int,
+    min_mapq: int,
+    io_processes: int,
+    record: Path,
+) -> list[Process]:
+    """Call CpG methylation per read under the host's strategy and I/O mode."""
+    host, topology = startup_check(host_file)
+    # fast5-pool: K nanopolish processes on K shards of the reads, each with its own HDF5.
+    pool = io_processes if host.io_mode == "fast5-pool" else 1
+    layout = layout_step(host, topology, "methylation", threads, genome.stat().st_size, pool)
+    print(f"I/O mode: {host.io_mode}", file=sys.stderr)
+
+    def tool(shard_bam: Path, shard_out: Path, t: int) -> str:
+        """The unchanged nanopolish command for one shard."""
+        return call_methylation_command(reads, shard_bam, genome, shard_out, t, min_mapq)
+
+    with tempfile.TemporaryDirectory(prefix=output.name + ".", dir=output.parent) as workdir:
+        processes = run_step(
+            layout,
+            topology,
+            tool,
+            bam,
+            output,
+            split=lambda src, shards: split_bam(src, shards, index=True),
+            merge=concat_tables,
+            workdir=Path(workdir),
+            shard_suffixes=(".bam", ".tsv"),
+        )
+        write_record(record, layout, processes)
+    return processes
