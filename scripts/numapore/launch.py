@@ -13,6 +13,7 @@ the NUMA policy it actually runs under, which goes to the job's log with its com
 
 from __future__ import annotations
 
+import resource
 import shlex
 import socket
 import subprocess
@@ -69,6 +70,16 @@ class Process:
     input: Path
     output: Path
     policy_file: Path
+
+
+@dataclass(frozen=True)
+class StepRun:
+    """What ran for a step and what it cost: wall seconds and CPU seconds (user + system) of
+    every process it started, measured exactly from the kernel's accounting of children."""
+
+    processes: list[Process]
+    wall_seconds: float
+    cpu_seconds: float
 
 
 @dataclass(frozen=True)
@@ -167,7 +178,7 @@ def run_step(
     workdir: Path,
     shard_suffixes: tuple[str, str],
     log: IO[str] | None = None,
-) -> list[Process]:
+) -> StepRun:
     """Run a step: split source into one shard per process, run them, merge into output.
 
     shard_suffixes: file endings of an input and an output shard (e.g. '.fasta', '.bam').
@@ -185,21 +196,34 @@ def run_step(
         outputs = [workdir / f"out.{i + 1}{shard_suffixes[1]}" for i in range(n)]
         split(source, inputs)
     processes = plan_processes(layout, topology, tool, inputs, outputs, workdir)
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     run_processes(processes, log)
+    wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    threads = sum(layout.threads)
+    print(
+        f"tool processes: wall {wall:.1f} s, CPU {cpu:.1f} s, "
+        f"CPU utilisation {cpu / (wall * threads):.2f} of {threads} threads",
+        file=log,
+        flush=True,
+    )
     if n > 1:
         merge(outputs, output)
-    print(f"step wall time: {time.perf_counter() - start:.1f} s", file=log, flush=True)
-    return processes
+    return StepRun(processes, wall, cpu)
 
 
-def write_record(path: Path, layout: StepLayout, processes: Sequence[Process]) -> None:
-    """Write what ran as JSON: strategy, reasons, and per process its command and policy."""
+def write_record(path: Path, layout: StepLayout, run: StepRun) -> None:
+    """Write what ran as JSON: strategy, reasons, cost, and per process its command and policy."""
     import json
 
     record = {
         "strategy": layout.strategy,
         "reasons": layout.reasons,
+        "threads": sum(layout.threads),
+        "wall_seconds": round(run.wall_seconds, 3),
+        "cpu_seconds": round(run.cpu_seconds, 3),
         "processes": [
             {
                 "shard": p.shard + 1,
@@ -208,7 +232,7 @@ def write_record(path: Path, layout: StepLayout, processes: Sequence[Process]) -
                 "command": p.command,
                 "policy": p.policy_file.read_text() if p.policy_file.is_file() else None,
             }
-            for p in processes
+            for p in run.processes
         ],
     }
     path.write_text(json.dumps(record, indent=2) + "\n")

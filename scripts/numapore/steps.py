@@ -12,7 +12,7 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
-from numapore.launch import Process, layout_step, run_step, write_record
+from numapore.launch import StepRun, layout_step, run_step, write_record
 from numapore.numa import startup_check
 from numapore.samples import reads_format
 from numapore.shards import concat_tables, merge_bams, split_bam, split_fastx
@@ -28,13 +28,13 @@ def run_alignment(
     output: Path,
     threads: int,
     record: Path,
-) -> list[Process]:
+) -> StepRun:
     """Align reads into a sorted BAM under the host's alignment strategy."""
     host, topology = startup_check(host_file)
     index_bytes = sum(Path(p).stat().st_size for p in index_files)
     layout = layout_step(host, topology, "alignment", threads, index_bytes)
     with tempfile.TemporaryDirectory(prefix=output.name + ".", dir=output.parent) as workdir:
-        processes = run_step(
+        run = run_step(
             layout,
             topology,
             lambda src, out, t: align_command(aligner, index, src, out, t),
@@ -45,8 +45,8 @@ def run_alignment(
             workdir=Path(workdir),
             shard_suffixes=("." + reads_format(reads).removesuffix(".gz"), ".bam"),
         )
-        write_record(record, layout, processes)
-    return processes
+        write_record(record, layout, run)
+    return run
 
 
 def run_methylation(
@@ -59,7 +59,7 @@ def run_methylation(
     min_mapq: int,
     io_processes: int,
     record: Path,
-) -> list[Process]:
+) -> StepRun:
     """Call CpG methylation per read under the host's strategy and I/O mode."""
     host, topology = startup_check(host_file)
     # fast5-pool: K nanopolish processes on K shards of the reads, each with its own HDF5.
@@ -72,7 +72,7 @@ def run_methylation(
         return call_methylation_command(reads, shard_bam, genome, shard_out, t, min_mapq)
 
     with tempfile.TemporaryDirectory(prefix=output.name + ".", dir=output.parent) as workdir:
-        processes = run_step(
+        run = run_step(
             layout,
             topology,
             tool,
@@ -83,5 +83,5 @@ def run_methylation(
             workdir=Path(workdir),
             shard_suffixes=(".bam", ".tsv"),
         )
-        write_record(record, layout, processes)
-    return processes
+        write_record(record, layout, run)
+    return run

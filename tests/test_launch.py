@@ -1,0 +1,116 @@
+"""The launcher: step layouts, the command lines it builds, and real runs under numactl here."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from numapore.launch import host_file_for, layout_step, plan_processes, run_step, write_record
+from numapore.numa import detect_topology, host_config_from_dict, load_host_config
+from numapore.shards import concat_tables
+from numapore.tools import align_command, call_methylation_command
+
+HOSTS = Path(__file__).resolve().parent.parent / "config" / "hosts"
+
+
+def host(strategy: str, **extra):
+    """A host config with one strategy for every step."""
+    data = {
+        "topology": "auto",
+        "strategy": {"alignment": strategy, "methylation": strategy, "conversion": "none"},
+        **extra,
+    }
+    return host_config_from_dict(data, name=f"test-{strategy}")
+
+
+def test_layouts_on_the_opteron_example():
+    opteron = load_host_config(HOSTS / "opteron-6376.yaml")
+    topo = opteron.topology
+    inst = layout_step(opteron, topo, "alignment", 64)
+    assert inst.strategy == "instances"
+    assert inst.nodes == (0, 1, 2, 3, 4, 5, 6, 7) and inst.threads == (8,) * 8
+    auto = host("auto")
+    small = layout_step(auto, topo, "alignment", 64, index_bytes=8 << 30)
+    big = layout_step(auto, topo, "alignment", 64, index_bytes=20 << 30)
+    assert (small.strategy, big.strategy) == ("instances", "interleave")
+    assert big.nodes == (None,) and big.threads == (64,)
+
+
+def test_process_pool_layout_splits_threads():
+    layout = layout_step(host("none"), detect_topology(), "methylation", 5, pool=2)
+    assert layout.nodes == (None, None) and layout.threads == (3, 2)
+
+
+def test_commands_wrap_the_unchanged_tool(tmp_path):
+    opteron = load_host_config(HOSTS / "opteron-6376.yaml")
+    layout = layout_step(opteron, opteron.topology, "alignment", 64)
+    reads = [tmp_path / f"in.{i}.fastq" for i in range(8)]
+    outs = [tmp_path / f"out.{i}.bam" for i in range(8)]
+    tool = lambda src, out, t: align_command("minimap2", "ref.mmi", src, out, t)  # noqa: E731
+    procs = plan_processes(layout, opteron.topology, tool, reads, outs, tmp_path)
+    assert procs[3].command.startswith("numactl --cpunodebind=3 --membind=3 bash -o pipefail -c ")
+    assert tool(reads[3], outs[3], 8) in procs[3].command.replace("'\"'\"'", "'")
+
+
+def test_tool_commands():
+    assert align_command("bwa", "idx/ref", Path("r.fq.gz"), Path("o.bam"), 4) == (
+        "bwa mem -x ont2d -t 4 idx/ref r.fq.gz | samtools sort -@ 4 -o o.bam -"
+    )
+    assert " -f -U r.fasta " in align_command("bowtie2", "p", Path("r.fasta"), Path("o"), 1)
+    assert " -q -U r.fastq " in align_command("bowtie2", "p", Path("r.fastq"), Path("o"), 1)
+    cmd = call_methylation_command(Path("r.fa"), Path("a.bam"), Path("g.fa"), Path("c.tsv"), 3, 20)
+    assert cmd.endswith("-r r.fa -b a.bam -g g.fa > c.tsv") and " -t 3 " in cmd
+    with pytest.raises(ValueError, match="unknown aligner"):
+        align_command("blast", "p", Path("r.fa"), Path("o"), 1)
+
+
+@pytest.mark.parametrize("strategy, pool", [("none", 2), ("interleave", 1), ("instances", 1)])
+def test_run_step_splits_runs_under_numactl_and_merges(tmp_path, strategy, pool):
+    """A real run here: the tool (a tiny shell command) sees its shard; outputs merge in order."""
+    source = tmp_path / "table.tsv"
+    source.write_text("h\n" + "".join(f"{i}\n" for i in range(10)))
+
+    def split(src: Path, shards) -> None:
+        """Deal the rows of a one-column table to the shards, header on each."""
+        rows = src.read_text().splitlines()
+        for i, shard in enumerate(shards):
+            shard.write_text("\n".join([rows[0], *rows[1 + i :: len(shards)]]) + "\n")
+
+    topo = detect_topology()
+    extra = {"instances_per_node": 2} if strategy == "instances" else {}
+    layout = layout_step(host(strategy, **extra), topo, "methylation", 2, pool=pool)
+    out = tmp_path / "out.tsv"
+    with open(tmp_path / "log.txt", "w") as log:
+        run = run_step(
+            layout, topo, lambda s, o, t: f"cat {s} > {o}", source, out, split, concat_tables,
+            tmp_path / "work", (".tsv", ".tsv"), log,
+        )  # fmt: skip
+    assert sorted(out.read_text().splitlines()[1:]) == [str(i) for i in range(10)]
+    assert len(run.processes) == (2 if (strategy == "instances" or pool == 2) else 1)
+    log_text = (tmp_path / "log.txt").read_text()
+    assert "policy: " in log_text and "not recorded" not in log_text
+    write_record(tmp_path / "run.json", layout, run)
+    record = json.loads((tmp_path / "run.json").read_text())
+    assert record["strategy"] == strategy and record["wall_seconds"] > 0
+    assert "Cpus_allowed_list" in record["processes"][0]["policy"]
+
+
+def test_failed_process_fails_the_step(tmp_path):
+    source = tmp_path / "in.txt"
+    source.write_text("x\n")
+    topo = detect_topology()
+    layout = layout_step(host("none"), topo, "alignment", 1)
+    with open(tmp_path / "log.txt", "w") as log, pytest.raises(RuntimeError, match="exited 3"):
+        run_step(layout, topo, lambda s, o, t: "exit 3", source, tmp_path / "o", None, None,
+                 tmp_path / "w", (".txt", ".txt"), log)  # fmt: skip
+
+
+def test_host_file_for(tmp_path, monkeypatch):
+    (tmp_path / "single-node.yaml").write_text("topology: auto\n")
+    assert host_file_for("auto", tmp_path) == tmp_path / "single-node.yaml"
+    monkeypatch.setattr("socket.gethostname", lambda: "bignode.cluster")
+    (tmp_path / "bignode.yaml").write_text("topology: auto\n")
+    assert host_file_for("auto", tmp_path) == tmp_path / "bignode.yaml"
+    assert host_file_for("single-node", tmp_path) == tmp_path / "single-node.yaml"
