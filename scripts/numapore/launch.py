@@ -32,7 +32,7 @@ from numapore.numa import (
     parse_numactl_show,
     parse_proc_status,
     resolve_strategy,
-    split_threads,
+    instance_slots,
     host_path,
     with_prefix,
 )
@@ -103,9 +103,10 @@ def layout_step(
     """Decide the strategy and the processes of a step (pool > 1: a process pool, unbound)."""
     strategy, reasons = resolve_strategy(host, step, topology, index_bytes)
     if strategy == "instances":
-        nodes = [n.id for n in topology.compute_nodes for _ in range(host.instances_per_node)]
-        shares = split_threads(topology, threads, host.instances_per_node)
-        return StepLayout(strategy, reasons, tuple(nodes), tuple(shares))
+        slots = instance_slots(topology, threads, host.instances_per_node)
+        return StepLayout(
+            strategy, reasons, tuple(n.id for n, _ in slots), tuple(t for _, t in slots)
+        )
     pool = max(1, pool)
     shares = [threads // pool + (1 if i < threads % pool else 0) for i in range(pool)]
     return StepLayout(strategy, reasons, (None,) * pool, tuple(max(1, s) for s in shares))

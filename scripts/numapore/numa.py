@@ -644,6 +644,14 @@ def split_threads(topology: Topology, threads: int, instances_per_node: int = 1)
     return [max(1, s) for s in shares]
 
 
+def instance_slots(
+    topology: Topology, threads: int, instances_per_node: int = 1
+) -> list[tuple[Node, int]]:
+    """The instances of a step in shard order: (node, threads) per node x instances_per_node."""
+    nodes = [n for n in topology.compute_nodes for _ in range(instances_per_node)]
+    return list(zip(nodes, split_threads(topology, threads, instances_per_node), strict=True))
+
+
 def instance_commands(
     topology: Topology,
     threads: int,
@@ -651,11 +659,10 @@ def instance_commands(
     instances_per_node: int = 1,
 ) -> list[Instance]:
     """One bound command per node x instances_per_node; shard_command(i, n, t) builds shard i."""
-    nodes = [n for n in topology.compute_nodes for _ in range(instances_per_node)]
-    shares = split_threads(topology, threads, instances_per_node)
-    n_shards = len(nodes)
+    slots = instance_slots(topology, threads, instances_per_node)
+    n_shards = len(slots)
     out = []
-    for i, (node, t) in enumerate(zip(nodes, shares, strict=True)):
+    for i, (node, t) in enumerate(slots):
         tool = shard_command(i, n_shards, t)
         cmd = with_prefix(numactl_prefix("instances", topology, node.id), tool)
         out.append(Instance(node.id, node.cpus, t, cmd))
