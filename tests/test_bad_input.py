@@ -68,3 +68,57 @@ def test_reference_without_the_reads_contigs(tmp_path, ecoli_dir):
     # Nothing downstream ran, and no summary claims success.
     assert not (tmp_path / "results/ecoli/methylation").exists()
     assert not (tmp_path / "results/ecoli/align/ecoli.minimap2.summary.tsv").exists()
+
+
+def test_host_file_naming_nodes_this_machine_lacks(tmp_path, ecoli_dir, dh10b):
+    """The 8-node Opteron host file on this 1-node machine: refused before any job runs."""
+    write_project(tmp_path, [ecoli(ecoli_dir, dh10b)])
+    result = run_workflow(tmp_path, "--dry-run", "--config", "host=opteron-6376", check=False)
+    assert result.returncode != 0
+    out = result.stdout + result.stderr
+    assert "opteron-6376.yaml does not match this machine" in out
+    assert "node 7" in out and "does not exist on this machine" in out
+
+
+def fast5_with_a_broken_file(tmp_path: Path, ecoli_dir: Path) -> Path:
+    """A FAST5 folder: the real E. coli files (linked) plus one file that is not HDF5."""
+    folder = tmp_path / "fast5"
+    folder.mkdir()
+    for src in (ecoli_dir / "fast5").glob("*.fast5"):
+        (folder / src.name).symlink_to(src)
+    (folder / "zz_broken.fast5").write_bytes(b"this is not an HDF5 file\n")
+    return folder
+
+
+def slow5_host(tmp_path: Path) -> Path:
+    """A host file for this machine with the slow5 I/O mode."""
+    host = tmp_path / "slow5.yaml"
+    host.write_text(
+        "topology: auto\nstrategy: {alignment: none, methylation: none, conversion: none}\n"
+        "io_mode: slow5\n"
+    )
+    return host
+
+
+def test_bad_fast5_fails_the_conversion_naming_the_file(tmp_path, ecoli_dir, dh10b):
+    fast5 = fast5_with_a_broken_file(tmp_path, ecoli_dir)
+    write_project(tmp_path / "run", [ecoli(ecoli_dir, dh10b, fast5=str(fast5))])
+    result = run_workflow(tmp_path / "run", "--config", f"host={slow5_host(tmp_path)}", check=False)
+    assert result.returncode != 0
+    out = result.stdout + result.stderr
+    assert "zz_broken.fast5" in out and "fast5_to_blow5" in out
+    # Nothing that looks complete is left behind.
+    assert not (tmp_path / "run/results/ecoli/signal/ecoli.blow5").exists()
+
+
+def test_bad_fast5_skipped_is_listed_and_reported(tmp_path, ecoli_dir, dh10b):
+    fast5 = fast5_with_a_broken_file(tmp_path, ecoli_dir)
+    work = write_project(
+        tmp_path / "run", [ecoli(ecoli_dir, dh10b, fast5=str(fast5))], {"on_bad_fast5": "skip"}
+    )
+    result = run_workflow(work, "--config", f"host={slow5_host(tmp_path)}")
+    rejected = (work / "results/ecoli/signal/ecoli.blow5.rejected.tsv").read_text().splitlines()
+    assert len(rejected) == 2 and "zz_broken.fast5" in rejected[1]
+    assert "1 FAST5 files/reads skipped" in result.stdout + result.stderr
+    calls = (work / "results/ecoli/methylation/ecoli.minimap2.calls.tsv").read_text()
+    assert len(calls.splitlines()) == 19863  # every real read still called
