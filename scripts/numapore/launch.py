@@ -28,12 +28,12 @@ from numapore.numa import (
     HOSTS_DIR,
     HostConfig,
     Topology,
+    host_path,
+    instance_slots,
     numactl_prefix,
     parse_numactl_show,
     parse_proc_status,
     resolve_strategy,
-    instance_slots,
-    host_path,
     with_prefix,
 )
 
