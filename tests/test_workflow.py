@@ -95,7 +95,7 @@ def test_bedmethyl_is_indexed_and_agrees_with_frequency(minimap2_run):
 def test_every_job_leaves_a_log_and_a_benchmark(minimap2_run):
     logs = {p.parent.name for p in (minimap2_run / "results/logs").rglob("*.log")}
     benchmarks = {p.parent.name for p in (minimap2_run / "results/benchmarks").glob("*/*.tsv")}
-    for rule in ["align_minimap2", "call_methylation", "nanopolish_index", "prepare_reference"]:
+    for rule in ["align", "call_methylation", "nanopolish_index", "prepare_reference"]:
         assert rule in logs and rule in benchmarks
     assert (
         "post-run summary"
