@@ -30,13 +30,11 @@ try:
     )
     # The host file: its NUMA layout must exist on this machine before any job starts.
     HOST_FILE = str(host_file_for(config["host"]))
-    HOST, TOPOLOGY = startup_check(HOST_FILE)
+    HOST = startup_check(HOST_FILE)[0]
     if HOST.io_mode == "slow5":
         check_nanopolish_compatible(config["slow5"]["signal_compression"])
 except (InputError, NumaError, ValueError) as err:
     raise WorkflowError(f"numapore: {err}")
-# Reader processes for FAST5: the host's io_processes, else one per core of the job.
-IO_PROCESSES = HOST.io_processes or workflow.cores
 
 ALIGNERS = ["minimap2", "bwa", "bowtie2"]
 # The files each aligner's index consists of (after the reference's name).
