@@ -30,11 +30,10 @@ from numapore.numa import (
     Topology,
     host_path,
     instance_slots,
-    numactl_prefix,
     parse_numactl_show,
     parse_proc_status,
+    plan_step,
     resolve_strategy,
-    with_prefix,
 )
 
 # The host file used when none is named for this machine: layout read from the kernel.
@@ -86,10 +85,12 @@ class StepRun:
 class StepLayout:
     """How a step runs: the concrete strategy, why, and how many processes with what threads."""
 
+    step: str
     strategy: str
     reasons: dict
     nodes: tuple[int | None, ...]
     threads: tuple[int, ...]
+    instances_per_node: int = 1
 
 
 def layout_step(
@@ -104,12 +105,11 @@ def layout_step(
     strategy, reasons = resolve_strategy(host, step, topology, index_bytes)
     if strategy == "instances":
         slots = instance_slots(topology, threads, host.instances_per_node)
-        return StepLayout(
-            strategy, reasons, tuple(n.id for n, _ in slots), tuple(t for _, t in slots)
-        )
+        nodes, shares = tuple(n.id for n, _ in slots), tuple(t for _, t in slots)
+        return StepLayout(step, strategy, reasons, nodes, shares, host.instances_per_node)
     pool = max(1, pool)
     shares = [threads // pool + (1 if i < threads % pool else 0) for i in range(pool)]
-    return StepLayout(strategy, reasons, (None,) * pool, tuple(max(1, s) for s in shares))
+    return StepLayout(step, strategy, reasons, (None,) * pool, tuple(max(1, s) for s in shares))
 
 
 def plan_processes(
@@ -120,18 +120,36 @@ def plan_processes(
     outputs: Sequence[Path],
     workdir: Path,
 ) -> list[Process]:
-    """The command line of every process: the strategy's numactl prefix + policy probe + tool."""
+    """The command line of every process, from the NUMA planner (numapore.numa.plan_step):
+    the strategy's numactl prefix around the policy probe and the unchanged tool command."""
+    policy_files = [workdir / f"policy.{i + 1}.txt" for i in range(len(layout.nodes))]
+
+    def shard_command(i: int, n: int, threads: int) -> str:
+        """Policy probe, then the tool on shard i."""
+        probe = POLICY_PROBE.format(shlex.quote(str(policy_files[i])))
+        return f"{probe}; {tool(inputs[i], outputs[i], threads)}"
+
+    if layout.strategy == "instances":
+        plan = plan_step(
+            topology, layout.step, "instances", sum(layout.threads),
+            shard_command=shard_command, instances_per_node=layout.instances_per_node,
+        )  # fmt: skip
+        commands = [instance.command for instance in plan.instances]
+    else:  # one process, or an unbound pool: each gets the strategy's prefix
+        n = len(layout.threads)
+        commands = [
+            plan_step(
+                topology, layout.step, layout.strategy, t, command=shard_command(i, n, t)
+            ).command
+            for i, t in enumerate(layout.threads)
+        ]
     processes = []
-    for i, (node, threads) in enumerate(zip(layout.nodes, layout.threads, strict=True)):
-        policy_file = workdir / f"policy.{i + 1}.txt"
-        inner = f"{POLICY_PROBE.format(shlex.quote(str(policy_file)))}; " + tool(
-            inputs[i], outputs[i], threads
-        )
-        prefix = numactl_prefix(layout.strategy, topology, node)
-        command = (
-            with_prefix(prefix, inner) if prefix else f"bash -o pipefail -c {shlex.quote(inner)}"
-        )
-        processes.append(Process(i, node, threads, command, inputs[i], outputs[i], policy_file))
+    for i, (node, threads, command) in enumerate(
+        zip(layout.nodes, layout.threads, commands, strict=True)
+    ):
+        if not command.startswith("numactl "):  # no prefix: still one shell with pipefail
+            command = f"bash -o pipefail -c {shlex.quote(command)}"
+        processes.append(Process(i, node, threads, command, inputs[i], outputs[i], policy_files[i]))
     return processes
 
 
