@@ -27,6 +27,7 @@ import h5py
 import yaml
 
 from numapore.convert import convert
+from numapore.project import snakemake_command, write_project
 
 REPO = Path(__file__).resolve().parent.parent
 ECOLI = REPO.parent / "shared" / "data" / "ecoli_r94"
@@ -36,11 +37,10 @@ def replicate_reads(out: Path, copies: int) -> tuple[Path, Path]:
     """Copy the E. coli FAST5 files and reads `copies` times with new read ids."""
     fast5_dir = out / "fast5"
     fast5_dir.mkdir(parents=True)
-    names, seqs, name = [], {}, None
+    seqs, name = {}, None
     for line in (ECOLI / "reads.fasta").read_text().splitlines():
         if line.startswith(">"):
             name = line[1:].split()[0]
-            names.append(name)
             seqs[name] = []
         else:
             seqs[name].append(line)
@@ -77,12 +77,8 @@ def conversion_table(fast5_dir: Path, work: Path, max_k: int) -> list[dict]:
 
 def run_mode(work: Path, fast5: Path, reads: Path, reference: Path, mode: str, threads: int):
     """Run the workflow up to the call table in one I/O mode; return its benchmark rows."""
-    (work / "config").mkdir(parents=True)
-    config = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
-    config["simulate"] = {}
-    (work / "config" / "config.yaml").write_text(yaml.safe_dump(config))
-    (work / "config" / "samples.tsv").write_text(
-        f"sample\tfast5\treads\treference\nbench\t{fast5}\t{reads}\t{reference}\n"
+    write_project(
+        work, [{"sample": "bench", "fast5": fast5, "reads": reads, "reference": reference}]
     )
     host = work / "host.yaml"
     host.write_text(yaml.safe_dump({
@@ -90,11 +86,9 @@ def run_mode(work: Path, fast5: Path, reads: Path, reference: Path, mode: str, t
         "strategy": {"alignment": "none", "methylation": "none", "conversion": "none"},
         "io_mode": mode, "io_processes": threads,
     }))  # fmt: skip
+    target = "results/bench/methylation/bench.minimap2.calls.tsv"
     subprocess.run(
-        [str(REPO / ".venv/bin/snakemake"), "--snakefile", str(REPO / "workflow/Snakefile"),
-         "--directory", str(work), "--profile", str(REPO / "profiles/hpc-numa"),
-         "--workflow-profile", str(REPO / "profiles/default"), "--cores", str(threads),
-         "--config", f"host={host}", "--", "results/bench/methylation/bench.minimap2.calls.tsv"],
+        snakemake_command(work, threads, "--config", f"host={host}", "--", target),
         check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )  # fmt: skip
     out = {}

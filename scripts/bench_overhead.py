@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import shlex
 import shutil
 import subprocess
 import sys
@@ -17,7 +18,7 @@ import tempfile
 import time
 from pathlib import Path
 
-import yaml
+from numapore.project import snakemake_command, write_project
 
 REPO = Path(__file__).resolve().parent.parent
 ECOLI = REPO.parent / "shared" / "data" / "ecoli_r94"
@@ -53,19 +54,10 @@ def direct_run(work: Path, fast5: Path, reads: Path, reference: Path, threads: i
 
 def workflow_run(work: Path, fast5: Path, reads: Path, reference: Path, threads: int) -> float:
     """The workflow in a fresh project directory; returns its wall time."""
-    (work / "config").mkdir()
-    config = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
-    config["simulate"] = {}  # only the benchmarked sample
-    (work / "config" / "config.yaml").write_text(yaml.safe_dump(config))
-    (work / "config" / "samples.tsv").write_text(
-        f"sample\tfast5\treads\treference\nbench\t{fast5}\t{reads}\t{reference}\n"
+    write_project(
+        work, [{"sample": "bench", "fast5": fast5, "reads": reads, "reference": reference}]
     )
-    return timed(
-        f"{REPO}/.venv/bin/snakemake --snakefile {REPO}/workflow/Snakefile --directory {work}"
-        f" --profile {REPO}/profiles/hpc-numa --workflow-profile {REPO}/profiles/default"
-        f" --cores {threads}",
-        work,
-    )
+    return timed(shlex.join(snakemake_command(work, threads)), work)
 
 
 def rule_seconds(work: Path) -> dict[str, float]:

@@ -7,7 +7,7 @@ from numapore.rulelog import redirect_to_log
 
 smk = snakemake  # noqa: F821 (injected by the script directive)
 redirect_to_log(smk)
-report = convert(
+convert(
     [Path(p) for p in smk.input],
     Path(smk.output.blow5),
     record_compression=smk.params.record_compression,

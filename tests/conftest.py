@@ -6,6 +6,8 @@ import pandas as pd
 import pysam
 import pytest
 
+from numapore.project import snakemake_command, write_project
+
 REPO = Path(__file__).resolve().parent.parent
 SHARED = REPO.parent / "shared"
 ECOLI = SHARED / "data" / "ecoli_r94"
@@ -29,7 +31,6 @@ def f2s_dir() -> Path:
 
 
 DH10B = REPO / "resources" / "ecoli_dh10b.fa"
-SNAKEMAKE = REPO / ".venv" / "bin" / "snakemake"
 
 
 @pytest.fixture(scope="session")
@@ -40,34 +41,11 @@ def dh10b() -> Path:
     return DH10B
 
 
-def write_project(workdir: Path, rows: list[dict[str, str]], config: dict | None = None) -> Path:
-    """Lay out config/config.yaml and config/samples.tsv for a workflow run in workdir."""
-    import yaml
-
-    (workdir / "config").mkdir(parents=True, exist_ok=True)
-    base = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
-    base["simulate"] = {}  # no demo sample unless a test asks for one
-    base.update(config or {})
-    (workdir / "config" / "config.yaml").write_text(yaml.safe_dump(base))
-    columns = ["sample", "fast5", "reads", "reference"]
-    lines = ["\t".join(columns)] + ["\t".join(str(r[c]) for c in columns) for r in rows]
-    (workdir / "config" / "samples.tsv").write_text("\n".join(lines) + "\n")
-    return workdir
-
-
 def run_workflow(workdir: Path, *args: str, check: bool = True):
     """Run the real workflow with the hpc-numa profile in workdir; return the CompletedProcess."""
     import subprocess
 
-    cmd = [
-        str(SNAKEMAKE),
-        "--snakefile", str(REPO / "workflow" / "Snakefile"),
-        "--directory", str(workdir),
-        "--profile", str(REPO / "profiles" / "hpc-numa"),
-        "--workflow-profile", str(REPO / "profiles" / "default"),
-        "--cores", "2",
-        *args,
-    ]  # fmt: skip
+    cmd = snakemake_command(workdir, 2, *args)
     result = subprocess.run(cmd, capture_output=True, text=True)
     if check and result.returncode != 0:
         pytest.fail(

@@ -5,7 +5,9 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
-from conftest import run_workflow, write_project
+from conftest import run_workflow
+
+from numapore.project import write_project
 
 
 def ecoli(ecoli_dir: Path, reference: Path, **override: str) -> dict[str, str]:

@@ -6,7 +6,9 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 import yaml
-from conftest import REPO, run_workflow, write_project
+from conftest import REPO, run_workflow
+
+from numapore.project import write_project
 
 
 @pytest.fixture(scope="module")

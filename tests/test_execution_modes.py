@@ -8,7 +8,9 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import call_set, ecoli_row, primary_mapped, run_workflow, write_project
+from conftest import call_set, ecoli_row, primary_mapped, run_workflow
+
+from numapore.project import write_project
 
 BAM = "results/ecoli/align/ecoli.minimap2.bam"
 CALLS = "results/ecoli/methylation/ecoli.minimap2.calls.tsv"

@@ -114,3 +114,18 @@ def test_host_file_for(tmp_path, monkeypatch):
     (tmp_path / "bignode.yaml").write_text("topology: auto\n")
     assert host_file_for("auto", tmp_path) == tmp_path / "bignode.yaml"
     assert host_file_for("single-node", tmp_path) == tmp_path / "single-node.yaml"
+
+
+def test_project_layout_and_command(tmp_path):
+    from numapore.project import REPO, snakemake_command, write_project
+
+    row = {"sample": "s1", "fast5": "f5", "reads": "r.fq", "reference": "g.fa"}
+    write_project(tmp_path, [row], {"aligner": "bwa"})
+    config = (tmp_path / "config/config.yaml").read_text()
+    assert "aligner: bwa" in config and "simulate: {}" in config
+    assert (tmp_path / "config/samples.tsv").read_text().splitlines() == [
+        "sample\tfast5\treads\treference",
+        "s1\tf5\tr.fq\tg.fa",
+    ]
+    cmd = snakemake_command(tmp_path, 3, "-n")
+    assert cmd[0] == str(REPO / ".venv/bin/snakemake") and cmd[-3:] == ["--cores", "3", "-n"]

@@ -13,7 +13,9 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import REPO, call_set, primary_mapped, run_workflow, write_project
+from conftest import REPO, call_set, primary_mapped, run_workflow
+
+from numapore.project import write_project
 
 import numa_guest
 

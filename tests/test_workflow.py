@@ -10,7 +10,9 @@ from pathlib import Path
 import pandas as pd
 import pysam
 import pytest
-from conftest import call_set, ecoli_row, primary_mapped, read_calls, run_workflow, write_project
+from conftest import call_set, ecoli_row, primary_mapped, read_calls, run_workflow
+
+from numapore.project import write_project
 
 
 def sh(cmd: str, cwd: Path) -> None:

@@ -116,6 +116,11 @@ def aligner_index(wildcards):
     )
 
 
+def io_processes(wildcards, threads):
+    """FAST5 reader processes (conversion, fast5-pool): the host's io_processes, else threads."""
+    return HOST.io_processes or threads
+
+
 def signal_index_inputs(wildcards):
     """What nanopolish index reads the signal from: FAST5 folders, or the converted BLOW5."""
     if HOST.io_mode == "slow5":

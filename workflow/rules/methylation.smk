@@ -20,8 +20,7 @@ rule fast5_to_blow5:
         record_compression=config["slow5"]["record_compression"],
         signal_compression=config["slow5"]["signal_compression"],
         on_bad_fast5=config["on_bad_fast5"],
-        # FAST5 reader processes: the host's io_processes, else the job's threads.
-        processes=lambda wc, threads: HOST.io_processes or threads,
+        processes=io_processes,
     script:
         "../../scripts/fast5_to_blow5.py"
 
@@ -105,8 +104,7 @@ rule call_methylation:
     params:
         min_mapq=config["methylation"]["min_mapping_quality"],
         host=HOST_FILE,
-        # fast5-pool processes: the host's io_processes, else one per thread of the job.
-        io_processes=lambda wc, threads: HOST.io_processes or threads,
+        io_processes=io_processes,
     script:
         "../../scripts/call_methylation.py"
 

@@ -1,0 +1,38 @@
+"""A workflow run in a project folder of its own: what tests and benchmarks set up to run
+numapore on given samples without touching the repository's config/ or results/."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
+SHEET_COLUMNS = ["sample", "fast5", "reads", "reference"]
+
+
+def write_project(workdir: Path, rows: list[dict[str, str]], config: dict | None = None) -> Path:
+    """Write config/config.yaml (the repository's, without its demo sample, updated by config)
+    and config/samples.tsv (rows) in workdir; return workdir."""
+    (workdir / "config").mkdir(parents=True, exist_ok=True)
+    base = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
+    base["simulate"] = {}  # no demo sample unless asked for
+    base.update(config or {})
+    (workdir / "config" / "config.yaml").write_text(yaml.safe_dump(base))
+    lines = ["\t".join(SHEET_COLUMNS)]
+    lines += ["\t".join(str(row[c]) for c in SHEET_COLUMNS) for row in rows]
+    (workdir / "config" / "samples.tsv").write_text("\n".join(lines) + "\n")
+    return workdir
+
+
+def snakemake_command(workdir: Path, cores: int, *args: str) -> list[str]:
+    """The command running the workflow in workdir with the hpc-numa and default profiles."""
+    return [
+        str(REPO / ".venv" / "bin" / "snakemake"),
+        "--snakefile", str(REPO / "workflow" / "Snakefile"),
+        "--directory", str(workdir),
+        "--profile", str(REPO / "profiles" / "hpc-numa"),
+        "--workflow-profile", str(REPO / "profiles" / "default"),
+        "--cores", str(cores),
+        *args,
+    ]  # fmt: skip
