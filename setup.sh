@@ -11,8 +11,13 @@ cd "$repo"
 
 apt_packages=(samtools minimap2 bwa bowtie2 nanopolish numactl tabix nanook-examples
     libvbz-hdf-plugin0 tombo time python3-venv
+    # FUSE for the emulated slow storage (numapore.slowfs: libfuse3 and fusermount3)
+    fuse3
     # the emulated 2-node NUMA guest of the tests (virtme-ng comes from PyPI)
-    qemu-system-x86 linux-image-amd64 busybox-static)
+    qemu-system-x86 linux-image-amd64 busybox-static
+    # the one-node Slurm cluster of the tests (tests/slurm_cluster.py): Slurm and its client
+    # commands, munge, and job accounting for sacct (slurmdbd storing in MariaDB)
+    slurm-wlm munge slurmdbd mariadb-server)
 
 if [[ "${1:-}" != "--no-apt" ]]; then
     missing=()

@@ -2,6 +2,7 @@
 
 from pathlib import Path
 
+from numapore.atomic import atomic_output
 from numapore.convert import convert
 from numapore.rulelog import redirect_to_log
 
@@ -17,4 +18,5 @@ convert(
 )
 rejected = Path(smk.output.rejected)
 if not rejected.exists():  # on_bad_fast5: fail writes no list; an empty one says none were
-    rejected.write_text("path\tread_id\treason\n")
+    with atomic_output(rejected) as tmp:
+        tmp.write_text("path\tread_id\treason\n")

@@ -4,6 +4,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from numapore.accuracy import evaluate
+from numapore.atomic import atomic_output
 from numapore.rulelog import redirect_to_log
 
 smk = snakemake  # noqa: F821 (injected by the script directive)
@@ -11,7 +12,7 @@ redirect_to_log(smk)
 result = asdict(
     evaluate(Path(smk.input.calls), Path(smk.input.truth), threshold=smk.params.threshold)
 )
-with open(smk.output[0], "w") as out:
+with atomic_output(smk.output[0]) as tmp, open(tmp, "w") as out:
     out.write("\t".join(result) + "\n")
     out.write("\t".join(f"{v:.4f}" if isinstance(v, float) else str(v) for v in result.values()))
     out.write("\n")

@@ -124,3 +124,58 @@ def test_bad_fast5_skipped_is_listed_and_reported(tmp_path, ecoli_dir, dh10b):
     assert "1 FAST5 files/reads skipped" in result.stdout + result.stderr
     calls = (work / "results/ecoli/methylation/ecoli.minimap2.calls.tsv").read_text()
     assert len(calls.splitlines()) == 19863  # every real read still called
+
+
+def test_duplicate_sample_names(tmp_path, ecoli_dir, dh10b):
+    write_project(tmp_path, [ecoli(ecoli_dir, dh10b), ecoli(ecoli_dir, dh10b)])
+    out = dry_run_error(tmp_path)
+    assert "line 3, sample 'ecoli': duplicate sample name" in out
+
+
+def test_reference_with_duplicate_contig_names(tmp_path, ecoli_dir, dh10b):
+    """Checked when the reference is prepared (a full read of it), before any index is built."""
+    twice = tmp_path / "twice.fa"
+    twice.write_text(dh10b.read_text() * 2)
+    write_project(tmp_path, [ecoli(ecoli_dir, twice)])
+    result = run_workflow(tmp_path, check=False)
+    assert result.returncode != 0
+    out = result.stdout + result.stderr
+    assert f"numapore: reference {twice}: duplicate contig name(s): DNA_CS, gi|170079663|" in out
+    assert "Traceback" not in out
+    assert not (tmp_path / "results/references/twice/minimap2").exists()
+
+
+def test_reads_file_with_duplicate_ids(tmp_path, ecoli_dir, dh10b):
+    """A repeated read id stops the run at the alignment check, before methylation calling."""
+    reads = tmp_path / "dup.fasta"
+    text = (ecoli_dir / "reads.fasta").read_text()
+    first = ">" + text.split(">")[1]
+    reads.write_text(text + first)
+    write_project(tmp_path, [ecoli(ecoli_dir, dh10b, reads=str(reads))])
+    result = run_workflow(tmp_path, check=False)
+    assert result.returncode != 0
+    out = result.stdout + result.stderr
+    assert f"reads file {reads} repeats 1 read id(s) (e.g. {first[1:].split()[0]})" in out
+    assert not (tmp_path / "results/ecoli/methylation").exists()
+
+
+def test_paths_with_spaces(tmp_path, ecoli_dir, dh10b):
+    """Inputs and the project folder with spaces in their names: the run works."""
+    inputs = tmp_path / "my inputs"
+    (inputs / "fast5 files").mkdir(parents=True)
+    for src in sorted((ecoli_dir / "fast5").glob("*.fast5"))[:20]:
+        (inputs / "fast5 files" / src.name).symlink_to(src)
+    one = sorted((ecoli_dir / "fast5").glob("*.fast5"))[20]
+    (inputs / "one read.fast5").symlink_to(one)
+    (inputs / "the reads.fasta").symlink_to(ecoli_dir / "reads.fasta")
+    (inputs / "dh10b genome.fa").symlink_to(dh10b)
+    row = {
+        "sample": "ecoli",
+        "fast5": f"{inputs / 'fast5 files'},{inputs / 'one read.fast5'}",
+        "reads": str(inputs / "the reads.fasta"),
+        "reference": str(inputs / "dh10b genome.fa"),
+    }
+    work = write_project(tmp_path / "project folder", [row])
+    run_workflow(work)
+    calls = (work / "results/ecoli/methylation/ecoli.minimap2.calls.tsv").read_text().splitlines()
+    assert len({line.split("\t")[4] for line in calls[1:]}) == 21  # every read with signal

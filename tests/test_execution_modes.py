@@ -78,7 +78,8 @@ def test_io_mode_gives_same_calls_as_fast5(tmp_path, ecoli_dir, dh10b, minimap2_
     assert call_set(work / CALLS) == call_set(minimap2_run / CALLS)
     record = run_record(work, "call_methylation")
     assert len(record["processes"]) == (2 if io_mode == "fast5-pool" else 1)
-    readdb = (work / "results/ecoli/reads/ecoli.fasta.index.readdb").read_text()
+    signal = "blow5" if io_mode == "slow5" else "fast5"
+    readdb = (work / f"results/ecoli/reads/{signal}/ecoli.fasta.index.readdb").read_text()
     if io_mode == "slow5":
         assert (work / "results/ecoli/signal/ecoli.blow5.idx").is_file()
         assert "ecoli.blow5" in readdb and ".fast5" not in readdb

@@ -28,7 +28,7 @@ N_READS = 6
 def small_input(tmp_path_factory, ecoli_dir, minimap2_run) -> dict[str, str]:
     """A few reads that cover region.fa, their FAST5 files, and region.fa as the reference."""
     work = tmp_path_factory.mktemp("small_input")
-    readdb = minimap2_run / "results/ecoli/reads/ecoli.fasta.index.readdb"
+    readdb = minimap2_run / "results/ecoli/reads/fast5/ecoli.fasta.index.readdb"
     fast5_of = dict(line.split("\t") for line in readdb.read_text().splitlines())
     import pysam
 
@@ -84,7 +84,7 @@ inputs, out, host, strategy = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3],
 out.mkdir(parents=True)
 ref = inputs / "results/references/region/region.fa"
 mmi = inputs / "results/references/region/minimap2/region.map-ont.mmi"
-reads = inputs / "results/small/reads/small.fasta"
+reads = inputs / "results/small/reads/fast5/small.fasta"
 with open(out / "align.log", "w") as log:
     sys.stderr = log
     run_alignment(host, "minimap2", str(mmi), [mmi], reads, out / "aln.bam", 2,

@@ -44,6 +44,7 @@ from typing import Any, TextIO
 
 import h5py
 
+from numapore.atomic import atomic_output
 from numapore.fast5 import Fast5Error, Fast5Read, list_fast5, read_fast5
 from numapore.slow5 import (  # noqa: F401 - check_nanopolish_compatible is re-exported
     RECORD_COMPRESSIONS,
@@ -463,7 +464,8 @@ def write_rejected(output: Path, rows: list[tuple[str, str, str]]) -> Path:
     path = Path(str(output) + ".rejected.tsv")
     lines = ["path\tread_id\treason\n"]
     lines += [f"{p}\t{r}\t{reason}\n" for p, r, reason in rows]
-    path.write_text("".join(lines))
+    with atomic_output(path) as tmp:
+        tmp.write_text("".join(lines))
     return path
 
 

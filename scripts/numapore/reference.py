@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pysam
 
+from numapore.atomic import atomic_outputs
 from numapore.samples import InputError
 
 
@@ -34,13 +35,13 @@ def check_contigs(fasta: Path) -> list[str]:
 def prepare_reference(source: Path, target: Path) -> None:
     """Link (or, if gzip-compressed, decompress) the reference to target and index it (.fai)."""
     check_contigs(source)
-    target.unlink(missing_ok=True)
-    if source.suffix == ".gz":
-        # htslib random access needs bgzip; decompressing works for plain gzip too.
-        tmp = target.with_name(target.name + ".tmp")
-        with gzip.open(source, "rb") as src, open(tmp, "wb") as dst:
-            shutil.copyfileobj(src, dst, 1 << 20)
-        tmp.rename(target)
-    else:
-        os.symlink(source.resolve(), target)
-    pysam.faidx(str(target))
+    fai = target.with_name(target.name + ".fai")
+    # Both appear under their final names only when both are complete (numapore.atomic).
+    with atomic_outputs([target, fai]) as (tmp, _tmp_fai):
+        if source.suffix == ".gz":
+            # htslib random access needs bgzip; decompressing works for plain gzip too.
+            with gzip.open(source, "rb") as src, open(tmp, "wb") as dst:
+                shutil.copyfileobj(src, dst, 1 << 20)
+        else:
+            os.symlink(source.resolve(), tmp)
+        pysam.faidx(str(tmp))  # writes tmp + ".fai", which is _tmp_fai

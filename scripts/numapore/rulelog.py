@@ -4,9 +4,25 @@ from __future__ import annotations
 
 import sys
 
+from numapore.workdir import describe_write_error
+
 
 def redirect_to_log(snakemake) -> None:
     """Send stdout and stderr of a `script:` rule to its first log file (line-buffered)."""
     if snakemake.log:
         handle = open(snakemake.log[0], "w", buffering=1)
         sys.stdout = sys.stderr = handle
+    outputs = [str(p) for p in snakemake.output]
+    default_hook = sys.excepthook
+
+    def hook(kind, err, tb) -> None:
+        """A full or read-only disk: say so where Snakemake shows it (the log may be lost)."""
+        message = describe_write_error(err, outputs) if isinstance(err, OSError) else None
+        if message:
+            print(message, file=sys.__stderr__, flush=True)
+        try:
+            default_hook(kind, err, tb)
+        except OSError:  # the log itself cannot be written
+            pass
+
+    sys.excepthook = hook

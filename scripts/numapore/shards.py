@@ -17,6 +17,8 @@ from collections.abc import Sequence
 
 import pysam
 
+from numapore.atomic import atomic_output, atomic_outputs
+
 
 def shard_of_read(read_name: str, n_shards: int) -> int:
     """The 0-based shard of a read: a stable hash of its name, so all its alignments go together."""
@@ -26,15 +28,16 @@ def shard_of_read(read_name: str, n_shards: int) -> int:
 def split_fastx(reads: Path, outputs: Sequence[Path]) -> list[int]:
     """Deal reads round-robin into len(outputs) FASTA/FASTQ files; return reads per shard."""
     counts = [0] * len(outputs)
-    handles = [open(path, "w") for path in outputs]
-    try:
-        with pysam.FastxFile(str(reads)) as fastx:
-            for i, record in enumerate(fastx):
-                handles[i % len(handles)].write(str(record) + "\n")
-                counts[i % len(handles)] += 1
-    finally:
-        for handle in handles:
-            handle.close()
+    with atomic_outputs(outputs) as temps:
+        handles = [open(path, "w") for path in temps]
+        try:
+            with pysam.FastxFile(str(reads)) as fastx:
+                for i, record in enumerate(fastx):
+                    handles[i % len(handles)].write(str(record) + "\n")
+                    counts[i % len(handles)] += 1
+        finally:
+            for handle in handles:
+                handle.close()
     return counts
 
 
@@ -42,8 +45,8 @@ def split_bam(bam: Path, outputs: Sequence[Path], index: bool = False) -> list[i
     """Split a coordinate-sorted BAM by read name into sorted BAMs (indexed if asked); return
     records per shard."""
     counts = [0] * len(outputs)
-    with pysam.AlignmentFile(str(bam)) as source:
-        sinks = [pysam.AlignmentFile(str(p), "wb", template=source) for p in outputs]
+    with pysam.AlignmentFile(str(bam)) as source, atomic_outputs(outputs) as temps:
+        sinks = [pysam.AlignmentFile(str(p), "wb", template=source) for p in temps]
         try:
             for record in source:
                 shard = shard_of_read(record.query_name, len(sinks))
@@ -64,7 +67,8 @@ def link_or_copy(source: Path, target: Path) -> None:
     try:
         os.link(source, target)
     except OSError:
-        shutil.copyfile(source, target)
+        with atomic_output(target) as tmp:
+            shutil.copyfile(source, tmp)
 
 
 def merge_bams(inputs: Sequence[Path], output: Path, threads: int, log: IO[str]) -> None:
@@ -72,19 +76,25 @@ def merge_bams(inputs: Sequence[Path], output: Path, threads: int, log: IO[str])
     if len(inputs) == 1:
         link_or_copy(inputs[0], output)
         return
-    cmd = ["samtools", "merge", "-f", "-@", str(threads), "-o", str(output), *map(str, inputs)]
-    print(" ".join(cmd), file=log, flush=True)
-    result = subprocess.run(cmd, capture_output=True, text=True)
-    log.write(result.stdout + result.stderr)
-    if result.returncode != 0:
-        raise RuntimeError(f"samtools merge failed ({result.returncode}): {result.stderr.strip()}")
+    with atomic_output(output) as tmp:
+        # -p: shards' @PG lines with one ID become one line (else samtools makes the IDs
+        # distinct with random suffixes, and the same shards give different bytes every time).
+        cmd = ["samtools", "merge", "-f", "-p", "-@", str(threads), "-o", str(tmp)]
+        cmd += [str(p) for p in inputs]
+        print(" ".join(cmd), file=log, flush=True)
+        result = subprocess.run(cmd, capture_output=True, text=True)
+        log.write(result.stdout + result.stderr)
+        if result.returncode != 0:
+            raise RuntimeError(
+                f"samtools merge failed ({result.returncode}): {result.stderr.strip()}"
+            )
 
 
 def concat_tables(inputs: Sequence[Path], output: Path) -> int:
     """Concatenate TSV shards in order, keeping the first header only; return data rows."""
     rows = 0
     header = None
-    with open(output, "w") as out:
+    with atomic_output(output) as tmp, open(tmp, "w") as out:
         for path in inputs:
             with open(path) as handle:
                 first = handle.readline()

@@ -41,6 +41,8 @@ from typing import Any, Self
 
 import numpy as np
 
+from numapore.atomic import temp_name
+
 SLOW5_VERSION = (0, 2, 0)
 BLOW5_MAGIC = b"BLOW5\x01"
 BLOW5_EOF = b"5WOLB"
@@ -374,8 +376,9 @@ def format_from_path(path: str | os.PathLike) -> str:
 
 
 def temp_path(path: Path) -> Path:
-    """Return a hidden temporary name beside path (renamed over it when complete)."""
-    return path.with_name(f".{path.name}.tmp{os.getpid()}")
+    """Return a hidden temporary name beside path (renamed over it when complete): the same
+    name in every run (numapore.atomic), so a killed run's leftover is overwritten, not kept."""
+    return temp_name(path)
 
 
 class Slow5Writer:

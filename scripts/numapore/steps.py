@@ -8,10 +8,10 @@ and writes the record of what ran. The rule scripts are thin callers; tests call
 from __future__ import annotations
 
 import sys
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
+from numapore.atomic import atomic_output, scratch_dir
 from numapore.launch import StepRun, layout_step, run_step, write_record
 from numapore.numa import startup_check
 from numapore.samples import reads_format
@@ -33,13 +33,13 @@ def run_alignment(
     host, topology = startup_check(host_file)
     index_bytes = sum(Path(p).stat().st_size for p in index_files)
     layout = layout_step(host, topology, "alignment", threads, index_bytes)
-    with tempfile.TemporaryDirectory(prefix=output.name + ".", dir=output.parent) as workdir:
+    with scratch_dir(output) as workdir, atomic_output(output) as partial:
         run = run_step(
             layout,
             topology,
             lambda src, out, t: align_command(aligner, index, src, out, t),
             reads,
-            output,
+            partial,
             split=split_fastx,
             merge=lambda shards, out: merge_bams(shards, out, threads, sys.stderr),
             workdir=Path(workdir),
@@ -71,13 +71,13 @@ def run_methylation(
         """The unchanged nanopolish command for one shard."""
         return call_methylation_command(reads, shard_bam, genome, shard_out, t, min_mapq)
 
-    with tempfile.TemporaryDirectory(prefix=output.name + ".", dir=output.parent) as workdir:
+    with scratch_dir(output) as workdir, atomic_output(output) as partial:
         run = run_step(
             layout,
             topology,
             tool,
             bam,
-            output,
+            partial,
             split=lambda src, shards: split_bam(src, shards, index=True),
             merge=concat_tables,
             workdir=Path(workdir),

@@ -16,6 +16,10 @@ rule align:
         "results/benchmarks/align/{sample}.{aligner}.{shard}.tsv"
     conda:
         "../../envs/{aligner}.yaml"
+    # On a cluster (profiles/slurm): the whole node when the host's strategy uses every NUMA node.
+    resources:
+        cpus_per_task=cluster_cpus("alignment"),
+        slurm_extra=cluster_node("alignment"),
     params:
         index=aligner_index,
         host=HOST_FILE,
@@ -51,6 +55,9 @@ rule index_bam:
         "results/logs/index_bam/{prefix}.log",
     benchmark:
         "results/benchmarks/index_bam/{prefix}.tsv"
+    # Run in a shadow folder: outputs are moved into place (a rename) only when complete.
+    shadow:
+        "minimal"
     conda:
         "../../envs/samtools.yaml"
     shell:
@@ -66,10 +73,14 @@ rule alignment_flagstat:
         "results/logs/alignment_flagstat/{sample}.{aligner}.log",
     benchmark:
         "results/benchmarks/alignment_flagstat/{sample}.{aligner}.tsv"
+    # Run in a shadow folder: outputs are moved into place (a rename) only when complete.
+    shadow:
+        "minimal"
     conda:
         "../../envs/samtools.yaml"
+    # samtools does not check its writes to stdout (exit 0, empty file on a full disk): cat does.
     shell:
-        "samtools flagstat -@ {threads} -O json {input} > {output} 2> {log}"
+        "samtools flagstat -@ {threads} -O json {input} 2> {log} | cat > {output}"
 
 
 rule alignment_stats:
@@ -81,10 +92,14 @@ rule alignment_stats:
         "results/logs/alignment_stats/{sample}.{aligner}.log",
     benchmark:
         "results/benchmarks/alignment_stats/{sample}.{aligner}.tsv"
+    # Run in a shadow folder: outputs are moved into place (a rename) only when complete.
+    shadow:
+        "minimal"
     conda:
         "../../envs/samtools.yaml"
+    # samtools does not check its writes to stdout (exit 0, empty file on a full disk): cat does.
     shell:
-        "samtools stats -@ {threads} {input} > {output} 2> {log}"
+        "samtools stats -@ {threads} {input} 2> {log} | cat > {output}"
 
 
 rule alignment_summary:

@@ -2,12 +2,15 @@
 # fails fast with one message naming the key or the file.
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 from snakemake.utils import validate
 
 sys.path.insert(0, str(Path(workflow.basedir).parent / "scripts"))
+from numapore.cluster import job_cpus, node_request  # noqa: E402
+from numapore.compare import Cell, matrix  # noqa: E402
 from numapore.launch import host_file_for  # noqa: E402
-from numapore.numa import NumaError, startup_check  # noqa: E402
+from numapore.numa import NumaError, load_host_config, startup_check  # noqa: E402
 from numapore.samples import (  # noqa: E402
     InputError,
     combine_samples,
@@ -16,6 +19,11 @@ from numapore.samples import (  # noqa: E402
     simulated_samples,
 )
 from numapore.slow5 import check_nanopolish_compatible  # noqa: E402
+from numapore.workdir import (  # noqa: E402
+    check_writable,
+    release_stale_locks,
+    write_problem,
+)
 
 validate(config, schema="../schemas/config.schema.yaml")
 
@@ -28,13 +36,44 @@ try:
         simulated_samples(config["simulate"], Path.cwd()),
         _sheet,
     )
-    # The host file: its NUMA layout must exist on this machine before any job starts.
+    # The host file: its NUMA layout must exist on this machine before any job starts. Jobs
+    # sent to a cluster check it on their node instead; the submitting host only reads it.
     HOST_FILE = str(host_file_for(config["host"]))
-    HOST = startup_check(HOST_FILE)[0]
+    if workflow.is_main_process and config["host_check"] == "jobs":
+        HOST = load_host_config(HOST_FILE)
+    else:
+        HOST = startup_check(HOST_FILE)[0]
     if HOST.io_mode == "slow5":
         check_nanopolish_compatible(config["slow5"]["signal_compression"])
 except (InputError, NumaError, ValueError) as err:
     raise WorkflowError(f"numapore: {err}")
+
+
+def write_error(err):
+    """A WorkflowError for an OSError writing the working directory, naming the path."""
+    where = f"cannot write {Path(err.filename).resolve()}: " if err.filename else ""
+    return WorkflowError(f"numapore: {where}{err.strerror}")
+
+
+# Rerunning the same command after a kill resumes: Snakemake's lock files left by a killed run
+# are removed when no other numapore run is alive in this directory (numapore.workdir).
+if workflow.is_main_process:
+    try:
+        _RUN_LOCK, _stale_locks = release_stale_locks()
+    except OSError as err:
+        raise write_error(err)
+    if _stale_locks:
+        logger.warning(f"numapore: removed the lock files of a killed run: {_stale_locks}")
+
+
+def check_results_writable():
+    """Before any job starts: stop, naming the folder and the reason, when results/ cannot be
+    written (read-only, full)."""
+    try:
+        check_writable(Path("results"))
+    except OSError as err:
+        raise write_error(err)
+
 
 ALIGNERS = ["minimap2", "bwa", "bowtie2"]
 # The files each aligner's index consists of (after the reference's name).
@@ -50,6 +89,8 @@ WILDCARD_PATTERNS = {
     "ref": r"[A-Za-z0-9._-]+",
     "shard": r"\d+-of-\d+",
     "fmt": r"fast[aq](\.gz)?",
+    "signal": "fast5|blow5",
+    "cell": r"[a-z0-9.-]+",
 }
 REFERENCES = {s.reference_name: s.reference for s in SAMPLES.values()}
 
@@ -60,10 +101,17 @@ def shard_ids(step):
     return [f"{i}-of-{n}" for i in range(1, n + 1)]
 
 
-def staged_reads(wildcards):
-    """The sample's reads as staged under results/ (nanopolish writes its index beside them)."""
+def signal_kind(io_mode):
+    """Where nanopolish reads the raw signal from in an I/O mode: 'fast5' or 'blow5' files."""
+    return "blow5" if io_mode == "slow5" else "fast5"
+
+
+def staged_reads(wildcards, io_mode=None):
+    """The sample's reads as staged for an I/O mode (default: the host's), with nanopolish's
+    read index beside them pointing at that mode's signal files."""
     sample = SAMPLES[wildcards.sample]
-    return f"results/{sample.name}/reads/{sample.name}.{sample.reads_format}"
+    signal = signal_kind(io_mode or HOST.io_mode)
+    return f"results/{sample.name}/reads/{signal}/{sample.name}.{sample.reads_format}"
 
 
 def reads_shard(wildcards):
@@ -90,6 +138,7 @@ def final_outputs():
             f"{prefix}/align/{s}.{aligner}.bam.bai",
             f"{prefix}/align/{s}.{aligner}.stats.txt",
             f"{prefix}/align/{s}.{aligner}.summary.tsv",
+            f"{prefix}/{s}.{aligner}.accounting.tsv",
             f"{prefix}/methylation/{s}.{aligner}.calls.tsv",
             f"{prefix}/methylation/{s}.{aligner}.frequency.tsv",
             f"{prefix}/methylation/{s}.{aligner}.bedmethyl.gz.tbi",
@@ -121,9 +170,19 @@ def io_processes(wildcards, threads):
     return HOST.io_processes or threads
 
 
+def cluster_cpus(step):
+    """Slurm cpus_per_task of a heavy step's jobs: every CPU of the host when it owns the node."""
+    return lambda wildcards, threads: job_cpus(HOST, step, threads)
+
+
+def cluster_node(step):
+    """Slurm slurm_extra of a heavy step's jobs: --exclusive when it must own the node."""
+    return lambda wildcards: node_request(HOST, step)
+
+
 def signal_index_inputs(wildcards):
     """What nanopolish index reads the signal from: FAST5 folders, or the converted BLOW5."""
-    if HOST.io_mode == "slow5":
+    if wildcards.signal == "blow5":
         return [f"results/{wildcards.sample}/signal/{wildcards.sample}.blow5"]
     return fast5_inputs(wildcards)["dirs"]
 
@@ -162,6 +221,23 @@ def methylation_shard_inputs(wildcards):
     }
 
 
+def accounting_inputs(wildcards):
+    """What the accounting reads: reads and their signal index, BAM, calls (+ the BLOW5's)."""
+    prefix = f"results/{wildcards.sample}"
+    name = f"{wildcards.sample}.{wildcards.aligner}"
+    reads = staged_reads(wildcards)
+    inputs = {
+        "reads": reads,
+        "readdb": f"{reads}.index.readdb",
+        "bam": f"{prefix}/align/{name}.bam",
+        "calls": f"{prefix}/methylation/{name}.calls.tsv",
+    }
+    if HOST.io_mode == "slow5":
+        inputs["blow5_index"] = f"{prefix}/signal/{wildcards.sample}.blow5.idx"
+        inputs["rejected"] = f"{prefix}/signal/{wildcards.sample}.blow5.rejected.tsv"
+    return inputs
+
+
 def report_rejected():
     """After a run: say per sample how many FAST5 files or reads the conversion left out."""
     for name in SAMPLES:
@@ -173,3 +249,88 @@ def report_rejected():
                     f"numapore: sample '{name}': {skipped} FAST5 files/reads skipped "
                     f"(on_bad_fast5: skip), listed with reasons in {listing}"
                 )
+
+
+def report_write_problem():
+    """After a failed run: say so when the results folder is read-only or full (the tools'
+    own messages may be lost: their logs are on the same filesystem)."""
+    problem = write_problem(Path("results")) if Path("results").is_dir() else None
+    if problem:
+        logger.error(
+            f"numapore: cannot write the results: {problem}. Free space (or make it writable) "
+            "and rerun the same command: finished outputs are kept and reused."
+        )
+
+
+# ----------------------------------------------------------------------------------------------
+# The strategy comparison (rules/compare.smk): its cells run one at a time, in matrix order.
+
+
+def compare_sample():
+    """The sample the comparison benchmarks: compare.sample, else the first sample."""
+    name = config["compare"]["sample"] or next(iter(SAMPLES), "")
+    if name not in SAMPLES:
+        raise WorkflowError(
+            f"numapore: compare.sample: {name!r} is not a sample "
+            f"(samples: {', '.join(SAMPLES) or 'none'})"
+        )
+    return SAMPLES[name]
+
+
+def compare_cells():
+    """The comparison's cells in run order, repeats interleaved (numapore.compare.matrix)."""
+    return matrix(config["compare"], config["aligner"])
+
+
+def compare_reads(wildcards=None):
+    """The reads of the alignment cells: the sample's, or their first compare.reads."""
+    sample = compare_sample()
+    if not config["compare"]["reads"]:
+        return staged_reads(SimpleNamespace(sample=sample.name))
+    fmt = sample.reads_format.removesuffix(".gz")
+    return f"results/compare/input/{sample.name}.{fmt}"
+
+
+def compare_bam(wildcards=None):
+    """The alignments of the methylation cells: the sample's, or those of compare.reads reads."""
+    sample = compare_sample()
+    if not config["compare"]["reads"]:
+        return f"results/{sample.name}/align/{sample.name}.{config['aligner']}.bam"
+    return f"results/compare/input/{sample.name}.{config['aligner']}.bam"
+
+
+def compare_cell_inputs(wildcards):
+    """What a cell needs: every cell's inputs (all are ready before the first cell starts, so no
+    other job runs beside a cell) and the previous cell's record (one cell at a time)."""
+    names = [cell.name for cell in compare_cells()]
+    if wildcards.cell not in names:
+        raise WorkflowError(f"numapore: {wildcards.cell!r} is not a cell of config compare:")
+    sample = SimpleNamespace(sample=compare_sample().name)
+    inputs = {"reads": compare_reads(), "genome": reference_fasta(sample)}
+    steps = config["compare"]["steps"]
+    if "alignment" in steps:
+        for aligner in config["compare"]["aligners"]:
+            inputs[f"index_{aligner}"] = aligner_index_files(
+                SimpleNamespace(sample=sample.sample, aligner=aligner)
+            )
+    if "methylation" in steps:
+        inputs["bam"], inputs["bai"] = compare_bam(), compare_bam() + ".bai"
+        for io_mode in config["compare"]["io_modes"]:
+            reads = staged_reads(sample, io_mode)
+            inputs[f"signal_{io_mode}"] = [reads, f"{reads}.index.readdb"]
+        if "slow5" in config["compare"]["io_modes"]:
+            inputs["blow5"] = f"results/{sample.sample}/signal/{sample.sample}.blow5"
+    position = names.index(wildcards.cell)
+    if position:
+        inputs["previous"] = f"results/compare/cells/{names[position - 1]}.run.json"
+    return inputs
+
+
+def compare_cell_files(kind):
+    """Every cell's file of a kind: 'record', 'time' (GNU time -v) or 'benchmark'."""
+    pattern = {
+        "record": "results/compare/cells/{}.run.json",
+        "time": "results/compare/cells/{}.time.txt",
+        "benchmark": "results/benchmarks/compare_cell/{}.tsv",
+    }[kind]
+    return [pattern.format(cell.name) for cell in compare_cells()]

@@ -1,6 +1,7 @@
 # CpG methylation: nanopolish indexes the raw signal (FAST5, or BLOW5 converted from it in I/O
 # mode slow5) against the reads, calls methylation per read (one job per shard of alignments,
 # merged in shard order) under the host's strategy and I/O mode, then per-site frequencies.
+import shlex
 
 
 rule fast5_to_blow5:
@@ -37,35 +38,38 @@ rule link_fast5_files:
     conda:
         "../../envs/python.yaml"
     shell:
-        "(mkdir -p {output} && ln -s $(realpath {input}) {output}/) 2> {log}"
+        "(mkdir -p {output:q} && realpath -z {input:q} | xargs -0 ln -s -t {output:q}) 2> {log:q}"
 
 
 rule nanopolish_index:
     input:
-        reads=staged_reads,
+        reads="results/{sample}/reads/{signal}/{sample}.{fmt}",
         signal=signal_index_inputs,
     output:
         multiext(
-            "results/{sample}/reads/{sample}.{fmt}",
+            "results/{sample}/reads/{signal}/{sample}.{fmt}",
             ".index",
             ".index.fai",
             ".index.gzi",
             ".index.readdb",
         ),
     log:
-        "results/logs/nanopolish_index/{sample}.{fmt}.log",
+        "results/logs/nanopolish_index/{sample}.{signal}.{fmt}.log",
     benchmark:
-        "results/benchmarks/nanopolish_index/{sample}.{fmt}.tsv"
+        "results/benchmarks/nanopolish_index/{sample}.{signal}.{fmt}.tsv"
+    # Run in a shadow folder: outputs are moved into place (a rename) only when complete.
+    shadow:
+        "minimal"
     conda:
         "../../envs/nanopolish.yaml"
     params:
         signal=lambda wc, input: (
             f"--slow5 {input.signal}"
-            if HOST.io_mode == "slow5"
-            else " ".join(f"-d {d}" for d in input.signal)
+            if wc.signal == "blow5"
+            else " ".join(f"-d {shlex.quote(d)}" for d in input.signal)
         ),
     shell:
-        "nanopolish index {params.signal} {input.reads} > {log} 2>&1"
+        "nanopolish index {params.signal} {input.reads:q} > {log:q} 2>&1"
 
 
 rule split_alignments:
@@ -101,6 +105,10 @@ rule call_methylation:
         "results/benchmarks/call_methylation/{sample}.{aligner}.{shard}.tsv"
     conda:
         "../../envs/nanopolish.yaml"
+    # On a cluster (profiles/slurm): the whole node when the host's strategy uses every NUMA node.
+    resources:
+        cpus_per_task=cluster_cpus("methylation"),
+        slurm_extra=cluster_node("methylation"),
     params:
         min_mapq=config["methylation"]["min_mapping_quality"],
         host=HOST_FILE,

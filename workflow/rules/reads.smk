@@ -1,4 +1,5 @@
-# Basecalled reads: staged under results/ (a link; nanopolish writes its read index beside it)
+# Basecalled reads: staged under results/ (a link; nanopolish writes its read index beside it,
+# one staging per signal kind, fast5 or blow5, as the index names where each read's signal is)
 # and, when the alignment step is scattered, split into shards by read.
 
 
@@ -6,15 +7,15 @@ rule stage_reads:
     input:
         lambda wc: SAMPLES[wc.sample].reads,
     output:
-        "results/{sample}/reads/{sample}.{fmt}",
+        "results/{sample}/reads/{signal}/{sample}.{fmt}",
     log:
-        "results/logs/stage_reads/{sample}.{fmt}.log",
+        "results/logs/stage_reads/{sample}.{signal}.{fmt}.log",
     benchmark:
-        "results/benchmarks/stage_reads/{sample}.{fmt}.tsv"
+        "results/benchmarks/stage_reads/{sample}.{signal}.{fmt}.tsv"
     conda:
         "../../envs/python.yaml"
     shell:
-        "ln -sfn $(realpath {input}) {output} 2> {log}"
+        'ln -sfn "$(realpath {input:q})" {output:q} 2> {log:q}'
 
 
 rule split_reads:

@@ -27,6 +27,9 @@ rule minimap2_index:
         "results/logs/minimap2_index/{ref}.log",
     benchmark:
         "results/benchmarks/minimap2_index/{ref}.tsv"
+    # Run in a shadow folder: outputs are moved into place (a rename) only when complete.
+    shadow:
+        "minimal"
     conda:
         "../../envs/minimap2.yaml"
     shell:
@@ -42,6 +45,9 @@ rule bwa_index:
         "results/logs/bwa_index/{ref}.log",
     benchmark:
         "results/benchmarks/bwa_index/{ref}.tsv"
+    # Run in a shadow folder: outputs are moved into place (a rename) only when complete.
+    shadow:
+        "minimal"
     conda:
         "../../envs/bwa.yaml"
     params:
@@ -59,6 +65,9 @@ rule bowtie2_index:
         "results/logs/bowtie2_index/{ref}.log",
     benchmark:
         "results/benchmarks/bowtie2_index/{ref}.tsv"
+    # Run in a shadow folder: outputs are moved into place (a rename) only when complete.
+    shadow:
+        "minimal"
     conda:
         "../../envs/bowtie2.yaml"
     params:

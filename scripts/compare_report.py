@@ -1,0 +1,39 @@
+"""Rule compare_report: the comparison as Markdown, and the recommended host-file fragment."""
+
+from pathlib import Path
+
+from numapore.compare import pivot_table, read_tsv, recommendation, storage_description
+from numapore.rulelog import redirect_to_log
+
+smk = snakemake  # noqa: F821 (injected by the script directive)
+redirect_to_log(smk)
+rows = read_tsv(Path(smk.input[0]))
+advice = recommendation(rows, smk.params.host)
+reads = f"first {smk.params.reads} reads" if smk.params.reads else "all reads"
+text = f"""# numapore: strategy comparison on this host
+
+Sample `{smk.params.sample}` ({reads}); base host file `{smk.params.host}`;
+{storage_description(rows)}. Seconds are the median over repeats of the tool processes' wall time;
+speed-up is against strategy `none` (and I/O mode `fast5`) at the same threads.
+Every cell: `results/compare/summary.tsv`.
+
+## Alignment: aligner x strategy
+
+{pivot_table(rows, "alignment")}
+## Methylation calling: I/O mode x strategy
+
+{pivot_table(rows, "methylation")}
+## Plots
+
+![time vs threads](time_vs_threads.png)
+![CPU utilisation and core-hours](utilisation_core_hours.png)
+![I/O modes](io_modes.png)
+
+## Recommendation (`recommended-host.yaml`)
+
+```yaml
+{advice}```
+"""
+Path(smk.output.report).write_text(text)
+Path(smk.output.host).write_text(advice)
+print(advice)

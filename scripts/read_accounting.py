@@ -1,0 +1,28 @@
+"""Rule read_accounting: the sample's read accounting table; fails if the totals disagree."""
+
+import sys
+
+from numapore.accounting import AccountingError, AccountingInputs, account, write_table
+from numapore.rulelog import redirect_to_log
+
+smk = snakemake  # noqa: F821 (injected by the script directive)
+redirect_to_log(smk)
+try:
+    rows = account(
+        AccountingInputs(
+            sample=smk.wildcards.sample,
+            aligner=smk.wildcards.aligner,
+            fast5=smk.params.fast5,
+            reads=smk.input.reads,
+            readdb=smk.input.readdb,
+            bam=smk.input.bam,
+            calls=smk.input.calls,
+            min_mapq=smk.params.min_mapq,
+            blow5_index=smk.input.get("blow5_index"),
+            rejected=smk.input.get("rejected"),
+        )
+    )
+except AccountingError as err:
+    sys.exit(f"numapore: read accounting: {err}")
+write_table(rows, smk.output[0])
+print(f"numapore: {len(rows)} accounting rows -> {smk.output[0]}")

@@ -1,0 +1,175 @@
+"""Read accounting: every read of a sample is accounted for, from the FAST5 files to the calls."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import h5py
+import pysam
+import pytest
+from conftest import run_workflow
+
+from numapore.accounting import (
+    NA,
+    AccountingError,
+    blow5_read_ids,
+    called_reads,
+    fast5_census,
+    read_ids,
+    read_table,
+    readdb_with_signal,
+    rejected_rows,
+    unique_read_ids,
+)
+from numapore.convert import convert
+from numapore.project import write_project
+
+ABSENT = "numapore-read-absent-from-the-fast5"
+NO_SIGNAL = "no signal: absent from the FAST5 files (or in an unreadable one)"
+
+
+def drop_signal(path: Path) -> None:
+    """Delete the Signal dataset of a single-read FAST5 file (in place)."""
+    with h5py.File(path, "r+") as h5:
+        for name in h5["Raw/Reads"]:
+            del h5["Raw/Reads"][name]["Signal"]
+
+
+def broken_inputs(tmp_path: Path, ecoli_dir: Path) -> tuple[Path, Path, dict[str, str]]:
+    """The 112 real reads with: one FAST5 truncated, one without its signal, one file that is
+    not HDF5, and a basecalled read absent from the FAST5 files. Returns folder, reads, ids."""
+    folder = tmp_path / "fast5"
+    folder.mkdir()
+    files = sorted((ecoli_dir / "fast5").glob("*.fast5"))
+    for src in files[2:]:
+        (folder / src.name).symlink_to(src)
+    ids = {}
+    truncated, no_signal = folder / files[0].name, folder / files[1].name
+    shutil.copy(files[1], no_signal)
+    no_signal.chmod(0o644)
+    ids["no_signal"] = fast5_census([no_signal]).reads.popitem()[0]
+    drop_signal(no_signal)
+    ids["truncated"] = fast5_census([files[0]]).reads.popitem()[0]
+    truncated.write_bytes(files[0].read_bytes()[: files[0].stat().st_size // 2])
+    (folder / "zz_broken.fast5").write_bytes(b"this is not an HDF5 file\n")
+    reads = tmp_path / "reads.fasta"
+    first = next(iter(pysam.FastxFile(str(ecoli_dir / "reads.fasta"))))
+    text = (ecoli_dir / "reads.fasta").read_text()
+    reads.write_text(text + f">{ABSENT}\n{first.sequence}\n")
+    return folder, reads, ids
+
+
+def slow5_host(tmp_path: Path) -> Path:
+    """A host file for this machine with the slow5 I/O mode."""
+    host = tmp_path / "slow5.yaml"
+    host.write_text(
+        "topology: auto\nstrategy: {alignment: none, methylation: none, conversion: none}\n"
+        "io_mode: slow5\n"
+    )
+    return host
+
+
+@pytest.mark.parametrize("io_mode", ["slow5", "fast5"])
+def test_accounting_with_broken_inputs(tmp_path, ecoli_dir, dh10b, io_mode):
+    """Truncated, signal-less and non-HDF5 FAST5 files and a read without FAST5: every read of
+    the table is where it should be and the totals reconcile."""
+    fast5, reads, ids = broken_inputs(tmp_path, ecoli_dir)
+    row = {"sample": "ecoli", "fast5": str(fast5), "reads": str(reads), "reference": str(dh10b)}
+    work = write_project(tmp_path / "run", [row], {"on_bad_fast5": "skip"})
+    args = ["--config", f"host={slow5_host(tmp_path)}"] if io_mode == "slow5" else []
+    run_workflow(work, *args)
+    table = read_table(work / "results/ecoli/ecoli.minimap2.accounting.tsv")
+    calls = called_reads(work / "results/ecoli/methylation/ecoli.minimap2.calls.tsv")
+    assert table[("fast5", "files", "")] == "113"
+    assert table[("fast5", "reads", "in the readable files")] == "111"
+    unreadable = [k[2] for k in table if k[1] == "unreadable file"]
+    assert len(unreadable) == 2 and any("zz_broken.fast5: " in u for u in unreadable)
+    assert table[("basecalled", "reads", str(reads))] == "113"
+    assert table[("basecalled", "reads with raw signal", "")] == "110"
+    assert table[("alignment", "primary aligned", "minimap2")] == "113"
+    assert table[("alignment", "unmapped", "")] == "0"
+    assert table[("methylation", "reads with calls", "")] == str(len(calls))
+    without = {k[2]: int(v) for k, v in table.items() if k[1] == "reads without calls"}
+    # The truncated file's read and the read absent from the FAST5 files have no signal, the
+    # signal-less file's read is skipped (slow5) or has none; every other read is called.
+    reason = "the single-read FAST5 lacks signal"
+    if io_mode == "slow5":
+        assert table[("conversion", "reads converted", "")] == "110"
+        assert table[("conversion", "reads skipped", reason)] == "1"
+        signal_less = f"skipped by the conversion: {reason}"
+    else:
+        assert table[("conversion", "reads converted", "I/O mode is not slow5")] == NA
+        signal_less = "no signal: its FAST5 file has no Signal dataset"
+    assert without == {NO_SIGNAL: 2, signal_less: 1}
+    assert len(calls) == 110
+    assert not {ABSENT, ids["truncated"], ids["no_signal"]} & calls
+
+
+def test_truncated_blow5_stops_the_run_naming_it(tmp_path, ecoli_dir, dh10b):
+    """A BLOW5 truncated mid-record (after a good run): nanopolish index refuses it, by name."""
+    work = write_project(tmp_path / "run", [{
+        "sample": "ecoli", "fast5": str(ecoli_dir / "fast5"),
+        "reads": str(ecoli_dir / "reads.fasta"), "reference": str(dh10b),
+    }])  # fmt: skip
+    host = ["--config", f"host={slow5_host(tmp_path)}"]
+    run_workflow(work, *host, "--until", "fast5_to_blow5")
+    blow5 = work / "results/ecoli/signal/ecoli.blow5"
+    blow5.write_bytes(blow5.read_bytes()[: blow5.stat().st_size // 2])
+    result = run_workflow(work, *host, check=False)
+    assert result.returncode != 0
+    out = result.stdout + result.stderr
+    assert f"Error in creating index for slow5 file {blow5.relative_to(work)}" in out
+    assert not (work / "results/ecoli/methylation/ecoli.minimap2.calls.tsv").exists()
+
+
+# --- the helpers, on real files ----------------------------------------------------------------
+
+
+def test_fast5_census_counts_single_and_multi_read_files(f2s_dir, tmp_path):
+    census = fast5_census([f2s_dir / "raw/single-fast5", f2s_dir / "raw/multi-fast5"])
+    single = len(list((f2s_dir / "raw/single-fast5").glob("*.fast5")))
+    assert census.files == single + len(list((f2s_dir / "raw/multi-fast5").glob("*.fast5")))
+    assert census.total > census.files and not census.unreadable
+    assert all(has_signal for _, has_signal in census.reads.values())
+    bad = fast5_census([f2s_dir / "raw/err_fast5"])
+    assert "not_a_fast5.fast5" in " ".join(bad.unreadable)
+    assert bad.total == sum(bad.reads_per_file.values())
+
+
+def test_read_ids_and_duplicates(tmp_path):
+    reads = tmp_path / "r.fastq"
+    reads.write_text("@a\nAC\n+\nII\n@b\nAC\n+\nII\n@a\nAC\n+\nII\n")
+    assert read_ids(reads) == (["a", "b", "a"], ["a"])
+    with pytest.raises(AccountingError, match=r"r.fastq repeats 1 read id\(s\) \(e.g. a\)"):
+        unique_read_ids(reads, "s")
+    reads.write_text("@a\nAC\n+\nII\n")
+    assert unique_read_ids(reads, "s") == ["a"]
+
+
+def test_blow5_index_readdb_rejected_and_calls(f2s_dir, tmp_path):
+    out = tmp_path / "x.blow5"
+    report = convert(
+        [f2s_dir / "raw/single-fast5", f2s_dir / "raw/err_fast5"],
+        out,
+        on_bad_fast5="skip",
+        progress=None,
+        allow_duplicate_ids=False,
+    )
+    ids = blow5_read_ids(Path(str(out) + ".idx"))
+    assert len(ids) == report.reads_written == len(set(ids))
+    rows = rejected_rows(report.rejected_tsv)
+    assert len(rows) == report.files_skipped + report.reads_skipped
+    assert sum(r[1] == "." for r in rows) == report.files_skipped == 3  # the err_fast5 files
+    damaged = tmp_path / "bad.idx"
+    damaged.write_bytes(Path(str(out) + ".idx").read_bytes()[:-3])
+    with pytest.raises(AccountingError, match="not a complete slow5 index"):
+        blow5_read_ids(damaged)
+    readdb = tmp_path / "r.readdb"
+    readdb.write_text("a\tf5/a.fast5\nb\t\n")
+    assert readdb_with_signal(readdb) == {"a"}
+    readdb.write_text("*\tx.blow5\n")
+    assert readdb_with_signal(readdb) is None
+    calls = tmp_path / "calls.tsv"
+    calls.write_text("chromosome\tstrand\tstart\tend\tread_name\nc\t+\t1\t2\tr1\nc\t+\t5\t6\tr1\n")
+    assert called_reads(calls) == {"r1"}

@@ -1,0 +1,260 @@
+"""The strategy comparison: one command runs the matrix on the real E. coli reads and writes the
+summary (checked here against the cells' raw files), plots, report and a recommendation; and the
+comparison's helpers."""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+import subprocess
+from pathlib import Path
+
+import pysam
+import pytest
+import yaml
+from conftest import ecoli_row, run_workflow
+
+from numapore import compare
+from numapore.compare import Cell
+from numapore.numa import host_config_from_dict
+from numapore.project import write_project
+
+MATRIX = {
+    "sample": "ecoli",
+    "reads": 12,
+    "steps": ["alignment", "methylation"],
+    "aligners": ["minimap2", "bwa"],
+    "strategies": ["none", "interleave", "localalloc", "instances"],
+    "io_modes": ["fast5", "fast5-pool", "slow5"],
+    "threads": [1, 2],
+    "repeats": 2,
+    # Emulated storage on (1 ms per request): the FUSE path runs in every methylation cell.
+    "storage": {"latency_ms": 1, "disks": 4},
+}
+
+
+@pytest.fixture(scope="module")
+def compared(tmp_path_factory, ecoli_dir, dh10b) -> tuple[Path, subprocess.CompletedProcess]:
+    """`snakemake --profile hpc-numa compare` on the E. coli reads; its folder and result."""
+    work = write_project(
+        tmp_path_factory.mktemp("compare"), [ecoli_row(ecoli_dir, dh10b)], {"compare": MATRIX}
+    )
+    return work, run_workflow(work, "compare")
+
+
+def test_one_command_writes_summary_plots_report(compared):
+    work, result = compared
+    out = work / "results/compare"
+    cells = compare.matrix(MATRIX, "minimap2")
+    # 2 aligners x 4 strategies + 3 I/O modes x 4 strategies, at 2 thread counts, twice.
+    assert len(cells) == (2 * 4 + 3 * 4) * 2 * 2
+    for name in ("time_vs_threads", "utilisation_core_hours", "io_modes"):
+        assert (out / f"{name}.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    report = (out / "report.md").read_text()
+    assert "| bwa | interleave |" in report and "| slow5 | none |" in report
+    # One progress line per finished cell, in matrix order (never two cells at once).
+    progress = [ln for ln in result.stdout.splitlines() if ln.startswith("compare: cell ")]
+    assert [ln.split()[3].rstrip(":") for ln in progress] == [c.name for c in cells]
+
+
+def test_summary_arithmetic_from_raw_files(compared):
+    work, _ = compared
+    rows = compare.read_tsv(work / "results/compare/summary.tsv")
+    assert list(rows[0]) == compare.SUMMARY_COLUMNS
+    cells = compare.matrix(MATRIX, "minimap2")
+    runs = [r for r in rows if r["repeat"] != "median"]
+    assert len(runs) == len(cells)
+    for row in runs:
+        cell = Cell(*(row[k] for k in ("step", "aligner", "strategy", "io_mode", "threads")), 0)
+        name = Cell(**{**cell.__dict__, "repeat": row["repeat"]}).name
+        record = json.loads((work / f"results/compare/cells/{name}.run.json").read_text())
+        time_v = compare.parse_time_v((work / f"results/compare/cells/{name}.time.txt").read_text())
+        bench = (work / f"results/benchmarks/compare_cell/{name}.tsv").read_text().splitlines()
+        wall, cpu = record["wall_seconds"], record["cpu_seconds"]
+        assert row["wall_s"] == pytest.approx(wall, abs=1e-3)
+        assert row["cpu_s"] == pytest.approx(cpu, abs=1e-3)
+        assert row["cpu_utilisation"] == pytest.approx(cpu / (wall * row["threads"]), abs=2e-3)
+        assert row["core_hours"] == pytest.approx(row["threads"] * wall / 3600, abs=1e-6)
+        assert row["max_rss_mb"] == pytest.approx(time_v["max_rss_kb"] / 1024, abs=0.1)
+        assert row["job_wall_s"] == pytest.approx(float(bench[1].split("\t")[0]), abs=1e-3)
+        # The record is the cell's: its strategy and, for methylation, its I/O mode's processes.
+        assert record["cell"]["strategy"] == row["strategy"]
+        if row["step"] == "methylation":
+            assert row["storage_latency_ms"] == 1 and row["storage_disks"] == 4
+            assert row["storage_requests"] > 0
+            pool = row["io_mode"] == "fast5-pool" and row["strategy"] != "instances"
+            assert len(record["processes"]) == (row["threads"] if pool else 1)
+    medians = [r for r in rows if r["repeat"] == "median"]
+    assert len(medians) == len(cells) // MATRIX["repeats"]
+    for m in medians:
+        key = [m[k] for k in ("step", "aligner", "strategy", "io_mode", "threads")]
+        members = [
+            r
+            for r in runs
+            if [r[k] for k in ("step", "aligner", "strategy", "io_mode", "threads")] == key
+        ]
+        assert m["wall_s"] == pytest.approx(statistics.median(r["wall_s"] for r in members))
+        base = next(
+            b
+            for b in medians
+            if (b["step"], b["aligner"], b["threads"], b["strategy"]) == (*key[:2], key[4], "none")
+            and b["io_mode"] in ("na", "fast5")
+        )
+        for r in [m, *members]:
+            assert r["speedup"] == pytest.approx(base["wall_s"] / r["wall_s"], rel=1e-3)
+
+
+def test_recommendation_is_a_valid_host_file_fragment(compared):
+    work, _ = compared
+    fragment = yaml.safe_load((work / "results/compare/recommended-host.yaml").read_text())
+    rows = compare.read_tsv(work / "results/compare/summary.tsv")
+    best = compare.fastest(rows, "methylation")
+    assert fragment["io_mode"] == best["io_mode"]
+    assert fragment["strategy"]["alignment"] == compare.fastest(rows, "alignment")["strategy"]
+    host = host_config_from_dict({**fragment, "strategy": {**fragment["strategy"]}})
+    assert host.io_mode == best["io_mode"]
+
+
+def test_snakemake_report_collects_the_comparison(compared):
+    work, _ = compared
+    html = work / "results/compare/report.html"
+    run_workflow(work, "compare", "--report", str(html))
+    text = html.read_text()
+    assert "CPU utilisation" in text and "recommended-host.yaml" in text
+
+
+def test_unknown_compare_sample_is_refused(tmp_path, ecoli_dir, dh10b):
+    work = write_project(tmp_path, [ecoli_row(ecoli_dir, dh10b)], {"compare": {"sample": "nope"}})
+    result = run_workflow(work, "compare", "-n", check=False)
+    assert result.returncode != 0
+    message = "numapore: compare.sample: 'nope' is not a sample (samples: ecoli)"
+    assert message in result.stdout + result.stderr
+
+
+# Helpers ---------------------------------------------------------------------------------------
+
+
+def test_cell_name_round_trip():
+    cell = Cell("methylation", "minimap2", "instances", "fast5-pool", 16, 2)
+    assert cell.name == "methylation.minimap2.instances.fast5-pool.t16.r2"
+    assert Cell.parse(cell.name) == cell
+    assert cell.label == "fast5-pool instances"
+    with pytest.raises(ValueError, match="not a benchmark cell"):
+        Cell.parse("alignment.minimap2.none.t1")
+
+
+def test_matrix_interleaves_repeats():
+    cells = compare.matrix(
+        {**MATRIX, "steps": ["alignment"], "strategies": ["none"], "repeats": 3}, "bwa"
+    )
+    assert [c.repeat for c in cells] == [1] * 4 + [2] * 4 + [3] * 4
+    assert {(c.aligner, c.threads) for c in cells[:4]} == {
+        (a, t) for a in ("minimap2", "bwa") for t in (1, 2)
+    }
+
+
+def test_cell_host_sets_strategy_and_io_mode():
+    base = {"topology": "auto", "strategy": {"alignment": "auto"}, "io_processes": 3}
+    host = compare.cell_host(base, Cell("methylation", "bwa", "interleave", "slow5", 2, 1))
+    assert host["strategy"] == {"alignment": "auto", "methylation": "interleave"}
+    assert host["io_mode"] == "slow5" and "io_processes" not in host
+    assert base["strategy"] == {"alignment": "auto"}  # the base is not changed
+
+
+def test_parse_time_v_reads_gnu_time(tmp_path):
+    report = tmp_path / "time.txt"
+    subprocess.run(["/usr/bin/time", "-v", "-o", str(report), "sleep", "0.2"], check=True)
+    parsed = compare.parse_time_v(report.read_text())
+    assert parsed["wall_s"] >= 0.2 and parsed["max_rss_kb"] > 0 and parsed["exit_status"] == 0
+    with pytest.raises(ValueError, match="GNU time"):
+        compare.parse_time_v("Command being timed: x\n")
+
+
+def test_parse_benchmark():
+    text = "s\th:m:s\tmax_rss\tcpu_time\n1.50\t0:00:01\t12.5\t-\n"
+    parsed = compare.parse_benchmark(text)
+    assert parsed["s"] == 1.5 and parsed["max_rss"] == 12.5 and math.isnan(parsed["cpu_time"])
+
+
+def row(strategy, io_mode, threads, repeat, wall, step="methylation"):
+    """A summary row with the given coordinates and wall time (CPU = wall x threads)."""
+    cell = Cell(step, "bwa", strategy, io_mode, threads, repeat)
+    record = {"wall_seconds": wall, "cpu_seconds": wall * threads / 2}
+    return compare.cell_row(cell, record, {"max_rss_kb": 2048}, {"s": wall + 1})
+
+
+def test_cell_row_and_summarise_arithmetic():
+    rows = compare.summarise(
+        [
+            row("none", "fast5", 2, 1, 10.0),
+            row("none", "fast5", 2, 2, 12.0),
+            row("none", "slow5", 2, 1, 4.0),
+            row("none", "slow5", 2, 2, 6.0),
+        ]
+    )
+    first = rows[0]
+    assert first["cpu_utilisation"] == 0.5 and first["max_rss_mb"] == 2.0
+    assert first["core_hours"] == pytest.approx(2 * 10 / 3600, abs=1e-6)
+    assert first["job_wall_s"] == 11.0
+    medians = {r["io_mode"]: r for r in rows if r["repeat"] == "median"}
+    assert medians["fast5"]["wall_s"] == 11.0 and medians["slow5"]["wall_s"] == 5.0
+    assert medians["slow5"]["speedup"] == pytest.approx(11 / 5, rel=1e-3)
+    assert rows[2]["speedup"] == pytest.approx(11 / 4, rel=1e-3)
+    assert compare.fastest(rows, "methylation")["io_mode"] == "slow5"
+    assert compare.fastest(rows, "alignment") is None
+
+
+def test_summary_without_baseline_has_no_speedup():
+    rows = compare.summarise([row("interleave", "slow5", 1, 1, 3.0)])
+    assert all(math.isnan(r["speedup"]) for r in rows)
+    assert compare.baseline_of(rows[0], rows[1:]) is None
+
+
+def test_tsv_round_trip(tmp_path):
+    rows = compare.summarise([row("none", "fast5", 1, 1, 2.5)])
+    compare.write_tsv(rows, tmp_path / "s.tsv")
+    back = compare.read_tsv(tmp_path / "s.tsv")
+    assert back[0]["wall_s"] == 2.5 and back[1]["repeat"] == "median" and back[0]["threads"] == 1
+
+
+def test_recommendation_and_tables():
+    rows = compare.summarise(
+        [row("none", "fast5", 2, 1, 10.0), row("interleave", "slow5", 2, 1, 2.0)]
+        + [
+            row("none", "na", 2, 1, 3.0, "alignment"),
+            row("instances", "na", 2, 1, 1.0, "alignment"),
+        ]
+    )
+    text = compare.recommendation(rows, "config/hosts/x.yaml")
+    data = yaml.safe_load(text)
+    assert data == {
+        "strategy": {"alignment": "instances", "methylation": "interleave"},
+        "io_mode": "slow5",
+    }
+    assert "# methylation: interleave (slow5 I/O) at 2 threads: 2.00 s, x5.00" in text
+    table = compare.pivot_table(rows, "alignment")
+    assert "| bwa | instances | 1.00 | 0.50 | x3.00 |" in table
+    assert compare.storage_description(rows).startswith("raw signal read directly")
+
+
+def test_subsample_reads_and_alignments(tmp_path, ecoli_dir, minimap2_run):
+    names = compare.subsample_reads(ecoli_dir / "reads.fasta", tmp_path / "r.fasta", 5)
+    assert len(names) == 5
+    bam = minimap2_run / "results/ecoli/align/ecoli.minimap2.bam"
+    count = compare.subsample_alignments(bam, tmp_path / "r.fasta", tmp_path / "r.bam")
+    with pysam.AlignmentFile(str(tmp_path / "r.bam")) as handle:
+        kept = [r.query_name for r in handle]
+    assert count == len(kept) > 0 and set(kept) <= set(names)
+    everything = compare.subsample_reads(ecoli_dir / "reads.fasta", tmp_path / "all.fasta", 0)
+    assert len(everything) == 112
+
+
+def test_signal_view_relocates_the_read_index(tmp_path, minimap2_run):
+    reads = minimap2_run / "results/ecoli/reads/fast5/ecoli.fasta"
+    files = compare.signal_files(Path(f"{reads}.index.readdb"))
+    assert files and all(f.suffix == ".fast5" for f in files)
+    view = compare.signal_view(reads, tmp_path / "view", lambda p: Path("/elsewhere") / p.name)
+    lines = Path(f"{view}.index.readdb").read_text().splitlines()
+    assert len(lines) == 112 and all(ln.split("\t")[1].startswith("/elsewhere/") for ln in lines)
+    assert Path(f"{view}.index.fai").resolve() == Path(f"{reads}.index.fai").resolve()

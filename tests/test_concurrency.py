@@ -1,0 +1,204 @@
+"""Concurrency: jobs running at once share nothing writable. Two samples in one run (2 cores,
+two jobs at a time) and two runs at once with different host strategies: every file any process
+writes (strace -f: open for writing, rename, link) is written by one job only, the two runs write
+disjoint sets of files, and the outputs are byte for byte those of the same runs made one after
+the other.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+from reliability import host_yaml, project, small_data, snapshot
+
+from numapore.project import snakemake_command
+
+N_READS = 16
+# Two jobs at a time on 2 cores: every heavy step asks for one thread (else each takes both).
+ONE_THREAD = ["--set-threads", "fast5_to_blow5=1", "align=1", "call_methylation=1"]
+SYSCALLS = "openat,creat,rename,renameat,renameat2,link,linkat,symlink,symlinkat,chdir,"
+SYSCALLS += "clone,clone3,fork,vfork,execve"
+# Not the workflow's files: devices, the kernel, Python's own bytecode cache (written with a
+# unique temporary name and renamed: safe to share by design).
+IGNORED = re.compile(r"^/(dev|proc|sys)/|/__pycache__/")
+
+_CHILD = re.compile(r"^\S+ (?:(?:clone3?|fork|vfork)\(|<\.\.\. \w+ resumed>).*\)\s+=\s+(\d+)$")
+_EXEC = re.compile(r'^\S+ execve\("[^"]*", \[(.*?)\]')
+_CWD = re.compile(r"AT_FDCWD<([^>]*)>")
+_OPEN = re.compile(
+    r'^\S+ (?:openat|creat)\(.*"((?:[^"\\]|\\.)*)", (O_[A-Z_|]+).*\)\s+=\s+\d+<(.+)>$'
+)
+_RENAME = re.compile(
+    r'^\S+ (rename|link|symlink)\("(?:[^"\\]|\\.)*", "((?:[^"\\]|\\.)*)"\)\s+=\s+0'
+)
+_RENAMEAT = re.compile(
+    r'^\S+ (?:renameat2?|linkat|symlinkat)\(.*(?:AT_FDCWD|\d+)<([^>]*)>, "((?:[^"\\]|\\.)*)"'
+    r"(?:, [A-Z_|0]+)?\)\s+=\s+0"
+)
+_CHDIR = re.compile(r'^\S+ chdir\("((?:[^"\\]|\\.)*)"\)\s+=\s+0')
+
+
+def traced(cmd: list[str], trace_dir: Path) -> list[str]:
+    """cmd under strace -f (one trace file per process, fds decoded to paths)."""
+    trace_dir.mkdir(parents=True)
+    return ["strace", "-f", "-ff", "-ttt", "-y", "-qq", "-e", f"trace={SYSCALLS}",
+            "-o", str(trace_dir / "p"), *cmd]  # fmt: skip
+
+
+def written_paths(trace_dir: Path) -> dict[str, set[str]]:
+    """From a strace -ff folder: each file written (absolute path) -> the jobs that wrote it.
+
+    A job is a program Snakemake started (a direct child that ran execve) with all its
+    descendants, named by its command line; Snakemake's own process and threads: 'snakemake'."""
+    parent, command, writes = {}, {}, defaultdict(set)
+    for path in trace_dir.glob("p.*"):
+        pid = int(path.suffix[1:])
+        cwd = None
+        for line in path.read_text(errors="replace").splitlines():
+            if m := _CHILD.match(line):
+                parent[int(m.group(1))] = pid
+            elif (m := _EXEC.match(line)) and pid not in command:
+                command[pid] = m.group(1)[:200]
+            if m := _CWD.search(line):
+                cwd = m.group(1)
+            if m := _CHDIR.match(line):
+                cwd = str(Path(cwd or "/", m.group(1)).resolve())
+            elif (m := _OPEN.match(line)) and re.search(r"O_WRONLY|O_RDWR|O_CREAT", m.group(2)):
+                writes[pid].add(m.group(3))
+            elif m := _RENAMEAT.match(line):
+                writes[pid].add(str(Path(m.group(1), m.group(2))))
+            elif (m := _RENAME.match(line)) and cwd:
+                writes[pid].add(str(Path(cwd, m.group(2))))
+    (root,) = {p for p in command if p not in parent}
+
+    def job(pid: int) -> str:
+        """The job a process belongs to: its ancestor directly below Snakemake."""
+        while pid != root and parent.get(pid, root) != root:
+            pid = parent[pid]
+        if pid == root or pid not in command:  # Snakemake itself, or a thread of it
+            return "snakemake"
+        return f"{pid}: {command[pid]}"
+
+    by_path: dict[str, set[str]] = defaultdict(set)
+    for pid, paths in writes.items():
+        for p in paths:
+            if not IGNORED.search(p):
+                by_path[p].add(job(pid))
+    return by_path
+
+
+def shared_by_jobs(by_path: dict[str, set[str]]) -> dict[str, set[str]]:
+    """Files written by more than one job (Snakemake's own bookkeeping process included)."""
+    return {p: jobs for p, jobs in by_path.items() if len(jobs) > 1}
+
+
+def test_written_paths_follow_processes_and_renames(tmp_path):
+    script = "cd sub && echo a > a.tmp && mv a.tmp a.txt && (echo b > ../b.txt)"
+    (tmp_path / "sub").mkdir()
+    trace = tmp_path / "trace"
+    subprocess.run(traced(["bash", "-c", script], trace), cwd=tmp_path, check=True)
+    by_path = written_paths(trace)
+    sub = tmp_path.resolve() / "sub"
+    assert {str(sub / "a.tmp"), str(sub / "a.txt"), str(tmp_path.resolve() / "b.txt")} <= set(
+        by_path
+    )
+    assert by_path[str(sub / "a.txt")] != {"snakemake"}  # written by mv, a child of bash
+
+
+@pytest.fixture(scope="module")
+def two_samples(tmp_path_factory, ecoli_dir):
+    """Two samples of different reads."""
+    root = tmp_path_factory.mktemp("two_samples")
+    return {
+        "alpha": small_data(root / "alpha", ecoli_dir, N_READS),
+        "beta": small_data(root / "beta", ecoli_dir, N_READS, offset=N_READS),
+    }
+
+
+def test_two_samples_at_once_share_nothing_and_match_one_after_the_other(tmp_path, two_samples):
+    host = host_yaml(tmp_path / "host.yaml", io_mode="slow5")
+    config = ["--config", f"host={host}"]
+    # One after the other: sample alpha's outputs, then the rest (sample beta's).
+    apart = project(tmp_path / "apart", two_samples)
+    cmd = snakemake_command(apart, 2, *config, *ONE_THREAD)
+    subprocess.run([*cmd, "--", *targets("alpha")], check=True, capture_output=True)
+    subprocess.run(cmd, check=True, capture_output=True)
+    # Both at once, traced.
+    together = project(tmp_path / "together", two_samples)
+    trace = tmp_path / "trace"
+    cmd = traced(snakemake_command(together, 2, *config, *ONE_THREAD), trace)
+    result = subprocess.run(cmd, capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert snapshot(together) == snapshot(apart)
+    by_path = written_paths(trace)
+    assert not shared_by_jobs(by_path), shared_by_jobs(by_path)
+    jobs = {j for js in by_path.values() for j in js} - {"snakemake"}
+    assert len(jobs) >= 2 * 6, jobs  # the per-sample jobs of both samples were traced
+    # Two jobs did run at once (Snakemake's log: a second job started before the first ended).
+    assert overlapping_jobs(result.stdout + result.stderr), result.stdout[-2000:]
+
+
+def targets(sample: str) -> list[str]:
+    """The default target's files of one sample (minimap2)."""
+    prefix = f"results/{sample}"
+    return [
+        f"{prefix}/align/{sample}.minimap2.bam.bai",
+        f"{prefix}/align/{sample}.minimap2.stats.txt",
+        f"{prefix}/align/{sample}.minimap2.summary.tsv",
+        f"{prefix}/methylation/{sample}.minimap2.frequency.tsv",
+        f"{prefix}/methylation/{sample}.minimap2.bedmethyl.gz.tbi",
+    ]
+
+
+def overlapping_jobs(log: str) -> bool:
+    """True when Snakemake's output shows a job starting while another one runs."""
+    running = 0
+    for line in log.splitlines():
+        if re.match(r"^(local)?rule \w+:", line) and not line.startswith("localrule all"):
+            running += 1
+            if running > 1:
+                return True
+        elif line.startswith("Finished jobid"):
+            running -= 1
+    return False
+
+
+def test_two_strategies_at_once_share_nothing_and_match_sequential_runs(tmp_path, two_samples):
+    data = {"alpha": two_samples["alpha"]}
+    hosts = {
+        "interleave": host_yaml(tmp_path / "interleave.yaml", "interleave", io_mode="slow5"),
+        "instances": host_yaml(
+            tmp_path / "instances.yaml", "instances", io_mode="fast5", instances_per_node=2
+        ),
+    }
+    expected = {}
+    for name, host in hosts.items():  # one after the other
+        work = project(tmp_path / f"seq-{name}", data)
+        cmd = snakemake_command(work, 2, "--config", f"host={host}")
+        subprocess.run(cmd, check=True, capture_output=True)
+        expected[name] = snapshot(work)
+    procs, traces, works = {}, {}, {}
+    for name, host in hosts.items():  # both at once, each traced
+        works[name] = project(tmp_path / f"par-{name}", data)
+        traces[name] = tmp_path / f"trace-{name}"
+        cmd = traced(snakemake_command(works[name], 2, "--config", f"host={host}"), traces[name])
+        procs[name] = subprocess.Popen(
+            cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        )
+    for proc in procs.values():
+        out = proc.communicate()[0]
+        assert proc.returncode == 0, out[-3000:]
+    written = {}
+    for name in hosts:
+        assert snapshot(works[name]) == expected[name], name
+        written[name] = written_paths(traces[name])
+        assert not shared_by_jobs(written[name]), shared_by_jobs(written[name])
+    both = set(written["interleave"]) & set(written["instances"])
+    assert not both, sorted(both)[:20]
+    for work in works.values():
+        shutil.rmtree(work / ".snakemake", ignore_errors=True)

@@ -1,0 +1,367 @@
+"""The pipeline on a real Slurm cluster: slurmctld, slurmd, slurmdbd (MariaDB) and munge started
+on localhost by tests/slurm_cluster.py, jobs submitted through profiles/slurm and
+snakemake-executor-plugin-slurm. End to end (sacct lists the jobs, the outputs equal a local
+run's), and a Slurm job cancelled mid-run: the rerun of the same command resumes and finishes
+with the outputs of an uninterrupted run.
+
+The three workflow runs (local baseline, uninterrupted Slurm run, Slurm run to be cancelled)
+start together in one module fixture: most of a Slurm run is waiting for jobs, and the node's two
+CPUs serve both Slurm runs.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import threading
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+import pandas as pd
+import pytest
+import yaml
+from conftest import REPO, call_set, ecoli_row, primary_mapped
+from slurm_cluster import (
+    ACCOUNT,
+    PARTITION,
+    SlurmCluster,
+    missing_programs,
+    node_line,
+)
+from test_workflow import shortest_reads
+
+from numapore.cluster import host_cpus, job_cpus, needs_whole_node, node_request
+from numapore.numa import detect_topology, load_host_config
+from numapore.project import snakemake_command, write_project
+
+BAM = "results/ecoli/align/ecoli.minimap2.bam"
+CALLS = "results/ecoli/methylation/ecoli.minimap2.calls.tsv"
+FREQUENCY = "results/ecoli/methylation/ecoli.minimap2.frequency.tsv"
+READS = 40  # the shortest reads of the shared E. coli set: a quick run
+SCATTER = {"scatter": {"alignment": 1, "methylation": 2}}
+# The site's partition and account, as a user sets them for profiles/slurm.
+SITE_ENV = {"NUMAPORE_SLURM_PARTITION": PARTITION, "NUMAPORE_SLURM_ACCOUNT": ACCOUNT}
+# Quick polling for the tests: the plugin's first status check 5 s after a job finished (default
+# 40 s); it then backs off by 10 s per check while no job finished (most jobs here take 10-20 s).
+POLLING = ["--slurm-init-seconds-before-status-checks", "5", "--seconds-between-status-checks", "5"]
+# Rules that never go to Slurm in these runs (localrules of workflow/Snakefile).
+LOCAL_RULES = {"merge_alignment_shards", "split_alignments", "merge_methylation_calls"}
+TIMEOUT = 600
+
+
+def slurm_command(workdir: Path, *args: str) -> list[str]:
+    """The command a user runs with the slurm profile (the repository's folder), in workdir."""
+    return [
+        str(REPO / ".venv" / "bin" / "snakemake"),
+        "--snakefile", str(REPO / "workflow" / "Snakefile"),
+        "--directory", str(workdir),
+        "--profile", str(REPO / "profiles" / "slurm"),
+        "--workflow-profile", str(REPO / "profiles" / "default"),
+        *POLLING,
+        *args,
+    ]  # fmt: skip
+
+
+class Run:
+    """A workflow command running in the background, its output in <workdir>/<name>.out."""
+
+    def __init__(self, workdir: Path, cmd: list[str], env: dict[str, str], name: str = "run"):
+        """Start cmd in the background with env."""
+        self.workdir, self.cmd, self.env = workdir, cmd, env
+        self.out = workdir / f"{name}.out"
+        with open(self.out, "w") as handle:
+            self.proc = subprocess.Popen(cmd, stdout=handle, stderr=subprocess.STDOUT, env=env)
+
+    def wait(self, expect_success: bool = True) -> str:
+        """Wait for the command; its output (pytest.fail with its tail when the exit is wrong)."""
+        try:
+            code = self.proc.wait(timeout=TIMEOUT)
+        except subprocess.TimeoutExpired:
+            self.stop()
+            pytest.fail(f"no end after {TIMEOUT} s: {' '.join(self.cmd)}\n{self.tail()}")
+        if (code == 0) != expect_success:
+            pytest.fail(f"exit {code} ({' '.join(self.cmd)}):\n{self.tail()}")
+        return self.out.read_text()
+
+    def tail(self) -> str:
+        """The last lines of the output, for failure messages."""
+        return "\n".join(self.out.read_text(errors="replace").splitlines()[-60:])
+
+    def stop(self) -> None:
+        """Terminate the command if it still runs (a failed test leaves nothing behind)."""
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+def cancel_running_shard(
+    cluster: SlurmCluster, run: Run, shard: str, timeout: float = TIMEOUT
+) -> str:
+    """scancel the call_methylation job of a shard once nanopolish runs in it; its Slurm id."""
+    log = run.workdir / f"results/logs/call_methylation/ecoli.minimap2.{shard}.log"
+    comment = f"rule_call_methylation_wildcards_ecoli_minimap2_{shard}"
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and run.proc.poll() is None:
+        if log.exists():  # the job's step has started the tool
+            queue = cluster.run("squeue", "-h", "-o", "%i|%k|%Z|%T").stdout
+            for line in queue.splitlines():
+                jobid, job_comment, workdir, state = line.split("|")
+                if job_comment == comment and Path(workdir) == run.workdir and state == "RUNNING":
+                    cluster.run("scancel", jobid)
+                    return jobid
+        time.sleep(0.2)
+    raise AssertionError(f"no running call_methylation job for shard {shard}:\n{run.tail()}")
+
+
+class Canceller(threading.Thread):
+    """cancel_running_shard in the background; join() returns the cancelled job's id."""
+
+    def __init__(self, cluster: SlurmCluster, run: Run, shard: str):
+        """A thread that will cancel the shard's job of run (start() it)."""
+        super().__init__(daemon=True)
+        self.args_ = (cluster, run, shard)
+        self.jobid: str | None = None
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        """Thread body: record the job id or the error."""
+        try:
+            self.jobid = cancel_running_shard(*self.args_)
+        except BaseException as err:  # re-raised in the test by join()
+            self.error = err
+
+    def join(self, timeout: float | None = TIMEOUT) -> str:
+        """Wait for the cancellation; the cancelled job's id (its error re-raised)."""
+        super().join(timeout)
+        if self.error is not None:
+            raise self.error
+        assert self.jobid is not None, "the cancelling thread did not finish"
+        return self.jobid
+
+
+def instances_host(path: Path) -> Path:
+    """A host file with this machine's layout written out and the instances strategy for
+    methylation (2 per node): its jobs must own the node."""
+    host = {
+        "description": "test: this machine, methylation as NUMA instances",
+        "topology": detect_topology().to_dict(),
+        "strategy": {"alignment": "none", "methylation": "instances", "conversion": "none"},
+        "instances_per_node": 2,
+        "io_mode": "fast5",
+    }
+    path.write_text(yaml.safe_dump(host))
+    return path
+
+
+def submitted_jobs(output: str) -> dict[str, str]:
+    """Slurm job id -> rule of every job a run submitted, from Snakemake's output."""
+    found = re.findall(r"submitted with SLURM jobid (\d+) \(log: \S*/rule_(\w+)/", output)
+    return dict(found)
+
+
+def same_results(work: Path, reference: Path) -> None:
+    """Primary alignments, per-read calls (as sets) and site frequencies equal the reference's."""
+    assert primary_mapped(work / BAM) == primary_mapped(reference / BAM)
+    assert call_set(work / CALLS) == call_set(reference / CALLS)
+    pd.testing.assert_frame_equal(
+        pd.read_csv(work / FREQUENCY, sep="\t"), pd.read_csv(reference / FREQUENCY, sep="\t")
+    )
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    """A one-node Slurm cluster on localhost for this module."""
+    missing = missing_programs()
+    if missing:
+        pytest.fail(f"Slurm test cluster needs {', '.join(missing)}: run ./setup.sh")
+    with SlurmCluster(tmp_path_factory.mktemp("slurm")) as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def runs(cluster, tmp_path_factory, ecoli_dir, dh10b):
+    """The three runs, started together: local baseline, uninterrupted Slurm run (methylation
+    as NUMA instances, whole nodes), Slurm run whose shard 1 call_methylation job is cancelled."""
+    root = tmp_path_factory.mktemp("slurm_runs")
+    reads = shortest_reads(ecoli_dir / "reads.fasta", root / "short.fasta", READS)
+    rows = [ecoli_row(ecoli_dir, dh10b, reads)]
+    slurm_env = {**cluster.env, **SITE_ENV}
+    local = write_project(root / "local", rows)
+    whole = write_project(root / "whole", rows, SCATTER)
+    killed = write_project(root / "killed", rows, SCATTER)
+    host = str(instances_host(root / "instances.yaml"))
+    started = SimpleNamespace(
+        local=Run(local, snakemake_command(local, 2), dict(os.environ)),
+        whole=Run(
+            whole, slurm_command(whole, "--max-threads", "2"), {**slurm_env, "NUMAPORE_HOST": host}
+        ),
+        killed=Run(killed, slurm_command(killed, "--max-threads", "1"), slurm_env),
+    )
+    started.canceller = Canceller(cluster, started.killed, "1-of-2")
+    started.canceller.start()
+    try:
+        yield started
+    finally:
+        for run in (started.local, started.whole, started.killed):
+            run.stop()
+
+
+def test_pipeline_runs_through_slurm_and_matches_a_local_run(runs, cluster):
+    runs.local.wait()
+    output = runs.whole.wait()
+    found = re.search(r"SLURM run ID: (\S+)", output)
+    assert found, f"not a Slurm run:\n{output[-3000:]}"
+    run_id = found.group(1)
+    submitted = submitted_jobs(output)
+    # sacct (slurmdbd) lists exactly the jobs the run submitted, under its run id, all done,
+    # with the partition and account the profile took from the environment.
+    jobs = {j["JobID"]: j for j in cluster.jobs() if j["JobName"] == run_id}
+    assert set(jobs) == set(submitted), (jobs, submitted)
+    for jobid, job in jobs.items():
+        assert job["State"] == "COMPLETED", job
+        assert job["Comment"].startswith(f"rule_{submitted[jobid]}"), job
+        assert (job["Partition"], job["Account"]) == (PARTITION, ACCOUNT), job
+    rules = set(submitted.values())
+    assert {"minimap2_index", "nanopolish_index", "align", "call_methylation"} <= rules
+    assert not rules & LOCAL_RULES
+    # Methylation in 2 chunks, each its own job; the instances strategy owns the whole node
+    # (--exclusive, every CPU of the host file's layout), the alignment (strategy none) shares it.
+    cpus = len(detect_topology().cpus)
+    by_rule = {rule: [j for j, r in submitted.items() if r == rule] for rule in rules}
+    assert len(by_rule["call_methylation"]) == 2
+    for jobid in by_rule["call_methylation"]:
+        assert "OverSubscribe=NO" in cluster.run("scontrol", "show", "job", jobid).stdout
+        assert int(jobs[jobid]["AllocCPUS"]) == cpus
+    (align_job,) = by_rule["align"]
+    assert "OverSubscribe=OK" in cluster.run("scontrol", "show", "job", align_job).stdout
+    # Inside each of them the launcher ran 2 bound instances (numactl, as on a NUMA host).
+    records = sorted((runs.whole.workdir / "results/logs/call_methylation").glob("*.run.json"))
+    assert len(records) == 2
+    for record in records:
+        launched = yaml.safe_load(record.read_text())
+        assert launched["strategy"] == "instances" and len(launched["processes"]) == 2
+    same_results(runs.whole.workdir, runs.local.workdir)
+
+
+def test_cancelled_slurm_job_resumes_to_the_results_of_an_uninterrupted_run(runs, cluster):
+    jobid = runs.canceller.join()
+    first = runs.killed.wait(expect_success=False)
+    assert f"SLURM-job '{jobid}' failed" in first and "CANCELLED" in first
+    (cancelled,) = [j for j in cluster.jobs() if j["JobID"] == jobid]
+    assert cancelled["State"].startswith("CANCELLED"), cancelled
+    # The same command again: only the cancelled shard goes to Slurm again, then the merges.
+    rerun = Run(runs.killed.workdir, runs.killed.cmd, runs.killed.env, name="rerun").wait()
+    assert list(submitted_jobs(rerun).values()) == ["call_methylation"], rerun
+    assert "rule_call_methylation/ecoli_minimap2_1-of-2/" in rerun
+    runs.whole.wait()
+    same_results(runs.killed.workdir, runs.whole.workdir)
+
+
+# ---------------------------------------------------------------------------------------------
+# The pieces, without a cluster
+
+
+@pytest.mark.parametrize(
+    "host, step, whole_node, cpus",
+    [
+        ("opteron-6376", "alignment", True, 64),  # instances on 8 nodes
+        ("xeon-2socket", "alignment", True, 64),  # auto on a 2-node layout: may pick instances
+        ("xeon-2socket", "methylation", True, 64),  # interleave spreads over every node
+        ("xeon-2socket", "conversion", False, 64),
+        ("single-node", "methylation", True, None),  # auto, layout unknown until the job runs
+        ("shared-node", "alignment", False, None),
+        ("shared-node", "methylation", False, None),
+    ],
+)
+def test_whole_node_request_follows_the_host_file(host, step, whole_node, cpus):
+    config = load_host_config(host)
+    assert needs_whole_node(config, step) is whole_node
+    assert host_cpus(config) == cpus
+    assert node_request(config, step) == ("--exclusive" if whole_node else None)
+    assert job_cpus(config, step, 8) == (max(8, cpus or 0) if whole_node else 8)
+
+
+def job_resources(dry_run: str, rule: str) -> list[str]:
+    """The `resources:` lines of a rule's jobs in a dry run's output."""
+    blocks = re.findall(rf"^rule {rule}:\n((?:    .*\n)+)", dry_run, re.M)
+    return [line for block in blocks for line in block.splitlines() if "resources:" in line]
+
+
+def test_profile_takes_partition_account_and_host_from_the_environment(tmp_path, ecoli_dir, dh10b):
+    work = write_project(tmp_path / "run", [ecoli_row(ecoli_dir, dh10b)], SCATTER)
+    env = {
+        **os.environ,
+        "NUMAPORE_SLURM_PARTITION": "long",
+        "NUMAPORE_SLURM_ACCOUNT": "lab42",
+        "NUMAPORE_HOST": str(instances_host(tmp_path / "instances.yaml")),
+    }
+    result = subprocess.run(
+        slurm_command(work, "--dry-run", "--cores", "8"), capture_output=True, text=True, env=env
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    methylation = job_resources(result.stdout, "call_methylation")
+    align = job_resources(result.stdout, "align")
+    assert len(methylation) == 2 and len(align) == 1, result.stdout
+    for line in methylation + align:
+        assert "slurm_partition=long" in line and "slurm_account=lab42" in line
+    # The host file from NUMAPORE_HOST: methylation as instances owns the node, alignment not.
+    assert all("slurm_extra=--exclusive" in line for line in methylation)
+    assert all("cpus_per_task=8" in line for line in methylation)
+    assert "slurm_extra" not in align[0] and "mem_mb=16000" in align[0]
+    # A partition's host file for other machines (8 NUMA nodes, 64 CPUs, instances): the
+    # submitting host only reads it (each job checks it on its node), and every heavy job asks
+    # for a whole node of that layout.
+    env["NUMAPORE_HOST"] = "opteron-6376"
+    result = subprocess.run(
+        slurm_command(work, "--dry-run", "--cores", "8"), capture_output=True, text=True, env=env
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    for line in job_resources(result.stdout, "call_methylation") + job_resources(
+        result.stdout, "align"
+    ):
+        assert "slurm_extra=--exclusive" in line and "cpus_per_task=64" in line
+    # Checked here when the command line replaces the profile's config (host_check: local).
+    result = subprocess.run(
+        slurm_command(work, "--dry-run", "--config", "host=opteron-6376"),
+        capture_output=True, text=True, env=env,
+    )  # fmt: skip
+    assert result.returncode != 0
+    assert "opteron-6376.yaml does not match this machine" in result.stdout + result.stderr
+    # Without the variables: no partition or account (the plugin asks Slurm), host shared-node.
+    plain = {k: v for k, v in os.environ.items() if not k.startswith("NUMAPORE_")}
+    result = subprocess.run(
+        slurm_command(work, "--dry-run"), capture_output=True, text=True, env=plain
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    for line in job_resources(result.stdout, "call_methylation"):
+        assert "slurm_partition" not in line and "slurm_account" not in line
+        assert "slurm_extra" not in line
+
+
+def test_localrules_exist_and_none_has_shadow():
+    snakefile = (REPO / "workflow" / "Snakefile").read_text()
+    block = re.search(r"^localrules:\n((?:    \w+,\n)+)", snakefile, re.M)
+    assert block, "workflow/Snakefile has no localrules: block"
+    local = set(re.findall(r"\w+", block.group(1)))
+    rules = {}
+    for path in (REPO / "workflow" / "rules").glob("*.smk"):
+        for name, body in re.findall(r"^rule (\w+):\n((?:(?:    .*)?\n)*)", path.read_text(), re.M):
+            rules[name] = body
+    rules["all"] = ""
+    assert local <= set(rules), f"localrules names unknown rules: {local - set(rules)}"
+    shadowed = {name for name in local if "    shadow:" in rules[name]}
+    assert not shadowed, f"local rules with shadow (must be cluster jobs): {shadowed}"
+    assert not local & {"align", "call_methylation", "nanopolish_index", "minimap2_index"}
+
+
+def test_node_line_describes_this_machine():
+    line = node_line()
+    assert line.startswith("NodeName=")
+    assert f"CPUs={os.cpu_count()}" in line
+    assert re.search(r"RealMemory=\d+", line)

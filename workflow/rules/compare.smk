@@ -1,0 +1,153 @@
+# The strategy comparison, `snakemake --profile hpc-numa compare`: every cell of the matrix in
+# config `compare:` (a heavy step with one aligner, strategy, I/O mode, thread count, repeat) is
+# its own job, timed by Snakemake's benchmark and /usr/bin/time -v, one cell at a time in matrix
+# order; then the summary table, plots, report and a recommended host file in results/compare/.
+
+
+rule compare:
+    input:
+        "results/compare/summary.tsv",
+        "results/compare/report.md",
+        "results/compare/recommended-host.yaml",
+        "results/compare/time_vs_threads.png",
+        "results/compare/utilisation_core_hours.png",
+        "results/compare/io_modes.png",
+
+
+rule compare_subsample_reads:
+    input:
+        lambda wc: staged_reads(wc),
+    output:
+        "results/compare/input/{sample}.{fmt}",
+    log:
+        "results/logs/compare_subsample_reads/{sample}.{fmt}.log",
+    benchmark:
+        "results/benchmarks/compare_subsample_reads/{sample}.{fmt}.tsv"
+    conda:
+        "../../envs/python.yaml"
+    params:
+        reads=config["compare"]["reads"],
+    script:
+        "../../scripts/compare_subsample.py"
+
+
+rule compare_subsample_alignments:
+    input:
+        bam="results/{sample}/align/{sample}.{aligner}.bam",
+        reads=lambda wc: compare_reads(),
+    output:
+        "results/compare/input/{sample}.{aligner}.bam",
+    log:
+        "results/logs/compare_subsample_alignments/{sample}.{aligner}.log",
+    benchmark:
+        "results/benchmarks/compare_subsample_alignments/{sample}.{aligner}.tsv"
+    conda:
+        "../../envs/python.yaml"
+    params:
+        reads=config["compare"]["reads"],
+    script:
+        "../../scripts/compare_subsample.py"
+
+
+rule compare_cell:
+    input:
+        unpack(compare_cell_inputs),
+    output:
+        record="results/compare/cells/{cell}.run.json",
+        time="results/compare/cells/{cell}.time.txt",
+    log:
+        "results/logs/compare_cell/{cell}.log",
+    benchmark:
+        "results/benchmarks/compare_cell/{cell}.tsv"
+    conda:
+        "../../envs/python.yaml"
+    threads: lambda wc: Cell.parse(wc.cell).threads
+    params:
+        host=HOST_FILE,
+        position=lambda wc: [c.name for c in compare_cells()].index(wc.cell) + 1,
+        cells=lambda wc: len(compare_cells()),
+        index=lambda wc: aligner_index(
+            SimpleNamespace(sample=compare_sample().name, aligner=Cell.parse(wc.cell).aligner)
+        ),
+        storage=config["compare"]["storage"],
+        min_mapq=config["methylation"]["min_mapping_quality"],
+    script:
+        "../../scripts/compare_cell.py"
+
+
+rule compare_summary:
+    input:
+        records=compare_cell_files("record"),
+        times=compare_cell_files("time"),
+        benchmarks=compare_cell_files("benchmark"),
+    output:
+        report(
+            "results/compare/summary.tsv",
+            caption="../report/summary.rst",
+            category="Strategy comparison",
+        ),
+    log:
+        "results/logs/compare_summary/summary.log",
+    benchmark:
+        "results/benchmarks/compare_summary/summary.tsv"
+    conda:
+        "../../envs/python.yaml"
+    script:
+        "../../scripts/compare_summary.py"
+
+
+rule compare_plots:
+    input:
+        "results/compare/summary.tsv",
+    output:
+        time=report(
+            "results/compare/time_vs_threads.png",
+            caption="../report/time_vs_threads.rst",
+            category="Strategy comparison",
+        ),
+        cost=report(
+            "results/compare/utilisation_core_hours.png",
+            caption="../report/utilisation_core_hours.rst",
+            category="Strategy comparison",
+        ),
+        io=report(
+            "results/compare/io_modes.png",
+            caption="../report/io_modes.rst",
+            category="Strategy comparison",
+        ),
+    log:
+        "results/logs/compare_plots/plots.log",
+    benchmark:
+        "results/benchmarks/compare_plots/plots.tsv"
+    conda:
+        "../../envs/python.yaml"
+    script:
+        "../../scripts/compare_plots.py"
+
+
+rule compare_report:
+    input:
+        "results/compare/summary.tsv",
+    output:
+        report=report(
+            "results/compare/report.md",
+            caption="../report/report.rst",
+            category="Strategy comparison",
+        ),
+        host=report(
+            "results/compare/recommended-host.yaml",
+            caption="../report/recommendation.rst",
+            category="Strategy comparison",
+        ),
+    log:
+        "results/logs/compare_report/report.log",
+    benchmark:
+        "results/benchmarks/compare_report/report.tsv"
+    conda:
+        "../../envs/python.yaml"
+    params:
+        host=HOST_FILE,
+        sample=lambda wc: compare_sample().name,
+        reads=config["compare"]["reads"],
+    script:
+        "../../scripts/compare_report.py"
