@@ -5,6 +5,7 @@ from pathlib import Path
 import pandas as pd
 import pysam
 import pytest
+import yaml
 
 from numapore.project import snakemake_command, write_project
 
@@ -39,6 +40,20 @@ def dh10b() -> Path:
     if not DH10B.is_file():
         pytest.fail(f"{DH10B} missing: run ./setup.sh first")
     return DH10B
+
+
+def host_file(path: Path, strategy: str = "none", io_mode: str = "fast5", **extra) -> Path:
+    """Write a host file for this machine (layout detected at start-up) with one strategy for
+    the alignment and methylation steps; return its path."""
+    host = {
+        "description": f"test host: {strategy}, {io_mode}",
+        "topology": "auto",
+        "strategy": {"alignment": strategy, "methylation": strategy, "conversion": "none"},
+        "io_mode": io_mode,
+        **extra,
+    }
+    path.write_text(yaml.safe_dump(host))
+    return path
 
 
 def run_workflow(workdir: Path, *args: str, check: bool = True):

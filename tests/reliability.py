@@ -9,7 +9,6 @@ from pathlib import Path
 
 import h5py
 import pysam
-import yaml
 
 from numapore.project import write_project
 
@@ -38,20 +37,6 @@ def small_data(folder: Path, ecoli_dir: Path, n: int, offset: int = 0) -> dict[s
         records.append(f">{rid}\n{seqs[rid]}\n")
     (folder / "reads.fasta").write_text("".join(records))
     return {"fast5": fast5, "reads": folder / "reads.fasta", "reference": ecoli_dir / "region.fa"}
-
-
-def host_yaml(path: Path, strategy: str = "none", io_mode: str = "slow5", **extra) -> Path:
-    """A host file for this machine (layout auto-detected): one strategy for every step."""
-    host = {
-        "description": f"reliability test host: {strategy}, {io_mode}",
-        "topology": "auto",
-        "strategy": {"alignment": strategy, "methylation": strategy, "conversion": "none"},
-        "io_mode": io_mode,
-        "io_processes": 2,
-        **extra,
-    }
-    path.write_text(yaml.safe_dump(host))
-    return path
 
 
 def project(work: Path, samples: dict[str, dict[str, Path]]) -> Path:

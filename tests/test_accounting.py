@@ -8,7 +8,7 @@ from pathlib import Path
 import h5py
 import pysam
 import pytest
-from conftest import run_workflow
+from conftest import host_file, run_workflow
 
 from numapore.accounting import (
     NA,
@@ -60,16 +60,6 @@ def broken_inputs(tmp_path: Path, ecoli_dir: Path) -> tuple[Path, Path, dict[str
     return folder, reads, ids
 
 
-def slow5_host(tmp_path: Path) -> Path:
-    """A host file for this machine with the slow5 I/O mode."""
-    host = tmp_path / "slow5.yaml"
-    host.write_text(
-        "topology: auto\nstrategy: {alignment: none, methylation: none, conversion: none}\n"
-        "io_mode: slow5\n"
-    )
-    return host
-
-
 @pytest.mark.parametrize("io_mode", ["slow5", "fast5"])
 def test_accounting_with_broken_inputs(tmp_path, ecoli_dir, dh10b, io_mode):
     """Truncated, signal-less and non-HDF5 FAST5 files and a read without FAST5: every read of
@@ -77,7 +67,11 @@ def test_accounting_with_broken_inputs(tmp_path, ecoli_dir, dh10b, io_mode):
     fast5, reads, ids = broken_inputs(tmp_path, ecoli_dir)
     row = {"sample": "ecoli", "fast5": str(fast5), "reads": str(reads), "reference": str(dh10b)}
     work = write_project(tmp_path / "run", [row], {"on_bad_fast5": "skip"})
-    args = ["--config", f"host={slow5_host(tmp_path)}"] if io_mode == "slow5" else []
+    args = (
+        ["--config", f"host={host_file(tmp_path / 'slow5.yaml', io_mode='slow5')}"]
+        if io_mode == "slow5"
+        else []
+    )
     run_workflow(work, *args)
     table = read_table(work / "results/ecoli/ecoli.minimap2.accounting.tsv")
     calls = called_reads(work / "results/ecoli/methylation/ecoli.minimap2.calls.tsv")
@@ -112,7 +106,7 @@ def test_truncated_blow5_stops_the_run_naming_it(tmp_path, ecoli_dir, dh10b):
         "sample": "ecoli", "fast5": str(ecoli_dir / "fast5"),
         "reads": str(ecoli_dir / "reads.fasta"), "reference": str(dh10b),
     }])  # fmt: skip
-    host = ["--config", f"host={slow5_host(tmp_path)}"]
+    host = ["--config", f"host={host_file(tmp_path / 'slow5.yaml', io_mode='slow5')}"]
     run_workflow(work, *host, "--until", "fast5_to_blow5")
     blow5 = work / "results/ecoli/signal/ecoli.blow5"
     blow5.write_bytes(blow5.read_bytes()[: blow5.stat().st_size // 2])

@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
-from conftest import run_workflow
+from conftest import host_file, run_workflow
 
 from numapore.project import write_project
 
@@ -92,20 +92,15 @@ def fast5_with_a_broken_file(tmp_path: Path, ecoli_dir: Path) -> Path:
     return folder
 
 
-def slow5_host(tmp_path: Path) -> Path:
-    """A host file for this machine with the slow5 I/O mode."""
-    host = tmp_path / "slow5.yaml"
-    host.write_text(
-        "topology: auto\nstrategy: {alignment: none, methylation: none, conversion: none}\n"
-        "io_mode: slow5\n"
-    )
-    return host
-
-
 def test_bad_fast5_fails_the_conversion_naming_the_file(tmp_path, ecoli_dir, dh10b):
     fast5 = fast5_with_a_broken_file(tmp_path, ecoli_dir)
     write_project(tmp_path / "run", [ecoli(ecoli_dir, dh10b, fast5=str(fast5))])
-    result = run_workflow(tmp_path / "run", "--config", f"host={slow5_host(tmp_path)}", check=False)
+    result = run_workflow(
+        tmp_path / "run",
+        "--config",
+        f"host={host_file(tmp_path / 'slow5.yaml', io_mode='slow5')}",
+        check=False,
+    )
     assert result.returncode != 0
     out = result.stdout + result.stderr
     assert "zz_broken.fast5" in out and "fast5_to_blow5" in out
@@ -118,7 +113,9 @@ def test_bad_fast5_skipped_is_listed_and_reported(tmp_path, ecoli_dir, dh10b):
     work = write_project(
         tmp_path / "run", [ecoli(ecoli_dir, dh10b, fast5=str(fast5))], {"on_bad_fast5": "skip"}
     )
-    result = run_workflow(work, "--config", f"host={slow5_host(tmp_path)}")
+    result = run_workflow(
+        work, "--config", f"host={host_file(tmp_path / 'slow5.yaml', io_mode='slow5')}"
+    )
     rejected = (work / "results/ecoli/signal/ecoli.blow5.rejected.tsv").read_text().splitlines()
     assert len(rejected) == 2 and "zz_broken.fast5" in rejected[1]
     assert "1 FAST5 files/reads skipped" in result.stdout + result.stderr

@@ -14,7 +14,8 @@ from collections import defaultdict
 from pathlib import Path
 
 import pytest
-from reliability import host_yaml, project, small_data, snapshot
+from conftest import host_file
+from reliability import project, small_data, snapshot
 
 from numapore.project import snakemake_command
 
@@ -121,7 +122,7 @@ def two_samples(tmp_path_factory, ecoli_dir):
 
 
 def test_two_samples_at_once_share_nothing_and_match_one_after_the_other(tmp_path, two_samples):
-    host = host_yaml(tmp_path / "host.yaml", io_mode="slow5")
+    host = host_file(tmp_path / "host.yaml", io_mode="slow5")
     config = ["--config", f"host={host}"]
     # One after the other: sample alpha's outputs, then the rest (sample beta's).
     apart = project(tmp_path / "apart", two_samples)
@@ -171,8 +172,8 @@ def overlapping_jobs(log: str) -> bool:
 def test_two_strategies_at_once_share_nothing_and_match_sequential_runs(tmp_path, two_samples):
     data = {"alpha": two_samples["alpha"]}
     hosts = {
-        "interleave": host_yaml(tmp_path / "interleave.yaml", "interleave", io_mode="slow5"),
-        "instances": host_yaml(
+        "interleave": host_file(tmp_path / "interleave.yaml", "interleave", io_mode="slow5"),
+        "instances": host_file(
             tmp_path / "instances.yaml", "instances", io_mode="fast5", instances_per_node=2
         ),
     }

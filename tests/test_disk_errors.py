@@ -14,8 +14,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import REPO
-from reliability import BAM, CALLS, debris, host_yaml, project, small_data
+from conftest import REPO, host_file
+from reliability import BAM, CALLS, debris, project, small_data
 
 from numapore.project import snakemake_command
 from numapore.workdir import check_writable, describe_write_error, write_problem
@@ -44,7 +44,7 @@ def small_fs(tmp_path, ecoli_dir):
     if mount.returncode != 0:
         pytest.fail(f"cannot mount a tmpfs here (the test needs root): {mount.stderr}")
     try:
-        yield work, host_yaml(tmp_path / "host.yaml", io_mode="slow5")
+        yield work, host_file(tmp_path / "host.yaml", io_mode="slow5")
     finally:
         subprocess.run(["umount", "-l", str(results)], check=False)
 

@@ -7,26 +7,12 @@ import json
 from pathlib import Path
 
 import pytest
-import yaml
-from conftest import call_set, ecoli_row, primary_mapped, run_workflow
+from conftest import call_set, ecoli_row, host_file, primary_mapped, run_workflow
 
 from numapore.project import write_project
 
 BAM = "results/ecoli/align/ecoli.minimap2.bam"
 CALLS = "results/ecoli/methylation/ecoli.minimap2.calls.tsv"
-
-
-def host_file(path: Path, strategy: str, io_mode: str = "fast5", **extra) -> Path:
-    """A host file for this machine (layout auto-detected) with one strategy for every step."""
-    host = {
-        "description": f"test host: {strategy}, {io_mode}",
-        "topology": "auto",
-        "strategy": {"alignment": strategy, "methylation": strategy, "conversion": "none"},
-        "io_mode": io_mode,
-        **extra,
-    }
-    path.write_text(yaml.safe_dump(host))
-    return path
 
 
 def run_with_host(tmp_path: Path, ecoli_dir: Path, dh10b: Path, host: Path) -> Path:

@@ -24,7 +24,8 @@ import time
 from pathlib import Path
 
 import pytest
-from reliability import debris, host_yaml, project, small_data, snapshot
+from conftest import host_file
+from reliability import debris, project, small_data, snapshot
 
 from numapore.atomic import atomic_output, atomic_outputs, scratch_dir, temp_name
 from numapore.project import snakemake_command
@@ -122,7 +123,7 @@ def test_killed_runs_resume_to_the_uninterrupted_outputs(tmp_path, ecoli_dir):
     print(f"kill seed: {SEED} (NUMAPORE_KILL_SEED={SEED} repeats these kill times)")
     rng = random.Random(SEED)
     data = small_data(tmp_path / "data", ecoli_dir, N_READS)
-    host = host_yaml(tmp_path / "host.yaml", io_mode="slow5")
+    host = host_file(tmp_path / "host.yaml", io_mode="slow5")
     # The uninterrupted run, keeping temp() files so that any file of a killed run can be
     # compared with it; its benchmarks give the step durations the kill times are drawn from.
     base = project(tmp_path / "baseline", {"ecoli": data})
