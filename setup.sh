@@ -17,7 +17,9 @@ apt_packages=(samtools minimap2 bwa bowtie2 nanopolish numactl tabix nanook-exam
     qemu-system-x86 linux-image-amd64 busybox-static
     # the one-node Slurm cluster of the tests (tests/slurm_cluster.py): Slurm and its client
     # commands, munge, and job accounting for sacct (slurmdbd storing in MariaDB)
-    slurm-wlm munge slurmdbd mariadb-server)
+    slurm-wlm munge slurmdbd mariadb-server
+    # the concurrency tests trace which files each job writes
+    strace)
 
 if [[ "${1:-}" != "--no-apt" ]]; then
     missing=()
