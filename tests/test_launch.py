@@ -129,3 +129,14 @@ def test_project_layout_and_command(tmp_path):
     ]
     cmd = snakemake_command(tmp_path, 3, "-n")
     assert cmd[0] == str(REPO / ".venv/bin/snakemake") and cmd[-3:] == ["--cores", "3", "-n"]
+
+
+def test_snakemake_command_names_profile_and_cores(tmp_path):
+    from numapore.project import REPO, snakemake_command
+
+    cmd = snakemake_command(tmp_path, 2, "-n")
+    assert cmd[cmd.index("--profile") + 1] == str(REPO / "profiles" / "hpc-numa")
+    assert cmd[cmd.index("--cores") + 1] == "2" and cmd[-1] == "-n"
+    slurm = snakemake_command(tmp_path, None, profile="slurm")
+    assert slurm[slurm.index("--profile") + 1] == str(REPO / "profiles" / "slurm")
+    assert "--cores" not in slurm

@@ -53,15 +53,7 @@ TIMEOUT = 600
 
 def slurm_command(workdir: Path, *args: str) -> list[str]:
     """The command a user runs with the slurm profile (the repository's folder), in workdir."""
-    return [
-        str(REPO / ".venv" / "bin" / "snakemake"),
-        "--snakefile", str(REPO / "workflow" / "Snakefile"),
-        "--directory", str(workdir),
-        "--profile", str(REPO / "profiles" / "slurm"),
-        "--workflow-profile", str(REPO / "profiles" / "default"),
-        *POLLING,
-        *args,
-    ]  # fmt: skip
+    return snakemake_command(workdir, None, *POLLING, *args, profile="slurm")
 
 
 class Run:

@@ -193,9 +193,6 @@ def summarise(rows: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
         for column in SUMMARY_COLUMNS[6:]:
             values = [m[column] for m in members]
             median[column] = round(statistics.median(values), 6)
-        median["cpu_utilisation"] = round(
-            statistics.median(m["cpu_utilisation"] for m in members), 3
-        )
         medians.append(median)
     for row in rows + medians:
         base = baseline_of(row, medians)

@@ -25,14 +25,17 @@ def write_project(workdir: Path, rows: list[dict[str, str]], config: dict | None
     return workdir
 
 
-def snakemake_command(workdir: Path, cores: int, *args: str) -> list[str]:
-    """The command running the workflow in workdir with the hpc-numa and default profiles."""
+def snakemake_command(
+    workdir: Path, cores: int | None, *args: str, profile: str = "hpc-numa"
+) -> list[str]:
+    """The command running the workflow in workdir with a profile of profiles/ (hpc-numa by
+    default) and the workflow's default profile; cores None leaves them to the profile."""
     return [
         str(REPO / ".venv" / "bin" / "snakemake"),
         "--snakefile", str(REPO / "workflow" / "Snakefile"),
         "--directory", str(workdir),
-        "--profile", str(REPO / "profiles" / "hpc-numa"),
+        "--profile", str(REPO / "profiles" / profile),
         "--workflow-profile", str(REPO / "profiles" / "default"),
-        "--cores", str(cores),
+        *(["--cores", str(cores)] if cores is not None else []),
         *args,
     ]  # fmt: skip

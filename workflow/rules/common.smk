@@ -277,9 +277,8 @@ def compare_sample():
     return SAMPLES[name]
 
 
-def compare_cells():
-    """The comparison's cells in run order, repeats interleaved (numapore.compare.matrix)."""
-    return matrix(config["compare"], config["aligner"])
+# The comparison's cells in run order, repeats interleaved (numapore.compare.matrix).
+COMPARE_CELLS = [cell.name for cell in matrix(config["compare"], config["aligner"])]
 
 
 def compare_reads(wildcards=None):
@@ -302,8 +301,7 @@ def compare_bam(wildcards=None):
 def compare_cell_inputs(wildcards):
     """What a cell needs: every cell's inputs (all are ready before the first cell starts, so no
     other job runs beside a cell) and the previous cell's record (one cell at a time)."""
-    names = [cell.name for cell in compare_cells()]
-    if wildcards.cell not in names:
+    if wildcards.cell not in COMPARE_CELLS:
         raise WorkflowError(f"numapore: {wildcards.cell!r} is not a cell of config compare:")
     sample = SimpleNamespace(sample=compare_sample().name)
     inputs = {"reads": compare_reads(), "genome": reference_fasta(sample)}
@@ -320,9 +318,9 @@ def compare_cell_inputs(wildcards):
             inputs[f"signal_{io_mode}"] = [reads, f"{reads}.index.readdb"]
         if "slow5" in config["compare"]["io_modes"]:
             inputs["blow5"] = f"results/{sample.sample}/signal/{sample.sample}.blow5"
-    position = names.index(wildcards.cell)
+    position = COMPARE_CELLS.index(wildcards.cell)
     if position:
-        inputs["previous"] = f"results/compare/cells/{names[position - 1]}.run.json"
+        inputs["previous"] = f"results/compare/cells/{COMPARE_CELLS[position - 1]}.run.json"
     return inputs
 
 
@@ -333,4 +331,4 @@ def compare_cell_files(kind):
         "time": "results/compare/cells/{}.time.txt",
         "benchmark": "results/benchmarks/compare_cell/{}.tsv",
     }[kind]
-    return [pattern.format(cell.name) for cell in compare_cells()]
+    return [pattern.format(name) for name in COMPARE_CELLS]

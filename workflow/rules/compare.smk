@@ -64,8 +64,8 @@ rule compare_cell:
     threads: lambda wc: Cell.parse(wc.cell).threads
     params:
         host=HOST_FILE,
-        position=lambda wc: [c.name for c in compare_cells()].index(wc.cell) + 1,
-        cells=lambda wc: len(compare_cells()),
+        position=lambda wc: COMPARE_CELLS.index(wc.cell) + 1,
+        cells=len(COMPARE_CELLS),
         index=lambda wc: aligner_index(
             SimpleNamespace(sample=compare_sample().name, aligner=Cell.parse(wc.cell).aligner)
         ),
