@@ -102,7 +102,8 @@ def test_summary_arithmetic_from_raw_files(compared):
             and b["io_mode"] in ("na", "fast5")
         )
         for r in [m, *members]:
-            assert r["speedup"] == pytest.approx(base["wall_s"] / r["wall_s"], rel=1e-3)
+            # summary.tsv keeps three decimals of the ratio of its own (rounded) wall times.
+            assert r["speedup"] == pytest.approx(base["wall_s"] / r["wall_s"], abs=5e-4 + 1e-9)
 
 
 def test_recommendation_is_a_valid_host_file_fragment(compared):
