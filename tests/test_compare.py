@@ -110,9 +110,9 @@ def test_recommendation_is_a_valid_host_file_fragment(compared):
     work, _ = compared
     fragment = yaml.safe_load((work / "results/compare/recommended-host.yaml").read_text())
     rows = compare.read_tsv(work / "results/compare/summary.tsv")
-    best = compare.fastest(rows, "methylation")
+    best = compare.recommended(rows, "methylation")
     assert fragment["io_mode"] == best["io_mode"]
-    assert fragment["strategy"]["alignment"] == compare.fastest(rows, "alignment")["strategy"]
+    assert fragment["strategy"]["alignment"] == compare.recommended(rows, "alignment")["strategy"]
     host = host_config_from_dict({**fragment, "strategy": {**fragment["strategy"]}})
     assert host.io_mode == best["io_mode"]
 
@@ -237,6 +237,30 @@ def test_recommendation_and_tables():
     table = compare.pivot_table(rows, "alignment")
     assert "| bwa | instances | 1.00 | 0.50 | x3.00 |" in table
     assert compare.storage_description(rows).startswith("raw signal read directly")
+
+
+def test_recommendation_ignores_differences_within_the_repeats_spread():
+    rows = compare.summarise(
+        [row("none", "fast5", 2, r, w) for r, w in ((1, 10.0), (2, 12.0))]
+        + [row("none", "slow5", 2, r, w) for r, w in ((1, 4.0), (2, 6.0))]
+        # Faster median than none/slow5, but its slower repeat is within none/slow5's range.
+        + [row("interleave", "slow5", 2, r, w) for r, w in ((1, 3.0), (2, 4.5))]
+        # Faster than none/fast5 in every repeat, but slower than slow5: not the choice.
+        + [row("interleave", "fast5", 2, r, w) for r, w in ((1, 8.0), (2, 9.0))]
+    )
+    assert compare.fastest(rows, "methylation")["strategy"] == "interleave"
+    best = compare.recommended(rows, "methylation")
+    assert (best["strategy"], best["io_mode"]) == ("none", "slow5")
+    text = compare.recommendation(rows, "config/hosts/x.yaml")
+    assert yaml.safe_load(text) == {"strategy": {"methylation": "none"}, "io_mode": "slow5"}
+    assert "fastest median: interleave (slow5 I/O) 3.75 s, within the repeats' spread" in text
+    # Nothing beats the baseline clearly: the baseline is kept.
+    noisy = compare.summarise(
+        [row("none", "fast5", 2, r, w) for r, w in ((1, 10.0), (2, 12.0))]
+        + [row("localalloc", "fast5", 2, r, w) for r, w in ((1, 9.0), (2, 10.5))]
+    )
+    assert compare.recommended(noisy, "methylation")["strategy"] == "none"
+    assert compare.simpler_configs(noisy[-1]) == [("methylation", "bwa", "none", "fast5", 2)]
 
 
 def test_subsample_reads_and_alignments(tmp_path, ecoli_dir, minimap2_run):

@@ -247,18 +247,68 @@ def fastest(rows: Iterable[Mapping[str, Any]], step: str) -> dict[str, Any] | No
     return dict(min((r for r in medians if r["threads"] == top), key=lambda r: r["wall_s"]))
 
 
+def _config(row: Mapping[str, Any]) -> tuple:
+    """A row's configuration: everything but the repeat."""
+    return tuple(row[k] for k in ("step", "aligner", "strategy", "io_mode", "threads"))
+
+
+def simpler_configs(row: Mapping[str, Any]) -> list[tuple]:
+    """The configurations a row's one simplifies to: strategy none and/or I/O mode fast5
+    (same step, aligner and threads), without the row's own."""
+    step, aligner, strategy, io_mode, threads = _config(row)
+    plain_io = NOT_APPLICABLE if io_mode == NOT_APPLICABLE else BASELINE["io_mode"]
+    variants = {
+        (step, aligner, s, i, threads)
+        for s in {strategy, BASELINE["strategy"]}
+        for i in {io_mode, plain_io}
+    }
+    return sorted(variants - {_config(row)})
+
+
+def clearly_faster(rows: Sequence[Mapping[str, Any]], config: tuple, than: tuple) -> bool:
+    """Whether every repeat of one configuration was faster than every repeat of another
+    (their ranges of wall times do not overlap; with one repeat each: simply faster)."""
+    walls = {
+        c: [r["wall_s"] for r in rows if r["repeat"] != "median" and _config(r) == c]
+        for c in (config, than)
+    }
+    return max(walls[config]) < min(walls[than])
+
+
+def recommended(rows: Sequence[Mapping[str, Any]], step: str) -> dict[str, Any] | None:
+    """The configuration to adopt for a step: the fastest median at the highest thread count
+    among those faster, in every repeat, than each simpler configuration measured (strategy
+    none, I/O mode fast5); a difference within the repeats' spread is noise, not a reason."""
+    best = fastest(rows, step)
+    if best is None:
+        return None
+    measured = {_config(r) for r in rows}
+    candidates = [
+        r
+        for r in rows
+        if r["repeat"] == "median"
+        and r["step"] == step
+        and r["threads"] == best["threads"]
+        and all(clearly_faster(rows, _config(r), s) for s in simpler_configs(r) if s in measured)
+    ]
+    # Empty only when the matrix lacks the baseline and every configuration overlaps another.
+    return dict(min(candidates, key=lambda r: r["wall_s"])) if candidates else best
+
+
 def recommendation(rows: Sequence[Mapping[str, Any]], base_host: str) -> str:
-    """A host YAML fragment with the fastest configuration per step, commented with its numbers
-    (the user adopts it by copying it into config/hosts/<host>.yaml)."""
+    """A host YAML fragment with the configuration to adopt per step (`recommended`),
+    commented with its numbers (the user copies it into config/hosts/<host>.yaml)."""
     lines = [
-        "# numapore: fastest configuration per step measured on this host "
+        "# numapore: configuration per step measured on this host "
         f"(results/compare/summary.tsv; base host file: {base_host}).",
+        "# Chosen: the fastest median at the highest thread count that beat the simpler",
+        "# configurations (strategy none, I/O mode fast5) in every repeat.",
         "# Copy into config/hosts/<hostname>.yaml (topology and the rest as they are there).",
     ]
     strategy = {}
     io = None
     for step in STEPS:
-        best = fastest(rows, step)
+        best = recommended(rows, step)
         if best is None:
             lines.append(f"# {step}: not in the comparison")
             continue
@@ -268,6 +318,13 @@ def recommendation(rows: Sequence[Mapping[str, Any]], base_host: str) -> str:
             f"{best['wall_s']:.2f} s, x{best['speedup']:.2f} vs none/fast5, "
             f"CPU utilisation {best['cpu_utilisation']:.2f}"
         )
+        top = fastest(rows, step)
+        if top is not None and _config(top) != _config(best):
+            what = top["aligner"] if step == "alignment" else f"{top['io_mode']} I/O"
+            lines.append(
+                f"#   (fastest median: {top['strategy']} ({what}) {top['wall_s']:.2f} s, within "
+                "the repeats' spread of a simpler configuration: not recommended)"
+            )
         strategy[step] = best["strategy"]
         if step == "methylation":
             io = best["io_mode"]
