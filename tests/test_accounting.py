@@ -101,7 +101,7 @@ def test_accounting_with_broken_inputs(tmp_path, ecoli_dir, dh10b, io_mode):
 
 
 def test_truncated_blow5_stops_the_run_naming_it(tmp_path, ecoli_dir, dh10b):
-    """A BLOW5 truncated mid-record (after a good run): nanopolish index refuses it, by name."""
+    """A BLOW5 truncated mid-record (after a good run): the run stops naming it and the reason."""
     work = write_project(tmp_path / "run", [{
         "sample": "ecoli", "fast5": str(ecoli_dir / "fast5"),
         "reads": str(ecoli_dir / "reads.fasta"), "reference": str(dh10b),
@@ -113,7 +113,8 @@ def test_truncated_blow5_stops_the_run_naming_it(tmp_path, ecoli_dir, dh10b):
     result = run_workflow(work, *host, check=False)
     assert result.returncode != 0
     out = result.stdout + result.stderr
-    assert f"Error in creating index for slow5 file {blow5.relative_to(work)}" in out
+    assert f"numapore: {blow5.relative_to(work)}: cut short in the middle of record " in out
+    assert "Delete it and rerun to convert the FAST5 again." in out and "Traceback" not in out
     assert not (work / "results/ecoli/methylation/ecoli.minimap2.calls.tsv").exists()
 
 

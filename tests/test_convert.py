@@ -22,6 +22,7 @@ from numapore.slow5 import (
     FAST5_AUX_FIELDS,
     AuxField,
     Record,
+    blow5_problem,
     check_nanopolish_compatible,
     format_double,
     write_slow5,
@@ -115,6 +116,24 @@ def test_blow5_is_byte_identical_to_slow5tools(
     assert s5.get_read("bc5615d7-dc94-4315-9cf1-5112555c19d2")["len_raw_signal"] == 63922
     del s5
     assert Path(str(copy) + ".idx").read_bytes() == Path(str(out) + ".idx").read_bytes()
+
+
+def test_blow5_problem_names_where_a_file_was_cut(ecoli_blow5: Path, tmp_path: Path) -> None:
+    """A whole BLOW5 passes; cut or padded copies get the place and reason."""
+    data = ecoli_blow5.read_bytes()
+    assert blow5_problem(ecoli_blow5) is None
+    cut = tmp_path / "cut.blow5"
+    expected = {
+        10: "cut short inside its header (10 bytes)",
+        len(data) // 2: "cut short in the middle of record ",
+        len(data) - 5: "cut short after record 112 at byte",
+        len(data) + 3: "3 byte(s) after its end-of-file marker",
+    }
+    for size, reason in expected.items():
+        cut.write_bytes(data[:size] if size < len(data) else data + b"xyz")
+        assert reason in blow5_problem(cut)
+    cut.write_bytes(b"not slow5")
+    assert blow5_problem(cut).startswith("not a BLOW5 file")
 
 
 def test_format_double_matches_slow5lib() -> None:

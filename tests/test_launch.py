@@ -10,7 +10,7 @@ import pytest
 from numapore.launch import host_file_for, layout_step, plan_processes, run_step, write_record
 from numapore.numa import detect_topology, host_config_from_dict, load_host_config
 from numapore.shards import concat_tables
-from numapore.tools import align_command, call_methylation_command
+from numapore.tools import align_command, call_methylation_command, nanopolish_index_command
 
 HOSTS = Path(__file__).resolve().parent.parent / "config" / "hosts"
 
@@ -64,6 +64,13 @@ def test_tool_commands():
     assert cmd.endswith("-r r.fa -b a.bam -g g.fa | cat > c.tsv") and " -t 3 " in cmd
     with pytest.raises(ValueError, match="unknown aligner"):
         align_command("blast", "p", Path("r.fa"), Path("o"), 1)
+    assert nanopolish_index_command(Path("r.fa"), ["a b", "c"], None) == (
+        "nanopolish index -d 'a b' -d c r.fa"
+    )
+    blow5 = Path("s.blow5")
+    assert (
+        nanopolish_index_command(Path("r.fa"), [], blow5) == "nanopolish index --slow5 s.blow5 r.fa"
+    )
 
 
 @pytest.mark.parametrize("strategy, pool", [("none", 2), ("interleave", 1), ("instances", 1)])

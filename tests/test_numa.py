@@ -1,8 +1,6 @@
 """Tests of numapore.numa: topology parsing, host files, advisor, command plans, real numactl.
 
-The tests named test_numa_guest_* boot a 2-node NUMA guest under QEMU (about 2 minutes without
-KVM); deselect them with `-k "not numa_guest"` or NUMAPORE_SKIP_GUEST=1. They are skipped when
-the guest tools are missing, unless NUMAPORE_REQUIRE_GUEST=1 turns that into a failure.
+The probes that need a real 2-node NUMA machine run in test_numa_guest.py (one guest boot).
 """
 
 from __future__ import annotations
@@ -736,90 +734,7 @@ def test_parse_numactl_show_variants() -> None:
     }
 
 
-# --- the 2-node NUMA guest --------------------------------------------------------------------
-
-GUEST_SCRIPT = r"""
-export PYTHONPATH={pythonpath} PYTHONDONTWRITEBYTECODE=1
-echo '=== hardware'; numactl --hardware
-echo '=== topology'; {python} -m numapore.numa topology --json
-echo '=== status'; numactl --cpunodebind=1 --membind=1 cat /proc/self/status
-echo '=== show'; numactl --cpunodebind=1 --membind=1 numactl --show
-echo '=== policy'; numactl --cpunodebind=1 --membind=1 {python} -m numapore.numa policy --json
-echo '=== instances'; {python} -c '
-import subprocess
-from numapore import numa
-t = numa.detect_topology()
-probe = "grep allowed_list /proc/self/status; numactl --show | grep -e ^policy -e ^membind"
-plan = numa.plan_step(t, "alignment", "instances", 2, shard_command=lambda i, n, th: probe)
-for inst in plan.instances:
-    print("--- node", inst.node, "threads", inst.threads, flush=True)
-    subprocess.run(inst.command, shell=True, check=True)
-'
-echo '=== end'
-exit 7
-"""
-
-
-def _sections(text: str) -> dict[str, str]:
-    """Split guest output into its '=== name' sections."""
-    parts = re.split(r"^=== (\w+)\n", text, flags=re.MULTILINE)
-    return dict(zip(parts[1::2], parts[2::2], strict=True))
-
-
-@pytest.fixture(scope="module")
-def guest_run() -> subprocess.CompletedProcess[str]:
-    """One boot of the 2-node guest running every probe (booting costs ~1.5-2 min)."""
-    if os.environ.get("NUMAPORE_SKIP_GUEST") == "1":
-        pytest.skip("NUMAPORE_SKIP_GUEST=1")
-    # No skip when the tools are missing: ./setup.sh installs them, and run_in_numa_guest
-    # then fails saying what to install.
-    script = GUEST_SCRIPT.replace("{pythonpath}", PYTHONPATH).replace("{python}", PYTHON)
-    return numa_guest.run_in_numa_guest(script, timeout=1200)
-
-
-def test_numa_guest_boots_with_two_nodes(guest_run: subprocess.CompletedProcess[str]) -> None:
-    """The guest ran the whole script (exit code passed through) and numactl sees 2 nodes."""
-    assert guest_run.returncode == 7, guest_run.stderr[-3000:]
-    out = _sections(guest_run.stdout)
-    assert "end" in out
-    assert out["hardware"].startswith("available: 2 nodes (0-1)")
-
-
-def test_numa_guest_topology_detection(guest_run: subprocess.CompletedProcess[str]) -> None:
-    """numapore's own detection inside the guest finds 2 nodes with one CPU each."""
-    topo = json.loads(_sections(guest_run.stdout)["topology"])
-    assert topo["source"].startswith("sysfs")
-    assert [(n["id"], n["cpus"]) for n in topo["nodes"]] == [(0, "0"), (1, "1")]
-    assert [n["distances"] for n in topo["nodes"]] == [[10, 20], [20, 10]]
-    assert all(800 < n["memory_mib"] <= 1024 for n in topo["nodes"])
-
-
-def test_numa_guest_binding_to_node_1(guest_run: subprocess.CompletedProcess[str]) -> None:
-    """--cpunodebind=1 --membind=1 confines CPUs to 1 and the memory policy to node 1."""
-    # Mems_allowed_list in /proc is the cpuset's and stays 0-1 under --membind; the memory
-    # binding is what numactl --show (get_mempolicy) reports.
-    out = _sections(guest_run.stdout)
-    status = numa.parse_proc_status(out["status"])
-    assert status["Cpus_allowed_list"] == (1,)
-    assert status["Mems_allowed_list"] == (0, 1)
-    show = numa.parse_numactl_show(out["show"])
-    assert show["policy"] == "bind" and show["membind"] == [1] and show["physcpubind"] == [1]
-    pol = json.loads(out["policy"])
-    assert pol["policy"] == "bind" and pol["membind"] == [1] and pol["cpus_allowed"] == [1]
-
-
-def test_numa_guest_instances_bind_each_node(guest_run: subprocess.CompletedProcess[str]) -> None:
-    """The planner's instance commands, run in the guest, each land on their own node."""
-    text = _sections(guest_run.stdout)["instances"]
-    blocks = re.split(r"^--- node (\d+) threads (\d+)\n", text, flags=re.MULTILINE)[1:]
-    assert [(blocks[i], blocks[i + 1]) for i in range(0, len(blocks), 3)] == [
-        ("0", "1"),
-        ("1", "1"),
-    ]
-    for node, body in zip(blocks[0::3], blocks[2::3], strict=True):
-        assert re.search(rf"^Cpus_allowed_list:\s+{node}$", body, re.MULTILINE)
-        assert re.search(r"^policy: bind$", body, re.MULTILINE)
-        assert re.search(rf"^membind: {node} $", body, re.MULTILINE)
+# --- the 2-node NUMA guest (booted in test_numa_guest.py; here only what needs no boot) ----
 
 
 def test_guest_tools_missing_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -553,3 +553,43 @@ def write_slow5(
         for rec in records:
             writer.write_record(rec)
     return writer.records
+
+
+def blow5_problem(path: str | os.PathLike) -> str | None:
+    """Why a BLOW5 file is incomplete or not BLOW5 (cut short, mid-record, ...); None if whole.
+
+    Walks the record sizes only (8 bytes per record), never the records themselves.
+    """
+    size = os.path.getsize(path)
+    with open(path, "rb") as fh:
+        head = fh.read(BLOW5_HEADER_SIZE_OFFSET + 4)
+        if not head.startswith(BLOW5_MAGIC):
+            return "not a BLOW5 file (it does not start with BLOW5's magic bytes)"
+        if len(head) < BLOW5_HEADER_SIZE_OFFSET + 4:
+            return f"cut short inside its header ({size} bytes)"
+        (text_size,) = struct.unpack("<I", head[BLOW5_HEADER_SIZE_OFFSET:])
+        position, record = len(head) + text_size, 0
+        if position > size:
+            return f"cut short inside its header ({size} bytes; the header needs {position})"
+        while True:
+            fh.seek(position)
+            prefix = fh.read(8)
+            if prefix.startswith(BLOW5_EOF) and position + len(BLOW5_EOF) == size:
+                return None
+            if prefix.startswith(BLOW5_EOF):
+                extra = size - position - len(BLOW5_EOF)
+                return f"{extra} byte(s) after its end-of-file marker (at byte {position})"
+            record += 1
+            if len(prefix) < 8:
+                return (
+                    f"cut short after record {record - 1} at byte {size}: "
+                    "no end-of-file marker (the file was not written to the end)"
+                )
+            (length,) = struct.unpack("<Q", prefix)
+            end = position + 8 + length
+            if end > size:
+                return (
+                    f"cut short in the middle of record {record}: it starts at byte {position} "
+                    f"and needs {8 + length} bytes, the file ends at byte {size}"
+                )
+            position = end

@@ -38,3 +38,12 @@ def call_methylation_command(
         f" --min-mapping-quality {min_mapq} -r {quote(str(reads))} -b {quote(str(bam))}"
         f" -g {quote(str(genome))} | cat > {quote(str(output))}"
     )
+
+
+def nanopolish_index_command(reads: Path, fast5_dirs: list[str], blow5: Path | None) -> str:
+    """nanopolish index: map each read to its raw signal (FAST5 folders or one BLOW5)."""
+    if blow5 is not None:
+        signal = f"--slow5 {quote(str(blow5))}"
+    else:
+        signal = " ".join(f"-d {quote(d)}" for d in fast5_dirs)
+    return f"nanopolish index {signal} {quote(str(reads))}"

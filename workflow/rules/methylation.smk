@@ -1,7 +1,6 @@
 # CpG methylation: nanopolish indexes the raw signal (FAST5, or BLOW5 converted from it in I/O
 # mode slow5) against the reads, calls methylation per read (one job per shard of alignments,
 # merged in shard order) under the host's strategy and I/O mode, then per-site frequencies.
-import shlex
 
 
 rule fast5_to_blow5:
@@ -62,14 +61,9 @@ rule nanopolish_index:
         "minimal"
     conda:
         "../../envs/nanopolish.yaml"
-    params:
-        signal=lambda wc, input: (
-            f"--slow5 {input.signal}"
-            if wc.signal == "blow5"
-            else " ".join(f"-d {shlex.quote(d)}" for d in input.signal)
-        ),
-    shell:
-        "nanopolish index {params.signal} {input.reads:q} > {log:q} 2>&1"
+    # A script, not shell: a damaged BLOW5 is checked first, so the error gives the reason.
+    script:
+        "../../scripts/nanopolish_index.py"
 
 
 rule split_alignments:

@@ -1,20 +1,26 @@
-"""The NUMA strategies of the pipeline on a real 2-node machine: an emulated guest.
+"""numactl, numapore's NUMA code and the pipeline's strategies on a real 2-node machine.
 
-The workflow runs inside the guest with the `instances` and `interleave` strategies on a small
-input (region.fa and a few reads); the policies each process recorded prove where it ran, and
-the merged outputs equal the `none` strategy's run on this host.
+One boot of an emulated 2-node guest (QEMU without KVM, ~1.5-2 min to boot) runs everything:
+probes of numactl and of numapore's topology detection and instance plans, then the pipeline's
+steps with the `instances` and `interleave` strategies on a small input (region.fa and a few
+reads); the policies each process recorded prove where it ran, and the merged outputs equal the
+`none` strategy's run on this host. NUMAPORE_SKIP_GUEST=1 skips these tests (for quick local
+runs; CI runs them).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
+import subprocess
 from pathlib import Path
 
 import pytest
 import yaml
 from conftest import REPO, call_set, primary_mapped, run_workflow
 
+from numapore import numa
 from numapore.project import write_project
 
 import numa_guest
@@ -98,8 +104,8 @@ with open(out / "call_methylation.log", "w") as log:
 
 
 @pytest.fixture(scope="module")
-def guest_runs(tmp_path_factory, none_run) -> dict[str, Path]:
-    """Boot the 2-node guest once; run both steps there with instances, then interleave."""
+def guest(tmp_path_factory, none_run) -> tuple[subprocess.CompletedProcess[str], dict[str, Path]]:
+    """Boot the 2-node guest once: the probes, then both steps with instances and interleave."""
     if os.environ.get("NUMAPORE_SKIP_GUEST") == "1":
         pytest.skip("NUMAPORE_SKIP_GUEST=1")
     root = tmp_path_factory.mktemp("guest")
@@ -116,9 +122,14 @@ def guest_runs(tmp_path_factory, none_run) -> dict[str, Path]:
         )
     # The guest sees this machine's files read-only: results, caches, temporary files go to root.
     env = {"PYTHONPATH": str(REPO / "scripts"), "TMPDIR": str(root)}
+    probes = PROBE_SCRIPT.replace("{pythonpath}", env["PYTHONPATH"]).replace(
+        "{python}", str(python)
+    )
+    # The last line's exit code must come back through vng: the probe tests check it.
+    script = f"{probes}\n" + "\n".join(commands) + "\necho '=== end'\nexit 7\n"
     # Relative FAST5 paths in the read index resolve from the none run's folder.
     result = numa_guest.run_in_numa_guest(
-        " ; ".join(commands), timeout=1800, rwdirs=(root,), env=env, cwd=none_run
+        script, timeout=1800, rwdirs=(root,), env=env, cwd=none_run
     )
     for strategy in runs:
         out = root / f"{strategy}.out"
@@ -126,7 +137,13 @@ def guest_runs(tmp_path_factory, none_run) -> dict[str, Path]:
         assert text.rstrip().endswith(
             "exit=0"
         ), f"{strategy} in guest:\n{text[-4000:]}\n{result.stdout[-2000:]}\n{result.stderr[-2000:]}"
-    return runs
+    return result, runs
+
+
+@pytest.fixture(scope="module")
+def guest_runs(guest) -> dict[str, Path]:
+    """Where each strategy's pipeline run in the guest wrote its outputs and records."""
+    return guest[1]
 
 
 @pytest.fixture(scope="module")
@@ -171,3 +188,82 @@ def test_numa_guest_outputs_equal_none(guest_runs, none_run, strategy):
     assert primary_mapped(out / "aln.bam") == primary_mapped(none_run / BAM)
     calls = call_set(out / "calls.tsv")
     assert calls and calls == call_set(none_run / CALLS)
+
+
+# --- probes of numactl and numapore's NUMA code in the guest -------------------------------------
+
+PROBE_SCRIPT = r"""
+export PYTHONPATH={pythonpath} PYTHONDONTWRITEBYTECODE=1
+echo '=== hardware'; numactl --hardware
+echo '=== topology'; {python} -m numapore.numa topology --json
+echo '=== status'; numactl --cpunodebind=1 --membind=1 cat /proc/self/status
+echo '=== show'; numactl --cpunodebind=1 --membind=1 numactl --show
+echo '=== policy'; numactl --cpunodebind=1 --membind=1 {python} -m numapore.numa policy --json
+echo '=== instances'; {python} -c '
+import subprocess
+from numapore import numa
+t = numa.detect_topology()
+probe = "grep allowed_list /proc/self/status; numactl --show | grep -e ^policy -e ^membind"
+plan = numa.plan_step(t, "alignment", "instances", 2, shard_command=lambda i, n, th: probe)
+for inst in plan.instances:
+    print("--- node", inst.node, "threads", inst.threads, flush=True)
+    subprocess.run(inst.command, shell=True, check=True)
+'
+"""
+
+
+def _sections(text: str) -> dict[str, str]:
+    """Split guest output into its '=== name' sections."""
+    parts = re.split(r"^=== (\w+)\n", text, flags=re.MULTILINE)
+    return dict(zip(parts[1::2], parts[2::2], strict=True))
+
+
+@pytest.fixture(scope="module")
+def guest_run(guest) -> subprocess.CompletedProcess[str]:
+    """The guest's output: the probes' sections, then the pipeline's (in files)."""
+    return guest[0]
+
+
+def test_numa_guest_boots_with_two_nodes(guest_run: subprocess.CompletedProcess[str]) -> None:
+    """The guest ran the whole script (exit code passed through) and numactl sees 2 nodes."""
+    assert guest_run.returncode == 7, guest_run.stderr[-3000:]
+    out = _sections(guest_run.stdout)
+    assert "end" in out
+    assert out["hardware"].startswith("available: 2 nodes (0-1)")
+
+
+def test_numa_guest_topology_detection(guest_run: subprocess.CompletedProcess[str]) -> None:
+    """numapore's own detection inside the guest finds 2 nodes with one CPU each."""
+    topo = json.loads(_sections(guest_run.stdout)["topology"])
+    assert topo["source"].startswith("sysfs")
+    assert [(n["id"], n["cpus"]) for n in topo["nodes"]] == [(0, "0"), (1, "1")]
+    assert [n["distances"] for n in topo["nodes"]] == [[10, 20], [20, 10]]
+    assert all(800 < n["memory_mib"] <= 1024 for n in topo["nodes"])
+
+
+def test_numa_guest_binding_to_node_1(guest_run: subprocess.CompletedProcess[str]) -> None:
+    """--cpunodebind=1 --membind=1 confines CPUs to 1 and the memory policy to node 1."""
+    # Mems_allowed_list in /proc is the cpuset's and stays 0-1 under --membind; the memory
+    # binding is what numactl --show (get_mempolicy) reports.
+    out = _sections(guest_run.stdout)
+    status = numa.parse_proc_status(out["status"])
+    assert status["Cpus_allowed_list"] == (1,)
+    assert status["Mems_allowed_list"] == (0, 1)
+    show = numa.parse_numactl_show(out["show"])
+    assert show["policy"] == "bind" and show["membind"] == [1] and show["physcpubind"] == [1]
+    pol = json.loads(out["policy"])
+    assert pol["policy"] == "bind" and pol["membind"] == [1] and pol["cpus_allowed"] == [1]
+
+
+def test_numa_guest_instances_bind_each_node(guest_run: subprocess.CompletedProcess[str]) -> None:
+    """The planner's instance commands, run in the guest, each land on their own node."""
+    text = _sections(guest_run.stdout)["instances"]
+    blocks = re.split(r"^--- node (\d+) threads (\d+)\n", text, flags=re.MULTILINE)[1:]
+    assert [(blocks[i], blocks[i + 1]) for i in range(0, len(blocks), 3)] == [
+        ("0", "1"),
+        ("1", "1"),
+    ]
+    for node, body in zip(blocks[0::3], blocks[2::3], strict=True):
+        assert re.search(rf"^Cpus_allowed_list:\s+{node}$", body, re.MULTILINE)
+        assert re.search(r"^policy: bind$", body, re.MULTILINE)
+        assert re.search(rf"^membind: {node} $", body, re.MULTILINE)

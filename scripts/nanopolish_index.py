@@ -1,0 +1,21 @@
+"""Rule nanopolish_index: check a BLOW5 is whole, then index the reads' signal with nanopolish."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+from numapore.rulelog import redirect_to_log
+from numapore.slow5 import blow5_problem
+from numapore.tools import nanopolish_index_command
+
+smk = snakemake  # noqa: F821 (injected by the script directive)
+redirect_to_log(smk)
+blow5 = Path(smk.input.signal[0]) if smk.wildcards.signal == "blow5" else None
+# nanopolish only says "Error in creating index" for a damaged BLOW5: give the reason.
+problem = blow5_problem(blow5) if blow5 else None
+if problem:
+    sys.exit(f"numapore: {blow5}: {problem}. Delete it and rerun to convert the FAST5 again.")
+command = nanopolish_index_command(Path(smk.input.reads), list(smk.input.signal), blow5)
+print(command, flush=True)
+done = subprocess.run(command, shell=True, stdout=sys.stdout, stderr=sys.stderr)
+sys.exit(done.returncode)
