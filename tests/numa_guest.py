@@ -35,6 +35,11 @@ class GuestToolsMissing(RuntimeError):
     """QEMU, virtme-ng, busybox or a readable kernel image is not installed."""
 
 
+# vng hands the guest its command on the kernel command line (COMMAND_LINE_SIZE 2048 on x86,
+# shared with vng's own options): a longer command never starts and the guest idles forever.
+MAX_COMMAND_BYTES = 1500
+
+
 def find_vng() -> Path | None:
     """The virtme-ng launcher: beside this Python (the venv) first, then on PATH."""
     beside = Path(sys.executable).parent / "vng"
@@ -138,6 +143,12 @@ def run_in_numa_guest(
     # Node n gets CPUs n*cpus_per_node.. and node_memory_mib MiB; env is exported before cmd.
     # Raises GuestToolsMissing if the tools are absent, subprocess.TimeoutExpired on timeout.
     exports = "".join(f"export {k}={shlex.quote(v)}; " for k, v in (env or {}).items())
+    if len(exports + cmd) > MAX_COMMAND_BYTES:
+        raise ValueError(
+            f"guest command of {len(exports + cmd)} bytes: vng passes it on the kernel command "
+            f"line (2 KiB with its own options; longer ones hang the guest at boot). Keep it "
+            f"under {MAX_COMMAND_BYTES} bytes: write the script to a file and run `sh FILE`."
+        )
     argv = vng_command(exports + cmd, nodes, cpus_per_node, node_memory_mib, cwd, kvm, rwdirs)
     host_env = dict(os.environ)
     # vng starts its helper `virtme-run` through PATH, so the venv's bin must be on it.

@@ -737,6 +737,12 @@ def test_parse_numactl_show_variants() -> None:
 # --- the 2-node NUMA guest (booted in test_numa_guest.py; here only what needs no boot) ----
 
 
+def test_too_long_guest_command_is_refused_before_booting() -> None:
+    """A command vng could not pass on the kernel command line is refused, saying why."""
+    with pytest.raises(ValueError, match="write the script to a file"):
+        numa_guest.run_in_numa_guest("echo " + "x" * numa_guest.MAX_COMMAND_BYTES, timeout=5)
+
+
 def test_guest_tools_missing_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
     """Without QEMU on PATH and no kernel, run_in_numa_guest says what to install."""
     monkeypatch.setenv("PATH", "/nonexistent")

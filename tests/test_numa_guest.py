@@ -126,10 +126,13 @@ def guest(tmp_path_factory, none_run) -> tuple[subprocess.CompletedProcess[str],
         "{python}", str(python)
     )
     # The last line's exit code must come back through vng: the probe tests check it.
-    script = f"{probes}\n" + "\n".join(commands) + "\necho '=== end'\nexit 7\n"
-    # Relative FAST5 paths in the read index resolve from the none run's folder.
+    script = root / "guest.sh"
+    script.write_text(f"{probes}\n" + "\n".join(commands) + "\necho '=== end'\nexit 7\n")
+    # A file, not the text: vng hands a command over on the kernel command line (2 KiB at
+    # most; a longer one hangs the guest). Relative FAST5 paths in the read index resolve
+    # from the none run's folder.
     result = numa_guest.run_in_numa_guest(
-        script, timeout=1800, rwdirs=(root,), env=env, cwd=none_run
+        f"sh {script}", timeout=1800, rwdirs=(root,), env=env, cwd=none_run
     )
     for strategy in runs:
         out = root / f"{strategy}.out"
