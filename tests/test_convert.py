@@ -16,7 +16,7 @@ import pytest
 
 from numapore import convert as convert_mod
 from numapore.convert import ConversionError, convert
-from numapore.fast5 import list_fast5, read_fast5
+from numapore.fast5 import Fast5Error, list_fast5, read_fast5, read_layout
 from numapore.slow5 import (
     END_REASON_LABELS,
     FAST5_AUX_FIELDS,
@@ -134,6 +134,16 @@ def test_blow5_problem_names_where_a_file_was_cut(ecoli_blow5: Path, tmp_path: P
         assert reason in blow5_problem(cut)
     cut.write_bytes(b"not slow5")
     assert blow5_problem(cut).startswith("not a BLOW5 file")
+
+
+def test_read_layout_lists_the_reads_read_fast5_finds(f2s_dir: Path) -> None:
+    """The layout-only listing names the same reads as the full reader, single and multi."""
+    files = list_fast5([f2s_dir / "raw/single-fast5", f2s_dir / "raw/multi-fast5"])
+    for path in files:
+        ids = [read.record.read_id for read in read_fast5(path).reads]
+        assert read_layout(path) == [(read_id, True) for read_id in ids], path
+    with pytest.raises(Fast5Error, match="not_a_fast5.fast5: not an HDF5 file"):
+        read_layout(f2s_dir / "raw/err_fast5/not_a_fast5.fast5")
 
 
 def test_format_double_matches_slow5lib() -> None:

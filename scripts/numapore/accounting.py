@@ -21,10 +21,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import h5py
 import pysam
 
-from numapore.fast5 import list_fast5
+from numapore.fast5 import list_fast5, read_layout
 from numapore.slow5 import INDEX_EOF, INDEX_HEADER_SIZE, INDEX_MAGIC, iter_index_entries
 
 COLUMNS = ("stage", "what", "reads", "detail")
@@ -52,35 +51,13 @@ class Fast5Census:
         return sum(self.reads_per_file.values())
 
 
-def _file_reads(h5: h5py.File) -> list[tuple[str, bool]]:
-    """(read id, has signal) of every read of an open single- or multi-read FAST5 file."""
-    groups = [k for k in h5.keys() if k.startswith("read_")]
-    if groups:  # multi-read: one group per read, named read_<id>
-        out = []
-        for name in sorted(groups):
-            group = h5[name]
-            rid = group["Raw"].attrs.get("read_id") if "Raw" in group else None
-            rid = rid.decode() if isinstance(rid, bytes) else (rid or name[len("read_") :])
-            out.append((str(rid), "Raw/Signal" in group))
-        return out
-    if "Raw/Reads" in h5:
-        out = []
-        for name in h5["Raw/Reads"]:
-            read = h5["Raw/Reads"][name]
-            rid = read.attrs.get("read_id", name)
-            out.append((rid.decode() if isinstance(rid, bytes) else str(rid), "Signal" in read))
-        return out
-    return []
-
-
 def fast5_census(inputs: Iterable[str | os.PathLike]) -> Fast5Census:
     """Count and name the reads of FAST5 files/folders (layout only, the signal is not read)."""
     census = Fast5Census()
     for path in map(str, list_fast5(inputs)):
         census.files += 1
         try:
-            with h5py.File(path, "r") as h5:
-                reads = _file_reads(h5)
+            reads = read_layout(path)
         except Exception as err:  # noqa: BLE001 - any library error: the file is unreadable
             census.unreadable[path] = f"{type(err).__name__}: {err}"
             continue

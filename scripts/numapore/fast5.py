@@ -340,18 +340,48 @@ def read_fast5(
     a converter takes a run's header from its first read anyway.
     """
     path = str(path)
-    if not os.path.isfile(path):
-        raise Fast5Error(path, "no such file")
-    try:
-        h5 = h5py.File(path, "r")
-    except OSError as err:
-        reason = "not an HDF5 file" if not h5py.is_hdf5(path) else f"cannot open: {err}"
-        raise Fast5Error(path, reason) from err
-    with h5:
+    with _open(path) as h5:
         try:
             return _read_open_file(path, h5, start, stop, known_runs)
         except (ValueError, KeyError) as err:
             raise Fast5Error(path, str(err)) from err
+
+
+def read_layout(path: str | os.PathLike) -> list[tuple[str, bool]]:
+    """(read id, has a Signal dataset) of each read of a FAST5 file, from its layout alone
+    (no signal or header read); Fast5Error when the file cannot be opened."""
+    path = str(path)
+    with _open(path) as h5:
+        try:
+            root = {name: value for name, value, _ in _attributes(h5)}
+            if _is_multi_read(path, h5, root):
+                return [_group_layout(h5[name], name) for name in _read_group_names(h5)]
+            reads = h5["Raw/Reads"] if "Raw/Reads" in h5 else {}
+            return [(_text(reads[n].attrs.get("read_id", n)), "Signal" in reads[n]) for n in reads]
+        except (ValueError, KeyError) as err:
+            raise Fast5Error(path, str(err)) from err
+
+
+def _group_layout(group: h5py.Group, name: str) -> tuple[str, bool]:
+    """(read id, has signal) of a multi-read file's read group (id from its name if need be)."""
+    read_id = group["Raw"].attrs.get("read_id") if "Raw" in group else None
+    return _text(read_id) if read_id else name.removeprefix("read_"), "Raw/Signal" in group
+
+
+def _open(path: str) -> h5py.File:
+    """Open a FAST5 file read-only; Fast5Error naming it and the reason when that fails."""
+    if not os.path.isfile(path):
+        raise Fast5Error(path, "no such file")
+    try:
+        return h5py.File(path, "r")
+    except OSError as err:
+        reason = "not an HDF5 file" if not h5py.is_hdf5(path) else f"cannot open: {err}"
+        raise Fast5Error(path, reason) from err
+
+
+def _read_group_names(h5: h5py.File) -> list[str]:
+    """The read groups of a multi-read file, in slow5tools' (byte) order."""
+    return [n for n in sorted(h5.keys(), key=str.encode) if n not in SKIPPED_GROUPS]
 
 
 def _read_open_file(
@@ -375,7 +405,7 @@ def _read_open_file(
         if contents.rejected:
             raise Fast5Error(path, contents.rejected[0][1])
         return contents
-    names = [n for n in sorted(h5.keys(), key=str.encode) if n not in SKIPPED_GROUPS]
+    names = _read_group_names(h5)
     contents.groups = len(names)
     if not names:
         raise Fast5Error(path, "empty multi-read FAST5 (no read groups)")
