@@ -29,7 +29,7 @@ from reliability import debris, project, small_data, snapshot
 
 from numapore.atomic import atomic_output, atomic_outputs, scratch_dir, temp_name
 from numapore.project import snakemake_command
-from numapore.workdir import RUN_LOCK, release_stale_locks
+from numapore.workdir import RUN_LOCK, release_stale_locks, remove_dead_shadows
 
 N_READS = 30
 N_KILLS = 10
@@ -180,6 +180,8 @@ def test_killed_runs_resume_to_the_uninterrupted_outputs(tmp_path, ecoli_dir):
     assert final == {k: v for k, v in expected.items() if "/shards/" not in k}
     assert not incomplete_markers(work)
     assert not debris(work), debris(work)
+    # Killed jobs' shadow folders (partial outputs) went at the next run's start.
+    assert not list((work / "results/.snakemake/shadow").glob("*"))
     print(f"{len(kills)} kills, {completions} runs completed and checked in between")
 
 
@@ -246,3 +248,11 @@ def test_stale_locks_are_removed_only_when_no_run_holds_the_flock(tmp_path):
     assert handle is not None and removed == [locks / "0.output.lock"]
     assert not list(locks.iterdir())
     handle.close()
+
+
+def test_killed_jobs_shadow_folders_are_removed(tmp_path):
+    shadow = tmp_path / "results/.snakemake/shadow"
+    assert remove_dead_shadows(shadow) == []
+    (shadow / "tmpkilled").mkdir(parents=True)
+    (shadow / "tmpkilled/calls.tsv").write_text("partial")
+    assert remove_dead_shadows(shadow) == [shadow / "tmpkilled"] and not list(shadow.iterdir())

@@ -13,6 +13,7 @@ from __future__ import annotations
 import errno
 import fcntl
 import os
+import shutil
 from pathlib import Path
 from typing import IO
 
@@ -38,6 +39,16 @@ def release_stale_locks(workdir: Path = Path(".")) -> tuple[IO | None, list[Path
     for path in stale:
         path.unlink(missing_ok=True)
     return handle, stale
+
+
+def remove_dead_shadows(shadow: Path) -> list[Path]:
+    """Remove the job folders in Snakemake's shadow folder (call before any job starts, holding
+    the run's flock: Snakemake removes a job's folder when the job ends, so any there now is a
+    killed job's, with its partial outputs); return them."""
+    jobs = sorted(p for p in shadow.iterdir() if p.is_dir()) if shadow.is_dir() else []
+    for path in jobs:
+        shutil.rmtree(path, ignore_errors=True)
+    return jobs
 
 
 def check_writable(folder: Path) -> None:

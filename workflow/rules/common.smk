@@ -22,6 +22,7 @@ from numapore.slow5 import check_nanopolish_compatible  # noqa: E402
 from numapore.workdir import (  # noqa: E402
     check_writable,
     release_stale_locks,
+    remove_dead_shadows,
     write_problem,
 )
 
@@ -57,13 +58,16 @@ def write_error(err):
 
 # Rerunning the same command after a kill resumes: Snakemake's lock files left by a killed run
 # are removed when no other numapore run is alive in this directory (numapore.workdir).
+_RUN_LOCK = None
 if workflow.is_main_process:
     try:
         _RUN_LOCK, _stale_locks = release_stale_locks()
     except OSError as err:
         raise write_error(err)
     if _stale_locks:
-        logger.warning(f"numapore: removed the lock files of a killed run: {_stale_locks}")
+        logger.warning(
+            "numapore: removed the lock files of a killed run: " + ", ".join(map(str, _stale_locks))
+        )
 
 
 def check_results_writable():
@@ -73,6 +77,17 @@ def check_results_writable():
         check_writable(Path("results"))
     except OSError as err:
         raise write_error(err)
+
+
+def remove_killed_jobs_shadows():
+    """Before any job starts, when no other numapore run is alive here: remove the shadow
+    folders (partial outputs) of jobs a killed run left."""
+    if _RUN_LOCK is not None:
+        removed = remove_dead_shadows(Path(workflow.persistence.shadow_path))
+        if removed:
+            logger.warning(
+                "numapore: removed killed jobs' shadow folders: " + ", ".join(map(str, removed))
+            )
 
 
 ALIGNERS = ["minimap2", "bwa", "bowtie2"]
