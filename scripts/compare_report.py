@@ -2,6 +2,7 @@
 
 from pathlib import Path
 
+from numapore.atomic import atomic_outputs
 from numapore.compare import pivot_table, read_tsv, recommendation, storage_description
 from numapore.rulelog import redirect_to_log
 
@@ -34,6 +35,7 @@ Every cell: `results/compare/summary.tsv`.
 ```yaml
 {advice}```
 """
-Path(smk.output.report).write_text(text)
-Path(smk.output.host).write_text(advice)
+with atomic_outputs([smk.output.report, smk.output.host]) as (report, host):
+    report.write_text(text)
+    host.write_text(advice)
 print(advice)

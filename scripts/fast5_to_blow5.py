@@ -2,8 +2,7 @@
 
 from pathlib import Path
 
-from numapore.atomic import atomic_output
-from numapore.convert import convert
+from numapore.convert import convert, write_rejected
 from numapore.rulelog import redirect_to_log
 
 smk = snakemake  # noqa: F821 (injected by the script directive)
@@ -16,7 +15,5 @@ convert(
     processes=smk.params.processes,
     on_bad_fast5=smk.params.on_bad_fast5,
 )
-rejected = Path(smk.output.rejected)
-if not rejected.exists():  # on_bad_fast5: fail writes no list; an empty one says none were
-    with atomic_output(rejected) as tmp:
-        tmp.write_text("path\tread_id\treason\n")
+if not Path(smk.output.rejected).exists():  # on_bad_fast5: fail writes no list; empty = none
+    write_rejected(Path(smk.output.blow5), [])

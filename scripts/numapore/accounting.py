@@ -23,6 +23,7 @@ from pathlib import Path
 
 import pysam
 
+from numapore.atomic import atomic_output
 from numapore.fast5 import list_fast5, read_layout
 from numapore.slow5 import INDEX_EOF, INDEX_HEADER_SIZE, INDEX_MAGIC, iter_index_entries
 
@@ -217,7 +218,7 @@ def account(inp: AccountingInputs) -> list[Row]:
     conversion, converted, why = _conversion(inp, census)
     rows += conversion
 
-    ids = unique_read_ids(inp.reads, inp.sample)
+    ids = read_ids(inp.reads)[0]  # repeated ids already stopped the run (alignment_summary)
     basecalled = set(ids)
     if inp.blow5_index is None:
         # nanopolish index names a file for a read even when that file lacks the signal.
@@ -273,9 +274,8 @@ def write_table(rows: Sequence[Row], output: str | os.PathLike) -> None:
     """Write the accounting rows as a TSV (header: stage, what, reads, detail), atomically."""
     lines = ["\t".join(COLUMNS)]
     lines += ["\t".join(str(v).replace("\t", " ") for v in row) for row in rows]
-    tmp = Path(f"{output}.tmp{os.getpid()}")
-    tmp.write_text("\n".join(lines) + "\n")
-    os.replace(tmp, output)
+    with atomic_output(output) as tmp:
+        tmp.write_text("\n".join(lines) + "\n")
 
 
 def read_table(path: str | os.PathLike) -> dict[tuple[str, str, str], str]:

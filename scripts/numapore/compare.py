@@ -18,6 +18,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from numapore.atomic import atomic_output
+
 STEPS = ("alignment", "methylation")
 NOT_APPLICABLE = "na"
 # The baseline each cell's speed-up is measured against (same step, aligner, threads).
@@ -219,7 +221,8 @@ def write_tsv(rows: Sequence[Mapping[str, Any]], path: Path) -> None:
     """Write summary rows as a tab-separated table with the summary's columns."""
     lines = ["\t".join(SUMMARY_COLUMNS)]
     lines += ["\t".join(str(r[c]) for c in SUMMARY_COLUMNS) for r in rows]
-    path.write_text("\n".join(lines) + "\n")
+    with atomic_output(path) as tmp:
+        tmp.write_text("\n".join(lines) + "\n")
 
 
 def read_tsv(path: Path) -> list[dict[str, Any]]:

@@ -12,9 +12,18 @@ import matplotlib
 matplotlib.use("Agg")  # files only, no display
 import matplotlib.pyplot as plt  # noqa: E402
 
+from numapore.atomic import atomic_output  # noqa: E402
 from numapore.compare import Cell, storage_description  # noqa: E402
+from numapore.numa import IO_MODES  # noqa: E402
 
 STEP_TITLES = {"alignment": "Alignment", "methylation": "Methylation calling (nanopolish)"}
+
+
+def save(fig, output: Path) -> None:
+    """Write a figure as PNG under a temporary name, renamed into place when complete."""
+    with atomic_output(output) as tmp:
+        fig.savefig(tmp, dpi=110, format="png")
+    plt.close(fig)
 
 
 def medians(rows: Sequence[Mapping[str, Any]], step: str) -> dict[str, list[Mapping[str, Any]]]:
@@ -54,8 +63,7 @@ def time_vs_threads(rows: Sequence[Mapping[str, Any]], output: Path) -> None:
         plot_lines(ax, medians(rows, step), "wall_s", "wall time (s)", STEP_TITLES[step])
     fig.suptitle("Execution time vs threads (median over repeats)")
     fig.tight_layout()
-    fig.savefig(output, dpi=110)
-    plt.close(fig)
+    save(fig, output)
 
 
 def utilisation_core_hours(rows: Sequence[Mapping[str, Any]], output: Path) -> None:
@@ -75,8 +83,7 @@ def utilisation_core_hours(rows: Sequence[Mapping[str, Any]], output: Path) -> N
         )  # fmt: skip
     fig.suptitle("CPU utilisation and core-hours vs threads (median over repeats)")
     fig.tight_layout()
-    fig.savefig(output, dpi=110)
-    plt.close(fig)
+    save(fig, output)
 
 
 def io_modes(rows: Sequence[Mapping[str, Any]], output: Path) -> None:
@@ -89,7 +96,13 @@ def io_modes(rows: Sequence[Mapping[str, Any]], output: Path) -> None:
     else:
         strategy = "none" if any(r["strategy"] == "none" for r in runs) else runs[0]["strategy"]
         runs = [r for r in runs if r["strategy"] == strategy]
-        modes = sorted({r["io_mode"] for r in runs}, key=["fast5", "fast5-pool", "slow5"].index)
+        # Bar height: the summary's own median row (the number the report quotes).
+        median_wall = {
+            (r["strategy"], r["io_mode"], r["threads"]): r["wall_s"]
+            for r in rows
+            if r["step"] == "methylation" and r["repeat"] == "median"
+        }
+        modes = sorted({r["io_mode"] for r in runs}, key=IO_MODES.index)
         threads = sorted({r["threads"] for r in runs})
         width = 0.8 / len(modes)
         for i, mode in enumerate(modes):
@@ -98,7 +111,7 @@ def io_modes(rows: Sequence[Mapping[str, Any]], output: Path) -> None:
                 walls = sorted(
                     r["wall_s"] for r in runs if (r["io_mode"], r["threads"]) == (mode, t)
                 )
-                mid = walls[len(walls) // 2] if walls else 0
+                mid = median_wall.get((strategy, mode, t), 0)
                 heights.append(mid)
                 low.append(mid - walls[0] if walls else 0)
                 high.append(walls[-1] - mid if walls else 0)
@@ -112,5 +125,4 @@ def io_modes(rows: Sequence[Mapping[str, Any]], output: Path) -> None:
         ax.set_title(f"I/O modes (strategy {strategy}; bars: median, whiskers: min-max)")
     fig.suptitle(storage_description(rows), fontsize="small")
     fig.tight_layout()
-    fig.savefig(output, dpi=110)
-    plt.close(fig)
+    save(fig, output)

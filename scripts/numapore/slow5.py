@@ -375,12 +375,6 @@ def format_from_path(path: str | os.PathLike) -> str:
     return suffix[1:]
 
 
-def temp_path(path: Path) -> Path:
-    """Return a hidden temporary name beside path (renamed over it when complete): the same
-    name in every run (numapore.atomic), so a killed run's leftover is overwritten, not kept."""
-    return temp_name(path)
-
-
 class Slow5Writer:
     """Write a SLOW5/BLOW5 file under a temporary name; close() renames it into place.
 
@@ -411,7 +405,7 @@ class Slow5Writer:
         self.index = bytearray()  # encoded .idx entries: compact for millions of reads
         self.records = 0
         self.bytes_written = 0
-        self._tmp = temp_path(self.path)
+        self._tmp = temp_name(self.path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._fh = open(self._tmp, "wb")  # noqa: SIM115 - stays open across calls
         self._header_len = -1  # header not yet written
@@ -504,7 +498,7 @@ class Slow5Writer:
             ids = [rid for rid, _, _ in iter_index_entries(self.index)]
             self._index_ok = len(set(ids)) == len(ids)
         if self._index_ok:
-            idx_tmp = temp_path(idx_path)
+            idx_tmp = temp_name(idx_path)
             idx_tmp.write_bytes(encode_index(self.index))
             os.replace(idx_tmp, idx_path)
 

@@ -327,7 +327,8 @@ def compare_cell_inputs(wildcards):
                 SimpleNamespace(sample=sample.sample, aligner=aligner)
             )
     if "methylation" in steps:
-        inputs["bam"], inputs["bai"] = compare_bam(), compare_bam() + ".bai"
+        bam = compare_bam()
+        inputs["bam"], inputs["bai"] = bam, f"{bam}.bai"
         for io_mode in config["compare"]["io_modes"]:
             reads = staged_reads(sample, io_mode)
             inputs[f"signal_{io_mode}"] = [reads, f"{reads}.index.readdb"]
