@@ -4,6 +4,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from numapore.hdf5plugin import vbz_plugin_env
 from numapore.rulelog import redirect_to_log
 from numapore.slow5 import blow5_problem
 from numapore.tools import nanopolish_index_command
@@ -17,5 +18,6 @@ if problem:
     sys.exit(f"numapore: {blow5}: {problem}. Delete it and rerun to convert the FAST5 again.")
 command = nanopolish_index_command(Path(smk.input.reads), list(smk.input.signal), blow5)
 print(command, flush=True)
-done = subprocess.run(command, shell=True, stdout=sys.stdout, stderr=sys.stderr)
+with vbz_plugin_env(sys.stdout):  # multi-read FAST5 may be VBZ-compressed
+    done = subprocess.run(command, shell=True, stdout=sys.stdout, stderr=sys.stderr)
 sys.exit(done.returncode)

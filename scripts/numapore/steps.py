@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from numapore.atomic import atomic_output, scratch_dir
+from numapore.hdf5plugin import vbz_plugin_env
 from numapore.launch import StepRun, layout_step, run_step, write_record
 from numapore.numa import startup_check
 from numapore.samples import reads_format
@@ -71,7 +72,12 @@ def run_methylation(
         """The unchanged nanopolish command for one shard."""
         return call_methylation_command(reads, shard_bam, genome, shard_out, t, min_mapq)
 
-    with scratch_dir(output) as workdir, atomic_output(output) as partial:
+    # nanopolish reads VBZ-compressed FAST5 only with the plugin on HDF5_PLUGIN_PATH.
+    with (
+        vbz_plugin_env(sys.stderr),
+        scratch_dir(output) as workdir,
+        atomic_output(output) as partial,
+    ):
         run = run_step(
             layout,
             topology,
