@@ -1,0 +1,160 @@
+"""VBZ-compressed multi-read FAST5, as MinKNOW writes it: nanopolish finds the VBZ HDF5 plugin
+(numapore.hdf5plugin) and the calls equal those of the same reads' gzip FAST5 in every I/O mode.
+The VBZ set is made from the real E. coli reads by ONT's own converter (ont-fast5-api)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import h5py
+import pytest
+from conftest import REPO, call_set, host_file, run_workflow
+
+from numapore.fast5 import VBZ_FILTER_ID
+from numapore.hdf5plugin import PLUGIN_NAME, hdf5_plugin_path, holds_vbz, vbz_plugin_env
+from numapore.project import write_project
+
+SMALL_VBZ = REPO / "tests" / "data" / "vbz"
+BIN = Path(sys.executable).parent
+DEBIAN_PLUGIN = Path("/usr/lib/x86_64-linux-gnu/libvbz_hdf_plugin.so.0")
+
+
+def signal_filters(fast5: Path) -> set[int]:
+    """The HDF5 filter ids of every read's raw signal in a multi-read FAST5."""
+    with h5py.File(fast5, "r") as h5:
+        return {
+            h5[f"{read}/Raw/Signal"].id.get_create_plist().get_filter(0)[0]
+            for read in h5
+            if read.startswith("read_")
+        }
+
+
+@pytest.fixture(scope="session")
+def vbz_dir(tmp_path_factory, ecoli_dir) -> Path:
+    """The 112 real E. coli reads as one VBZ-compressed multi-read FAST5, made by ont-fast5-api."""
+    work = tmp_path_factory.mktemp("vbz")
+    for command in (
+        ["single_to_multi_fast5", "-i", str(ecoli_dir / "fast5"), "-s", "multi", "-n", "4000"],
+        ["compress_fast5", "-i", "multi", "-s", "vbz", "-c", "vbz"],
+    ):
+        subprocess.run([str(BIN / command[0]), *command[1:]], cwd=work, check=True)
+    (fast5,) = (work / "vbz").glob("*.fast5")
+    assert signal_filters(fast5) == {VBZ_FILTER_ID}
+    return work / "vbz"
+
+
+def test_debian_plugin_is_linked_into_a_private_folder(tmp_path, monkeypatch):
+    monkeypatch.delenv("HDF5_PLUGIN_PATH", raising=False)
+    monkeypatch.delenv("CONDA_PREFIX", raising=False)
+    value = hdf5_plugin_path(tmp_path / "plugins")
+    assert value.split(os.pathsep)[0] == str(tmp_path / "plugins")
+    assert (tmp_path / "plugins" / PLUGIN_NAME).resolve() == DEBIAN_PLUGIN.resolve()
+
+
+def test_user_path_is_kept_first(tmp_path, monkeypatch):
+    monkeypatch.delenv("CONDA_PREFIX", raising=False)
+    monkeypatch.setenv("HDF5_PLUGIN_PATH", "/opt/my/filters")
+    value = hdf5_plugin_path(tmp_path / "plugins").split(os.pathsep)
+    assert value[:2] == ["/opt/my/filters", str(tmp_path / "plugins")]
+    # a user's folder that already holds the plugin is used as it is
+    own = tmp_path / "own"
+    own.mkdir()
+    (own / PLUGIN_NAME).symlink_to(DEBIAN_PLUGIN)
+    monkeypatch.setenv("HDF5_PLUGIN_PATH", str(own))
+    assert hdf5_plugin_path(tmp_path / "unused") == str(own)
+    assert not (tmp_path / "unused").exists()
+
+
+def test_bioconda_plugin_folder_is_used(tmp_path, monkeypatch):
+    """ont_vbz_hdf_plugin's layout: $CONDA_PREFIX/hdf5/lib/plugin/libvbz_hdf_plugin.so."""
+    plugin = tmp_path / "env" / "hdf5" / "lib" / "plugin"
+    plugin.mkdir(parents=True)
+    shutil.copy(DEBIAN_PLUGIN, plugin / PLUGIN_NAME)
+    monkeypatch.delenv("HDF5_PLUGIN_PATH", raising=False)
+    monkeypatch.setenv("CONDA_PREFIX", str(tmp_path / "env"))
+    value = hdf5_plugin_path(tmp_path / "plugins")
+    assert value.split(os.pathsep)[0] == str(plugin)
+    assert holds_vbz(plugin) and not (tmp_path / "plugins").exists()
+
+
+def nanopolish_calls(tmp_path: Path, fast5_dir: Path, reads: Path, reference: Path) -> Path:
+    """Index, align (minimap2) and call CpG methylation with nanopolish; the calls table."""
+    local = tmp_path / reads.name
+    shutil.copy(reads, local)
+    commands = (
+        f"nanopolish index -d {fast5_dir} {local}",
+        f"minimap2 -ax map-ont -t 1 {reference} {local} | samtools sort -o {tmp_path}/r.bam -",
+        f"samtools index {tmp_path}/r.bam",
+        f"nanopolish call-methylation -q cpg -t 1 -r {local} -b {tmp_path}/r.bam "
+        f"-g {reference} > {tmp_path}/calls.tsv",
+    )
+    for command in commands:
+        subprocess.run(command, shell=True, check=True, capture_output=True, text=True)
+    return tmp_path / "calls.tsv"
+
+
+def test_small_vbz_copy_gives_the_gzip_calls(tmp_path, ecoli_dir, monkeypatch):
+    """The repository's 3-read VBZ file: nanopolish fails without the plugin, and with it
+    gives the calls of the same reads' original gzip FAST5."""
+    monkeypatch.delenv("HDF5_PLUGIN_PATH", raising=False)
+    (fast5,) = SMALL_VBZ.glob("*.fast5")
+    assert signal_filters(fast5) == {VBZ_FILTER_ID}
+    with h5py.File(fast5, "r") as h5:
+        names = {h5[read]["Raw"].attrs["read_id"].decode() for read in h5}
+    records = (ecoli_dir / "reads.fasta").read_text().split(">")[1:]
+    reads = tmp_path / "reads.fasta"
+    reads.write_text("".join(">" + r for r in records if r.split()[0] in names))
+    region = ecoli_dir / "region.fa"
+    (tmp_path / "gzip").mkdir()
+    gzip_calls = call_set(nanopolish_calls(tmp_path / "gzip", ecoli_dir / "fast5", reads, region))
+    assert {c[2] for c in gzip_calls} == names
+    (tmp_path / "bare").mkdir()
+    with pytest.raises(subprocess.CalledProcessError) as failed:
+        nanopolish_calls(tmp_path / "bare", SMALL_VBZ, reads, region)
+    assert "VBZ but the required plugin is not loaded" in failed.value.stderr
+    (tmp_path / "vbz").mkdir()
+    with vbz_plugin_env():
+        assert call_set(nanopolish_calls(tmp_path / "vbz", SMALL_VBZ, reads, region)) == gzip_calls
+    assert "HDF5_PLUGIN_PATH" not in os.environ  # restored
+
+
+def sample(name: str, fast5: Path, ecoli_dir: Path) -> dict[str, str]:
+    """A sample-sheet row: the E. coli reads with the given FAST5 folder, on region.fa."""
+    reads, reference = ecoli_dir / "reads.fasta", ecoli_dir / "region.fa"
+    return {"sample": name, "fast5": str(fast5), "reads": str(reads), "reference": str(reference)}
+
+
+def sample_calls(work: Path, name: str) -> set[tuple]:
+    """The per-read calls of a sample's (single) methylation table."""
+    (path,) = (work / "results" / name / "methylation").glob(f"{name}.minimap2*calls.tsv")
+    return call_set(path)
+
+
+@pytest.fixture(scope="session")
+def fast5_mode_run(tmp_path_factory, ecoli_dir, vbz_dir) -> Path:
+    """One workflow run in I/O mode fast5 with the gzip reads and the VBZ reads as two samples."""
+    work = tmp_path_factory.mktemp("vbz_fast5")
+    rows = [sample("gzip", ecoli_dir / "fast5", ecoli_dir), sample("vbz", vbz_dir, ecoli_dir)]
+    write_project(work, rows)
+    run_workflow(work, "--config", f"host={host_file(work / 'host.yaml', 'none', 'fast5')}")
+    return work
+
+
+def test_vbz_calls_equal_gzip_calls_in_fast5_mode(fast5_mode_run):
+    gzip_calls = sample_calls(fast5_mode_run, "gzip")
+    assert len({c[2] for c in gzip_calls}) > 80  # most of the 112 reads are called
+    assert sample_calls(fast5_mode_run, "vbz") == gzip_calls
+
+
+@pytest.mark.parametrize("io_mode", ["fast5-pool", "slow5"])
+def test_vbz_calls_equal_gzip_calls_in_other_modes(
+    tmp_path, ecoli_dir, vbz_dir, fast5_mode_run, io_mode
+):
+    work = write_project(tmp_path, [sample("vbz", vbz_dir, ecoli_dir)])
+    host = host_file(tmp_path / "host.yaml", "none", io_mode, io_processes=2)
+    run_workflow(work, "--config", f"host={host}")
+    assert sample_calls(work, "vbz") == sample_calls(fast5_mode_run, "gzip")
