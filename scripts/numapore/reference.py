@@ -11,6 +11,7 @@ import pysam
 
 from numapore.atomic import atomic_outputs
 from numapore.samples import InputError
+from numapore.seqcheck import check_sequences, write_normalised
 
 
 def contig_names(fasta: Path) -> list[str]:
@@ -34,11 +35,15 @@ def check_contigs(fasta: Path) -> list[str]:
 
 def prepare_reference(source: Path, target: Path) -> None:
     """Link (or, if gzip-compressed, decompress) the reference to target and index it (.fai)."""
+    fmt = "fasta.gz" if source.name.lower().endswith(".gz") else "fasta"
+    tidy = check_sequences(source, "reference", fmt).needs_copy("reference")
     check_contigs(source)
     fai = target.with_name(target.name + ".fai")
     # Both appear under their final names only when both are complete (numapore.atomic).
     with atomic_outputs([target, fai]) as (tmp, _tmp_fai):
-        if source.suffix == ".gz":
+        if tidy:  # CR line ends or blank lines: htslib's index needs clean lines
+            write_normalised(source, tmp, "reference", fmt)
+        elif source.suffix == ".gz":
             # htslib random access needs bgzip; decompressing works for plain gzip too.
             with gzip.open(source, "rb") as src, open(tmp, "wb") as dst:
                 shutil.copyfileobj(src, dst, 1 << 20)

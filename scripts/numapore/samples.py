@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import gzip
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -65,22 +64,42 @@ def reference_name(path: Path) -> str:
     return re.sub(r"[^A-Za-z0-9._-]", "_", name) or "reference"
 
 
-def _open_text(path: Path):
-    """Open a possibly gzip-compressed text file."""
-    return gzip.open(path, "rt") if path.suffix == ".gz" else open(path)
+def missing_reason(path: Path, what: str) -> str:
+    """Why an input path cannot be used as a file: a folder, a name with stray blanks, absent."""
+    if path.is_dir():
+        return f"{what} {path} is a folder, not a file"
+    if path.name != path.name.rstrip() and path.with_name(path.name.rstrip()).exists():
+        return (
+            f"{what} {str(path)!r} does not exist: the name in the sheet ends in a space or tab "
+            "(remove it)"
+        )
+    return f"{what} {path} does not exist"
+
+
+def first_line(path: Path, key: str, what: str) -> str:
+    """The first non-blank line of a FASTA/FASTQ file (compression checked against the name)."""
+    from numapore.seqcheck import open_text  # (seqcheck builds on this module)
+
+    if not path.is_file():
+        raise InputError(f"{key}: {missing_reason(path, what)}")
+    try:
+        with open_text(path) as handle:
+            for _ in range(1000):  # a few leading blank lines, not a whole file
+                line = handle.readline(1 << 16)
+                if line.strip() or not line:
+                    return line
+    except InputError as err:
+        raise InputError(f"{key}: {what} {err}") from err
+    except (OSError, EOFError) as err:
+        raise InputError(f"{key}: {what} {path} cannot be read: {err}") from err
+    return ""
 
 
 def check_reads(path: Path, key: str) -> None:
     """Fail unless the reads file exists and starts with a FASTA or FASTQ record."""
-    if not path.is_file():
-        raise InputError(f"{key}: reads file {path} does not exist")
     fmt = reads_format(path)
-    try:
-        with _open_text(path) as handle:
-            first = handle.readline()
-    except (OSError, EOFError, UnicodeDecodeError) as err:
-        raise InputError(f"{key}: reads file {path} cannot be read: {err}") from err
-    if not first.strip():
+    first = first_line(path, key, "reads file")
+    if not first:
         raise InputError(f"{key}: reads file {path} is empty (no reads)")
     marker = ">" if fmt.startswith("fasta") else "@"
     if not first.startswith(marker):
@@ -100,19 +119,15 @@ def check_fast5(paths: tuple[Path, ...], key: str) -> None:
                 raise InputError(f"{key}: {path} is not a .fast5 file or a folder of them")
             found += 1
         else:
-            raise InputError(f"{key}: FAST5 path {path} does not exist")
+            raise InputError(f"{key}: {missing_reason(path, 'FAST5 path')}")
     if not found:
         raise InputError(f"{key}: no .fast5 files found in {', '.join(map(str, paths))}")
 
 
 def check_reference(path: Path, key: str) -> None:
     """Fail unless the reference exists and starts with a FASTA header."""
-    if not path.is_file():
-        raise InputError(f"{key}: reference {path} does not exist")
-    with _open_text(path) as handle:
-        first = handle.readline()
-    if not first.startswith(">"):
-        raise InputError(f"{key}: reference {path} is not FASTA (no '>' header on line 1)")
+    if not first_line(path, key, "reference").startswith(">"):
+        raise InputError(f"{key}: reference {path} is not FASTA (it does not start with '>')")
 
 
 def read_sheet(sheet: Path) -> pd.DataFrame:

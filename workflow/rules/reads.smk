@@ -1,4 +1,5 @@
-# Basecalled reads: staged under results/ (a link; nanopolish writes its read index beside it,
+# Basecalled reads: checked once (numapore.seqcheck), staged under results/ (a link, or a tidied
+# copy when the tools need one; nanopolish writes its read index beside it,
 # one staging per signal kind, fast5 or blow5, as the index names where each read's signal is)
 # and, when the alignment step is scattered, split into shards by read.
 
@@ -14,8 +15,8 @@ rule stage_reads:
         "results/benchmarks/stage_reads/{sample}.{signal}.{fmt}.tsv"
     conda:
         "../../envs/python.yaml"
-    shell:
-        'ln -sfn "$(realpath {input:q})" {output:q} 2> {log:q}'
+    script:
+        "../../scripts/stage_reads.py"
 
 
 rule split_reads:
