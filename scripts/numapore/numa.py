@@ -355,8 +355,9 @@ def validate_host_data(data: Any, source: str, schema: Mapping[str, Any] | None 
             if best.validator == "oneOf":  # say what the alternatives are
                 alts = [a.get("description", "") for a in best.schema.get("oneOf", [])]
                 hint = " (expected one of: " + " | ".join(alts) + ")"
-            lines.append(f"  {_where(best.absolute_path)}: {best.message}{hint}")
-        raise HostConfigError(f"{source}: invalid host file:\n" + "\n".join(lines))
+            lines.append(f"{_where(best.absolute_path)}: {best.message}{hint}")
+        # One line: Snakemake shows a multi-line error's first line only in some places.
+        raise HostConfigError(f"{source}: invalid host file: " + "; ".join(lines))
 
 
 def host_config_from_dict(
@@ -426,8 +427,12 @@ def load_host_config(
     import yaml
 
     path = host_path(name_or_path, hosts_dir)
+    if path.is_dir():
+        raise HostConfigError(f"{path}: host file is a folder, not a file")
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise HostConfigError(f"{path}: host file cannot be read: {exc.strerror}") from exc
     except yaml.YAMLError as exc:
         raise HostConfigError(f"{path}: not valid YAML: {exc}") from exc
     return host_config_from_dict(data, source=str(path), name=path.stem, path=path)

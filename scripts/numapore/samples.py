@@ -65,14 +65,9 @@ def reference_name(path: Path) -> str:
 
 
 def missing_reason(path: Path, what: str) -> str:
-    """Why an input path cannot be used as a file: a folder, a name with stray blanks, absent."""
+    """Why an input path cannot be used as a file: a folder, or absent."""
     if path.is_dir():
         return f"{what} {path} is a folder, not a file"
-    if path.name != path.name.rstrip() and path.with_name(path.name.rstrip()).exists():
-        return (
-            f"{what} {str(path)!r} does not exist: the name in the sheet ends in a space or tab "
-            "(remove it)"
-        )
     return f"{what} {path} does not exist"
 
 
@@ -131,10 +126,41 @@ def check_reference(path: Path, key: str) -> None:
 
 
 def read_sheet(sheet: Path) -> pd.DataFrame:
-    """Read the sample sheet TSV as strings ('' for empty cells, '#' lines ignored)."""
-    if not Path(sheet).is_file():
-        raise InputError(f"sample sheet {sheet} does not exist")
-    return pd.read_csv(sheet, sep="\t", dtype=str, comment="#").fillna("")
+    """Read the sample sheet TSV as strings. Lines starting with '#' are comments ('#' inside a
+    value is kept: paths may hold it); every row has the header's fields; no value starts or
+    ends with a blank. The file line of each row is in table.attrs['lines']."""
+    sheet = Path(sheet)
+    if not sheet.is_file():
+        raise InputError(missing_reason(sheet, "sample sheet"))
+    header, rows, lines = None, [], []
+    for number, line in enumerate(sheet.read_text().splitlines(), start=1):
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        fields = line.split("\t")
+        if header is None:
+            header = [f.strip() for f in fields]
+            continue
+        where = f"sample sheet {sheet}, line {number}"
+        if len(fields) > len(header) and not "".join(fields[len(header) :]).strip():
+            raise InputError(
+                f"{where}: ends in a tab after its last column '{header[-1]}'; remove it"
+            )
+        if len(fields) != len(header):
+            raise InputError(
+                f"{where}: {len(fields)} tab-separated fields but the header has {len(header)} "
+                "(a stray or missing tab?)"
+            )
+        for column, value in zip(header, fields, strict=True):
+            if value != value.strip():
+                raise InputError(
+                    f"{where}, column '{column}': {value!r} starts or ends with a space or tab; "
+                    "remove it"
+                )
+        rows.append(fields)
+        lines.append(number)
+    table = pd.DataFrame(rows, columns=header or [], dtype=str)
+    table.attrs["lines"] = lines
+    return table
 
 
 def load_samples(table: pd.DataFrame, sheet: Path, base: Path) -> dict[str, Sample]:
@@ -143,7 +169,8 @@ def load_samples(table: pd.DataFrame, sheet: Path, base: Path) -> dict[str, Samp
     if missing:
         raise InputError(f"sample sheet {sheet}: missing column(s) {', '.join(sorted(missing))}")
     samples: dict[str, Sample] = {}
-    for row_number, row in enumerate(table.itertuples(index=False), start=2):
+    numbers = table.attrs.get("lines") or range(2, len(table) + 2)
+    for row_number, row in zip(numbers, table.itertuples(index=False), strict=True):
         name = row.sample
         key = f"sample sheet {sheet}, line {row_number}, sample '{name}'"
         if name in samples:

@@ -51,6 +51,14 @@ def remove_dead_shadows(shadow: Path) -> list[Path]:
     return jobs
 
 
+def results_folder_problem(folder: Path) -> str | None:
+    """Why folder (results/) cannot hold the results before anything is written, or None."""
+    if folder.exists() and not folder.is_dir():
+        where = folder.resolve()
+        return f"{where} is a file, not a folder: numapore writes its results there; move it away"
+    return None
+
+
 def check_writable(folder: Path) -> None:
     """Fail with an OSError naming folder and the reason (read-only, no space) if a small file
     cannot be written in it."""

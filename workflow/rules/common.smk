@@ -23,10 +23,15 @@ from numapore.workdir import (  # noqa: E402
     check_writable,
     release_stale_locks,
     remove_dead_shadows,
+    results_folder_problem,
     write_problem,
 )
 
 validate(config, schema="../schemas/config.schema.yaml")
+
+# Before Snakemake makes results/.snakemake (its shadow prefix) and fails with a traceback.
+if results_folder_problem(Path("results")):
+    raise WorkflowError(f"numapore: {results_folder_problem(Path('results'))}")
 
 try:
     _sheet = Path(config["samples"])
