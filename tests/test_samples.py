@@ -114,3 +114,44 @@ def test_missing_sheet_and_missing_column(tmp_path):
     path.write_text("sample\treads\n")
     with pytest.raises(InputError, match="missing column"):
         load_samples(read_sheet(path), path, tmp_path)
+
+
+def test_hash_in_a_value_is_kept_and_comment_lines_skipped(inputs):
+    (inputs / "run#2").mkdir()
+    (inputs / "run#2" / "reads.fastq").write_text("@r1\nACGT\n+\n!!!!\n")
+    path = sheet(inputs, "# a comment line", "s1\tf5\trun#2/reads.fastq\tref.fa")
+    table = read_sheet(path)
+    assert table.attrs["lines"] == [3]
+    samples = load_samples(table, path, inputs)
+    assert samples["s1"].reads == inputs / "run#2" / "reads.fastq"
+
+
+@pytest.mark.parametrize(
+    "line, message",
+    [
+        ("s1\tf5\treads.fastq \tref.fa", "line 2, column 'reads': 'reads.fastq ' starts or ends"),
+        ("s1\tf5\treads.fastq\tref.fa\t", "line 2: ends in a tab after its last column"),
+        ("s1\tf5\t\treads.fastq\tref.fa", "line 2: 5 tab-separated fields but the header has 4"),
+    ],
+)
+def test_stray_blanks_and_tabs_are_named(inputs, line, message):
+    with pytest.raises(InputError, match=message):
+        read_sheet(sheet(inputs, line))
+
+
+def test_folder_given_for_a_file(inputs):
+    (inputs / "dir.fastq").mkdir()
+    path = sheet(inputs, "s1\tf5\tdir.fastq\tref.fa")
+    with pytest.raises(InputError, match=r"reads file .*dir.fastq is a folder, not a file"):
+        load_samples(read_sheet(path), path, inputs)
+
+
+def test_results_being_a_file_is_named(tmp_path):
+    from numapore.workdir import results_folder_problem
+
+    assert results_folder_problem(tmp_path / "results") is None
+    (tmp_path / "results").write_text("x")
+    assert results_folder_problem(tmp_path / "results") == (
+        f"{tmp_path / 'results'} is a file, not a folder: numapore writes its results there; "
+        "move it away"
+    )
