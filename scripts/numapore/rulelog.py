@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 
+from numapore.errors import InputError
 from numapore.workdir import describe_write_error
 
 
@@ -16,7 +17,11 @@ def redirect_to_log(snakemake) -> None:
     default_hook = sys.excepthook
 
     def hook(kind, err, tb) -> None:
-        """A full or read-only disk: say so where Snakemake shows it (the log may be lost)."""
+        """A user's input problem: one numapore: line, no traceback. A full or read-only disk:
+        say so where Snakemake shows it (the log may be lost)."""
+        if isinstance(err, InputError):
+            print(f"numapore: {err}", file=sys.stderr, flush=True)
+            return
         message = describe_write_error(err, outputs) if isinstance(err, OSError) else None
         if message:
             print(message, file=sys.__stderr__, flush=True)

@@ -8,6 +8,9 @@ from pathlib import Path
 
 import pandas as pd
 
+from numapore.errors import InputError
+from numapore.seqcheck import open_text
+
 # Formats nanopolish, minimap2, bwa and bowtie2 all read; gzip is allowed for each.
 READS_SUFFIXES = {
     ".fasta": "fasta",
@@ -16,10 +19,6 @@ READS_SUFFIXES = {
     ".fastq": "fastq",
     ".fq": "fastq",
 }
-
-
-class InputError(ValueError):
-    """A user input (sample sheet, reads, FAST5, reference) that cannot be used, with the reason."""
 
 
 @dataclass(frozen=True)
@@ -73,8 +72,6 @@ def missing_reason(path: Path, what: str) -> str:
 
 def first_line(path: Path, key: str, what: str) -> str:
     """The first non-blank line of a FASTA/FASTQ file (compression checked against the name)."""
-    from numapore.seqcheck import open_text  # (seqcheck builds on this module)
-
     if not path.is_file():
         raise InputError(f"{key}: {missing_reason(path, what)}")
     try:

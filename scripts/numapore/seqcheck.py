@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TextIO
 
 from numapore.atomic import atomic_output
-from numapore.samples import InputError
+from numapore.errors import InputError
 
 PIECE = 1 << 16  # longest piece of a line held in memory at once
 GZIP_MAGIC = b"\x1f\x8b"
