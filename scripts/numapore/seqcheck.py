@@ -101,7 +101,7 @@ class Parser:
                     for line, role, piece, first in self._roles(handle):  # noqa: B007
                         yield role, piece, first
                 except InputError:  # garbage from a damaged gzip stream? its checksum says
-                    while handle.read(PIECE):
+                    while self.path.name.lower().endswith(".gz") and handle.read(PIECE):
                         pass
                     raise
                 newlines = handle.newlines or ()
@@ -109,7 +109,8 @@ class Parser:
             self.fail(line + 1, "the gzip data is truncated (the file was cut short)")
         except (gzip.BadGzipFile, zlib.error) as err:
             self.fail(line + 1, f"the gzip data is corrupt ({err})")
-        self.check.cr_line_ends = any(end != "\n" for end in newlines)
+        ends = (newlines,) if isinstance(newlines, str) else newlines  # str, tuple or None
+        self.check.cr_line_ends = any(end != "\n" for end in ends)
 
     def _roles(self, handle: TextIO) -> Iterator[tuple[int, str, str, bool]]:
         """The state machine behind pieces(): (line, role, piece, first)."""
