@@ -119,7 +119,7 @@ def test_bad_fast5_skipped_is_listed_and_reported(tmp_path, ecoli_dir, dh10b):
     rejected = (work / "results/ecoli/signal/ecoli.blow5.rejected.tsv").read_text().splitlines()
     assert len(rejected) == 2 and "zz_broken.fast5" in rejected[1]
     assert "1 FAST5 files/reads skipped" in result.stdout + result.stderr
-    calls = (work / "results/ecoli/methylation/ecoli.minimap2.calls.tsv").read_text()
+    calls = (work / "results/ecoli/methylation/ecoli.minimap2.cpg.calls.tsv").read_text()
     assert len(calls.splitlines()) == 19863  # every real read still called
 
 
@@ -174,5 +174,5 @@ def test_paths_with_spaces(tmp_path, ecoli_dir, dh10b):
     }
     work = write_project(tmp_path / "project folder", [row])
     run_workflow(work)
-    calls = (work / "results/ecoli/methylation/ecoli.minimap2.calls.tsv").read_text().splitlines()
+    calls = (work / "results/ecoli/methylation/ecoli.minimap2.cpg.calls.tsv").read_text().splitlines()
     assert len({line.split("\t")[4] for line in calls[1:]}) == 21  # every read with signal

@@ -24,7 +24,7 @@ def demo_run(tmp_path_factory):
 
 
 def test_demo_calls_recover_the_truth(demo_run):
-    acc = pd.read_csv(demo_run / "results/demo/methylation/demo.minimap2.accuracy.tsv", sep="\t")
+    acc = pd.read_csv(demo_run / "results/demo/methylation/demo.minimap2.cpg.accuracy.tsv", sep="\t")
     row = acc.iloc[0]
     assert row["reads"] == 300
     assert row["called_fraction"] >= 0.90
@@ -37,9 +37,9 @@ def test_demo_writes_every_output(demo_run):
     for path in [
         "align/demo.minimap2.bam.bai",
         "align/demo.minimap2.summary.tsv",
-        "methylation/demo.minimap2.calls.tsv",
-        "methylation/demo.minimap2.frequency.tsv",
-        "methylation/demo.minimap2.bedmethyl.gz.tbi",
+        "methylation/demo.minimap2.cpg.calls.tsv",
+        "methylation/demo.minimap2.cpg.frequency.tsv",
+        "methylation/demo.minimap2.cpg.bedmethyl.gz.tbi",
     ]:
         assert (out / path).stat().st_size > 0, path
 

@@ -37,8 +37,8 @@ from numapore.numa import detect_topology, load_host_config
 from numapore.project import snakemake_command, write_project
 
 BAM = "results/ecoli/align/ecoli.minimap2.bam"
-CALLS = "results/ecoli/methylation/ecoli.minimap2.calls.tsv"
-FREQUENCY = "results/ecoli/methylation/ecoli.minimap2.frequency.tsv"
+CALLS = "results/ecoli/methylation/ecoli.minimap2.cpg.calls.tsv"
+FREQUENCY = "results/ecoli/methylation/ecoli.minimap2.cpg.frequency.tsv"
 READS = 40  # the shortest reads of the shared E. coli set: a quick run
 SCATTER = {"scatter": {"alignment": 1, "methylation": 2}}
 # The site's partition and account, as a user sets them for profiles/slurm.

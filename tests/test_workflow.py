@@ -50,7 +50,7 @@ def test_same_primary_alignments_as_direct_minimap2(minimap2_run, direct):
 
 
 def test_same_calls_as_direct_nanopolish(minimap2_run, direct):
-    ours = call_set(minimap2_run / "results/ecoli/methylation/ecoli.minimap2.calls.tsv")
+    ours = call_set(minimap2_run / "results/ecoli/methylation/ecoli.minimap2.cpg.calls.tsv")
     theirs = call_set(direct / "calls.tsv")
     assert ours == theirs
     version = subprocess.run(["nanopolish", "--version"], capture_output=True, text=True).stdout
@@ -61,9 +61,9 @@ def test_same_calls_as_direct_nanopolish(minimap2_run, direct):
 def test_frequency_table_matches_calls(minimap2_run):
     """Recompute a few sites from the calls, independently of numapore.methylation."""
     out = minimap2_run / "results/ecoli/methylation"
-    calls = read_calls(out / "ecoli.minimap2.calls.tsv")
+    calls = read_calls(out / "ecoli.minimap2.cpg.calls.tsv")
     calls["llr"] = calls["log_lik_ratio"].astype(float)
-    freq = pd.read_csv(out / "ecoli.minimap2.frequency.tsv", sep="\t")
+    freq = pd.read_csv(out / "ecoli.minimap2.cpg.frequency.tsv", sep="\t")
     assert list(freq.columns)[:7] == [
         "chromosome", "start", "end", "num_motifs_in_group", "called_sites",
         "called_sites_methylated", "methylated_frequency",
@@ -85,9 +85,9 @@ def test_frequency_table_matches_calls(minimap2_run):
 
 def test_bedmethyl_is_indexed_and_agrees_with_frequency(minimap2_run):
     out = minimap2_run / "results/ecoli/methylation"
-    freq = pd.read_csv(out / "ecoli.minimap2.frequency.tsv", sep="\t")
+    freq = pd.read_csv(out / "ecoli.minimap2.cpg.frequency.tsv", sep="\t")
     site = freq.nlargest(1, "called_sites").iloc[0]
-    with pysam.TabixFile(str(out / "ecoli.minimap2.bedmethyl.gz")) as bed:
+    with pysam.TabixFile(str(out / "ecoli.minimap2.cpg.bedmethyl.gz")) as bed:
         rows = [r.split("\t") for r in bed.fetch(site.chromosome, site.start, site.start + 1)]
     row = next(r for r in rows if int(r[1]) == site.start)
     assert int(row[2]) == site.end + 1
@@ -111,7 +111,7 @@ def test_scattered_run_gives_the_same_results(tmp_path, ecoli_dir, dh10b, minima
     )
     run_workflow(work)
     bam = "results/ecoli/align/ecoli.minimap2.bam"
-    calls = "results/ecoli/methylation/ecoli.minimap2.calls.tsv"
+    calls = "results/ecoli/methylation/ecoli.minimap2.cpg.calls.tsv"
     assert primary_mapped(work / bam) == primary_mapped(minimap2_run / bam)
     assert call_set(work / calls) == call_set(minimap2_run / calls)
     # Both shards did work, and the shard files were removed after merging.
@@ -141,7 +141,7 @@ def test_other_aligners_give_sorted_indexed_bams_and_calls(tmp_path, ecoli_dir, 
         assert handle.check_index()
         assert handle.mapped > 0
     assert len(primary_mapped(bam)) >= 0.9 * (40 if aligner == "bowtie2" else 112)
-    calls = read_calls(work / f"results/ecoli/methylation/ecoli.{aligner}.calls.tsv")
+    calls = read_calls(work / f"results/ecoli/methylation/ecoli.{aligner}.cpg.calls.tsv")
     # bowtie2 leaves many of the short reads multi-mapped (MAPQ < 20, skipped by nanopolish).
     assert len(calls) > (100 if aligner == "bowtie2" else 10_000)
     assert calls["read_name"].nunique() > (5 if aligner == "bowtie2" else 50)
