@@ -103,9 +103,19 @@ def ecoli_row(ecoli_dir: Path, reference: Path, reads: Path | None = None) -> di
     }
 
 
+# Every motif nanopolish calls (methylation.motifs), run once in the minimap2_run fixture.
+MOTIF_NAMES = ["cpg", "gpc", "dam", "dcm"]
+
+
 @pytest.fixture(scope="session")
 def minimap2_run(tmp_path_factory, ecoli_dir, dh10b) -> Path:
-    """The default workflow (minimap2) run on the E. coli reads; returns its directory."""
-    work = write_project(tmp_path_factory.mktemp("wf_minimap2"), [ecoli_row(ecoli_dir, dh10b)])
+    """The default workflow (minimap2) run on the E. coli reads, calling every motif; returns
+    its directory."""
+    methylation = yaml.safe_load((REPO / "config" / "config.yaml").read_text())["methylation"]
+    work = write_project(
+        tmp_path_factory.mktemp("wf_minimap2"),
+        [ecoli_row(ecoli_dir, dh10b)],
+        {"methylation": {**methylation, "motifs": MOTIF_NAMES}},
+    )
     run_workflow(work)
     return work
