@@ -174,5 +174,7 @@ def test_paths_with_spaces(tmp_path, ecoli_dir, dh10b):
     }
     work = write_project(tmp_path / "project folder", [row])
     run_workflow(work)
-    calls = (work / "results/ecoli/methylation/ecoli.minimap2.cpg.calls.tsv").read_text().splitlines()
+    calls = (
+        (work / "results/ecoli/methylation/ecoli.minimap2.cpg.calls.tsv").read_text().splitlines()
+    )
     assert len({line.split("\t")[4] for line in calls[1:]}) == 21  # every read with signal

@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import io
 import subprocess
-import sys
 from pathlib import Path
 
 import pandas as pd
 import pysam
 import pytest
-from conftest import MOTIF_NAMES, REPO
+from conftest import MOTIF_NAMES, REPO, numapore_output, reference_output
 
 from numapore.methylation import (
     CALL_COLUMNS,
@@ -117,31 +116,10 @@ def test_reference_script_lookup(tmp_path):
     assert reference_frequency_script(str(fake)).parent == fake.parent
 
 
-def reference_output(calls: Path, *options: str) -> str:
-    """What nanopolish's calculate_methylation_frequency.py prints for a call table."""
-    script = reference_frequency_script()
-    run = subprocess.run(
-        [sys.executable, str(script), *options, str(calls)], capture_output=True, text=True
-    )
-    assert run.returncode == 0, run.stderr
-    return run.stdout
-
-
-def numapore_output(calls: Path, motif: str, threshold: float, split: bool) -> str:
-    """numapore's frequency table for a call table."""
-    with open(calls) as handle:
-        piled = pileup(read_calls(handle), MOTIFS[motif], threshold, split)
-    out = io.StringIO()
-    write_frequency_tsv(piled.groups, out)
-    return out.getvalue()
-
-
 @pytest.mark.parametrize("motif", MOTIF_NAMES)
 def test_workflow_frequency_is_the_reference_scripts(minimap2_run, motif):
     out = minimap2_run / f"{OUT}.{motif}"
-    assert Path(f"{out}.frequency.tsv").read_text() == reference_output(
-        Path(f"{out}.calls.tsv")
-    )
+    assert Path(f"{out}.frequency.tsv").read_text() == reference_output(Path(f"{out}.calls.tsv"))
 
 
 @pytest.mark.parametrize("options", [("-s",), ("-c", "2.5"), ("-s", "-c", "2.5")])

@@ -58,42 +58,6 @@ def test_same_calls_as_direct_nanopolish(minimap2_run, direct):
         assert len(ours) == 19862
 
 
-def test_frequency_table_matches_calls(minimap2_run):
-    """Recompute a few sites from the calls, independently of numapore.methylation."""
-    out = minimap2_run / "results/ecoli/methylation"
-    calls = read_calls(out / "ecoli.minimap2.cpg.calls.tsv")
-    calls["llr"] = calls["log_lik_ratio"].astype(float)
-    freq = pd.read_csv(out / "ecoli.minimap2.cpg.frequency.tsv", sep="\t")
-    assert list(freq.columns)[:7] == [
-        "chromosome", "start", "end", "num_motifs_in_group", "called_sites",
-        "called_sites_methylated", "methylated_frequency",
-    ]  # fmt: skip
-    confident = calls[calls["llr"].abs() >= 2.0]
-    by_site = confident.groupby(["chromosome", "start", "end"])
-    assert len(freq) == by_site.ngroups
-    # The most covered sites, one multi-CpG group, and the first and last rows.
-    picks = freq.nlargest(3, "called_sites")
-    picks = pd.concat([picks, freq[freq.num_motifs_in_group > 2].head(1), freq.iloc[[0, -1]]])
-    for row in picks.itertuples():
-        group = by_site.get_group((row.chromosome, row.start, row.end))
-        motifs = int(group["num_motifs"].iloc[0])
-        called = len(group) * motifs
-        methylated = int((group["llr"] > 0).sum()) * motifs
-        assert (row.called_sites, row.called_sites_methylated) == (called, methylated)
-        assert row.methylated_frequency == pytest.approx(methylated / called, abs=5e-4)
-
-
-def test_bedmethyl_is_indexed_and_agrees_with_frequency(minimap2_run):
-    out = minimap2_run / "results/ecoli/methylation"
-    freq = pd.read_csv(out / "ecoli.minimap2.cpg.frequency.tsv", sep="\t")
-    site = freq.nlargest(1, "called_sites").iloc[0]
-    with pysam.TabixFile(str(out / "ecoli.minimap2.cpg.bedmethyl.gz")) as bed:
-        rows = [r.split("\t") for r in bed.fetch(site.chromosome, site.start, site.start + 1)]
-    row = next(r for r in rows if int(r[1]) == site.start)
-    assert int(row[2]) == site.end + 1
-    assert int(row[10]) == round(100 * site.called_sites_methylated / site.called_sites)
-
-
 def test_every_job_leaves_a_log_and_a_benchmark(minimap2_run):
     logs = {p.parent.name for p in (minimap2_run / "results/logs").rglob("*.log")}
     benchmarks = {p.parent.name for p in (minimap2_run / "results/benchmarks").glob("*/*.tsv")}

@@ -196,17 +196,8 @@ def write_frequency_tsv(sites: dict[Site, SiteStats], handle: IO[str]) -> int:
         if s.called_sites == 0:
             continue
         handle.write(
-            "%s\t%s\t%s\t%d\t%d\t%d\t%.3f\t%s\n"
-            % (
-                chrom,
-                start,
-                end,
-                s.group_size,
-                s.called_sites,
-                s.called_sites_methylated,
-                s.frequency,
-                s.sequence,
-            )
+            f"{chrom}\t{start}\t{end}\t{s.group_size:d}\t{s.called_sites:d}\t"
+            f"{s.called_sites_methylated:d}\t{s.frequency:.3f}\t{s.sequence}\n"
         )
         rows += 1
     return rows

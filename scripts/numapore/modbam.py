@@ -148,7 +148,9 @@ def tag_alignments(bam: Path, calls: Path, motif: Motif, output: Path, scratch: 
         for name, lines in itertools.groupby(bam_lines, key=lambda line: line.split("\t", 1)[0]):
             records = [pysam.AlignedSegment.fromstring(ln.rstrip("\n"), header_obj) for ln in lines]
             if pending is not None and pending[0] < name:
-                raise ValueError(f"{calls}: read {pending[0]!r} has calls but no alignment in {bam}")
+                raise ValueError(
+                    f"{calls}: read {pending[0]!r} has calls but no alignment in {bam}"
+                )
             if pending is not None and pending[0] == name:
                 stats.reads_with_calls += 1
                 tagged = read_sites(records, list(pending[1]), motif, columns, stats)
