@@ -22,7 +22,7 @@ from numapore.methylation import (
     write_bedmethyl,
     write_frequency_tsv,
 )
-from numapore.modbam import mm_ml
+from numapore.modbam import mm_ml, tag_alignments
 
 OUT = "results/ecoli/methylation/ecoli.minimap2"
 
@@ -249,3 +249,14 @@ def test_methylartist_draws_the_modbam(minimap2_run, tmp_path):
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 50_000
     smoothed = pd.read_csv(csv, index_col=0).iloc[:, 0]
     assert len(smoothed) > 300 and smoothed.mean() < 0.1  # hundreds of CpGs, almost none methylated
+
+
+def test_modbam_refuses_calls_of_reads_not_in_the_bam(minimap2_run, tmp_path):
+    bam = minimap2_run / "results/ecoli/align/ecoli.minimap2.bam"
+    calls = tmp_path / "calls.tsv"
+    calls.write_text(table(("c1", 10, 10, "zz-not-a-read", 3.0, 1, "AAAAACGAAAAA")).getvalue())
+    with pytest.raises(ValueError, match="'zz-not-a-read' has calls but no alignment in"):
+        tag_alignments(bam, calls, MOTIFS["cpg"], tmp_path / "out.bam", tmp_path)
+    calls.write_text("a\tb\n")
+    with pytest.raises(ValueError, match="not a nanopolish call table"):
+        tag_alignments(bam, calls, MOTIFS["cpg"], tmp_path / "out.bam", tmp_path)

@@ -80,7 +80,10 @@ def test_scattered_run_gives_the_same_results(tmp_path, ecoli_dir, dh10b, minima
     assert call_set(work / calls) == call_set(minimap2_run / calls)
     # Both shards did work, and the shard files were removed after merging.
     logs = sorted((work / "results/logs/call_methylation").glob("*.log"))
-    assert [p.name for p in logs] == ["ecoli.minimap2.1-of-2.log", "ecoli.minimap2.2-of-2.log"]
+    assert [p.name for p in logs] == [
+        "ecoli.minimap2.cpg.1-of-2.log",
+        "ecoli.minimap2.cpg.2-of-2.log",
+    ]
     assert not list((work / "results/ecoli/methylation/shards").glob("*.tsv"))
 
 

@@ -52,11 +52,14 @@ def sorted_lines(command: str, source: Path) -> Iterator[Iterator[str]]:
     )
     try:
         yield proc.stdout
-    finally:
-        proc.stdout.close()
-        err = proc.stderr.read()
-        if proc.wait() != 0:
-            raise RuntimeError(f"numapore: sorting {source} failed: {err.strip()}")
+    except BaseException:  # the reader's error is the one to report, not the broken pipe's
+        proc.kill()
+        proc.wait()
+        raise
+    proc.stdout.close()
+    err = proc.stderr.read()
+    if proc.wait() != 0:
+        raise RuntimeError(f"numapore: sorting {source} failed: {err.strip()}")
 
 
 def by_name_command(body: str, column: int, scratch: Path) -> str:
