@@ -35,6 +35,12 @@ def test_unknown_config_key(tmp_path, ecoli_dir, dh10b):
     assert "alignr" in out and "was unexpected" in out
 
 
+def test_unknown_motif(tmp_path, ecoli_dir, dh10b):
+    write_project(tmp_path, [ecoli(ecoli_dir, dh10b)], {"methylation": {"motifs": ["cpg", "6ma"]}})
+    out = dry_run_error(tmp_path)
+    assert "'6ma' is not one of ['cpg', 'gpc', 'dam', 'dcm']" in out
+
+
 def test_missing_fast5_folder(tmp_path, ecoli_dir, dh10b):
     missing = tmp_path / "no_such_fast5"
     write_project(tmp_path, [ecoli(ecoli_dir, dh10b, fast5=str(missing))])
