@@ -86,7 +86,7 @@ def run_mode(work: Path, fast5: Path, reads: Path, reference: Path, mode: str, t
         "strategy": {"alignment": "none", "methylation": "none", "conversion": "none"},
         "io_mode": mode, "io_processes": threads,
     }))  # fmt: skip
-    target = "results/bench/methylation/bench.minimap2.calls.tsv"
+    target = "results/bench/methylation/bench.minimap2.cpg.calls.tsv"
     subprocess.run(
         snakemake_command(work, threads, "--config", f"host={host}", "--", target),
         check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
@@ -102,7 +102,9 @@ def run_mode(work: Path, fast5: Path, reads: Path, reference: Path, mode: str, t
             with open(path) as handle:
                 row = next(csv.DictReader(handle, delimiter="\t"))
             out[rule] = (float(row["s"]), float(row["cpu_time"]))
-    calls = sum(1 for _ in open(work / "results/bench/methylation/bench.minimap2.calls.tsv")) - 1
+    calls = (
+        sum(1 for _ in open(work / "results/bench/methylation/bench.minimap2.cpg.calls.tsv")) - 1
+    )
     return out, calls
 
 

@@ -17,4 +17,5 @@ run_methylation(
     min_mapq=smk.params.min_mapq,
     io_processes=smk.params.io_processes,
     record=Path(smk.log.record),
+    motif=smk.wildcards.motif,
 )

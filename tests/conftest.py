@@ -1,5 +1,8 @@
 """Shared pytest fixtures: where the shared real data and the repository live."""
 
+import io
+import subprocess
+import sys
 from pathlib import Path
 
 import pandas as pd
@@ -7,6 +10,7 @@ import pysam
 import pytest
 import yaml
 
+from numapore import methylation
 from numapore.project import snakemake_command, write_project
 
 REPO = Path(__file__).resolve().parent.parent
@@ -103,9 +107,39 @@ def ecoli_row(ecoli_dir: Path, reference: Path, reads: Path | None = None) -> di
     }
 
 
+# Every motif nanopolish calls (methylation.motifs), run once in the minimap2_run fixture.
+MOTIF_NAMES = ["cpg", "gpc", "dam", "dcm"]
+
+
 @pytest.fixture(scope="session")
 def minimap2_run(tmp_path_factory, ecoli_dir, dh10b) -> Path:
-    """The default workflow (minimap2) run on the E. coli reads; returns its directory."""
-    work = write_project(tmp_path_factory.mktemp("wf_minimap2"), [ecoli_row(ecoli_dir, dh10b)])
+    """The default workflow (minimap2) run on the E. coli reads, calling every motif; returns
+    its directory."""
+    methylation = yaml.safe_load((REPO / "config" / "config.yaml").read_text())["methylation"]
+    work = write_project(
+        tmp_path_factory.mktemp("wf_minimap2"),
+        [ecoli_row(ecoli_dir, dh10b)],
+        {"methylation": {**methylation, "motifs": MOTIF_NAMES}},
+    )
     run_workflow(work)
     return work
+
+
+def reference_output(calls: Path, *options: str) -> str:
+    """What nanopolish's calculate_methylation_frequency.py prints for a call table."""
+    script = methylation.reference_frequency_script()
+    run = subprocess.run(
+        [sys.executable, str(script), *options, str(calls)], capture_output=True, text=True
+    )
+    assert run.returncode == 0, run.stderr
+    return run.stdout
+
+
+def numapore_output(calls: Path, motif: str, threshold: float, split: bool) -> str:
+    """numapore's frequency table for a call table."""
+    with open(calls) as handle:
+        calls = methylation.read_calls(handle)
+        piled = methylation.pileup(calls, methylation.MOTIFS[motif], threshold, split)
+    out = io.StringIO()
+    methylation.write_frequency_tsv(piled.groups, out)
+    return out.getvalue()

@@ -13,7 +13,7 @@ import pysam
 from numapore.project import write_project
 
 SAMPLE = "ecoli"
-CALLS = f"results/{SAMPLE}/methylation/{SAMPLE}.minimap2.calls.tsv"
+CALLS = f"results/{SAMPLE}/methylation/{SAMPLE}.minimap2.cpg.calls.tsv"
 BAM = f"results/{SAMPLE}/align/{SAMPLE}.minimap2.bam"
 
 

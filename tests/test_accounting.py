@@ -74,7 +74,7 @@ def test_accounting_with_broken_inputs(tmp_path, ecoli_dir, dh10b, io_mode):
     )
     run_workflow(work, *args)
     table = read_table(work / "results/ecoli/ecoli.minimap2.accounting.tsv")
-    calls = called_reads(work / "results/ecoli/methylation/ecoli.minimap2.calls.tsv")
+    calls = called_reads(work / "results/ecoli/methylation/ecoli.minimap2.cpg.calls.tsv")
     assert table[("fast5", "files", "")] == "113"
     assert table[("fast5", "reads", "in the readable files")] == "111"
     unreadable = [k[2] for k in table if k[1] == "unreadable file"]
@@ -115,7 +115,7 @@ def test_truncated_blow5_stops_the_run_naming_it(tmp_path, ecoli_dir, dh10b):
     out = result.stdout + result.stderr
     assert f"numapore: {blow5.relative_to(work)}: cut short in the middle of record " in out
     assert "Delete it and rerun to convert the FAST5 again." in out and "Traceback" not in out
-    assert not (work / "results/ecoli/methylation/ecoli.minimap2.calls.tsv").exists()
+    assert not (work / "results/ecoli/methylation/ecoli.minimap2.cpg.calls.tsv").exists()
 
 
 # --- the helpers, on real files ----------------------------------------------------------------

@@ -35,6 +35,12 @@ def test_unknown_config_key(tmp_path, ecoli_dir, dh10b):
     assert "alignr" in out and "was unexpected" in out
 
 
+def test_unknown_motif(tmp_path, ecoli_dir, dh10b):
+    write_project(tmp_path, [ecoli(ecoli_dir, dh10b)], {"methylation": {"motifs": ["cpg", "6ma"]}})
+    out = dry_run_error(tmp_path)
+    assert "'6ma' is not one of ['cpg', 'gpc', 'dam', 'dcm']" in out
+
+
 def test_missing_fast5_folder(tmp_path, ecoli_dir, dh10b):
     missing = tmp_path / "no_such_fast5"
     write_project(tmp_path, [ecoli(ecoli_dir, dh10b, fast5=str(missing))])
@@ -119,7 +125,7 @@ def test_bad_fast5_skipped_is_listed_and_reported(tmp_path, ecoli_dir, dh10b):
     rejected = (work / "results/ecoli/signal/ecoli.blow5.rejected.tsv").read_text().splitlines()
     assert len(rejected) == 2 and "zz_broken.fast5" in rejected[1]
     assert "1 FAST5 files/reads skipped" in result.stdout + result.stderr
-    calls = (work / "results/ecoli/methylation/ecoli.minimap2.calls.tsv").read_text()
+    calls = (work / "results/ecoli/methylation/ecoli.minimap2.cpg.calls.tsv").read_text()
     assert len(calls.splitlines()) == 19863  # every real read still called
 
 
@@ -174,5 +180,7 @@ def test_paths_with_spaces(tmp_path, ecoli_dir, dh10b):
     }
     work = write_project(tmp_path / "project folder", [row])
     run_workflow(work)
-    calls = (work / "results/ecoli/methylation/ecoli.minimap2.calls.tsv").read_text().splitlines()
+    calls = (
+        (work / "results/ecoli/methylation/ecoli.minimap2.cpg.calls.tsv").read_text().splitlines()
+    )
     assert len({line.split("\t")[4] for line in calls[1:]}) == 21  # every read with signal

@@ -151,8 +151,8 @@ def targets(sample: str) -> list[str]:
         f"{prefix}/align/{sample}.minimap2.bam.bai",
         f"{prefix}/align/{sample}.minimap2.stats.txt",
         f"{prefix}/align/{sample}.minimap2.summary.tsv",
-        f"{prefix}/methylation/{sample}.minimap2.frequency.tsv",
-        f"{prefix}/methylation/{sample}.minimap2.bedmethyl.gz.tbi",
+        f"{prefix}/methylation/{sample}.minimap2.cpg.frequency.tsv",
+        f"{prefix}/methylation/{sample}.minimap2.cpg.bedmethyl.gz.tbi",
     ]
 
 

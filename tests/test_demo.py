@@ -6,7 +6,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 import yaml
-from conftest import REPO, run_workflow
+from conftest import REPO, numapore_output, reference_output, run_workflow
 
 from numapore.project import write_project
 
@@ -24,7 +24,9 @@ def demo_run(tmp_path_factory):
 
 
 def test_demo_calls_recover_the_truth(demo_run):
-    acc = pd.read_csv(demo_run / "results/demo/methylation/demo.minimap2.accuracy.tsv", sep="\t")
+    acc = pd.read_csv(
+        demo_run / "results/demo/methylation/demo.minimap2.cpg.accuracy.tsv", sep="\t"
+    )
     row = acc.iloc[0]
     assert row["reads"] == 300
     assert row["called_fraction"] >= 0.90
@@ -37,9 +39,10 @@ def test_demo_writes_every_output(demo_run):
     for path in [
         "align/demo.minimap2.bam.bai",
         "align/demo.minimap2.summary.tsv",
-        "methylation/demo.minimap2.calls.tsv",
-        "methylation/demo.minimap2.frequency.tsv",
-        "methylation/demo.minimap2.bedmethyl.gz.tbi",
+        "methylation/demo.minimap2.cpg.calls.tsv",
+        "methylation/demo.minimap2.cpg.frequency.tsv",
+        "methylation/demo.minimap2.cpg.bedmethyl.gz.tbi",
+        "methylation/demo.minimap2.cpg.modbam.bam.bai",
     ]:
         assert (out / path).stat().st_size > 0, path
 
@@ -50,3 +53,15 @@ def test_demo_needs_nothing_from_shared():
     ).read_text()
     active = [line for line in config.splitlines() if not line.lstrip().startswith("#")]
     assert not any("shared" in line for line in active)
+
+
+@pytest.mark.parametrize("options", [(), ("-s",), ("-c", "2.5"), ("-s", "-c", "2.5")])
+def test_demo_frequency_is_the_reference_scripts(demo_run, options):
+    """The frequency table is nanopolish's calculate_methylation_frequency.py output, byte for
+    byte: the workflow's own (default options), and numapore's with the script's options."""
+    calls = demo_run / "results/demo/methylation/demo.minimap2.cpg.calls.tsv"
+    expected = reference_output(calls, *options)
+    if not options:
+        assert calls.with_name("demo.minimap2.cpg.frequency.tsv").read_text() == expected
+    threshold = float(options[-1]) if "-c" in options else 2.0
+    assert numapore_output(calls, "cpg", threshold, "-s" in options) == expected

@@ -26,7 +26,7 @@ ALIGNED = [BAM, f"{BAM}.bai"] + [
     for end in ("summary.tsv", "stats.txt", "flagstat.json")
 ]
 READDB = "results/ecoli/reads/blow5/ecoli.fasta.index.readdb"
-LATER = [CALLS, "results/ecoli/methylation/ecoli.minimap2.frequency.tsv"]
+LATER = [CALLS, "results/ecoli/methylation/ecoli.minimap2.cpg.frequency.tsv"]
 
 
 @pytest.fixture

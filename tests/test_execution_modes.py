@@ -12,7 +12,7 @@ from conftest import call_set, ecoli_row, host_file, primary_mapped, run_workflo
 from numapore.project import write_project
 
 BAM = "results/ecoli/align/ecoli.minimap2.bam"
-CALLS = "results/ecoli/methylation/ecoli.minimap2.calls.tsv"
+CALLS = "results/ecoli/methylation/ecoli.minimap2.cpg.calls.tsv"
 
 
 def run_with_host(tmp_path: Path, ecoli_dir: Path, dh10b: Path, host: Path) -> Path:

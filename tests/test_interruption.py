@@ -44,7 +44,7 @@ STEP_RULES = {
 STEP_OUTPUTS = {
     "conversion": ["results/ecoli/signal/ecoli.blow5", "results/ecoli/signal/ecoli.blow5.idx"],
     "alignment": ["results/ecoli/align/ecoli.minimap2.bam"],
-    "methylation": ["results/ecoli/methylation/ecoli.minimap2.calls.tsv"],
+    "methylation": ["results/ecoli/methylation/ecoli.minimap2.cpg.calls.tsv"],
 }
 RULE_LINE = re.compile(r"^(?:local)?rule (\w+):")
 

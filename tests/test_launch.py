@@ -62,6 +62,9 @@ def test_tool_commands():
     assert " -q -U r.fastq " in align_command("bowtie2", "p", Path("r.fastq"), Path("o"), 1)
     cmd = call_methylation_command(Path("r.fa"), Path("a.bam"), Path("g.fa"), Path("c.tsv"), 3, 20)
     assert cmd.endswith("-r r.fa -b a.bam -g g.fa | cat > c.tsv") and " -t 3 " in cmd
+    assert " -q cpg " in cmd
+    dam = call_methylation_command(Path("r"), Path("a"), Path("g"), Path("c"), 1, 20, "dam")
+    assert " -q dam " in dam
     with pytest.raises(ValueError, match="unknown aligner"):
         align_command("blast", "p", Path("r.fa"), Path("o"), 1)
     assert nanopolish_index_command(Path("r.fa"), ["a b", "c"], None) == (

@@ -1,16 +1,30 @@
-"""Per-site frequency semantics, on call tables written by hand."""
+"""Methylation outputs: the frequency table against nanopolish's own script, bedMethyl per site,
+the modBAM read by pysam and methylartist, every motif end to end on the real E. coli reads."""
+
+from __future__ import annotations
 
 import io
+import subprocess
+from pathlib import Path
 
+import pandas as pd
+import pysam
 import pytest
+from conftest import MOTIF_NAMES, REPO, numapore_output, reference_output
 
 from numapore.methylation import (
     CALL_COLUMNS,
+    MOTIFS,
+    llr_to_ml,
+    pileup,
     read_calls,
-    site_frequencies,
+    reference_frequency_script,
     write_bedmethyl,
     write_frequency_tsv,
 )
+from numapore.modbam import mm_ml, tag_alignments
+
+OUT = "results/ecoli/methylation/ecoli.minimap2"
 
 
 def table(*rows: tuple) -> io.StringIO:
@@ -25,43 +39,224 @@ CALLS = [
     ("c1", 10, 10, "r1", 3.0, 1, "AAAAACGAAAAA"),
     ("c1", 10, 10, "r2", -2.5, 1, "AAAAACGAAAAA"),
     ("c1", 10, 10, "r3", 1.9, 1, "AAAAACGAAAAA"),  # ambiguous: |llr| < 2
-    ("c1", 20, 26, "r1", 4.0, 3, "AAAAACGACGTCGAAAAA"),  # CpGs at 20, 23 and 26
-    ("c1", 20, 26, "r2", 5.0, 3, "AAAAACGACGTCGAAAAA"),
+    ("c1", 20, 26, "r1", 7.0, 3, "AAAAACGACGTCGAAAAA"),  # CpGs at 20, 23 and 26
+    ("c1", 20, 26, "r2", 5.0, 3, "AAAAACGACGTCGAAAAA"),  # ambiguous: 5 < 2 x 3 motifs
 ]
 
 
-def test_threshold_and_group_counts():
-    sites = site_frequencies(read_calls(table(*CALLS)), threshold=2.0)
+def test_threshold_scales_with_the_motifs_of_a_group():
+    sites = pileup(read_calls(table(*CALLS)), threshold=2.0).groups
     single = sites[("c1", 10, 10)]
     assert (single.num_reads, single.called_sites, single.called_sites_methylated) == (2, 2, 1)
     group = sites[("c1", 20, 26)]
-    assert (group.group_size, group.called_sites, group.called_sites_methylated) == (3, 6, 6)
+    assert (group.group_size, group.called_sites, group.called_sites_methylated) == (3, 3, 3)
+    assert pileup(read_calls(table(*CALLS)), threshold=1.5).groups[("c1", 20, 26)].num_reads == 2
 
 
-def test_threshold_is_configurable():
-    sites = site_frequencies(read_calls(table(*CALLS)), threshold=1.5)
-    assert sites[("c1", 10, 10)].called_sites == 3
-
-
-def test_split_groups_gives_one_row_per_cpg():
-    sites = site_frequencies(read_calls(table(*CALLS)), threshold=2.0, split_groups=True)
-    # CGs of the group's sequence sit at offsets 5, 8 and 11: positions 20, 23 and 26.
-    assert {k for k in sites if k[1] >= 20} == {("c1", 20, 20), ("c1", 23, 23), ("c1", 26, 26)}
-    assert sites[("c1", 23, 23)].called_sites == 2
-    assert sites[("c1", 23, 23)].sequence == "split-group"
-
-
-def test_frequency_tsv_and_bedmethyl_rows():
-    sites = site_frequencies(read_calls(table(*CALLS)))
+def test_split_groups_and_bedmethyl_rows():
+    piled = pileup(read_calls(table(*CALLS)), threshold=2.0, split_groups=True)
+    assert {k for k in piled.groups if k[1] >= 20} == {("c1", p, p) for p in (20, 23, 26)}
+    assert piled.groups[("c1", 23, 23)].sequence == "split-group"
     tsv, bed = io.StringIO(), io.StringIO()
-    assert write_frequency_tsv(sites, tsv) == 2
+    assert write_frequency_tsv(piled.groups, tsv) == 4
     assert tsv.getvalue().splitlines()[1] == "c1\t10\t10\t1\t2\t1\t0.500\tAAAAACGAAAAA"
-    assert write_bedmethyl(sites, bed) == 2
-    assert bed.getvalue().splitlines()[1].split("\t") == [
-        "c1", "20", "27", "m", "2", ".", "20", "27", "0,0,0", "2", "100",
-    ]  # fmt: skip
+    assert write_bedmethyl(piled.positions, MOTIFS["cpg"], bed) == 4
+    rows = [line.split("\t") for line in bed.getvalue().splitlines()]
+    assert all(len(row) == 18 for row in rows)
+    # One confident methylated call (r1), one below threshold x 3 (r2): N_fail = 1.
+    assert rows[2] == (
+        "c1 23 24 m 1 + 23 24 255,0,0 1 100.00 1 0 0 0 1 0 0".split()
+    )  # fmt: skip
+    assert rows[0][9:] == "2 50.00 1 1 0 0 1 0 0".split()
 
 
-def test_not_a_call_table_is_refused():
-    with pytest.raises(ValueError, match="missing"):
-        list(read_calls(io.StringIO("a\tb\n1\t2\n"), "x.tsv"))
+def test_motif_sites_and_modified_bases():
+    assert MOTIFS["dcm"].sites("AACCAGGTCCTGGAA") == [0, 6]
+    assert MOTIFS["gpc"].sites("AGCGCA") == [0, 2]
+    # Every motif's modified base is its base on the forward strand and, complemented, on the
+    # reverse strand (e.g. dam: GATC, A at +1 and the reverse strand's A = T at +2).
+    for motif, example in [("cpg", "CG"), ("gpc", "GC"), ("dam", "GATC"), ("dcm", "CCAGG")]:
+        m = MOTIFS[motif]
+        assert example[m.forward_offset] == m.base
+        assert example[m.reverse_offset] == m.base.translate(str.maketrans("ACGT", "TGCA"))
+
+
+def test_llr_to_ml_keeps_the_sign_of_the_llr():
+    assert llr_to_ml(0.0) == 127 and llr_to_ml(1e-300) == 128 and llr_to_ml(-1e-300) == 127
+    assert llr_to_ml(1000) == 255 and llr_to_ml(-1000) == 0
+    for llr in [-8.2, -2.0, -0.01, 0.01, 2.0, 8.2]:
+        assert ((llr_to_ml(llr) + 0.5) / 256 > 0.5) == (llr > 0)
+
+
+def test_mm_ml_read_back_by_pysam():
+    """MM counts the base on the read as sequenced: SEQ reverse-complemented when reverse."""
+    header = pysam.AlignmentHeader.from_dict({"SQ": [{"SN": "c", "LN": 100}]})
+    for reverse in (False, True):
+        seg = pysam.AlignedSegment(header)
+        seg.query_name, seg.reference_id, seg.reference_start = "r", 0, 0
+        seg.query_sequence, seg.cigarstring = "ACGTTCGACG", "10M"
+        seg.is_reverse = reverse
+        # Forward: Cs of CG at 1, 5, 8. Reverse: the read's Cs are the Gs of SEQ (2, 6, 9).
+        sites = {5: 200, 8: 10} if not reverse else {6: 200, 2: 10}
+        mm, ml = mm_ml(seg.query_sequence, reverse, MOTIFS["cpg"], sites)
+        seg.set_tag("MM", mm)
+        seg.set_tag("ML", ml)
+        ((_, calls),) = seg.modified_bases.items()
+        assert dict(calls) == sites
+
+
+def test_reference_script_lookup(tmp_path):
+    assert reference_frequency_script().name == "calculate_methylation_frequency.py"
+    fake = tmp_path / "bin" / "nanopolish"
+    fake.parent.mkdir()
+    fake.write_text("#!/bin/sh\n")
+    with pytest.raises(FileNotFoundError, match="cannot run nanopolish's .* not found beside"):
+        reference_frequency_script(str(fake))
+    (tmp_path / "bin" / "calculate_methylation_frequency.py").write_text("")  # bioconda: bin/
+    assert reference_frequency_script(str(fake)).parent == fake.parent
+
+
+@pytest.mark.parametrize("motif", MOTIF_NAMES)
+def test_workflow_frequency_is_the_reference_scripts(minimap2_run, motif):
+    out = minimap2_run / f"{OUT}.{motif}"
+    assert Path(f"{out}.frequency.tsv").read_text() == reference_output(Path(f"{out}.calls.tsv"))
+
+
+@pytest.mark.parametrize("options", [("-s",), ("-c", "2.5"), ("-s", "-c", "2.5")])
+def test_frequency_modes_are_the_reference_scripts(minimap2_run, options):
+    calls = minimap2_run / f"{OUT}.cpg.calls.tsv"
+    threshold = float(options[-1]) if "-c" in options else 2.0
+    ours = numapore_output(calls, "cpg", threshold, "-s" in options)
+    assert ours == reference_output(calls, *options)
+
+
+def bedmethyl(path: Path) -> pd.DataFrame:
+    """A bedMethyl file read through tabix (every contig of its index)."""
+    with pysam.TabixFile(str(path)) as bed:
+        rows = [r.split("\t") for c in bed.contigs for r in bed.fetch(c)]
+    assert rows and all(len(r) == 18 for r in rows)
+    frame = pd.DataFrame(rows)
+    for column in frame.columns.difference([0, 3, 5, 8]):  # chrom, code, strand, colour
+        frame[column] = pd.to_numeric(frame[column])
+    return frame
+
+
+@pytest.mark.parametrize("motif", MOTIF_NAMES)
+def test_bedmethyl_one_row_per_site(minimap2_run, motif, dh10b):
+    out = minimap2_run / f"{OUT}.{motif}"
+    bed = bedmethyl(Path(f"{out}.bedmethyl.gz"))
+    m = MOTIFS[motif]
+    assert bed[1].is_unique and (bed[2] == bed[1] + 1).all() and set(bed[3]) == {m.code}
+    with pysam.FastaFile(str(dh10b)) as fasta:
+        genome = fasta.fetch(bed[0][0])
+    assert {genome[p] for p in bed[1]} == {m.base}  # the forward strand's modified base
+    # N_valid_cov sums to the confident per-site calls the reference script counts (split).
+    split = pd.read_csv(io.StringIO(reference_output(Path(f"{out}.calls.tsv"), "-s")), sep="\t")
+    if motif == "cpg":  # the script splits groups on CG only
+        assert bed[9].sum() == split["called_sites"].sum()
+        assert bed[11].sum() == split["called_sites_methylated"].sum()
+    calls = pd.read_csv(Path(f"{out}.calls.tsv"), sep="\t")
+    confident = calls["log_lik_ratio"].abs() >= 2.0 * calls["num_motifs"]
+    assert bed[9].sum() == calls[confident]["num_motifs"].sum()
+    assert bed[15].sum() == calls[~confident]["num_motifs"].sum()  # N_fail
+    assert (bed[12] == bed[9] - bed[11]).all()
+
+
+def test_real_data_sanity_figure(minimap2_run):
+    """E. coli has no CpG methylation: 97.8% of nanopolish's confident CpG calls (|llr| >= 2)
+    on these 112 reads are unmethylated, as counted by hand from nanopolish's own table."""
+    log = (minimap2_run / "results/logs/methylation_frequency/ecoli.minimap2.cpg.log").read_text()
+    assert "cpg: 19862 calls, 15437 with |llr| >= 2.0, 97.8% of them unmethylated" in log
+    calls = pd.read_csv(minimap2_run / f"{OUT}.cpg.calls.tsv", sep="\t")["log_lik_ratio"]
+    assert f"{100 * (calls[calls.abs() >= 2] <= 0).mean():.1f}" == "97.8"
+
+
+def modbam_records(path: Path) -> list[pysam.AlignedSegment]:
+    """Every record of a sorted, indexed BAM."""
+    with pysam.AlignmentFile(str(path)) as bam:
+        assert bam.header.get("HD", {}).get("SO") == "coordinate" and bam.check_index()
+        return list(bam)
+
+
+@pytest.mark.parametrize("motif", MOTIF_NAMES)
+def test_modbam_agrees_with_the_calls(minimap2_run, motif):
+    out = minimap2_run / f"{OUT}.{motif}"
+    m = MOTIFS[motif]
+    records = modbam_records(Path(f"{out}.modbam.bam"))
+    calls = pd.read_csv(Path(f"{out}.calls.tsv"), sep="\t")
+    by_read = {name: group for name, group in calls.groupby("read_name")}
+    tagged, checked, missed = set(), 0, 0
+    for rec in records:
+        if not rec.has_tag("MM"):
+            continue
+        tagged.add(rec.query_name)
+        ((key, probs),) = rec.modified_bases.items()
+        assert key == (m.base, int(rec.is_reverse), m.code)
+        probs = dict(probs)
+        to_query = {r: q for q, r in rec.get_aligned_pairs(matches_only=True)}
+        reverse = rec.is_reverse
+        for call in by_read[rec.query_name].itertuples():
+            same_place = call.chromosome == rec.reference_name and (call.strand == "-") == reverse
+            if not same_place or abs(call.log_lik_ratio) < 2.0 * call.num_motifs:
+                continue
+            for offset in m.sites(call.sequence):
+                ref = call.start + offset + (m.reverse_offset if reverse else m.forward_offset)
+                query = to_query.get(ref)
+                if query not in probs:
+                    missed += 1  # a deletion or another base in the read there
+                    continue
+                assert ((probs[query] + 0.5) / 256 > 0.5) == (call.log_lik_ratio > 0)
+                checked += 1
+    # Sites lost to deletions or read errors: about 6% (CpG) to 9% (dcm: CC and GG homopolymers).
+    assert checked > 8 * missed
+    # Every read with calls is tagged (dcm: one read's only call site is a read error).
+    assert len(set(by_read) - tagged) <= (1 if motif == "dcm" else 0) and tagged <= set(by_read)
+
+
+def test_modbam_changes_nothing_else(minimap2_run):
+    original = modbam_records(minimap2_run / "results/ecoli/align/ecoli.minimap2.bam")
+    tagged = modbam_records(minimap2_run / f"{OUT}.dam.modbam.bam")
+    key = lambda r: (r.query_name, r.flag, r.reference_start)  # noqa: E731
+    assert len(original) == len(tagged)
+    untagged = 0
+    for before, after in zip(sorted(original, key=key), sorted(tagged, key=key), strict=True):
+        if not after.has_tag("MM"):
+            untagged += 1
+            assert after.to_string() == before.to_string()
+            continue
+        for tag in ("MM", "ML", "MN"):
+            after.set_tag(tag, None)
+        assert after.to_string() == before.to_string()
+    assert untagged >= 10  # dam: reads without calls (and secondary alignments) stay as they were
+
+
+def test_methylartist_draws_the_modbam(minimap2_run, tmp_path):
+    """methylartist (PyPI) reads the MM/ML tags and plots a locus: E. coli CpGs unmethylated."""
+    reference = minimap2_run / "results/references/ecoli_dh10b/ecoli_dh10b.fa"
+    png, csv = tmp_path / "locus.png", tmp_path / "smoothed.csv"
+    run = subprocess.run(
+        [
+            str(REPO / ".venv/bin/methylartist"), "locus",
+            "-b", str(minimap2_run / f"{OUT}.cpg.modbam.bam"),
+            "-i", "gi|170079663|ref|NC_010473.1|:779000-784000",
+            "-r", str(reference), "-n", "CG", "-o", str(png), "--smoothed_csv", str(csv),
+        ],  # fmt: skip
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+    )
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 50_000
+    smoothed = pd.read_csv(csv, index_col=0).iloc[:, 0]
+    assert len(smoothed) > 300 and smoothed.mean() < 0.1  # hundreds of CpGs, almost none methylated
+
+
+def test_modbam_refuses_calls_of_reads_not_in_the_bam(minimap2_run, tmp_path):
+    bam = minimap2_run / "results/ecoli/align/ecoli.minimap2.bam"
+    calls = tmp_path / "calls.tsv"
+    calls.write_text(table(("c1", 10, 10, "zz-not-a-read", 3.0, 1, "AAAAACGAAAAA")).getvalue())
+    with pytest.raises(ValueError, match="'zz-not-a-read' has calls but no alignment in"):
+        tag_alignments(bam, calls, MOTIFS["cpg"], tmp_path / "out.bam", tmp_path)
+    calls.write_text("a\tb\n")
+    with pytest.raises(ValueError, match="not a nanopolish call table"):
+        tag_alignments(bam, calls, MOTIFS["cpg"], tmp_path / "out.bam", tmp_path)

@@ -26,7 +26,7 @@ from numapore.project import write_project
 import numa_guest
 
 BAM = "results/small/align/small.minimap2.bam"
-CALLS = "results/small/methylation/small.minimap2.calls.tsv"
+CALLS = "results/small/methylation/small.minimap2.cpg.calls.tsv"
 N_READS = 6
 
 

@@ -37,8 +37,8 @@ from numapore.numa import detect_topology, load_host_config
 from numapore.project import snakemake_command, write_project
 
 BAM = "results/ecoli/align/ecoli.minimap2.bam"
-CALLS = "results/ecoli/methylation/ecoli.minimap2.calls.tsv"
-FREQUENCY = "results/ecoli/methylation/ecoli.minimap2.frequency.tsv"
+CALLS = "results/ecoli/methylation/ecoli.minimap2.cpg.calls.tsv"
+FREQUENCY = "results/ecoli/methylation/ecoli.minimap2.cpg.frequency.tsv"
 READS = 40  # the shortest reads of the shared E. coli set: a quick run
 SCATTER = {"scatter": {"alignment": 1, "methylation": 2}}
 # The site's partition and account, as a user sets them for profiles/slurm.
@@ -96,8 +96,8 @@ def cancel_running_shard(
     cluster: SlurmCluster, run: Run, shard: str, timeout: float = TIMEOUT
 ) -> str:
     """scancel the call_methylation job of a shard once nanopolish runs in it; its Slurm id."""
-    log = run.workdir / f"results/logs/call_methylation/ecoli.minimap2.{shard}.log"
-    comment = f"rule_call_methylation_wildcards_ecoli_minimap2_{shard}"
+    log = run.workdir / f"results/logs/call_methylation/ecoli.minimap2.cpg.{shard}.log"
+    comment = f"rule_call_methylation_wildcards_ecoli_minimap2_cpg_{shard}"
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline and run.proc.poll() is None:
         if log.exists():  # the job's step has started the tool
@@ -247,10 +247,13 @@ def test_cancelled_slurm_job_resumes_to_the_results_of_an_uninterrupted_run(runs
     assert f"SLURM-job '{jobid}' failed" in first and "CANCELLED" in first
     (cancelled,) = [j for j in cluster.jobs() if j["JobID"] == jobid]
     assert cancelled["State"].startswith("CANCELLED"), cancelled
-    # The same command again: only the cancelled shard goes to Slurm again, then the merges.
+    # The same command again: only the cancelled shard goes to Slurm again, then the merges and
+    # the modBAM made from the merged calls (methylation_modbam, index_bam).
     rerun = Run(runs.killed.workdir, runs.killed.cmd, runs.killed.env, name="rerun").wait()
-    assert list(submitted_jobs(rerun).values()) == ["call_methylation"], rerun
-    assert "rule_call_methylation/ecoli_minimap2_1-of-2/" in rerun
+    again = list(submitted_jobs(rerun).values())
+    assert again.count("call_methylation") == 1, rerun
+    assert set(again) == {"call_methylation", "methylation_modbam", "index_bam"}, rerun
+    assert "rule_call_methylation/ecoli_minimap2_cpg_1-of-2/" in rerun
     runs.whole.wait()
     same_results(runs.killed.workdir, runs.whole.workdir)
 

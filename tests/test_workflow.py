@@ -50,48 +50,12 @@ def test_same_primary_alignments_as_direct_minimap2(minimap2_run, direct):
 
 
 def test_same_calls_as_direct_nanopolish(minimap2_run, direct):
-    ours = call_set(minimap2_run / "results/ecoli/methylation/ecoli.minimap2.calls.tsv")
+    ours = call_set(minimap2_run / "results/ecoli/methylation/ecoli.minimap2.cpg.calls.tsv")
     theirs = call_set(direct / "calls.tsv")
     assert ours == theirs
     version = subprocess.run(["nanopolish", "--version"], capture_output=True, text=True).stdout
     if "0.14.0" in version:  # the golden count measured with Debian's nanopolish 0.14.0
         assert len(ours) == 19862
-
-
-def test_frequency_table_matches_calls(minimap2_run):
-    """Recompute a few sites from the calls, independently of numapore.methylation."""
-    out = minimap2_run / "results/ecoli/methylation"
-    calls = read_calls(out / "ecoli.minimap2.calls.tsv")
-    calls["llr"] = calls["log_lik_ratio"].astype(float)
-    freq = pd.read_csv(out / "ecoli.minimap2.frequency.tsv", sep="\t")
-    assert list(freq.columns)[:7] == [
-        "chromosome", "start", "end", "num_motifs_in_group", "called_sites",
-        "called_sites_methylated", "methylated_frequency",
-    ]  # fmt: skip
-    confident = calls[calls["llr"].abs() >= 2.0]
-    by_site = confident.groupby(["chromosome", "start", "end"])
-    assert len(freq) == by_site.ngroups
-    # The most covered sites, one multi-CpG group, and the first and last rows.
-    picks = freq.nlargest(3, "called_sites")
-    picks = pd.concat([picks, freq[freq.num_motifs_in_group > 2].head(1), freq.iloc[[0, -1]]])
-    for row in picks.itertuples():
-        group = by_site.get_group((row.chromosome, row.start, row.end))
-        motifs = int(group["num_motifs"].iloc[0])
-        called = len(group) * motifs
-        methylated = int((group["llr"] > 0).sum()) * motifs
-        assert (row.called_sites, row.called_sites_methylated) == (called, methylated)
-        assert row.methylated_frequency == pytest.approx(methylated / called, abs=5e-4)
-
-
-def test_bedmethyl_is_indexed_and_agrees_with_frequency(minimap2_run):
-    out = minimap2_run / "results/ecoli/methylation"
-    freq = pd.read_csv(out / "ecoli.minimap2.frequency.tsv", sep="\t")
-    site = freq.nlargest(1, "called_sites").iloc[0]
-    with pysam.TabixFile(str(out / "ecoli.minimap2.bedmethyl.gz")) as bed:
-        rows = [r.split("\t") for r in bed.fetch(site.chromosome, site.start, site.start + 1)]
-    row = next(r for r in rows if int(r[1]) == site.start)
-    assert int(row[2]) == site.end + 1
-    assert int(row[10]) == round(100 * site.called_sites_methylated / site.called_sites)
 
 
 def test_every_job_leaves_a_log_and_a_benchmark(minimap2_run):
@@ -111,12 +75,15 @@ def test_scattered_run_gives_the_same_results(tmp_path, ecoli_dir, dh10b, minima
     )
     run_workflow(work)
     bam = "results/ecoli/align/ecoli.minimap2.bam"
-    calls = "results/ecoli/methylation/ecoli.minimap2.calls.tsv"
+    calls = "results/ecoli/methylation/ecoli.minimap2.cpg.calls.tsv"
     assert primary_mapped(work / bam) == primary_mapped(minimap2_run / bam)
     assert call_set(work / calls) == call_set(minimap2_run / calls)
     # Both shards did work, and the shard files were removed after merging.
     logs = sorted((work / "results/logs/call_methylation").glob("*.log"))
-    assert [p.name for p in logs] == ["ecoli.minimap2.1-of-2.log", "ecoli.minimap2.2-of-2.log"]
+    assert [p.name for p in logs] == [
+        "ecoli.minimap2.cpg.1-of-2.log",
+        "ecoli.minimap2.cpg.2-of-2.log",
+    ]
     assert not list((work / "results/ecoli/methylation/shards").glob("*.tsv"))
 
 
@@ -141,7 +108,7 @@ def test_other_aligners_give_sorted_indexed_bams_and_calls(tmp_path, ecoli_dir, 
         assert handle.check_index()
         assert handle.mapped > 0
     assert len(primary_mapped(bam)) >= 0.9 * (40 if aligner == "bowtie2" else 112)
-    calls = read_calls(work / f"results/ecoli/methylation/ecoli.{aligner}.calls.tsv")
+    calls = read_calls(work / f"results/ecoli/methylation/ecoli.{aligner}.cpg.calls.tsv")
     # bowtie2 leaves many of the short reads multi-mapped (MAPQ < 20, skipped by nanopolish).
     assert len(calls) > (100 if aligner == "bowtie2" else 10_000)
     assert calls["read_name"].nunique() > (5 if aligner == "bowtie2" else 50)

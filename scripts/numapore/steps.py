@@ -60,8 +60,9 @@ def run_methylation(
     min_mapq: int,
     io_processes: int,
     record: Path,
+    motif: str = "cpg",
 ) -> StepRun:
-    """Call CpG methylation per read under the host's strategy and I/O mode."""
+    """Call methylation of one motif per read under the host's strategy and I/O mode."""
     host, topology = startup_check(host_file)
     # fast5-pool: K nanopolish processes on K shards of the reads, each with its own HDF5.
     pool = io_processes if host.io_mode == "fast5-pool" else 1
@@ -70,7 +71,7 @@ def run_methylation(
 
     def tool(shard_bam: Path, shard_out: Path, t: int) -> str:
         """The unchanged nanopolish command for one shard."""
-        return call_methylation_command(reads, shard_bam, genome, shard_out, t, min_mapq)
+        return call_methylation_command(reads, shard_bam, genome, shard_out, t, min_mapq, motif)
 
     # nanopolish reads VBZ-compressed FAST5 only with the plugin on HDF5_PLUGIN_PATH.
     with (

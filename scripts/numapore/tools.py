@@ -28,13 +28,20 @@ def align_command(aligner: str, index: str, reads: Path, output: Path, threads: 
 
 
 def call_methylation_command(
-    reads: Path, bam: Path, genome: Path, output: Path, threads: int, min_mapq: int
+    reads: Path,
+    bam: Path,
+    genome: Path,
+    output: Path,
+    threads: int,
+    min_mapq: int,
+    motif: str = "cpg",
 ) -> str:
-    """nanopolish call-methylation (CpG) on one BAM, per-read calls to output."""
+    """nanopolish call-methylation of one motif (-q: cpg, gpc, dam, dcm) on one BAM, per-read
+    calls to output."""
     # nanopolish does not check its writes (on a full disk it exits 0 with an empty table):
     # cat does, and fails the pipeline (every step command runs under bash -o pipefail).
     return (
-        f"nanopolish call-methylation --progress -q cpg -t {threads}"
+        f"nanopolish call-methylation --progress -q {motif} -t {threads}"
         f" --min-mapping-quality {min_mapq} -r {quote(str(reads))} -b {quote(str(bam))}"
         f" -g {quote(str(genome))} | cat > {quote(str(output))}"
     )

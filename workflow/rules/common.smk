@@ -10,6 +10,7 @@ sys.path.insert(0, str(Path(workflow.basedir).parent / "scripts"))
 from numapore.cluster import job_cpus, node_request  # noqa: E402
 from numapore.compare import Cell, matrix  # noqa: E402
 from numapore.launch import host_file_for  # noqa: E402
+from numapore.methylation import MOTIFS  # noqa: E402
 from numapore.numa import NumaError, load_host_config, startup_check  # noqa: E402
 from numapore.samples import (  # noqa: E402
     InputError,
@@ -111,6 +112,7 @@ WILDCARD_PATTERNS = {
     "fmt": r"fast[aq](\.gz)?",
     "signal": "fast5|blow5",
     "cell": r"[a-z0-9.-]+",
+    "motif": "|".join(MOTIFS),
 }
 REFERENCES = {s.reference_name: s.reference for s in SAMPLES.values()}
 
@@ -148,8 +150,12 @@ def reference_fasta(wildcards):
     return f"results/references/{ref}/{ref}.fa"
 
 
+# The motif whose calls the read accounting counts: the first of methylation.motifs.
+ACCOUNTING_MOTIF = config["methylation"]["motifs"][0]
+
+
 def final_outputs():
-    """The default target's files: per sample, the alignments, QC and methylation tables."""
+    """The default target's files: per sample, the alignments, QC and, per motif, methylation."""
     aligner = config["aligner"]
     out = []
     for s in SAMPLES:
@@ -159,12 +165,18 @@ def final_outputs():
             f"{prefix}/align/{s}.{aligner}.stats.txt",
             f"{prefix}/align/{s}.{aligner}.summary.tsv",
             f"{prefix}/{s}.{aligner}.accounting.tsv",
-            f"{prefix}/methylation/{s}.{aligner}.calls.tsv",
-            f"{prefix}/methylation/{s}.{aligner}.frequency.tsv",
-            f"{prefix}/methylation/{s}.{aligner}.bedmethyl.gz.tbi",
         ]
-        if s in config["simulate"]:  # the truth is known: measure calling accuracy
-            out.append(f"{prefix}/methylation/{s}.{aligner}.accuracy.tsv")
+        for motif in config["methylation"]["motifs"]:
+            name = f"{prefix}/methylation/{s}.{aligner}.{motif}"
+            out += [
+                f"{name}.calls.tsv",
+                f"{name}.frequency.tsv",
+                f"{name}.bedmethyl.gz.tbi",
+                f"{name}.modbam.bam.bai",
+            ]
+        # The truth is known (simulated CpG methylation): measure calling accuracy.
+        if s in config["simulate"] and "cpg" in config["methylation"]["motifs"]:
+            out.append(f"{prefix}/methylation/{s}.{aligner}.cpg.accuracy.tsv")
     return out
 
 
@@ -242,7 +254,8 @@ def methylation_shard_inputs(wildcards):
 
 
 def accounting_inputs(wildcards):
-    """What the accounting reads: reads and their signal index, BAM, calls (+ the BLOW5's)."""
+    """What the accounting reads: reads and their signal index, BAM, the first motif's calls
+    (+ the BLOW5's)."""
     prefix = f"results/{wildcards.sample}"
     name = f"{wildcards.sample}.{wildcards.aligner}"
     reads = staged_reads(wildcards)
@@ -250,7 +263,7 @@ def accounting_inputs(wildcards):
         "reads": reads,
         "readdb": f"{reads}.index.readdb",
         "bam": f"{prefix}/align/{name}.bam",
-        "calls": f"{prefix}/methylation/{name}.calls.tsv",
+        "calls": f"{prefix}/methylation/{name}.{ACCOUNTING_MOTIF}.calls.tsv",
     }
     if HOST.io_mode == "slow5":
         inputs["blow5_index"] = f"{prefix}/signal/{wildcards.sample}.blow5.idx"

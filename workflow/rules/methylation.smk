@@ -1,6 +1,7 @@
-# CpG methylation: nanopolish indexes the raw signal (FAST5, or BLOW5 converted from it in I/O
-# mode slow5) against the reads, calls methylation per read (one job per shard of alignments,
-# merged in shard order) under the host's strategy and I/O mode, then per-site frequencies.
+# Methylation: nanopolish indexes the raw signal (FAST5, or BLOW5 converted from it in I/O mode
+# slow5) against the reads, calls methylation per read (one job per shard of alignments, merged
+# in shard order) under the host's strategy and I/O mode, then per-site frequencies, bedMethyl
+# and a modBAM. Every motif of methylation.motifs is the {motif} wildcard of the same rules.
 
 
 rule fast5_to_blow5:
@@ -91,12 +92,12 @@ rule call_methylation:
     input:
         unpack(methylation_shard_inputs),
     output:
-        temp("results/{sample}/methylation/shards/{sample}.{aligner}.{shard}.calls.tsv"),
+        temp("results/{sample}/methylation/shards/{sample}.{aligner}.{motif}.{shard}.calls.tsv"),
     log:
-        main="results/logs/call_methylation/{sample}.{aligner}.{shard}.log",
-        record="results/logs/call_methylation/{sample}.{aligner}.{shard}.run.json",
+        main="results/logs/call_methylation/{sample}.{aligner}.{motif}.{shard}.log",
+        record="results/logs/call_methylation/{sample}.{aligner}.{motif}.{shard}.run.json",
     benchmark:
-        "results/benchmarks/call_methylation/{sample}.{aligner}.{shard}.tsv"
+        "results/benchmarks/call_methylation/{sample}.{aligner}.{motif}.{shard}.tsv"
     conda:
         "../../envs/nanopolish.yaml"
     # On a cluster (profiles/slurm): the whole node when the host's strategy uses every NUMA node.
@@ -114,16 +115,16 @@ rule call_methylation:
 rule merge_methylation_calls:
     input:
         lambda wc: expand(
-            "results/{sample}/methylation/shards/{sample}.{aligner}.{shard}.calls.tsv",
+            "results/{sample}/methylation/shards/{sample}.{aligner}.{motif}.{shard}.calls.tsv",
             shard=shard_ids("methylation"),
             **wc,
         ),
     output:
-        "results/{sample}/methylation/{sample}.{aligner}.calls.tsv",
+        "results/{sample}/methylation/{sample}.{aligner}.{motif}.calls.tsv",
     log:
-        "results/logs/merge_methylation_calls/{sample}.{aligner}.log",
+        "results/logs/merge_methylation_calls/{sample}.{aligner}.{motif}.log",
     benchmark:
-        "results/benchmarks/merge_methylation_calls/{sample}.{aligner}.tsv"
+        "results/benchmarks/merge_methylation_calls/{sample}.{aligner}.{motif}.tsv"
     conda:
         "../../envs/python.yaml"
     script:
@@ -132,15 +133,15 @@ rule merge_methylation_calls:
 
 rule methylation_frequency:
     input:
-        "results/{sample}/methylation/{sample}.{aligner}.calls.tsv",
+        "results/{sample}/methylation/{sample}.{aligner}.{motif}.calls.tsv",
     output:
-        tsv="results/{sample}/methylation/{sample}.{aligner}.frequency.tsv",
-        bed="results/{sample}/methylation/{sample}.{aligner}.bedmethyl.gz",
-        tbi="results/{sample}/methylation/{sample}.{aligner}.bedmethyl.gz.tbi",
+        tsv="results/{sample}/methylation/{sample}.{aligner}.{motif}.frequency.tsv",
+        bed="results/{sample}/methylation/{sample}.{aligner}.{motif}.bedmethyl.gz",
+        tbi="results/{sample}/methylation/{sample}.{aligner}.{motif}.bedmethyl.gz.tbi",
     log:
-        "results/logs/methylation_frequency/{sample}.{aligner}.log",
+        "results/logs/methylation_frequency/{sample}.{aligner}.{motif}.log",
     benchmark:
-        "results/benchmarks/methylation_frequency/{sample}.{aligner}.tsv"
+        "results/benchmarks/methylation_frequency/{sample}.{aligner}.{motif}.tsv"
     conda:
         "../../envs/python.yaml"
     params:
@@ -148,3 +149,22 @@ rule methylation_frequency:
         split_groups=config["methylation"]["split_groups"],
     script:
         "../../scripts/methylation_frequency.py"
+
+
+# The alignments with MM/ML tags from the calls (nanopolish runs once), sorted (rule index_bam
+# indexes it): one modBAM per motif, since CpG, GpC and dcm would all be C+m tags in one file.
+rule methylation_modbam:
+    input:
+        bam="results/{sample}/align/{sample}.{aligner}.bam",
+        calls="results/{sample}/methylation/{sample}.{aligner}.{motif}.calls.tsv",
+    output:
+        "results/{sample}/methylation/{sample}.{aligner}.{motif}.modbam.bam",
+    log:
+        "results/logs/methylation_modbam/{sample}.{aligner}.{motif}.log",
+    benchmark:
+        "results/benchmarks/methylation_modbam/{sample}.{aligner}.{motif}.tsv"
+    conda:
+        "../../envs/python.yaml"
+    threads: 2
+    script:
+        "../../scripts/methylation_modbam.py"

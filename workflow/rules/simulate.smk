@@ -23,14 +23,14 @@ rule simulate_reads:
 
 rule methylation_accuracy:
     input:
-        calls="results/{sample}/methylation/{sample}.{aligner}.calls.tsv",
+        calls="results/{sample}/methylation/{sample}.{aligner}.cpg.calls.tsv",
         truth="results/simulated/{sample}/truth.tsv",
     output:
-        "results/{sample}/methylation/{sample}.{aligner}.accuracy.tsv",
+        "results/{sample}/methylation/{sample}.{aligner}.cpg.accuracy.tsv",
     log:
-        "results/logs/methylation_accuracy/{sample}.{aligner}.log",
+        "results/logs/methylation_accuracy/{sample}.{aligner}.cpg.log",
     benchmark:
-        "results/benchmarks/methylation_accuracy/{sample}.{aligner}.tsv"
+        "results/benchmarks/methylation_accuracy/{sample}.{aligner}.cpg.tsv"
     conda:
         "../../envs/python.yaml"
     params:

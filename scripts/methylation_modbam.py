@@ -1,0 +1,21 @@
+"""Rule methylation_modbam: the alignments with MM/ML tags from one motif's calls, sorted."""
+
+import subprocess
+from pathlib import Path
+
+from numapore.atomic import atomic_output, scratch_dir
+from numapore.methylation import MOTIFS
+from numapore.modbam import tag_alignments
+from numapore.rulelog import redirect_to_log
+
+smk = snakemake  # noqa: F821 (injected by the script directive)
+redirect_to_log(smk)
+with scratch_dir(smk.output[0]) as scratch, atomic_output(smk.output[0]) as bam:
+    unsorted = scratch / "unsorted.bam"
+    stats = tag_alignments(
+        Path(smk.input.bam), Path(smk.input.calls), MOTIFS[smk.wildcards.motif], unsorted, scratch
+    )
+    # --no-PG: the header stays the aligner's, as every other field of the alignments.
+    sort = ["samtools", "sort", "--no-PG", "-@", str(smk.threads), "-T", str(scratch / "sort")]
+    subprocess.run([*sort, "-o", str(bam), str(unsorted)], check=True)
+print(stats)
