@@ -17,7 +17,10 @@ inputs = [*smk.input.stats, *smk.input.flagstat, *smk.input.custom]
 with scratch_dir(html) as work:
     command = [
         sys.executable, "-m", "multiqc", "--no-version-check", "--no-ai", "--force",
-        "--title", "numapore", "--filename", html.name, "--outdir", str(work), *inputs,
+        "--title", "numapore", "--filename", html.name, "--outdir", str(work),
+        # read counts as they are (not in millions: nanopore runs have few, long reads)
+        "--cl-config", "{read_count_multiplier: 1, read_count_prefix: '', read_count_desc: ''}",
+        *inputs,
     ]  # fmt: skip
     print(" ".join(command), flush=True)
     subprocess.run(command, stdout=sys.stderr, stderr=sys.stderr, check=True)

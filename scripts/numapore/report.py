@@ -83,7 +83,11 @@ def primary_alignment_metrics(bam: str | os.PathLike) -> dict[str, Any]:
             right = np.clip(edges[1:], s, e)
             bases += right - left
         depth = bases / np.diff(edges)
-        coverage[contig] = {"bin_start": edges[:-1].round().tolist(), "depth": depth.tolist()}
+        coverage[contig] = {
+            "bin_start": edges[:-1].tolist(),
+            "bin_width": float(edges[1] - edges[0]),
+            "depth": depth.tolist(),
+        }
     return {"identity": identities, "coverage": coverage}
 
 
@@ -235,20 +239,31 @@ def read_fates(rows: Sequence[Mapping[str, str]]) -> dict[str, int]:
     return fates
 
 
+def row_label(row: Mapping[str, str]) -> str:
+    """An accounting row's label in the plot: stage and what, with the reason where several
+    rows share them (reads skipped or without calls)."""
+    label = f"{row['stage']}: {row['what']}"
+    if row["what"] in ("reads without calls", "reads skipped"):
+        label += f" ({row['detail']})"
+    return label
+
+
 def accounting_figure(
     accounting: str | os.PathLike, name: str, png: Path, table: Path, data: Path
 ) -> None:
     """Read accounting: a bar per stage count and per fate of the basecalled reads, and the
     table as an HTML page."""
     rows = read_accounting(accounting)
-    counts = [(f"{r['stage']}: {r['what']}", int(r["reads"])) for r in rows if r["reads"] != "NA"]
+    counts = [(row_label(r), int(r["reads"])) for r in rows if r["reads"] != "NA"]
     fates = read_fates(rows)
     fig, (top, bottom) = plt.subplots(
-        2, 1, figsize=(10, 4 + 0.3 * (len(counts) + len(fates))), height_ratios=[len(counts), 3]
+        2, 1, figsize=(11, 4 + 0.35 * (len(counts) + len(fates))), height_ratios=[len(counts), 3]
     )
-    top.barh([c for c, _ in counts][::-1], [n for _, n in counts][::-1], color="C0")
-    for i, (_, n) in enumerate(counts[::-1]):
-        top.annotate(f" {n}", (n, i), va="center", fontsize="small")
+    ys = range(len(counts))[::-1]  # first row on top
+    top.barh(ys, [n for _, n in counts], color="C0")
+    top.set_yticks(ys, [label for label, _ in counts], fontsize="small")
+    for y, (_, n) in zip(ys, counts, strict=True):
+        top.annotate(f" {n}", (n, y), va="center", fontsize="small")
     top.set_xlabel("reads (files for 'fast5: files')")
     top.set_title("Counts per stage")
     left = 0
