@@ -419,7 +419,8 @@ def provenance_page(
                 f"{job['wall_seconds']} s; record <code>{esc(job['record'])}</code></p>"
             )
             rows = "".join(
-                f"<tr><td>{p['shard']}</td><td>{p['node']}</td><td>{p['threads']}</td>"
+                f"<tr><td>{p['shard']}</td><td>{'any' if p['node'] is None else p['node']}</td>"
+                f"<td>{p['threads']}</td>"
                 f"<td><pre>{esc(str(p['command']))}</pre></td>"
                 f"<td><pre>{esc(str(p['policy']))}</pre></td></tr>"
                 for p in job["processes"]

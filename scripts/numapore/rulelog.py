@@ -34,7 +34,7 @@ class LogAndTerminal:
 
     def __init__(self, log=None, terminal=None) -> None:
         """Both streams, by default the redirected sys.stderr and the original one."""
-        self.streams = [log or sys.stderr, terminal or sys.__stderr__]
+        self.streams = [sys.stderr if log is None else log, terminal or sys.__stderr__]
 
     def write(self, text: str) -> int:
         """Write to both streams."""
