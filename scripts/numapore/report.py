@@ -383,7 +383,8 @@ def provenance_page(
     data: Path,
 ) -> None:
     """Provenance of one sample's run: the host file, per step (records: step -> its jobs'
-    *.run.json) the strategy, each process's command line and NUMA policy; tool versions."""
+    *.run.json) the strategy, each process's command line and NUMA policy; tool versions.
+    Nothing that changes from run to run (times), so a rerun writes the same bytes."""
     host_text = Path(host_file).read_text()
     io_mode = load_host_config(host_file).io_mode
     steps = {}
@@ -398,7 +399,6 @@ def provenance_page(
                     "io_mode": io_mode if step == "methylation" else None,
                     "why": rec.get("reasons", {}).get("why"),
                     "threads": rec.get("threads"),
-                    "wall_seconds": rec.get("wall_seconds"),
                     "processes": [
                         {k: p.get(k) for k in ("shard", "node", "threads", "command", "policy")}
                         for p in rec.get("processes", [])
@@ -415,8 +415,8 @@ def provenance_page(
             parts.append(
                 f"<p>strategy <b>{esc(str(job['strategy']))}</b>"
                 + (f", I/O mode <b>{esc(job['io_mode'])}</b>" if job["io_mode"] else "")
-                + f" ({esc(str(job['why']))}); {job['threads']} threads, wall "
-                f"{job['wall_seconds']} s; record <code>{esc(job['record'])}</code></p>"
+                + f" ({esc(str(job['why']))}); {job['threads']} threads; record "
+                f"<code>{esc(job['record'])}</code></p>"
             )
             rows = "".join(
                 f"<tr><td>{p['shard']}</td><td>{'any' if p['node'] is None else p['node']}</td>"
