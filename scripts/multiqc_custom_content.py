@@ -8,6 +8,4 @@ from numapore.rulelog import redirect_to_log
 
 smk = snakemake  # noqa: F821 (injected by the script directive)
 redirect_to_log(smk)
-multiqc_custom_content(
-    smk.params.runs, Path(smk.output.accounting), Path(smk.output.methylation)
-)
+multiqc_custom_content(smk.params.runs, Path(smk.output.accounting), Path(smk.output.methylation))

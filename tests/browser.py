@@ -47,12 +47,9 @@ class Browser:
         self.ready = threading.Condition()
         self.next_id = 0
         threading.Thread(target=self._read, daemon=True).start()
-        page = next(
-            t for t in self.call("Target.getTargets")["targetInfos"] if t["type"] == "page"
-        )
-        self.session = self.call(
-            "Target.attachToTarget", targetId=page["targetId"], flatten=True
-        )["sessionId"]
+        page = next(t for t in self.call("Target.getTargets")["targetInfos"] if t["type"] == "page")
+        attached = self.call("Target.attachToTarget", targetId=page["targetId"], flatten=True)
+        self.session = attached["sessionId"]
         self.errors: list[str] = []
         for domain in ("Page", "Runtime", "Log"):
             self.call(f"{domain}.enable", session=True)

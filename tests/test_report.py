@@ -126,8 +126,10 @@ def test_accounting_plot_and_table_match_the_accounting_tsv(report_run, sample):
     rows = pd.read_csv(tsv, sep="\t", dtype=str, keep_default_na=False).to_dict("records")
     assert data["counts"] == {row_label(r): int(r["reads"]) for r in rows if r["reads"] != "NA"}
     table = read_table(tsv)
-    basecalled = [int(r["reads"]) for r in rows if (r["stage"], r["what"]) == ("basecalled", "reads")]
-    assert sum(data["fates"].values()) == basecalled[0]
+    (basecalled,) = [
+        int(r["reads"]) for r in rows if (r["stage"], r["what"]) == ("basecalled", "reads")
+    ]
+    assert sum(data["fates"].values()) == basecalled
     assert data["fates"]["with calls"] == int(table[("methylation", "reads with calls", "")])
     page = out(work, sample, f"report/{sample}.{ALIGNER}.accounting.html").read_text()
     assert page.count("<tr>") == len(rows) + 1

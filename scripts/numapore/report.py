@@ -495,4 +495,3 @@ def multiqc_custom_content(
     write_mqc_tsv("accounting", fates, accounting_out)
     meth = {name: methylation_summary(f["calls"], f["frequency"]) for name, f in runs.items()}
     write_mqc_tsv("methylation", meth, methylation_out)
-

@@ -195,10 +195,8 @@ def report_inputs(*kinds):
 def report_figures(sample, aligner):
     """The report's files of one sample and aligner (figures, tables; accuracy if simulated)."""
     kinds = REPORT_KINDS + (["accuracy"] if sample in config["simulate"] else [])
-    suffix = {"accounting": "png", "provenance": "html"}
-    return [
-        f"results/{sample}/report/{sample}.{aligner}.{k}.{suffix.get(k, 'png')}" for k in kinds
-    ]
+    suffix = {"provenance": "html"}  # the others are figures
+    return [f"results/{sample}/report/{sample}.{aligner}.{k}.{suffix.get(k, 'png')}" for k in kinds]
 
 
 def step_records(wildcards):
