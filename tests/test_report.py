@@ -8,6 +8,7 @@ from __future__ import annotations
 import base64
 import io
 import json
+import shlex
 import subprocess
 
 import numpy as np
@@ -19,9 +20,12 @@ from conftest import REPO, ecoli_row, primary_mapped, run_workflow
 
 from numapore.accounting import read_table
 from numapore.accuracy import roc_auc
+from numapore.launch import Process, run_processes
 from numapore.project import write_project
 from numapore.report import read_fates, roc_curve, row_label, samtools_stats
 from numapore.rulelog import LogAndTerminal
+from numapore.steps import CalledReads, reads_to_call
+from numapore.tools import call_methylation_command
 
 SAMPLES = ["demo", "ecoli"]
 ALIGNER = "minimap2"
@@ -287,3 +291,32 @@ def test_log_and_terminal_writes_both_streams():
     stream = LogAndTerminal(log, terminal)
     print("[numapore.convert] 5/10 files (50%)", file=stream, flush=True)
     assert log.getvalue() == terminal.getvalue() == "[numapore.convert] 5/10 files (50%)\n"
+
+
+def test_methylation_progress_counts_nanopolish_output(report_run, tmp_path):
+    """The progress lines of a real nanopolish run (every 0.5 s here, 30 s in the workflow)
+    count the reads in its output so far, ending at the reads of the finished table."""
+    work, _ = report_run
+    prefix = work / "results/ecoli"
+    calls = tmp_path / "calls.tsv"
+    command = call_methylation_command(
+        prefix / "reads/fast5/ecoli.fasta",
+        prefix / f"align/ecoli.{ALIGNER}.bam",
+        work / "results/references/region/region.fa",
+        calls,
+        threads=1,
+        min_mapq=20,
+    )
+    total = reads_to_call(prefix / f"align/ecoli.{ALIGNER}.bam", 20)
+    process = Process(0, None, 1, f"bash -o pipefail -c {shlex.quote(command)}", work, calls, work)
+    progress = CalledReads(total)
+    log = tmp_path / "log.txt"
+    with open(log, "w") as handle:
+        run_processes([process], handle, progress, interval=0.5)
+    lines = [ln for ln in log.read_text().splitlines() if ln.startswith("[progress after")]
+    assert lines and all("reads called so far" in ln for ln in lines)
+    assert f"of {total} reads" in lines[-1]
+    # A last count after the end: every read of the finished table.
+    assert progress([process]).startswith(
+        f"nanopolish: {pd.read_csv(calls, sep=chr(9))['read_name'].nunique()} of {total} reads"
+    )
