@@ -19,7 +19,9 @@ apt_packages=(samtools minimap2 bwa bowtie2 nanopolish numactl tabix nanook-exam
     # commands, munge, and job accounting for sacct (slurmdbd storing in MariaDB)
     slurm-wlm munge slurmdbd mariadb-server
     # the concurrency tests trace which files each job writes
-    strace)
+    strace
+    # the report tests open the HTML reports in a headless browser
+    chromium)
 
 if [[ "${1:-}" != "--no-apt" ]]; then
     missing=()

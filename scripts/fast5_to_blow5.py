@@ -3,7 +3,7 @@
 from pathlib import Path
 
 from numapore.convert import convert, write_rejected
-from numapore.rulelog import redirect_to_log
+from numapore.rulelog import LogAndTerminal, redirect_to_log
 
 smk = snakemake  # noqa: F821 (injected by the script directive)
 redirect_to_log(smk)
@@ -14,6 +14,7 @@ convert(
     signal_compression=smk.params.signal_compression,
     processes=smk.params.processes,
     on_bad_fast5=smk.params.on_bad_fast5,
+    progress=LogAndTerminal(),  # files done (%) and reads/s, every 5 s
 )
 if not Path(smk.output.rejected).exists():  # on_bad_fast5: fail writes no list; empty = none
     write_rejected(Path(smk.output.blow5), [])

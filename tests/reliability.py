@@ -48,9 +48,13 @@ def project(work: Path, samples: dict[str, dict[str, Path]]) -> Path:
 
 
 def is_output(rel: str) -> bool:
-    """True for a result file (not a log, benchmark or a hidden temporary/scratch file)."""
+    """True for a result file (not a log, benchmark, the MultiQC report or a hidden
+    temporary/scratch file)."""
     parts = rel.split("/")
-    return parts[1] not in ("logs", "benchmarks") and not any(p.startswith(".") for p in parts)
+    # MultiQC's report records when and from which folder it was made: not comparable.
+    return parts[1] not in ("logs", "benchmarks", "multiqc") and not any(
+        p.startswith(".") for p in parts
+    )
 
 
 def snapshot(work: Path) -> dict[str, bytes | str]:

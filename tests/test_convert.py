@@ -460,7 +460,7 @@ def test_read_without_raw_group_in_multi_read_file(f2s_dir: Path, tmp_path: Path
 
 
 def test_progress_lines_on_stderr(f2s_dir: Path, tmp_path: Path) -> None:
-    """Progress reports reads converted and reads/s."""
+    """Progress reports reads converted, files done (and as a percentage) and reads/s."""
     stream = io.StringIO()
     convert(
         [f2s_dir / "raw/multi-fast5"],
@@ -471,6 +471,7 @@ def test_progress_lines_on_stderr(f2s_dir: Path, tmp_path: Path) -> None:
     )
     lines = stream.getvalue().splitlines()
     assert any("reads converted" in ln and "reads/s" in ln for ln in lines)
+    assert any("3/3 files (100%)" in ln for ln in lines)  # how far, as a percentage
     assert "9 reads from 3/3 files" in lines[-1]
 
 

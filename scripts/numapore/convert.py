@@ -324,9 +324,10 @@ class _Converter:
         self.last_progress = now
         elapsed = max(now - self.t0, 1e-9)
         r = self.report
+        done = r.files_converted + r.files_skipped
         print(
             f"[numapore.convert] {r.reads_written} reads converted, "
-            f"{r.files_converted + r.files_skipped}/{r.files} files, "
+            f"{done}/{r.files} files ({100 * done / max(r.files, 1):.0f}%), "
             f"{r.reads_written / elapsed:.1f} reads/s",
             file=self.progress,
             flush=True,

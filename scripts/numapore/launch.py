@@ -153,13 +153,31 @@ def plan_processes(
     return processes
 
 
-def run_processes(processes: Sequence[Process], log: IO[str]) -> None:
-    """Start every process at once and wait for all; their messages (nanopolish's progress
-    included) stream into log, which must be a real file. Fails naming the failed shards."""
+Progress = Callable[[Sequence[Process]], str]
+
+
+def run_processes(
+    processes: Sequence[Process],
+    log: IO[str],
+    progress: Progress | None = None,
+    interval: float = 30.0,
+) -> None:
+    """Start every process at once and wait for all; their messages stream into log, which
+    must be a real file. Every interval seconds progress(processes) gives a line for the log and
+    the terminal (a person following a long step). Fails naming the failed shards."""
     running = []
     for p in processes:
         print(f"[shard {p.shard + 1}] {p.command}", file=log, flush=True)
         running.append((p, subprocess.Popen(p.command, shell=True, stdout=log, stderr=log)))
+    start = next_line = time.monotonic()
+    while progress is not None and any(proc.poll() is None for _, proc in running):
+        time.sleep(min(interval, 1.0))
+        now = time.monotonic()
+        if now - next_line >= interval and any(proc.poll() is None for _, proc in running):
+            next_line = now
+            line = f"[progress after {now - start:.0f} s] {progress(processes)}"
+            for stream in dict.fromkeys((log, sys.__stderr__)):  # the log and the terminal
+                print(line, file=stream, flush=True)
     failed = [f"shard {p.shard + 1} exited {code}" for p, proc in running if (code := proc.wait())]
     for p in processes:
         log.write(f"[shard {p.shard + 1}] {describe_policy(p)}\n")
@@ -197,11 +215,13 @@ def run_step(
     workdir: Path,
     shard_suffixes: tuple[str, str],
     log: IO[str] | None = None,
+    progress: Progress | None = None,
 ) -> StepRun:
     """Run a step: split source into one shard per process, run them, merge into output.
 
     shard_suffixes: file endings of an input and an output shard (e.g. '.fasta', '.bam').
     log: where to report (default: the current sys.stderr, the rule's log in rule scripts).
+    progress: a line on how far the processes are, printed every 30 s (run_processes).
     """
     log = log or sys.stderr
     workdir.mkdir(parents=True, exist_ok=True)
@@ -217,7 +237,7 @@ def run_step(
     processes = plan_processes(layout, topology, tool, inputs, outputs, workdir)
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
-    run_processes(processes, log)
+    run_processes(processes, log, progress)
     wall = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)

@@ -31,3 +31,23 @@ def redirect_to_log(snakemake) -> None:
             pass
 
     sys.excepthook = hook
+
+
+class LogAndTerminal:
+    """A text stream writing to a rule's log (sys.stderr after redirect_to_log) and to the
+    terminal Snakemake runs in, for progress a person follows on long steps."""
+
+    def __init__(self, log=None, terminal=None) -> None:
+        """Both streams, by default the redirected sys.stderr and the original one."""
+        self.streams = [sys.stderr if log is None else log, terminal or sys.__stderr__]
+
+    def write(self, text: str) -> int:
+        """Write to both streams."""
+        for stream in self.streams:
+            stream.write(text)
+        return len(text)
+
+    def flush(self) -> None:
+        """Flush both streams."""
+        for stream in self.streams:
+            stream.flush()

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from numapore.atomic import atomic_output, scratch_dir
 from numapore.hdf5plugin import vbz_plugin_env
-from numapore.launch import StepRun, layout_step, run_step, write_record
+from numapore.launch import Process, StepRun, layout_step, run_step, write_record
 from numapore.numa import startup_check
 from numapore.samples import reads_format
 from numapore.shards import concat_tables, merge_bams, split_bam, split_fastx
@@ -48,6 +48,48 @@ def run_alignment(
         )
         write_record(record, layout, run)
     return run
+
+
+def reads_to_call(bam: Path, min_mapq: int) -> int:
+    """Reads nanopolish calls methylation for: primary alignments with MAPQ >= min_mapq."""
+    import pysam
+
+    with pysam.AlignmentFile(str(bam)) as handle:
+        return sum(
+            1
+            for r in handle.fetch(until_eof=True)
+            if not (r.is_unmapped or r.is_secondary or r.is_supplementary)
+            and r.mapping_quality >= min_mapq
+        )
+
+
+class CalledReads:
+    """Progress of nanopolish call-methylation: the reads with calls in its output tables so
+    far, out of the reads it calls (read incrementally, whole lines only)."""
+
+    def __init__(self, total: int) -> None:
+        """Nothing read yet; total: the reads to call."""
+        self.total = total
+        self.reads: set[bytes] = set()
+        self.offsets: dict[Path, int] = {}
+
+    def __call__(self, processes: Sequence[Process]) -> str:
+        """Read what the processes wrote since the last call; the progress line."""
+        for p in processes:
+            path = Path(p.output)
+            if not path.exists():
+                continue
+            with open(path, "rb") as handle:
+                handle.seek(self.offsets.get(path, 0))
+                chunk = handle.read()
+            whole = chunk[: chunk.rfind(b"\n") + 1]
+            self.offsets[path] = self.offsets.get(path, 0) + len(whole)
+            for line in whole.splitlines():
+                fields = line.split(b"\t")
+                if len(fields) > 4 and fields[0] != b"chromosome":
+                    self.reads.add(fields[4])
+        share = 100 * len(self.reads) / self.total if self.total else 100.0
+        return f"nanopolish: {len(self.reads)} of {self.total} reads called so far ({share:.0f}%)"
 
 
 def run_methylation(
@@ -89,6 +131,8 @@ def run_methylation(
             merge=concat_tables,
             workdir=Path(workdir),
             shard_suffixes=(".bam", ".tsv"),
+            # nanopolish 0.14's --progress prints nothing when it reads a BAM: count its output.
+            progress=CalledReads(reads_to_call(bam, min_mapq)),
         )
         write_record(record, layout, run)
     return run

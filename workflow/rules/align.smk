@@ -118,3 +118,22 @@ rule alignment_summary:
         reference=lambda wc: str(SAMPLES[wc.sample].reference),
     script:
         "../../scripts/alignment_summary.py"
+
+
+rule alignment_flagstat_text:
+    input:
+        "results/{sample}/align/{sample}.{aligner}.bam",
+    output:
+        "results/{sample}/align/{sample}.{aligner}.flagstat.txt",
+    log:
+        "results/logs/alignment_flagstat_text/{sample}.{aligner}.log",
+    benchmark:
+        "results/benchmarks/alignment_flagstat_text/{sample}.{aligner}.tsv"
+    # Run in a shadow folder: outputs are moved into place (a rename) only when complete.
+    shadow:
+        "minimal"
+    conda:
+        "../../envs/samtools.yaml"
+    # The text form, which MultiQC's samtools module reads (it does not read the JSON one).
+    shell:
+        "samtools flagstat -@ {threads} {input} 2> {log} | cat > {output}"

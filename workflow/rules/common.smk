@@ -155,7 +155,8 @@ ACCOUNTING_MOTIF = config["methylation"]["motifs"][0]
 
 
 def final_outputs():
-    """The default target's files: per sample, the alignments, QC and, per motif, methylation."""
+    """The default target's files: per sample, the alignments, QC and, per motif, methylation;
+    the report's figures and the MultiQC report over every sample."""
     aligner = config["aligner"]
     out = []
     for s in SAMPLES:
@@ -177,7 +178,96 @@ def final_outputs():
         # The truth is known (simulated CpG methylation): measure calling accuracy.
         if s in config["simulate"] and "cpg" in config["methylation"]["motifs"]:
             out.append(f"{prefix}/methylation/{s}.{aligner}.cpg.accuracy.tsv")
+        out += report_figures(s, aligner)
+    out.append(MULTIQC_REPORT)
     return out
+
+
+# The run report (rules/report.smk). Its inputs are named here only, so that renamed outputs of
+# the other stages need one change: run_output.
+MULTIQC_REPORT = "results/multiqc/numapore_multiqc.html"
+REPORT_KINDS = ["alignment_qc", "methylation", "accounting", "provenance"]
+
+
+def run_output(kind, sample, aligner):
+    """The path of one output of a sample's run that the report reads: 'bam', 'stats',
+    'flagstat_text', 'accounting', 'calls', 'frequency', 'accuracy' or 'truth'."""
+    return {
+        "bam": f"results/{sample}/align/{sample}.{aligner}.bam",
+        "stats": f"results/{sample}/align/{sample}.{aligner}.stats.txt",
+        "flagstat_text": f"results/{sample}/align/{sample}.{aligner}.flagstat.txt",
+        "accounting": f"results/{sample}/{sample}.{aligner}.accounting.tsv",
+        # The report's methylation figures show the motif the accounting counts (the first).
+        "calls": f"results/{sample}/methylation/{sample}.{aligner}.{ACCOUNTING_MOTIF}.calls.tsv",
+        "frequency": (
+            f"results/{sample}/methylation/{sample}.{aligner}.{ACCOUNTING_MOTIF}.frequency.tsv"
+        ),
+        "accuracy": f"results/{sample}/methylation/{sample}.{aligner}.cpg.accuracy.tsv",
+        "truth": f"results/simulated/{sample}/truth.tsv",
+    }[kind]
+
+
+def report_inputs(*kinds):
+    """An input function: the named run outputs (run_output) of the job's sample and aligner."""
+    return lambda wc: {k: run_output(k, wc.sample, wc.aligner) for k in kinds}
+
+
+def report_figures(sample, aligner):
+    """The report's files of one sample and aligner (figures, tables; accuracy if simulated)."""
+    simulated = sample in config["simulate"] and "cpg" in config["methylation"]["motifs"]
+    kinds = REPORT_KINDS + (["accuracy"] if simulated else [])
+    suffix = {"provenance": "html"}  # the others are figures
+    return [f"results/{sample}/report/{sample}.{aligner}.{k}.{suffix.get(k, 'png')}" for k in kinds]
+
+
+def step_records(wildcards):
+    """The run records (*.run.json: strategy, command lines, NUMA policies) of a sample's
+    alignment and methylation jobs, per step."""
+    name = f"{wildcards.sample}.{wildcards.aligner}"
+    return {
+        "alignment": [
+            f"results/logs/align/{name}.{shard}.run.json" for shard in shard_ids("alignment")
+        ],
+        "methylation": [
+            f"results/logs/call_methylation/{name}.{motif}.{shard}.run.json"
+            for motif in config["methylation"]["motifs"]
+            for shard in shard_ids("methylation")
+        ],
+    }
+
+
+def multiqc_inputs(wildcards=None):
+    """What MultiQC reads: every sample's samtools stats and flagstat (text), and numapore's
+    custom content."""
+    runs = [(s, config["aligner"]) for s in SAMPLES]
+    return {
+        "stats": [run_output("stats", s, a) for s, a in runs],
+        "flagstat": [run_output("flagstat_text", s, a) for s, a in runs],
+        "custom": [
+            "results/multiqc/numapore_accounting_mqc.tsv",
+            "results/multiqc/numapore_methylation_mqc.tsv",
+        ],
+    }
+
+
+def multiqc_runs(wildcards=None):
+    """Per MultiQC sample name ('<sample>.<aligner>', as MultiQC names samtools reports) the
+    accounting, calls and frequency tables of that run."""
+    a = config["aligner"]
+    return {
+        f"{s}.{a}": {k: run_output(k, s, a) for k in ("accounting", "calls", "frequency")}
+        for s in SAMPLES
+    }
+
+
+def report_locations():
+    """After a successful run: say where the reports are (and how to build Snakemake's)."""
+    if Path(MULTIQC_REPORT).is_file():
+        logger.info(f"numapore: MultiQC report over every sample: {Path(MULTIQC_REPORT).resolve()}")
+    logger.info(
+        "numapore: figures per sample in results/<sample>/report/; the run report (figures, "
+        "accounting, provenance): snakemake --profile hpc-numa --report results/report.html"
+    )
 
 
 def aligner_index_files(wildcards):

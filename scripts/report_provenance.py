@@ -1,0 +1,14 @@
+"""Rule report_provenance: host file, strategy per step, command lines, NUMA policies and tool
+versions of one run, as an HTML page."""
+
+from pathlib import Path
+
+from numapore.report import provenance_page
+from numapore.rulelog import redirect_to_log
+
+smk = snakemake  # noqa: F821 (injected by the script directive)
+redirect_to_log(smk)
+name = f"{smk.wildcards.sample} ({smk.wildcards.aligner})"
+provenance_page(
+    name, smk.params.host, smk.params.records, Path(smk.output.page), Path(smk.output.data)
+)

@@ -1,0 +1,326 @@
+"""The run report: one workflow run of the simulated demo and the real E. coli reads (against
+region.fa), then Snakemake's report; the figures' numbers (written beside each figure) are checked
+against the TSV outputs and the tools, the MultiQC report against samtools and the accounting,
+and both HTML reports are opened in headless Chromium (no console errors, every sample shown)."""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+import shlex
+import subprocess
+
+import numpy as np
+import pandas as pd
+import pytest
+import yaml
+from browser import Browser
+from conftest import REPO, ecoli_row, primary_mapped, run_workflow
+
+from numapore.accounting import read_table
+from numapore.accuracy import roc_auc
+from numapore.launch import Process, run_processes
+from numapore.project import write_project
+from numapore.report import read_fates, roc_curve, row_label, samtools_stats
+from numapore.rulelog import LogAndTerminal
+from numapore.steps import CalledReads, reads_to_call
+from numapore.tools import call_methylation_command
+
+SAMPLES = ["demo", "ecoli"]
+ALIGNER = "minimap2"
+# The report's items per sample: subcategory, the item's label and its file's suffix.
+ITEMS = [
+    ("Alignment QC", "alignment QC", "alignment_qc.png"),
+    ("Methylation", "methylation", "methylation.png"),
+    ("Read accounting", "accounting plot", "accounting.png"),
+    ("Read accounting", "accounting table", "accounting.html"),
+    ("Provenance", "provenance", "provenance.html"),
+]
+
+
+@pytest.fixture(scope="module")
+def report_run(tmp_path_factory, ecoli_dir):
+    """One normal run (demo + E. coli) with the hpc-numa profile, then `--report`."""
+    work = tmp_path_factory.mktemp("report")
+    config = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
+    demo = config["simulate"]["demo"]
+    demo["reference"] = str(REPO / demo["reference"])
+    write_project(
+        work, [ecoli_row(ecoli_dir, ecoli_dir / "region.fa")], {"simulate": {"demo": demo}}
+    )
+    run = run_workflow(work)
+    run_workflow(work, "--report", "results/report.html")
+    return work, run
+
+
+def out(work, sample, name):
+    """A file of a sample's results (name relative to results/<sample>/)."""
+    return work / "results" / sample / name
+
+
+def figure_data(work, sample, kind):
+    """The numbers a report figure shows (the .data.json written beside it)."""
+    return json.loads(out(work, sample, f"report/{sample}.{ALIGNER}.{kind}.data.json").read_text())
+
+
+def samtools(*args) -> str:
+    """A samtools command's standard output."""
+    run = subprocess.run(["samtools", *args], capture_output=True, check=True)
+    return run.stdout.decode(errors="replace")
+
+
+def test_main_command_says_where_the_reports_are(report_run):
+    work, run = report_run
+    mqc = work / "results/multiqc/numapore_multiqc.html"
+    assert f"MultiQC report over every sample: {mqc}" in run.stderr
+    assert "--report results/report.html" in run.stderr
+    assert (work / "results/report.html").stat().st_size > 100_000
+
+
+@pytest.mark.parametrize("sample", SAMPLES)
+def test_alignment_qc_figure_matches_samtools_and_the_bam(report_run, sample):
+    work, _ = report_run
+    data = figure_data(work, sample, "alignment_qc")
+    bam = out(work, sample, f"align/{sample}.{ALIGNER}.bam")
+    stats = samtools_stats(out(work, sample, f"align/{sample}.{ALIGNER}.stats.txt"))["summary"]
+    flagstat = json.loads(out(work, sample, f"align/{sample}.{ALIGNER}.flagstat.json").read_text())
+    assert data["mapped"] == stats["reads mapped"] == flagstat["QC-passed reads"]["primary mapped"]
+    assert data["reads"] == data["mapped"] + data["unmapped"] == stats["raw total sequences"]
+    assert sum(data["read_length"]["reads"]) == data["reads"]
+    assert max(data["read_length"]["length"]) == stats["maximum length"]
+    # One identity per primary alignment; depth x bin width adds up to samtools depth's bases.
+    assert sum(data["identity"]["counts"]) == data["primary_alignments"] == len(primary_mapped(bam))
+    depth = samtools("depth", "-G", "UNMAP,SECONDARY,SUPPLEMENTARY,QCFAIL,DUP", str(bam))
+    bases = sum(int(line.split("\t")[2]) for line in depth.splitlines())
+    shown = sum(sum(c["depth"]) * c["bin_width"] for c in data["coverage"].values())
+    assert shown == pytest.approx(bases, rel=1e-9)
+
+
+@pytest.mark.parametrize("sample", SAMPLES)
+def test_methylation_figure_matches_the_call_and_frequency_tables(report_run, sample):
+    work, _ = report_run
+    data = figure_data(work, sample, "methylation")
+    calls = pd.read_csv(
+        out(work, sample, f"methylation/{sample}.{ALIGNER}.cpg.calls.tsv"), sep="\t"
+    )
+    freq = pd.read_csv(
+        out(work, sample, f"methylation/{sample}.{ALIGNER}.cpg.frequency.tsv"), sep="\t"
+    )
+    assert data["calls"] == len(calls) and data["sites"] == len(freq) > 0
+    assert sum(data["frequency"]["counts"]) == len(freq)
+    per_read = calls.groupby("read_name").size()
+    assert sum(data["calls_per_read"]["counts"]) == data["reads_with_calls"] == len(per_read)
+    edges = data["calls_per_read"]["edges"]
+    assert (edges[0], edges[-1]) == (per_read.min(), per_read.max())
+    llr = data["log_lik_ratio"]
+    assert sum(llr["counts"]) == len(calls)
+    assert llr["edges"][0] == calls["log_lik_ratio"].min()
+    assert llr["edges"][-1] == calls["log_lik_ratio"].max()
+    along = data["along_reference"]
+    assert set(along) == set(freq["chromosome"].astype(str))
+    for contig, series in along.items():
+        sites = freq[freq["chromosome"].astype(str) == contig]
+        assert series["bin_start"][0] == sites["start"].min()
+        assert min(series["mean_frequency"]) >= sites["methylated_frequency"].min()
+        assert max(series["mean_frequency"]) <= sites["methylated_frequency"].max()
+
+
+@pytest.mark.parametrize("sample", SAMPLES)
+def test_accounting_plot_and_table_match_the_accounting_tsv(report_run, sample):
+    work, _ = report_run
+    tsv = out(work, sample, f"{sample}.{ALIGNER}.accounting.tsv")
+    data = figure_data(work, sample, "accounting")
+    rows = pd.read_csv(tsv, sep="\t", dtype=str, keep_default_na=False).to_dict("records")
+    assert data["counts"] == {row_label(r): int(r["reads"]) for r in rows if r["reads"] != "NA"}
+    table = read_table(tsv)
+    (basecalled,) = [
+        int(r["reads"]) for r in rows if (r["stage"], r["what"]) == ("basecalled", "reads")
+    ]
+    assert sum(data["fates"].values()) == basecalled
+    assert data["fates"]["with calls"] == int(table[("methylation", "reads with calls", "")])
+    page = out(work, sample, f"report/{sample}.{ALIGNER}.accounting.html").read_text()
+    assert page.count("<tr>") == len(rows) + 1
+
+
+def test_accuracy_figure_matches_the_accuracy_tsv(report_run):
+    work, _ = report_run
+    data = figure_data(work, "demo", "accuracy")
+    acc = pd.read_csv(out(work, "demo", f"methylation/demo.{ALIGNER}.cpg.accuracy.tsv"), sep="\t")
+    row = acc.iloc[0]
+    assert round(data["auc"], 4) == row["auc"]
+    assert data["roc_auc_trapezoid"] == pytest.approx(data["auc"], abs=1e-9)  # the plotted curve
+    assert len(data["sites"]["truth"]) == len(data["sites"]["called"]) == row["sites"]
+    shown_r = np.corrcoef(data["sites"]["called"], data["sites"]["truth"])[0, 1]
+    assert round(shown_r, 4) == round(data["site_correlation"], 4) == row["site_correlation"]
+    assert not out(work, "ecoli", f"report/ecoli.{ALIGNER}.accuracy.png").exists()
+
+
+@pytest.mark.parametrize("sample", SAMPLES)
+def test_provenance_page_shows_the_run_records_and_tool_versions(report_run, sample):
+    work, _ = report_run
+    data = figure_data(work, sample, "provenance")
+    page = out(work, sample, f"report/{sample}.{ALIGNER}.provenance.html").read_text()
+    for step, rule in [("alignment", "align"), ("methylation", "call_methylation.cpg")]:
+        rule, _, motif = rule.partition(".")
+        name = f"{sample}.{ALIGNER}.{motif}." if motif else f"{sample}.{ALIGNER}."
+        record = json.loads((work / f"results/logs/{rule}/{name}1-of-1.run.json").read_text())
+        (job,) = data["steps"][step]
+        assert job["strategy"] == record["strategy"]
+        assert [p["command"] for p in job["processes"]] == [
+            p["command"] for p in record["processes"]
+        ]
+        assert all(p["policy"].split("\n")[0] in page for p in record["processes"])
+    assert data["steps"]["methylation"][0]["io_mode"] == "fast5"
+    assert data["tool_versions"]["samtools"] == samtools("--version").splitlines()[0]
+    assert "nanopolish version 0.14.0" in page and "io_mode: fast5" in page
+
+
+def nonzero(counts):
+    """The non-zero entries of a dict of counts (MultiQC shows other samples' fates as 0)."""
+    return {k: v for k, v in counts.items() if v}
+
+
+def test_multiqc_report_matches_samtools_and_the_accounting(report_run):
+    work, _ = report_run
+    data = json.loads(
+        (work / "results/multiqc/numapore_multiqc_data/multiqc_data.json").read_text()
+    )
+    raw, plots = data["report_saved_raw_data"], data["report_plot_data"]
+    fates_plot = plots["numapore_accounting_plot"]["datasets"][0]
+    mapped_plot = plots["samtools_alignment_plot"]["datasets"][0]
+    for sample in SAMPLES:
+        name = f"{sample}.{ALIGNER}"
+        stats = samtools_stats(out(work, sample, f"align/{name}.stats.txt"))["summary"]
+        flagstat = json.loads(out(work, sample, f"align/{name}.flagstat.json").read_text())
+        assert raw["multiqc_samtools_stats"][name]["reads_mapped"] == stats["reads mapped"]
+        assert (
+            raw["multiqc_samtools_flagstat"][name]["mapped_passed"]
+            == flagstat["QC-passed reads"]["mapped"]
+        )
+        column = mapped_plot["samples"].index(name)
+        shown = {c["name"]: c["data"][column] for c in mapped_plot["cats"]}
+        assert shown["Unmapped"] == stats["reads unmapped"]
+        # numapore's custom content: read fates as in the accounting TSV, also in the bar plot.
+        rows = pd.read_csv(out(work, sample, f"{name}.accounting.tsv"), sep="\t", dtype=str)
+        fates = read_fates(rows.fillna("").to_dict("records"))
+        assert nonzero(raw["multiqc_numapore_accounting_plot"][name]) == nonzero(fates)
+        column = fates_plot["samples"].index(name)
+        assert nonzero({c["name"]: c["data"][column] for c in fates_plot["cats"]}) == nonzero(fates)
+        calls = pd.read_csv(out(work, sample, f"methylation/{name}.cpg.calls.tsv"), sep="\t")
+        freq = pd.read_csv(out(work, sample, f"methylation/{name}.cpg.frequency.tsv"), sep="\t")
+        meth = raw["multiqc_numapore_methylation_table"][name]
+        assert (meth["calls"], meth["sites"]) == (len(calls), len(freq))
+        assert meth["reads_with_calls"] == calls["read_name"].nunique()
+
+
+CLICK = "((t) => { const a = [...document.querySelectorAll('a')]"
+CLICK += ".find(e => e.textContent.trim() === t); if (a) a.click(); return !!a; })(%s)"
+# Open an item: by its row, or, when the items of a subcategory differ only in their label (the
+# report then offers the labels as a choice above one row), by choosing its label first.
+OPEN_ITEM = """((t) => {
+  const choice = [...document.querySelectorAll('label')].find(e => e.textContent.trim() === t);
+  if (choice) choice.click();
+  const rows = [...document.querySelectorAll('tr')].filter(r => r.querySelector('a[iconname=eye]'));
+  const row = choice ? rows[0] : rows.find(r => r.textContent.includes(t));
+  row.querySelector('a[iconname=eye]').click();
+  return true;
+})(%s)"""
+SHOWN = "[...document.querySelectorAll('img,iframe')].map(e => e.src)"
+
+
+def test_snakemake_report_opens_in_chromium_with_every_sample(report_run):
+    """Each sample's section holds its figures: the images shown are the rule outputs' bytes."""
+    work, _ = report_run
+    shots = work / "screenshots"
+    shots.mkdir(exist_ok=True)
+    with Browser() as browser:
+        browser.open(work / "results/report.html")
+        assert browser.errors == []
+        text = browser.evaluate("document.body.innerText")
+        assert all(sample in text.split("\n") for sample in SAMPLES)
+        browser.screenshot(shots / "report.png")
+        for sample in SAMPLES:
+            items = ITEMS + [("Accuracy (simulated)", "accuracy", "accuracy.png")] * (
+                sample == "demo"
+            )
+            for subcategory, figure, suffix in items:
+                # Back to the results (a breadcrumb once an item is shown), then the sample's
+                # section and the subcategory in it.
+                browser.evaluate(CLICK % json.dumps("Results"))
+                for link in (sample, subcategory):
+                    browser.drain(0.3)
+                    assert browser.evaluate(CLICK % json.dumps(link)), link
+                browser.drain(0.3)
+                browser.evaluate(OPEN_ITEM % json.dumps(figure))
+                browser.drain(1.0)
+                name = f"{sample}.{ALIGNER}.{suffix}"
+                shown = [s for s in browser.evaluate(SHOWN) if f"filename={name};" in s]
+                assert len(shown) == 1, (sample, subcategory, browser.evaluate(SHOWN))
+                embedded = base64.b64decode(shown[0].split("base64,", 1)[1])
+                assert embedded == out(work, sample, f"report/{name}").read_bytes()
+                browser.screenshot(shots / f"{sample}.{suffix.split('.')[0]}.png")
+        assert browser.errors == []
+    print(f"screenshots: {shots}")
+
+
+def test_multiqc_report_opens_in_chromium_with_every_sample(report_run):
+    work, _ = report_run
+    with Browser() as browser:
+        browser.open(work / "results/multiqc/numapore_multiqc.html")
+        text = browser.evaluate("document.body.innerText")
+        for section in ["numapore: read accounting", "numapore: CpG methylation", "Samtools"]:
+            assert section in text
+        for sample in SAMPLES:
+            assert f"{sample}.{ALIGNER}" in text
+        browser.screenshot(work / "multiqc.png")
+        browser.evaluate("document.getElementById('numapore_methylation').scrollIntoView()")
+        browser.drain(0.5)
+        browser.screenshot(work / "multiqc.methylation.png")
+        assert browser.errors == []
+
+
+def test_roc_curve_area_is_the_rank_auc():
+    """The plotted ROC curve's area equals numapore.accuracy's Mann-Whitney AUC, ties included."""
+    rng = np.random.default_rng(3)
+    labels = rng.random(500) < 0.4
+    scores = np.round(rng.normal(labels * 1.5, 1.0), 1)  # rounded: many ties
+    fpr, tpr = roc_curve(scores, labels)
+    assert (fpr[0], tpr[0], fpr[-1], tpr[-1]) == (0, 0, 1, 1)
+    assert np.trapezoid(tpr, fpr) == pytest.approx(roc_auc(scores, labels), abs=1e-12)
+
+
+def test_log_and_terminal_writes_both_streams():
+    log, terminal = io.StringIO(), io.StringIO()
+    stream = LogAndTerminal(log, terminal)
+    print("[numapore.convert] 5/10 files (50%)", file=stream, flush=True)
+    assert log.getvalue() == terminal.getvalue() == "[numapore.convert] 5/10 files (50%)\n"
+
+
+def test_methylation_progress_counts_nanopolish_output(report_run, tmp_path):
+    """The progress lines of a real nanopolish run (every 0.5 s here, 30 s in the workflow)
+    count the reads in its output so far, ending at the reads of the finished table."""
+    work, _ = report_run
+    prefix = work / "results/ecoli"
+    calls = tmp_path / "calls.tsv"
+    command = call_methylation_command(
+        prefix / "reads/fast5/ecoli.fasta",
+        prefix / f"align/ecoli.{ALIGNER}.bam",
+        work / "results/references/region/region.fa",
+        calls,
+        threads=1,
+        min_mapq=20,
+    )
+    total = reads_to_call(prefix / f"align/ecoli.{ALIGNER}.bam", 20)
+    process = Process(0, None, 1, f"bash -o pipefail -c {shlex.quote(command)}", work, calls, work)
+    progress = CalledReads(total)
+    log = tmp_path / "log.txt"
+    with open(log, "w") as handle:
+        run_processes([process], handle, progress, interval=0.5)
+    lines = [ln for ln in log.read_text().splitlines() if ln.startswith("[progress after")]
+    assert lines and all("reads called so far" in ln for ln in lines)
+    assert f"of {total} reads" in lines[-1]
+    # A last count after the end: every read of the finished table.
+    assert progress([process]).startswith(
+        f"nanopolish: {pd.read_csv(calls, sep=chr(9))['read_name'].nunique()} of {total} reads"
+    )

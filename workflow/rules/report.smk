@@ -1,0 +1,162 @@
+# The run report: per sample and aligner, figures and tables collected by Snakemake's own report
+# (`snakemake --report results/report.html` after a run; captions in workflow/report/), each
+# figure with the numbers it shows beside it (.data.json); and one MultiQC report over every
+# sample (samtools stats/flagstat plus numapore's accounting and methylation summaries).
+# The run outputs they read are named in common.smk (run_output).
+
+
+rule report_alignment_qc:
+    input:
+        unpack(report_inputs("stats", "bam")),
+    output:
+        png=report(
+            "results/{sample}/report/{sample}.{aligner}.alignment_qc.png",
+            caption="../report/alignment_qc.rst",
+            category="{sample}",
+            subcategory="Alignment QC",
+            labels={"sample": "{sample}", "aligner": "{aligner}", "figure": "alignment QC"},
+        ),
+        data="results/{sample}/report/{sample}.{aligner}.alignment_qc.data.json",
+    log:
+        "results/logs/report_alignment_qc/{sample}.{aligner}.log",
+    benchmark:
+        "results/benchmarks/report_alignment_qc/{sample}.{aligner}.tsv"
+    conda:
+        "../../envs/python.yaml"
+    script:
+        "../../scripts/report_alignment_qc.py"
+
+
+rule report_methylation:
+    input:
+        unpack(report_inputs("calls", "frequency")),
+    output:
+        png=report(
+            "results/{sample}/report/{sample}.{aligner}.methylation.png",
+            caption="../report/methylation_overview.rst",
+            category="{sample}",
+            subcategory="Methylation",
+            labels={"sample": "{sample}", "aligner": "{aligner}", "figure": "methylation"},
+        ),
+        data="results/{sample}/report/{sample}.{aligner}.methylation.data.json",
+    log:
+        "results/logs/report_methylation/{sample}.{aligner}.log",
+    benchmark:
+        "results/benchmarks/report_methylation/{sample}.{aligner}.tsv"
+    conda:
+        "../../envs/python.yaml"
+    script:
+        "../../scripts/report_methylation.py"
+
+
+rule report_accounting:
+    input:
+        unpack(report_inputs("accounting")),
+    output:
+        png=report(
+            "results/{sample}/report/{sample}.{aligner}.accounting.png",
+            caption="../report/accounting.rst",
+            category="{sample}",
+            subcategory="Read accounting",
+            labels={"sample": "{sample}", "aligner": "{aligner}", "figure": "accounting plot"},
+        ),
+        table=report(
+            "results/{sample}/report/{sample}.{aligner}.accounting.html",
+            caption="../report/accounting_table.rst",
+            category="{sample}",
+            subcategory="Read accounting",
+            labels={"sample": "{sample}", "aligner": "{aligner}", "figure": "accounting table"},
+        ),
+        data="results/{sample}/report/{sample}.{aligner}.accounting.data.json",
+    log:
+        "results/logs/report_accounting/{sample}.{aligner}.log",
+    benchmark:
+        "results/benchmarks/report_accounting/{sample}.{aligner}.tsv"
+    conda:
+        "../../envs/python.yaml"
+    script:
+        "../../scripts/report_accounting.py"
+
+
+rule report_accuracy:
+    input:
+        unpack(report_inputs("calls", "truth")),
+    output:
+        png=report(
+            "results/{sample}/report/{sample}.{aligner}.accuracy.png",
+            caption="../report/accuracy.rst",
+            category="{sample}",
+            subcategory="Accuracy (simulated)",
+            labels={"sample": "{sample}", "aligner": "{aligner}", "figure": "accuracy"},
+        ),
+        data="results/{sample}/report/{sample}.{aligner}.accuracy.data.json",
+    log:
+        "results/logs/report_accuracy/{sample}.{aligner}.log",
+    benchmark:
+        "results/benchmarks/report_accuracy/{sample}.{aligner}.tsv"
+    conda:
+        "../../envs/python.yaml"
+    params:
+        threshold=config["methylation"]["call_threshold"],
+    script:
+        "../../scripts/report_accuracy.py"
+
+
+rule report_provenance:
+    input:
+        # The step outputs: their jobs' run records (step_records) are complete once they are.
+        unpack(report_inputs("bam", "calls")),
+    output:
+        page=report(
+            "results/{sample}/report/{sample}.{aligner}.provenance.html",
+            caption="../report/provenance.rst",
+            category="{sample}",
+            subcategory="Provenance",
+            labels={"sample": "{sample}", "aligner": "{aligner}", "figure": "provenance"},
+        ),
+        data="results/{sample}/report/{sample}.{aligner}.provenance.data.json",
+    log:
+        "results/logs/report_provenance/{sample}.{aligner}.log",
+    benchmark:
+        "results/benchmarks/report_provenance/{sample}.{aligner}.tsv"
+    conda:
+        "../../envs/python.yaml"
+    params:
+        host=HOST_FILE,
+        records=step_records,
+    script:
+        "../../scripts/report_provenance.py"
+
+
+rule multiqc_custom_content:
+    input:
+        lambda wc: [path for run in multiqc_runs().values() for path in run.values()],
+    output:
+        accounting="results/multiqc/numapore_accounting_mqc.tsv",
+        methylation="results/multiqc/numapore_methylation_mqc.tsv",
+    log:
+        "results/logs/multiqc_custom_content/custom.log",
+    benchmark:
+        "results/benchmarks/multiqc_custom_content/custom.tsv"
+    conda:
+        "../../envs/python.yaml"
+    params:
+        runs=multiqc_runs,
+    script:
+        "../../scripts/multiqc_custom_content.py"
+
+
+rule multiqc:
+    input:
+        unpack(multiqc_inputs),
+    output:
+        html=MULTIQC_REPORT,
+        data=directory(MULTIQC_REPORT.removesuffix(".html") + "_data"),
+    log:
+        "results/logs/multiqc/multiqc.log",
+    benchmark:
+        "results/benchmarks/multiqc/multiqc.tsv"
+    conda:
+        "../../envs/multiqc.yaml"
+    script:
+        "../../scripts/multiqc.py"
