@@ -125,7 +125,8 @@ def write_calls(path: Path, rows: int, reads: int, sites: int, seed: int = 14) -
 STEPS = {
     "frequency": (
         "from numapore.methylation import MOTIFS, frequency_outputs;"
-        "frequency_outputs(Path(a[0]), MOTIFS['cpg'], 2.0, False, Path(a[1]), Path(a[2]))"
+        "frequency_outputs(Path(a[0]), MOTIFS['cpg'], 2.0, False, Path(a[1]), Path(a[2]));"
+        "import pysam; pysam.tabix_index(a[2], preset='bed', force=True)"
     ),
     "merge": (
         "from numapore.shards import concat_tables;"
@@ -157,8 +158,8 @@ def shards_of(calls: Path, n: int, tmp: Path) -> list[Path]:
     """Split the table into n shards by read, as the scatter does (whole reads per shard)."""
     paths = [tmp / f"shard{i}.tsv" for i in range(n)]
     command = (
-        f"awk -F'\\t' -v n={n} -v d={tmp} 'NR==1{{for(i=0;i<n;i++) print > (d\"/shard\"i\".tsv\");"
-        f" next}} $5!=last{{s=(s+1)%n; last=$5}} {{print > (d\"/shard\"s\".tsv\")}}' {calls}"
+        f'awk -F\'\\t\' -v n={n} -v d={tmp} \'NR==1{{for(i=0;i<n;i++) print > (d"/shard"i".tsv");'
+        f' next}} $5!=last{{s=(s+1)%n; last=$5}} {{print > (d"/shard"s".tsv")}}\' {calls}'
     )
     subprocess.run(["bash", "-c", command], check=True)
     return paths
@@ -234,7 +235,7 @@ def main() -> None:
 
         subprocess.run(["cat", str(calls)], stdout=subprocess.DEVNULL, check=True)  # warm cache
         if "frequency" in steps:
-            out = (tmp / "frequency.tsv", tmp / "frequency.bedmethyl.gz")
+            out = (tmp / "frequency.tsv", tmp / "frequency.bedmethyl")
             show("frequency", rows, *run_step("frequency", calls, *out))
         if "merge" in steps:
             shards = shards_of(calls, args.shards, tmp)

@@ -7,20 +7,20 @@ with split_groups, one site per motif of its sequence (that script splits on "CG
 motif; here each motif splits on its own pattern, so non-CpG tables agree with it unsplit only).
 
 The bedMethyl table has one row per motif site (groups always split), 18 columns in modkit's
-order. The calls are streamed: only per-site counters are kept, never the call rows.
+order. The calls are streamed (polars): only per-group and per-site counters are kept, never the
+call rows; percentages are formatted by Python's % on each distinct ratio, as the reference does.
 """
 
 from __future__ import annotations
 
-import csv
+import itertools
 import math
 import os
 import re
 import shutil
-from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
+import polars as pl
 
 
 @dataclass(frozen=True)
@@ -44,6 +44,12 @@ class Motif:
         """Offsets of every (possibly overlapping) motif in sequence, from its first one."""
         hits = [m.start() for m in re.finditer(f"(?={self.pattern})", sequence)]
         return [h - hits[0] for h in hits]
+
+    @property
+    def literals(self) -> list[str]:
+        """Every sequence the pattern matches (its [..] classes expanded), for polars' search."""
+        tokens = re.findall(r"\[([A-Z]+)\]|([A-Z])", self.pattern)
+        return ["".join(p) for p in itertools.product(*[c or b for c, b in tokens])]
 
 
 # nanopolish 0.14's -q values. CpG: 5mC on both Cs of CG; GpC (NOMe-seq): the C of GC; dam: 6mA
@@ -96,133 +102,192 @@ BEDMETHYL_COUNTS = [
 REFERENCE_SCRIPT = "calculate_methylation_frequency.py"
 
 
-@dataclass(slots=True)
-class SiteStats:
-    """Counts for one site or group: reads, called sites and methylated called sites."""
-
-    group_size: int
-    sequence: str
-    num_reads: int = 0
-    called_sites: int = 0
-    called_sites_methylated: int = 0
-
-    @property
-    def frequency(self) -> float:
-        """Fraction of called sites that are methylated."""
-        return self.called_sites_methylated / self.called_sites
-
-
-Site = tuple[str, int, int]
-
-
 @dataclass
-class Pileup:
-    """Everything the outputs need from a call table, gathered in one pass over its rows.
+class FrequencySummary:
+    """What frequency_outputs wrote and the call figures the rule log reports."""
 
-    groups: the frequency table's keys (split or not); positions: per chromosome, the forward
-    modified base of every motif site -> [confident calls, methylated, below threshold];
-    calls / confident_calls / confident_unmethylated: per call, |llr| >= threshold (not x
-    num_motifs), for the summary figure users compare with by-hand counts.
-    """
-
-    groups: dict[Site, SiteStats] = field(default_factory=dict)
-    positions: dict[str, dict[int, list[int]]] = field(default_factory=dict)
-    calls: int = 0
-    confident_calls: int = 0
-    confident_unmethylated: int = 0
+    rows: int  # frequency table rows
+    sites: int  # bedMethyl rows
+    calls: int
+    confident_calls: int  # |llr| >= threshold (not x num_motifs)
+    confident_unmethylated: int
 
 
-def read_calls(handle: IO[str], source: str = "calls") -> Iterator[dict[str, str]]:
-    """Yield call-methylation rows as dicts, failing clearly if the header is not nanopolish's."""
-    reader = csv.DictReader(handle, delimiter="\t")
-    missing = set(CALL_COLUMNS) - set(reader.fieldnames or [])
+def scan_calls(path: Path) -> pl.LazyFrame:
+    """A call table's columns the per-site outputs need, lazily; a clear error if the header is
+    not nanopolish's."""
+    with open(path) as handle:
+        header = handle.readline().rstrip("\n").split("\t")
+    missing = set(CALL_COLUMNS) - set(header)
     if missing:
-        raise ValueError(f"{source}: not a nanopolish call table, missing {sorted(missing)}")
-    yield from reader
+        raise ValueError(f"{path}: not a nanopolish call table, missing {sorted(missing)}")
+    types = {
+        "start": pl.Int64,
+        "end": pl.Int64,
+        "num_motifs": pl.Int64,
+        "log_lik_ratio": pl.Float64,
+    }
+    return pl.scan_csv(
+        path, separator="\t", quote_char=None, infer_schema=False, schema_overrides=types
+    ).select("chromosome", "start", "end", "num_motifs", "log_lik_ratio", "sequence")
 
 
-def pileup(
-    calls: Iterable[dict[str, str]],
-    motif: Motif = MOTIFS["cpg"],
-    threshold: float = 2.0,
-    split_groups: bool = False,
-) -> Pileup:
-    """Aggregate per-read calls (streamed) into per-group and per-position counters."""
-    out = Pileup()
-    groups = out.groups
-
-    def add(key: Site, n_sites: int, methylated: bool, sequence: str) -> None:
-        stats = groups.get(key)
-        if stats is None:
-            stats = groups[key] = SiteStats(n_sites, sequence)
-        stats.num_reads += 1
-        stats.called_sites += n_sites
-        if methylated:
-            stats.called_sites_methylated += n_sites
-
-    for call in calls:
-        n_sites = int(call["num_motifs"])
-        llr = float(call["log_lik_ratio"])
-        chrom, start, sequence = call["chromosome"], int(call["start"]), call["sequence"]
-        out.calls += 1
-        if abs(llr) >= threshold:
-            out.confident_calls += 1
-            out.confident_unmethylated += llr <= 0
-        confident = abs(llr) >= threshold * n_sites  # nanopolish's rule: scaled by the group
-        offsets = motif.sites(sequence)
-        by_position = out.positions.setdefault(chrom, {})
-        for offset in offsets:
-            counts = by_position.setdefault(start + offset + motif.forward_offset, [0, 0, 0])
-            if confident:
-                counts[0] += 1
-                counts[1] += llr > 0
-            else:
-                counts[2] += 1
-        if not confident:
-            continue
-        if split_groups and n_sites > 1:
-            for offset in offsets:
-                add((chrom, start + offset, start + offset), 1, llr > 0, "split-group")
-        else:
-            add((chrom, start, int(call["end"])), n_sites, llr > 0, sequence)
-    return out
-
-
-def write_frequency_tsv(sites: dict[Site, SiteStats], handle: IO[str]) -> int:
-    """Write the frequency table as nanopolish's script prints it; return the number of rows."""
-    handle.write("\t".join(FREQUENCY_COLUMNS) + "\n")
-    rows = 0
-    for (chrom, start, end), s in sorted(sites.items()):
-        if s.called_sites == 0:
-            continue
-        handle.write(
-            f"{chrom}\t{start}\t{end}\t{s.group_size:d}\t{s.called_sites:d}\t"
-            f"{s.called_sites_methylated:d}\t{s.frequency:.3f}\t{s.sequence}\n"
+def group_counts(path: Path, threshold: float) -> pl.DataFrame:
+    """One row per distinct group (chromosome, start, end, sequence, num_motifs) of a call table:
+    its first confident row's index (nanopolish's script keeps the first call's group size and
+    sequence), confident calls (|llr| >= threshold x num_motifs), methylated ones among them,
+    the others (failed), and the per-call figures. Streamed: memory grows with groups, not rows.
+    """
+    llr = pl.col("log_lik_ratio")
+    confident = llr.abs() >= threshold * pl.col("num_motifs")
+    strong = llr.abs() >= threshold
+    counts = (
+        scan_calls(path)
+        .with_row_index("row")
+        .group_by("chromosome", "start", "end", "sequence", "num_motifs")
+        .agg(
+            first_row=pl.col("row").filter(confident).min(),
+            valid=confident.sum().cast(pl.Int64),
+            methylated=(confident & (llr > 0)).sum().cast(pl.Int64),
+            failed=(~confident).sum().cast(pl.Int64),
+            calls=pl.len().cast(pl.Int64),
+            strong=strong.sum().cast(pl.Int64),
+            strong_unmethylated=(strong & (llr <= 0)).sum().cast(pl.Int64),
         )
-        rows += 1
-    return rows
+    )
+    try:
+        return counts.collect(engine="streaming")
+    except (pl.exceptions.ComputeError, pl.exceptions.InvalidOperationError) as err:
+        raise ValueError(f"{path}: not a readable nanopolish call table: {err}") from err
 
 
-def write_bedmethyl(
-    positions: dict[str, dict[int, list[int]]], motif: Motif, handle: IO[str]
-) -> int:
-    """Write one bedMethyl row per motif site (modkit's 18 columns); return the number of rows.
+def formatted(pairs: pl.DataFrame, numerator: str, denominator: str, fmt: str) -> pl.DataFrame:
+    """Each distinct (numerator, denominator) pair with fmt % (numerator / denominator) as Python
+    formats it (the reference scripts' rounding, byte for byte); few pairs, so Python is cheap."""
+    pairs = pairs.select(numerator, denominator).unique()
+    text = [fmt % (n / d) for n, d in pairs.iter_rows()]
+    return pairs.with_columns(text=pl.Series(text, dtype=pl.String))
+
+
+def frequency_table(groups: pl.DataFrame, motif: Motif, split_groups: bool) -> pl.DataFrame:
+    """nanopolish's frequency rows from group_counts, sorted as its script sorts them."""
+    called = groups.filter(pl.col("valid") > 0)
+    key = ["chromosome", "start", "end"]
+    whole = called.select(
+        *key,
+        "first_row",
+        group_size="num_motifs",
+        group_sequence="sequence",
+        called=pl.col("valid") * pl.col("num_motifs"),
+        methylated=pl.col("methylated") * pl.col("num_motifs"),
+    )
+    if split_groups:  # one key per motif of a group, 1 site per call each
+        split = (
+            called.filter(pl.col("num_motifs") > 1)
+            .with_columns(offset=pl.col("sequence").str.find_many(motif.literals, overlapping=True))
+            .with_columns(offset=pl.col("offset") - pl.col("offset").list.min())
+            .explode("offset", empty_as_null=True)
+            .drop_nulls("offset")
+            .select(
+                "chromosome",
+                start=pl.col("start") + pl.col("offset"),
+                end=pl.col("start") + pl.col("offset"),
+                first_row="first_row",
+                group_size=pl.lit(1, pl.Int64),
+                group_sequence=pl.lit("split-group"),
+                called="valid",
+                methylated="methylated",
+            )
+        )
+        whole = pl.concat([whole.filter(pl.col("group_size") <= 1), split])
+    table = (
+        whole.lazy()
+        .group_by(key)
+        .agg(
+            pl.col("group_size", "group_sequence").sort_by("first_row").first(),
+            pl.col("called", "methylated").sum(),
+        )
+        .filter(pl.col("called") > 0)
+        .sort(key)
+        .collect()
+    )
+    text = formatted(table, "methylated", "called", "%.3f")
+    return table.join(text, on=["methylated", "called"], how="left").select(
+        *key,
+        num_motifs_in_group="group_size",
+        called_sites="called",
+        called_sites_methylated="methylated",
+        methylated_frequency="text",
+        group_sequence="group_sequence",
+    )
+
+
+def bedmethyl_table(groups: pl.DataFrame, motif: Motif) -> pl.DataFrame:
+    """One bedMethyl row per motif site (modkit's 18 columns), sorted, from group_counts.
 
     Both strands are combined on the forward strand's modified base (strand '+', as modkit's
     --combine-strands); N_valid_cov = confident calls, N_fail = calls below the threshold; a
     site with only the latter is kept (percent 0) so no call is left out.
     """
-    rows = 0
-    for chrom in sorted(positions):
-        for pos, (valid, methylated, failed) in sorted(positions[chrom].items()):
-            percent = 100 * methylated / valid if valid else 0.0
-            handle.write(
-                f"{chrom}\t{pos}\t{pos + 1}\t{motif.code}\t{valid}\t+\t{pos}\t{pos + 1}\t"
-                f"255,0,0\t{valid}\t{percent:.2f}\t{methylated}\t{valid - methylated}\t"
-                f"0\t0\t{failed}\t0\t0\n"
-            )
-            rows += 1
-    return rows
+    sites = (
+        groups.lazy()
+        .with_columns(offset=pl.col("sequence").str.find_many(motif.literals, overlapping=True))
+        .with_columns(offset=pl.col("offset") - pl.col("offset").list.min())
+        .explode("offset", empty_as_null=True)
+        .drop_nulls("offset")
+        .group_by("chromosome", pos=pl.col("start") + pl.col("offset") + motif.forward_offset)
+        .agg(pl.col("valid", "methylated", "failed").sum())
+        .sort("chromosome", "pos")
+        .collect()
+    )
+    percent = formatted(
+        sites.with_columns(hundred=100 * pl.col("methylated")).filter(pl.col("valid") > 0),
+        "hundred",
+        "valid",
+        "%.2f",
+    )
+    pos, end = pl.col("pos"), pl.col("pos") + 1
+    return (
+        sites.with_columns(hundred=100 * pl.col("methylated"))
+        .join(percent, on=["hundred", "valid"], how="left")
+        .select(
+            "chromosome",
+            pos,
+            end.alias("end"),
+            code=pl.lit(motif.code),
+            score="valid",
+            strand=pl.lit("+"),
+            thick_start=pos,
+            thick_end=end,
+            color=pl.lit("255,0,0"),
+            n_valid="valid",
+            percent=pl.col("text").fill_null("0.00"),
+            n_mod="methylated",
+            n_canonical=pl.col("valid") - pl.col("methylated"),
+            n_other=pl.lit(0),
+            n_delete=pl.lit(0),
+            n_fail="failed",
+            n_diff=pl.lit(0),
+            n_nocall=pl.lit(0),
+        )
+    )
+
+
+def frequency_outputs(
+    calls: Path, motif: Motif, threshold: float, split_groups: bool, tsv: Path, bed: Path
+) -> FrequencySummary:
+    """Write the frequency table (tsv) and the plain bedMethyl (bed) of a call table, in one
+    streamed pass over its rows; memory holds one entry per group and per site."""
+    groups = group_counts(calls, threshold)
+    options = {"separator": "\t", "quote_style": "never", "line_terminator": "\n"}
+    frequency = frequency_table(groups, motif, split_groups)
+    frequency.write_csv(tsv, include_header=True, **options)
+    rows = frequency.height
+    del frequency
+    bedmethyl = bedmethyl_table(groups, motif)
+    bedmethyl.write_csv(bed, include_header=False, **options)
+    totals = groups.select(pl.col("calls", "strong", "strong_unmethylated").sum()).row(0)
+    return FrequencySummary(rows, bedmethyl.height, *totals)
 
 
 def llr_to_ml(llr: float) -> int:
