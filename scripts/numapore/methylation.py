@@ -20,6 +20,7 @@ import re
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
+import numpy as np
 import polars as pl
 
 
@@ -122,6 +123,7 @@ def scan_calls(path: Path) -> pl.LazyFrame:
     if missing:
         raise ValueError(f"{path}: not a nanopolish call table, missing {sorted(missing)}")
     types = {
+        "chromosome": pl.Categorical,  # few names: a small integer per row
         "start": pl.Int64,
         "end": pl.Int64,
         "num_motifs": pl.Int64,
@@ -133,32 +135,62 @@ def scan_calls(path: Path) -> pl.LazyFrame:
 
 
 def group_counts(path: Path, threshold: float) -> pl.DataFrame:
-    """One row per distinct group (chromosome, start, end, sequence, num_motifs) of a call table:
-    its first confident row's index (nanopolish's script keeps the first call's group size and
+    """One row per group of a call table (chromosome, start, end, sequence, num_motifs): the
+    index of its first confident row (nanopolish's script keeps that call's group size and
     sequence), confident calls (|llr| >= threshold x num_motifs), methylated ones among them,
-    the others (failed), and the per-call figures. Streamed: memory grows with groups, not rows.
+    the others (failed), the per-call figures, and the chromosome's rank in sorted order.
+
+    Streamed: memory grows with groups, never with rows. A key (chromosome, start, end) has one
+    sequence and group size in nanopolish's tables (they are the reference's); only if one has
+    several does a second pass keep them apart.
     """
     llr = pl.col("log_lik_ratio")
     confident = llr.abs() >= threshold * pl.col("num_motifs")
     strong = llr.abs() >= threshold
-    counts = (
-        scan_calls(path)
-        .with_row_index("row")
-        .group_by("chromosome", "start", "end", "sequence", "num_motifs")
-        .agg(
-            first_row=pl.col("row").filter(confident).min(),
-            valid=confident.sum().cast(pl.Int64),
-            methylated=(confident & (llr > 0)).sum().cast(pl.Int64),
-            failed=(~confident).sum().cast(pl.Int64),
-            calls=pl.len().cast(pl.Int64),
-            strong=strong.sum().cast(pl.Int64),
-            strong_unmethylated=(strong & (llr <= 0)).sum().cast(pl.Int64),
-        )
-    )
+    counts = [
+        pl.col("row").filter(confident).min().alias("first_row"),
+        confident.sum().cast(pl.UInt32).alias("valid"),
+        (confident & (llr > 0)).sum().cast(pl.UInt32).alias("methylated"),
+        (~confident).sum().cast(pl.UInt32).alias("failed"),
+        pl.len().cast(pl.UInt32).alias("calls"),
+        strong.sum().cast(pl.UInt32).alias("strong"),
+        (strong & (llr <= 0)).sum().cast(pl.UInt32).alias("strong_unmethylated"),
+    ]
+    calls = scan_calls(path).with_row_index("row")
     try:
-        return counts.collect(engine="streaming")
+        groups = (
+            calls.group_by("chromosome", "start", "end")
+            .agg(
+                *counts,
+                pl.col("sequence").min(),
+                pl.col("sequence").max().alias("other_sequence"),
+                pl.col("num_motifs").min(),
+                pl.col("num_motifs").max().alias("other_num_motifs"),
+            )
+            .collect(engine="streaming")
+        )
+        mixed = (pl.col("sequence") != pl.col("other_sequence")) | (
+            pl.col("num_motifs") != pl.col("other_num_motifs")
+        )
+        if groups.select(mixed.any()).item():
+            keys = ["chromosome", "start", "end", "sequence", "num_motifs"]
+            groups = calls.group_by(keys).agg(*counts).collect(engine="streaming")
+        else:
+            groups = groups.drop("other_sequence", "other_num_motifs")
     except (pl.exceptions.ComputeError, pl.exceptions.InvalidOperationError) as err:
         raise ValueError(f"{path}: not a readable nanopolish call table: {err}") from err
+    # Rank of each chromosome in Python's (the reference's) string order, for integer sorts.
+    names = groups.select(
+        pl.col("chromosome").unique().to_physical().alias("id"),
+        pl.col("chromosome").unique().cast(pl.String).alias("name"),
+    )
+    order = sorted(names.iter_rows(), key=lambda row: row[1])
+    ids, ranks = [i for i, _ in order], list(range(len(order)))
+    rank = pl.col("chromosome").to_physical().replace_strict(ids, ranks, return_dtype=pl.Int64)
+    return groups.with_columns(rank=rank)
+
+
+LOCUS_BITS = 40  # a site as one integer: chromosome rank above, position (< 2^40) below
 
 
 def formatted(pairs: pl.DataFrame, numerator: str, denominator: str, fmt: str) -> pl.DataFrame:
@@ -169,11 +201,20 @@ def formatted(pairs: pl.DataFrame, numerator: str, denominator: str, fmt: str) -
     return pairs.with_columns(text=pl.Series(text, dtype=pl.String))
 
 
+def motif_offsets(motif: Motif) -> pl.Expr:
+    """Offsets of the motif's sites in a group's sequence, from its first site."""
+    found = (
+        pl.col("sequence").str.find_many(motif.literals, overlapping=True).cast(pl.List(pl.Int64))
+    )
+    return found - found.list.min()
+
+
 def frequency_table(groups: pl.DataFrame, motif: Motif, split_groups: bool) -> pl.DataFrame:
     """nanopolish's frequency rows from group_counts, sorted as its script sorts them."""
-    called = groups.filter(pl.col("valid") > 0)
-    key = ["chromosome", "start", "end"]
+    called = groups.lazy().filter(pl.col("valid") > 0)
+    key = ["rank", "start", "end"]
     whole = called.select(
+        "chromosome",
         *key,
         "first_row",
         group_size="num_motifs",
@@ -184,36 +225,35 @@ def frequency_table(groups: pl.DataFrame, motif: Motif, split_groups: bool) -> p
     if split_groups:  # one key per motif of a group, 1 site per call each
         split = (
             called.filter(pl.col("num_motifs") > 1)
-            .with_columns(offset=pl.col("sequence").str.find_many(motif.literals, overlapping=True))
-            .with_columns(offset=pl.col("offset") - pl.col("offset").list.min())
+            .with_columns(offset=motif_offsets(motif))
             .explode("offset", empty_as_null=True)
             .drop_nulls("offset")
             .select(
                 "chromosome",
+                "rank",
                 start=pl.col("start") + pl.col("offset"),
                 end=pl.col("start") + pl.col("offset"),
                 first_row="first_row",
                 group_size=pl.lit(1, pl.Int64),
                 group_sequence=pl.lit("split-group"),
-                called="valid",
-                methylated="methylated",
+                called=pl.col("valid").cast(pl.Int64),
+                methylated=pl.col("methylated").cast(pl.Int64),
             )
         )
         whole = pl.concat([whole.filter(pl.col("group_size") <= 1), split])
-    table = (
-        whole.lazy()
-        .group_by(key)
-        .agg(
+    if split_groups or groups.select(pl.struct(key).is_duplicated().any()).item():
+        # Keys seen through several groups: nanopolish's script keeps the first call's.
+        whole = whole.group_by(key).agg(
+            pl.col("chromosome").first(),
             pl.col("group_size", "group_sequence").sort_by("first_row").first(),
             pl.col("called", "methylated").sum(),
         )
-        .filter(pl.col("called") > 0)
-        .sort(key)
-        .collect()
-    )
+    table = whole.filter(pl.col("called") > 0).sort(key).collect()
     text = formatted(table, "methylated", "called", "%.3f")
-    return table.join(text, on=["methylated", "called"], how="left").select(
-        *key,
+    return table.join(text, on=["methylated", "called"], how="left", maintain_order="left").select(
+        "chromosome",
+        "start",
+        "end",
         num_motifs_in_group="group_size",
         called_sites="called",
         called_sites_methylated="methylated",
@@ -229,48 +269,87 @@ def bedmethyl_table(groups: pl.DataFrame, motif: Motif) -> pl.DataFrame:
     --combine-strands); N_valid_cov = confident calls, N_fail = calls below the threshold; a
     site with only the latter is kept (percent 0) so no call is left out.
     """
-    sites = (
+    exploded = (
         groups.lazy()
-        .with_columns(offset=pl.col("sequence").str.find_many(motif.literals, overlapping=True))
-        .with_columns(offset=pl.col("offset") - pl.col("offset").list.min())
-        .explode("offset", empty_as_null=True)
-        .drop_nulls("offset")
-        .group_by("chromosome", pos=pl.col("start") + pl.col("offset") + motif.forward_offset)
-        .agg(pl.col("valid", "methylated", "failed").sum())
-        .sort("chromosome", "pos")
+        .select(
+            locus=pl.col("rank") * (1 << LOCUS_BITS)
+            + pl.col("start")
+            + motif.forward_offset
+            + motif_offsets(motif),
+            valid="valid",
+            methylated="methylated",
+            failed="failed",
+        )
+        .explode("locus", empty_as_null=True)
+        .drop_nulls("locus")
+        .sort("locus")
         .collect()
     )
-    percent = formatted(
-        sites.with_columns(hundred=100 * pl.col("methylated")).filter(pl.col("valid") > 0),
-        "hundred",
+    # Sorted by site: sum each run of equal sites (a site in several groups) without a hash table.
+    locus = exploded["locus"].to_numpy()
+    first = np.flatnonzero(np.diff(locus, prepend=locus[:1] - 1))  # where each run starts
+    sums = {
+        name: np.add.reduceat(exploded[name].to_numpy().astype(np.int64), first)
+        for name in ("valid", "methylated", "failed")
+    }
+    del exploded
+    chromosomes = groups.select("rank", pl.col("chromosome").cast(pl.String)).unique().sort("rank")
+    names = pl.Enum(chromosomes["chromosome"])
+    sites = pl.DataFrame({"locus": locus[first], **sums}).with_columns(
+        chromosome=(pl.col("locus") // (1 << LOCUS_BITS)).replace_strict(
+            chromosomes["rank"], chromosomes["chromosome"], return_dtype=names
+        ),
+        pos=pl.col("locus") % (1 << LOCUS_BITS),
+        hundred=100 * pl.col("methylated"),
+    )
+    del locus, first, sums
+    percent = formatted(sites.filter(pl.col("valid") > 0), "hundred", "valid", "%.2f")
+    return sites.join(percent, on=["hundred", "valid"], how="left", maintain_order="left").select(
+        "chromosome",
+        "pos",
         "valid",
-        "%.2f",
+        "methylated",
+        "failed",
+        percent=pl.col("text").fill_null("0.00"),
     )
+
+
+def bedmethyl_rows(sites: pl.DataFrame, motif: Motif) -> pl.DataFrame:
+    """bedmethyl_table's sites as modkit's 18 bedMethyl columns."""
     pos, end = pl.col("pos"), pl.col("pos") + 1
-    return (
-        sites.with_columns(hundred=100 * pl.col("methylated"))
-        .join(percent, on=["hundred", "valid"], how="left")
-        .select(
-            "chromosome",
-            pos,
-            end.alias("end"),
-            code=pl.lit(motif.code),
-            score="valid",
-            strand=pl.lit("+"),
-            thick_start=pos,
-            thick_end=end,
-            color=pl.lit("255,0,0"),
-            n_valid="valid",
-            percent=pl.col("text").fill_null("0.00"),
-            n_mod="methylated",
-            n_canonical=pl.col("valid") - pl.col("methylated"),
-            n_other=pl.lit(0),
-            n_delete=pl.lit(0),
-            n_fail="failed",
-            n_diff=pl.lit(0),
-            n_nocall=pl.lit(0),
-        )
+    return sites.select(
+        "chromosome",
+        pos,
+        end.alias("end"),
+        code=pl.lit(motif.code),
+        score="valid",
+        strand=pl.lit("+"),
+        thick_start=pos,
+        thick_end=end,
+        color=pl.lit("255,0,0"),
+        n_valid="valid",
+        percent="percent",
+        n_mod="methylated",
+        n_canonical=pl.col("valid") - pl.col("methylated"),
+        n_other=pl.lit(0),
+        n_delete=pl.lit(0),
+        n_fail="failed",
+        n_diff=pl.lit(0),
+        n_nocall=pl.lit(0),
     )
+
+
+WRITE_CHUNK = 1_000_000  # rows formatted at a time: the text columns of a chunk, not the table's
+
+
+def write_table(table: pl.DataFrame, path: Path, header: bool, rows=lambda chunk: chunk) -> None:
+    """Write table as tab-separated text, unquoted, a chunk of rows(chunk) at a time."""
+    options = {"separator": "\t", "quote_style": "never", "line_terminator": "\n"}
+    with open(path, "wb") as out:
+        for i, chunk in enumerate(table.iter_slices(WRITE_CHUNK)):
+            rows(chunk).write_csv(out, include_header=header and i == 0, **options)
+        if header and table.height == 0:
+            rows(table).write_csv(out, include_header=True, **options)
 
 
 def frequency_outputs(
@@ -279,15 +358,15 @@ def frequency_outputs(
     """Write the frequency table (tsv) and the plain bedMethyl (bed) of a call table, in one
     streamed pass over its rows; memory holds one entry per group and per site."""
     groups = group_counts(calls, threshold)
-    options = {"separator": "\t", "quote_style": "never", "line_terminator": "\n"}
+    totals = groups.select(pl.col("calls", "strong", "strong_unmethylated").cast(pl.Int64).sum())
     frequency = frequency_table(groups, motif, split_groups)
-    frequency.write_csv(tsv, include_header=True, **options)
+    write_table(frequency, tsv, header=True)
     rows = frequency.height
     del frequency
-    bedmethyl = bedmethyl_table(groups, motif)
-    bedmethyl.write_csv(bed, include_header=False, **options)
-    totals = groups.select(pl.col("calls", "strong", "strong_unmethylated").sum()).row(0)
-    return FrequencySummary(rows, bedmethyl.height, *totals)
+    sites = bedmethyl_table(groups, motif)
+    del groups
+    write_table(sites, bed, header=False, rows=lambda chunk: bedmethyl_rows(chunk, motif))
+    return FrequencySummary(rows, sites.height, *totals.row(0))
 
 
 def llr_to_ml(llr: float) -> int:
