@@ -282,8 +282,7 @@ def test_methylartist_draws_the_modbam(minimap2_run, tmp_path):
 
 def test_modbam_refuses_calls_of_reads_not_in_the_bam(minimap2_run, tmp_path):
     bam = minimap2_run / "results/ecoli/align/ecoli.minimap2.bam"
-    calls = tmp_path / "calls.tsv"
-    calls.write_text(table(("c1", 10, 10, "zz-not-a-read", 3.0, 1, "AAAAACGAAAAA")).getvalue())
+    calls = table(tmp_path / "calls.tsv", ("c1", 10, 10, "zz-not-a-read", 3.0, 1, "AAAAACGAAAAA"))
     with pytest.raises(ValueError, match="'zz-not-a-read' has calls but no alignment in"):
         tag_alignments(bam, calls, MOTIFS["cpg"], tmp_path / "out.bam", tmp_path)
     calls.write_text("a\tb\n")
