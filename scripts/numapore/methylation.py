@@ -134,7 +134,7 @@ def scan_calls(path: Path) -> pl.LazyFrame:
     ).select("chromosome", "start", "end", "num_motifs", "log_lik_ratio", "sequence")
 
 
-def group_counts(path: Path, threshold: float) -> pl.DataFrame:
+def group_counts(path: Path, threshold: float, first_rows: bool = True) -> pl.DataFrame:
     """One row per group of a call table (chromosome, start, end, sequence, num_motifs): the
     index of its first confident row (nanopolish's script keeps that call's group size and
     sequence), confident calls (|llr| >= threshold x num_motifs), methylated ones among them,
@@ -142,13 +142,14 @@ def group_counts(path: Path, threshold: float) -> pl.DataFrame:
 
     Streamed: memory grows with groups, never with rows. A key (chromosome, start, end) has one
     sequence and group size in nanopolish's tables (they are the reference's); only if one has
-    several does a second pass keep them apart.
+    several does a second pass keep them apart. first_rows=False leaves first_row null when the
+    keys need no order (no split groups): less to hold per group.
     """
     llr = pl.col("log_lik_ratio")
     confident = llr.abs() >= threshold * pl.col("num_motifs")
     strong = llr.abs() >= threshold
+    first_row = pl.col("row").filter(confident).min().alias("first_row")
     counts = [
-        pl.col("row").filter(confident).min().alias("first_row"),
         confident.sum().cast(pl.UInt32).alias("valid"),
         (confident & (llr > 0)).sum().cast(pl.UInt32).alias("methylated"),
         (~confident).sum().cast(pl.UInt32).alias("failed"),
@@ -159,9 +160,11 @@ def group_counts(path: Path, threshold: float) -> pl.DataFrame:
     calls = scan_calls(path).with_row_index("row")
     try:
         groups = (
-            calls.group_by("chromosome", "start", "end")
+            (calls if first_rows else scan_calls(path))
+            .group_by("chromosome", "start", "end")
             .agg(
                 *counts,
+                first_row if first_rows else pl.lit(None, pl.UInt32).alias("first_row"),
                 pl.col("sequence").min(),
                 pl.col("sequence").max().alias("other_sequence"),
                 pl.col("num_motifs").min(),
@@ -174,15 +177,14 @@ def group_counts(path: Path, threshold: float) -> pl.DataFrame:
         )
         if groups.select(mixed.any()).item():
             keys = ["chromosome", "start", "end", "sequence", "num_motifs"]
-            groups = calls.group_by(keys).agg(*counts).collect(engine="streaming")
+            groups = calls.group_by(keys).agg(*counts, first_row).collect(engine="streaming")
         else:
             groups = groups.drop("other_sequence", "other_num_motifs")
     except (pl.exceptions.ComputeError, pl.exceptions.InvalidOperationError) as err:
         raise ValueError(f"{path}: not a readable nanopolish call table: {err}") from err
     # Rank of each chromosome in Python's (the reference's) string order, for integer sorts.
-    names = groups.select(
-        pl.col("chromosome").unique().to_physical().alias("id"),
-        pl.col("chromosome").unique().cast(pl.String).alias("name"),
+    names = groups.select(pl.col("chromosome").unique()).select(
+        pl.col("chromosome").to_physical().alias("id"), pl.col("chromosome").cast(pl.String)
     )
     order = sorted(names.iter_rows(), key=lambda row: row[1])
     ids, ranks = [i for i, _ in order], list(range(len(order)))
@@ -357,7 +359,7 @@ def frequency_outputs(
 ) -> FrequencySummary:
     """Write the frequency table (tsv) and the plain bedMethyl (bed) of a call table, in one
     streamed pass over its rows; memory holds one entry per group and per site."""
-    groups = group_counts(calls, threshold)
+    groups = group_counts(calls, threshold, first_rows=split_groups)
     totals = groups.select(pl.col("calls", "strong", "strong_unmethylated").cast(pl.Int64).sum())
     frequency = frequency_table(groups, motif, split_groups)
     write_table(frequency, tsv, header=True)
