@@ -219,14 +219,15 @@ def main() -> None:
         tmp = Path(scratch)
         calls = args.calls or tmp / "calls.tsv"
         start = time.perf_counter()
-        if args.calls and args.calls.exists():
+        reused = bool(args.calls and args.calls.exists())
+        if reused:
             rows = sum(1 for _ in open(calls, "rb")) - 1
         else:
             rows = write_calls(calls, args.rows, args.reads, args.sites)
         size = calls.stat().st_size / 1e9
         print(
             f"call table: {rows} rows, {args.reads} reads, {args.sites} CpG sites, {size:.2f} GB"
-            f" (generated in {time.perf_counter() - start:.0f} s)"
+            f" ({'reused' if reused else 'generated'} in {time.perf_counter() - start:.0f} s)"
         )
         print(f"{'step':12} {'rows':>11} {'wall s':>8} {'rows/s':>11} {'peak RSS MiB':>13}")
 
