@@ -220,6 +220,12 @@ def report_figures(sample, aligner):
     return [f"results/{sample}/report/{sample}.{aligner}.{k}.{suffix.get(k, 'png')}" for k in kinds]
 
 
+def motif_calls(wildcards):
+    """The merged call tables of every motif of methylation.motifs for a sample and aligner."""
+    name = f"results/{wildcards.sample}/methylation/{wildcards.sample}.{wildcards.aligner}"
+    return [f"{name}.{motif}.calls.tsv" for motif in config["methylation"]["motifs"]]
+
+
 def step_records(wildcards):
     """The run records (*.run.json: strategy, command lines, NUMA policies) of a sample's
     alignment and methylation jobs, per step."""
