@@ -22,7 +22,7 @@ from typing import Any
 import h5py
 import numpy as np
 
-from numapore.slow5 import STRING_TYPE, AuxField, Record
+from numapore.slow5 import STRING_TYPE, AuxField, Record, name_problem, read_id_problem
 
 try:  # registers the vbz filter directory with h5py (wheel ships a Linux x86_64 build)
     import vbz_h5py_plugin  # noqa: F401
@@ -41,6 +41,17 @@ KNOWN_AUX_TYPES = {
     "median_before": "double",
     "channel_number": STRING_TYPE,
 }
+# end_reason labels for an end_reason stored as a plain integer or a string (not an HDF5 enum):
+# such files predate MinKNOW's data_service_unblock_mux_change label, and slow5tools' suite
+# stores one read both ways (4 = signal_positive), which fixes this order.
+PLAIN_END_REASON_LABELS = (
+    "unknown",
+    "partial",
+    "mux_change",
+    "unblock_mux_change",
+    "signal_positive",
+    "signal_negative",
+)
 NUMPY_TO_SLOW5 = {
     "i1": "int8_t",
     "i2": "int16_t",
@@ -152,6 +163,22 @@ def _convert(value: Any, slow5_type: str) -> Any:
     return int(value)
 
 
+def _plain_end_reason(value: Any) -> tuple[AuxField, int]:
+    """An end_reason stored as an integer or a string, as an enum column and label position."""
+    if isinstance(value, np.ndarray) and value.size == 1:
+        value = value.reshape(-1)[0]
+    labels = PLAIN_END_REASON_LABELS
+    if isinstance(value, (bytes, str, np.bytes_, np.str_)):
+        label = _text(value)
+        if label not in labels:
+            labels = labels + (label,)
+        return AuxField("end_reason", "enum", labels), labels.index(label)
+    number = int(value)
+    if not 0 <= number < len(labels):
+        raise ValueError(f"integer end_reason {number} has no known label")
+    return AuxField("end_reason", "enum", labels), number
+
+
 def _attributes(obj: h5py.HLObject) -> list[tuple[str, Any, np.dtype]]:
     """Return (name, value, dtype) of an object's attributes in HDF5 native order."""
     names: list[bytes] = []
@@ -215,25 +242,48 @@ class _ReadBuilder:
             self._add_aux(AuxField(name, KNOWN_AUX_TYPES[name]), value)
         elif group in HEADER_GROUPS or name in ("run_id", "pore_type"):
             enum = h5py.check_enum_dtype(dtype) is not None
-            self.header[name] = _header_value(value, enum)
+            self._add_header(name, _header_value(value, enum))
+        elif name == "end_reason" and h5py.check_enum_dtype(dtype) is None:
+            self._add_aux(*_plain_end_reason(value))
         else:
             natural = _natural_type(dtype)
             if natural is None:
-                return
+                raise ValueError(f"its type {dtype} cannot be stored in SLOW5")
             if natural.type == "enum":
                 # Store the label's position (equal to the raw value for ONT's 0..n-1 enums).
                 values = sorted(h5py.check_enum_dtype(dtype).values())
                 value = values.index(int(value)) if int(value) in values else None
             self._add_aux(AuxField(name, natural.type, natural.labels), value)
 
+    def _add_header(self, name: str, text: str) -> None:
+        """Record a header attribute; refuse a name SLOW5 cannot hold or a second value."""
+        problem = name_problem(name)
+        if problem:
+            raise ValueError(problem)
+        # The same name in two header groups (e.g. version in context_tags and tracking_id)
+        # would keep one value and drop the other: refused, like slow5tools.
+        if self.header.get(name, text) != text:
+            raise ValueError(f"given twice with different values ({self.header[name]!r}, {text!r})")
+        self.header[name] = text
+
     def _add_aux(self, aux: AuxField, value: Any) -> None:
         """Record an aux value (first occurrence of a name wins its column position)."""
+        problem = name_problem(aux.name)
+        if problem:
+            raise ValueError(problem)
+        if not (aux.type == "enum" or value is None):
+            value = _convert(value, aux.type)
+        if aux.name in self.aux and self.aux[aux.name] != value:
+            raise ValueError("given twice in one read with different values: one would be lost")
         if aux.name not in self.aux:
             self.aux_fields.append(aux)
-        if aux.type == "enum" or value is None:
-            self.aux[aux.name] = value
-        else:
-            self.aux[aux.name] = _convert(value, aux.type)
+        self.aux[aux.name] = value
+
+    def problem(self) -> str | None:
+        """Why the read cannot be written (read id, empty signal), or None."""
+        if self.signal is not None and self.signal.size == 0:
+            return "empty signal"
+        return read_id_problem(self.primary["read_id"])
 
     def missing(self) -> list[str]:
         """Names of missing primary fields (read_id, calibration, signal)."""
@@ -402,8 +452,8 @@ def _read_open_file(
         if not read.groups:
             raise Fast5Error(path, "empty FAST5 (no groups, no reads)")
         _finish(contents, read, "the single-read FAST5")
-        if contents.rejected:
-            raise Fast5Error(path, contents.rejected[0][1])
+        if contents.rejected and contents.rejected[0][0] == ".":
+            raise Fast5Error(path, contents.rejected[0][1])  # no read id: the file is rejected
         return contents
     names = _read_group_names(h5)
     contents.groups = len(names)
@@ -439,5 +489,7 @@ def _finish(contents: Fast5Contents, read: _ReadBuilder, where: str) -> None:
         contents.rejected.append((label, f"{where} lacks {', '.join(missing)}"))
     elif "run_id" not in read.header:
         contents.rejected.append((label, f"{where} has no run_id"))
+    elif read.problem():
+        contents.rejected.append((label, f"{where}: {read.problem()}"))
     else:
         contents.reads.append(read.build())
