@@ -497,10 +497,15 @@ def write_rejected(output: Path, rows: list[tuple[str, str, str]]) -> Path:
     """Write <output>.rejected.tsv (path, read_id or '.', reason) and return its path."""
     path = Path(str(output) + ".rejected.tsv")
     lines = ["path\tread_id\treason\n"]
-    lines += [f"{p}\t{r}\t{reason}\n" for p, r, reason in rows]
+    lines += ["\t".join(map(_tsv_field, row)) + "\n" for row in rows]
     with atomic_output(path) as tmp:
         tmp.write_text("".join(lines))
     return path
+
+
+def _tsv_field(text: str) -> str:
+    """A TSV field: tabs and line breaks (e.g. in a refused name) escaped as \\t, \\n, \\r."""
+    return text.replace("\t", "\\t").replace("\n", "\\n").replace("\r", "\\r")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -228,7 +228,9 @@ class _ReadBuilder:
         try:
             self._route(group, name, value, dtype)
         except (ValueError, TypeError, OverflowError) as err:
-            raise ValueError(f"bad attribute {group or '/'}/{name}: {err}") from err
+            where = f"{group or '/'}/{name}"
+            where = where if where.isprintable() else repr(where)  # a newline in a name
+            raise ValueError(f"bad attribute {where}: {err}") from err
 
     def _route(self, group: str, name: str, value: Any, dtype: np.dtype) -> None:
         """Store one attribute where slow5tools would (primary, aux or header)."""
