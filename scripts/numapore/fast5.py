@@ -400,7 +400,7 @@ def read_fast5(
 
 
 def read_layout(path: str | os.PathLike) -> list[tuple[str, bool]]:
-    """(read id, has a Signal dataset) of each read of a FAST5 file, from its layout alone
+    """(read id, has a non-empty Signal dataset) of each read of a FAST5 file, from its layout alone
     (no signal or header read); Fast5Error when the file cannot be opened."""
     path = str(path)
     with _open(path) as h5:
@@ -409,7 +409,7 @@ def read_layout(path: str | os.PathLike) -> list[tuple[str, bool]]:
             if _is_multi_read(path, h5, root):
                 return [_group_layout(h5[name], name) for name in _read_group_names(h5)]
             reads = h5["Raw/Reads"] if "Raw/Reads" in h5 else {}
-            return [(_text(reads[n].attrs.get("read_id", n)), "Signal" in reads[n]) for n in reads]
+            return [(_text(reads[n].attrs.get("read_id", n)), _has_signal(reads[n])) for n in reads]
         except (ValueError, KeyError) as err:
             raise Fast5Error(path, str(err)) from err
 
@@ -417,7 +417,13 @@ def read_layout(path: str | os.PathLike) -> list[tuple[str, bool]]:
 def _group_layout(group: h5py.Group, name: str) -> tuple[str, bool]:
     """(read id, has signal) of a multi-read file's read group (id from its name if need be)."""
     read_id = group["Raw"].attrs.get("read_id") if "Raw" in group else None
-    return _text(read_id) if read_id else name.removeprefix("read_"), "Raw/Signal" in group
+    return _text(read_id) if read_id else name.removeprefix("read_"), _has_signal(group, "Raw/")
+
+
+def _has_signal(group: h5py.Group, prefix: str = "") -> bool:
+    """Whether a read group holds a non-empty Signal dataset (its shape only is read)."""
+    signal = group.get(prefix + "Signal")
+    return isinstance(signal, h5py.Dataset) and bool(signal.size)
 
 
 def _open(path: str) -> h5py.File:
