@@ -674,3 +674,79 @@ def test_cli_exit_codes(f2s_dir: Path, tmp_path: Path) -> None:
     expected = f2s_dir / "expected/multi-fast5-output/ssm1.slow5"
     assert (tmp_path / "a.slow5").read_bytes() == expected.read_bytes()
     assert (tmp_path / "a.slow5.rejected.tsv").is_file()
+
+
+def test_empty_signal_follows_on_bad_fast5(ecoli_dir: Path, tmp_path: Path) -> None:
+    """A real read whose Signal dataset is emptied: fail names the file and read, skip rejects
+    it as "empty signal"; the census counts it as a read without signal."""
+    src = sorted((ecoli_dir / "fast5").glob("*.fast5"))[0]
+    good = sorted((ecoli_dir / "fast5").glob("*.fast5"))[1]
+    empty = tmp_path / "empty.fast5"
+    shutil.copy(src, empty)
+    empty.chmod(0o644)
+    with h5py.File(empty, "r+") as h5:
+        (read,) = h5["Raw/Reads"].values()
+        read_id = read.attrs["read_id"].decode()
+        del read["Signal"]
+        read.create_dataset("Signal", shape=(0,), dtype="i2")
+    assert read_layout(empty) == [(read_id, False)]
+    out = tmp_path / "e.blow5"
+    with pytest.raises(ConversionError) as err:
+        convert([good, empty], out, progress=None)
+    assert f"{empty} (read {read_id}): " in str(err.value) and "empty signal" in str(err.value)
+    assert not out.exists() and not leftovers(tmp_path)
+    report = convert([good, empty], out, on_bad_fast5="skip", progress=None)
+    assert (report.reads_written, report.reads_skipped) == (1, 1)
+    rows = report.rejected_tsv.read_text().splitlines()[1:]
+    assert rows == [f"{empty}\t{read_id}\tthe single-read FAST5: empty signal"]
+    assert [r["read_id"] for r in blow5_reads(out)] == [read_layout(good)[0][0]]
+
+
+def test_nothing_is_dropped_silently(f2s_dir: Path, tmp_path: Path) -> None:
+    """A later file's read with an aux field the columns lack, or an enum label the column
+    lacks, stops the run (fail) or is rejected with the reason (skip); never dropped."""
+    first = f2s_dir / "raw/single-fast5/sss1.fast5"
+    extra = tmp_path / "extra.fast5"
+    shutil.copy(f2s_dir / "raw/single-fast5/sss2.fast5", extra)
+    with h5py.File(extra, "r+") as h5:
+        (read,) = h5["Raw/Reads"].values()
+        read.attrs["read_id"] = "other-read"
+        read.attrs.create("num_minknow_events", 7, dtype="u8")
+    with pytest.raises(ConversionError, match=r"extra.fast5 \(read other-read\): aux field.*"):
+        convert([first, extra], tmp_path / "x.slow5", progress=None)
+    report = convert([first, extra], tmp_path / "x.slow5", on_bad_fast5="skip", progress=None)
+    assert report.reads_skipped == 1 and "num_minknow_events" in report.rejected_tsv.read_text()
+    # an end_reason label the output's enum does not have
+    labels = {label: i for i, label in enumerate(END_REASON_LABELS)}
+    odd = {**labels, "a_new_reason": 9}
+    files = []
+    for i, enum in enumerate([labels, odd]):
+        path = tmp_path / f"er{i}.fast5"
+        shutil.copy(f2s_dir / "raw/single-fast5/sss1.fast5", path)
+        with h5py.File(path, "r+") as h5:
+            (read,) = h5["Raw/Reads"].values()
+            read.attrs["read_id"] = f"er-{i}"
+            read.attrs.create("end_reason", i * 9, dtype=h5py.enum_dtype(enum, basetype="u1"))
+        files.append(path)
+    with pytest.raises(ConversionError, match="end_reason label 'a_new_reason' is not in the"):
+        convert(files, tmp_path / "er.blow5", progress=None)
+
+
+@pytest.mark.parametrize(
+    "header, aux, read_id, problem",
+    [
+        ({"run_id": "r", "a\tb": "x"}, (), "r1", "holds a tab or newline"),
+        ({"run_id": "r"}, (AuxField("a\nb", "uint8_t"),), "r1", "holds a tab or newline"),
+        ({"run_id": "r"}, (AuxField("e", "enum", ("x,y",)),), "r1", "enum label 'x,y'"),
+        ({"run_id": "r"}, (), "#r1", "begins with '#'"),
+        ({"run_id": "r"}, (), "@r1", "begins with '@'"),
+    ],
+)
+def test_writer_refuses_what_slow5_cannot_hold(
+    tmp_path: Path, header: dict, aux: tuple, read_id: str, problem: str
+) -> None:
+    """The writer itself never writes a header or record line slow5lib would misread."""
+    rec = Record(read_id, 0, 8192.0, 6.0, 1444.86, 4000.0, np.arange(5, dtype=np.int16))
+    with pytest.raises(ValueError, match=problem):
+        write_slow5(tmp_path / "w.slow5", [rec], [header], aux)
+    assert not list(tmp_path.iterdir())
