@@ -178,7 +178,9 @@ def test_blow5_index_readdb_rejected_and_calls(f2s_dir, tmp_path):
     refused = {
         str(f2s_dir / "raw" / name)
         for name, (outcome, reason, *_) in conformance_table().items()
-        if name.startswith("err_fast5/") and name.endswith(".fast5") and outcome == "refused"
+        if name.startswith("err_fast5/")
+        and name.endswith(".fast5")
+        and outcome == "refused"
         and "tracking_id/" not in reason
     }
     assert {r[0] for r in rows if "duplicate read id" not in r[2]} == refused

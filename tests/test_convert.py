@@ -86,8 +86,11 @@ def without_column(text: str, column: str) -> str:
     out = []
     for ln in lines:
         fields = ln.split("\t")
-        if ln and not ln.startswith("@") and not ln.startswith("#slow5_version") and not (
-            ln.startswith("#num_read_groups")
+        if (
+            ln
+            and not ln.startswith("@")
+            and not ln.startswith("#slow5_version")
+            and not (ln.startswith("#num_read_groups"))
         ):
             del fields[i]
         out.append("\t".join(fields))

@@ -6,8 +6,9 @@
 Each basecalled read gets exactly one fate, checked in this order: methylation calls; unmapped
 (no primary alignment); no raw signal (absent from the FAST5 files or in an unreadable one, its
 FAST5 lacks the signal or holds an empty one - in every I/O mode -, or skipped by the conversion
-with the reason from the rejected listing); mapping quality below nanopolish's threshold; else mapped with signal but no call (no CpG in the
-aligned part, or nanopolish could not align the signal to it).  The table's totals reconcile:
+with the reason from the rejected listing); mapping quality below nanopolish's threshold; else
+mapped with signal but no call (no CpG in the aligned part, or nanopolish could not align the
+signal to it).  The table's totals reconcile:
 FAST5 reads = converted + skipped (I/O mode slow5), basecalled = aligned + unmapped, and
 basecalled = with calls + every reason without; account() refuses to write a table that does not.
 """

@@ -11,8 +11,9 @@ API::
 Output is the slow5tools f2s layout: header from the first read of each run_id (one read group
 per run_id), aux columns from the reads of the first file (slice), in their order.  Nothing is
 dropped silently: a later read with an aux field the columns lack, an enum label the column
-lacks, or a value its column type cannot hold stops the run (fail) or is rejected (skip).  slow5tools does not check read ids; convert()
-does (allow_duplicate_ids=True reproduces slow5tools, e.g. for its test files).
+lacks, or a value its column type cannot hold stops the run (fail) or is rejected (skip).
+slow5tools does not check read ids; convert() does (allow_duplicate_ids=True reproduces
+slow5tools, e.g. for its test files).
 
 Workers read FAST5 files (each process has its own h5py/HDF5) and encode records, compression
 included, so the parent only checks read ids and appends bytes.  Results are written in input

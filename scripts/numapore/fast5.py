@@ -5,7 +5,11 @@ attributes in HDF5 native order (which fixes the aux column order), attributes o
 ``context_tags`` and ``tracking_id`` groups plus ``run_id``/``pore_type`` become header
 attributes (non-strings converted like slow5tools: floats with one decimal), and the known
 per-read attributes get slow5tools' fixed aux types.  Unlike slow5tools (which stops on them
-unless ``--dump-all``), other per-read attributes are kept as aux columns of their own type.
+unless ``--dump-all``), other per-read attributes are kept as aux columns of their own type, and
+``end_reason`` is an enum whatever its stored type (HDF5 enum, integer or string).  What SLOW5
+cannot hold is refused with the reason, never dropped: a tab or newline in a name or value, a
+read id beginning with '#' or '@', an attribute given twice with different values, an empty
+signal, an attribute type SLOW5 has no column type for.
 
 VBZ-compressed signal is read through the ``vbz_h5py_plugin`` package when installed, else via
 an ``HDF5_PLUGIN_PATH`` that holds the vbz filter.
