@@ -107,6 +107,20 @@ def column(text: str, name: str) -> tuple[str, list[str]]:
     return types[i], [r[i] for r in records]
 
 
+def fast5_attribute_names(path: Path) -> set[str]:
+    """Names of every attribute of a FAST5 file outside the groups slow5tools skips."""
+    found: set[str] = set()
+
+    def visit(name: str, obj: h5py.HLObject) -> None:
+        if not {"Analyses", "PreviousReadInfo"} & set(name.split("/")):
+            found.update(obj.attrs)
+
+    with h5py.File(path, "r") as h5:
+        found.update(h5.attrs)
+        h5.visititems(visit)
+    return found
+
+
 def read_back(*paths: Path) -> list[list]:
     """Every record of SLOW5/BLOW5 files as pyslow5 reads them: (read id, length, fields)."""
     done = subprocess.run(
@@ -162,6 +176,11 @@ def test_f2s_suite_input(f2s_dir: Path, tmp_path: Path, name: str) -> None:
     names = out.read_text().split("\n#read_id\t")[1].split("\n")[0].split("\t")
     aux = set(names[7:])
     assert all(aux <= set(r[2]) for r in text_reads)  # pyslow5 sees every aux column
+    # every attribute of the input (read with plain h5py) is a header attribute or a column
+    text = out.read_text()
+    written = {ln.split("\t")[0][1:] for ln in text.splitlines() if ln.startswith("@")}
+    written |= set(names) | {"read_id", "duration"}  # duration is len_raw_signal
+    assert fast5_attribute_names(src) <= written
     if outcome in ("identical", "deliberate"):
         expected = (f2s_dir / "expected" / detail).read_text()
         ours = out.read_text()
