@@ -772,3 +772,23 @@ def test_writer_refuses_what_slow5_cannot_hold(
     with pytest.raises(ValueError, match=problem):
         write_slow5(tmp_path / "w.slow5", [rec], [header], aux)
     assert not list(tmp_path.iterdir())
+
+
+def test_bad_attribute_rejects_only_its_read(f2s_dir: Path, tmp_path: Path) -> None:
+    """In a multi-read file, an attribute SLOW5 cannot hold rejects that read, not the file;
+    an end_reason stored as a plain integer becomes an enum."""
+    path = tmp_path / "m.fast5"
+    shutil.copy(f2s_dir / "raw/multi-fast5/ssm1.fast5", path)
+    with h5py.File(path, "r+") as h5:
+        groups = sorted(h5)
+        for i, name in enumerate(groups):
+            h5[name]["Raw"].attrs.create("end_reason", [4, 9, 1][i], dtype="i4")
+    bad_id = groups[1].removeprefix("read_")
+    with pytest.raises(ConversionError, match=f"read {bad_id}.*integer end_reason 9 has no"):
+        convert([path], tmp_path / "m.slow5", progress=None)
+    report = convert([path], tmp_path / "m.slow5", on_bad_fast5="skip", progress=None)
+    assert (report.reads_written, report.reads_skipped, report.files_skipped) == (2, 1, 0)
+    reads = blow5_reads(tmp_path / "m.slow5")
+    assert [r["end_reason"] for r in reads] == [4, 1]
+    s5 = pyslow5.Open(str(tmp_path / "m.slow5"), "r")
+    assert s5.get_aux_enum_labels("end_reason")[4] == "signal_positive"

@@ -306,30 +306,27 @@ class _Converter:
             self.schema = merge_aux_fields(result.decoded)
             self.writer.set_aux_fields(self.schema)
         for read in result.decoded:
-            if self.accept(path, read.record.read_id):
-                try:
-                    blob = self.encode_here(read)
-                except BadRead as err:
-                    self.bad(path, read.record.read_id, str(err))
-                    continue
-                self.write(read.record.read_id, blob, len(read.record.signal))
+            if self.repeated(path, read.record.read_id):
+                continue
+            try:
+                blob = self.encode_here(read)
+            except BadRead as err:
+                self.bad(path, read.record.read_id, str(err))
+                continue
+            self.write(read.record.read_id, blob, len(read.record.signal))
         for read_id, blob, samples in result.encoded:
-            if self.accept(path, read_id):
+            if not self.repeated(path, read_id):
                 self.write(read_id, blob, samples)
         self.maybe_progress()
 
-    def accept(self, path: str, read_id: str) -> bool:
-        """Check a read id against those already written (unless duplicates are allowed)."""
-        if self.allow_duplicate_ids:
-            return True
-        first = self.seen.get(read_id)
+    def repeated(self, path: str, read_id: str) -> bool:
+        """Whether a read id was already written (then fail, or reject it as a duplicate)."""
+        first = None if self.allow_duplicate_ids else self.seen.get(read_id)
         if first is not None:
             self.bad(
                 path, read_id, f"duplicate read id (already converted from {self.paths[first]})"
             )
-            return False
-        self.seen[read_id] = len(self.paths) - 1
-        return True
+        return first is not None
 
     def encode_here(self, read: Fast5Read) -> bytes:
         """Encode a read in the parent, adding its run's read group when it is new."""
@@ -343,8 +340,10 @@ class _Converter:
         return blob or _encode(read, rg, self.schema, self.task(""))
 
     def write(self, read_id: str, blob: bytes, samples: int) -> None:
-        """Append one encoded record."""
+        """Append one encoded record (its id is then taken)."""
         self.writer.write_encoded(read_id, blob)
+        if not self.allow_duplicate_ids:
+            self.seen[read_id] = len(self.paths) - 1
         self.report.reads_written += 1
         self.report.samples += samples
 

@@ -479,7 +479,12 @@ def _read_open_file(
             if run_id is None and "tracking_id" in group:
                 run_id = _peek_run_id(group["tracking_id"])
             _skip_known(read, run_id, known_runs)
-        walker.visit(group, name, read)
+        try:
+            walker.visit(group, name, read)
+        except ValueError as err:  # a bad attribute rejects this read, not the whole file
+            label = read.primary.get("read_id", name.removeprefix("read_"))
+            contents.rejected.append((label, f"read group {name}: {err}"))
+            continue
         _finish(contents, read, f"read group {name}")
     return contents
 
