@@ -17,6 +17,7 @@ rule fast5_to_blow5:
         "results/benchmarks/fast5_to_blow5/{sample}.tsv"
     conda:
         "../../envs/python.yaml"
+    threads: RUN_CORES
     params:
         record_compression=config["slow5"]["record_compression"],
         signal_compression=config["slow5"]["signal_compression"],
@@ -100,6 +101,7 @@ rule call_methylation:
         "results/benchmarks/call_methylation/{sample}.{aligner}.{motif}.{shard}.tsv"
     conda:
         "../../envs/nanopolish.yaml"
+    threads: RUN_CORES
     # On a cluster (profiles/slurm): the whole node when the host's strategy uses every NUMA node.
     resources:
         cpus_per_task=cluster_cpus("methylation"),
@@ -165,6 +167,6 @@ rule methylation_modbam:
         "results/benchmarks/methylation_modbam/{sample}.{aligner}.{motif}.tsv"
     conda:
         "../../envs/python.yaml"
-    threads: 2
+    threads: RUN_CORES
     script:
         "../../scripts/methylation_modbam.py"
