@@ -80,7 +80,8 @@ def mm_ml(seq: str, reverse: bool, motif: Motif, calls: dict[int, int]) -> tuple
         skips.append(str(rank - previous - 1))
         probs.append(ml)
         previous = rank
-    return f"{motif.base}+{motif.code}?," + ",".join(skips) + ";", probs
+    positions = "".join("," + skip for skip in skips)
+    return f"{motif.base}+{motif.code}?{positions};", probs
 
 
 def read_sites(
@@ -122,6 +123,10 @@ def read_sites(
                     break
             else:
                 stats.sites_unaligned += 1
+    if not tagged and order:
+        # Every site fell on a deletion or another base: the first alignment still says the
+        # read was called, with no position (MM "C+m?;", empty ML: nothing known per base).
+        tagged[order[0]] = {}
     return tagged
 
 
