@@ -2,19 +2,25 @@
 
 from pathlib import Path
 
-from numapore.convert import convert, write_rejected
+from numapore.convert import ConversionError, convert, write_rejected
+from numapore.errors import InputError
 from numapore.rulelog import LogAndTerminal, redirect_to_log
 
 smk = snakemake  # noqa: F821 (injected by the script directive)
 redirect_to_log(smk)
-convert(
-    [Path(p) for p in smk.input],
-    Path(smk.output.blow5),
-    record_compression=smk.params.record_compression,
-    signal_compression=smk.params.signal_compression,
-    processes=smk.params.processes,
-    on_bad_fast5=smk.params.on_bad_fast5,
-    progress=LogAndTerminal(),  # files done (%) and reads/s, every 5 s
-)
+try:
+    convert(
+        [Path(p) for p in smk.input],
+        Path(smk.output.blow5),
+        record_compression=smk.params.record_compression,
+        signal_compression=smk.params.signal_compression,
+        processes=smk.params.processes,
+        on_bad_fast5=smk.params.on_bad_fast5,
+        progress=LogAndTerminal(),  # files done (%) and reads/s, every 5 s
+    )
+except ConversionError as err:  # a bad FAST5 under on_bad_fast5: fail: one line, no traceback
+    raise InputError(
+        f"{err} (on_bad_fast5: skip leaves such files and reads out, listed with the reason)"
+    ) from None
 if not Path(smk.output.rejected).exists():  # on_bad_fast5: fail writes no list; empty = none
     write_rejected(Path(smk.output.blow5), [])

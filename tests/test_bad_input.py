@@ -110,6 +110,10 @@ def test_bad_fast5_fails_the_conversion_naming_the_file(tmp_path, ecoli_dir, dh1
     assert result.returncode != 0
     out = result.stdout + result.stderr
     assert "zz_broken.fast5" in out and "fast5_to_blow5" in out
+    # One numapore: line naming the file, the reason and the way out; no traceback.
+    (line,) = [ln for ln in out.splitlines() if ln.startswith("numapore:") and "zz_broken" in ln]
+    assert "not an HDF5 file" in line and line.endswith("listed with the reason)")
+    assert "Traceback" not in out
     # Nothing that looks complete is left behind.
     assert not (tmp_path / "run/results/ecoli/signal/ecoli.blow5").exists()
 
