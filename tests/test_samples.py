@@ -45,14 +45,14 @@ def test_valid_sheet_resolves_paths(inputs):
     path = sheet(inputs, "s1\tf5\treads.fastq\tref.fa")
     samples = load_samples(read_sheet(path), path, inputs)
     s1 = samples["s1"]
-    assert s1.fast5 == (inputs / "f5",) and s1.reads_format == "fastq"
+    assert s1.signal == (inputs / "f5",) and s1.reads_format == "fastq"
     assert s1.reference_name == "ref"
 
 
 @pytest.mark.parametrize(
     "row, message",
     [
-        ("s1\tnope\treads.fastq\tref.fa", "FAST5 path .*nope does not exist"),
+        ("s1\tnope\treads.fastq\tref.fa", "raw signal path .*nope does not exist"),
         ("s1\tf5\tmissing.fastq\tref.fa", "reads file .*missing.fastq does not exist"),
         ("s1\tf5\treads.fastq\tnope.fa", "reference .*nope.fa does not exist"),
         ("s1\tf5\tref.fa\tref.fa", "does not start with '>'|is empty|start with"),
@@ -76,7 +76,7 @@ def test_empty_gzip_reads_and_empty_fast5_folder(inputs):
         load_samples(read_sheet(path), path, inputs)
     (inputs / "nothing").mkdir()
     path = sheet(inputs, "s1\tnothing\treads.fastq\tref.fa")
-    with pytest.raises(InputError, match="no .fast5 files found"):
+    with pytest.raises(InputError, match="no raw signal files .* found"):
         load_samples(read_sheet(path), path, inputs)
 
 
@@ -95,7 +95,7 @@ def test_simulated_samples_join_the_sheets(inputs):
     path = sheet(inputs, "s1\tf5\treads.fastq\tref.fa")
     simulated = simulated_samples({"sim": {"reference": "ref.fa"}}, inputs)
     assert simulated["sim"].reads == Path("results/simulated/sim/reads.fastq")
-    assert simulated["sim"].fast5 == (Path("results/simulated/sim/fast5_multi"),)
+    assert simulated["sim"].signal == (Path("results/simulated/sim/fast5_multi"),)
     both = combine_samples(load_samples(read_sheet(path), path, inputs), simulated, path)
     assert list(both) == ["s1", "sim"]
     with pytest.raises(InputError, match="both in .* and in config simulate"):
