@@ -9,9 +9,17 @@ from pathlib import Path
 import pyslow5
 import pytest
 from conftest import REPO, call_set, host_file, run_workflow
-from numapore.accounting import read_table
+from numapore.accounting import pod5_census, read_table
 from numapore.convert import convert
 from numapore.project import write_project
+from numapore.signal import (
+    SignalError,
+    blow5_signal_compression,
+    float32_decimal,
+    list_pod5,
+    pod5_to_blow5,
+    use_blow5,
+)
 
 BIN = REPO / ".venv" / "bin"
 SSM1 = "expected/multi-fast5-output/ssm1_zlib.blow5"  # slow5tools' own BLOW5 (zlib, no svb)
@@ -20,7 +28,12 @@ SSM1 = "expected/multi-fast5-output/ssm1_zlib.blow5"  # slow5tools' own BLOW5 (z
 def row(name: str, signal: str, ecoli_dir: Path, reads: Path | None = None) -> dict[str, str]:
     """A sample-sheet row on region.fa (written in the sheet's older 'fast5' column)."""
     reads = reads or ecoli_dir / "reads.fasta"
-    return {"sample": name, "fast5": signal, "reads": str(reads), "reference": str(ecoli_dir / "region.fa")}  # fmt: skip
+    return {
+        "sample": name,
+        "fast5": signal,
+        "reads": str(reads),
+        "reference": str(ecoli_dir / "region.fa"),
+    }
 
 
 def calls(work: Path, name: str) -> set[tuple]:
@@ -70,12 +83,19 @@ def pod5_file(tmp_path_factory, ecoli_dir) -> Path:
 
 
 @pytest.fixture(scope="session")
-def fast5_mode_run(tmp_path_factory, ecoli_dir, messy_fast5) -> tuple[Path, subprocess.CompletedProcess]:  # fmt: skip
+def fast5_mode_run(
+    tmp_path_factory, ecoli_dir, messy_fast5
+) -> tuple[Path, subprocess.CompletedProcess]:
     """I/O mode fast5: the reads as they are, and the messy copies, in one run."""
     work = tmp_path_factory.mktemp("signal_fast5")
-    rows = [row("clean", str(ecoli_dir / "fast5"), ecoli_dir), row("messy", messy_fast5[1], ecoli_dir)]  # fmt: skip
+    rows = [
+        row("clean", str(ecoli_dir / "fast5"), ecoli_dir),
+        row("messy", messy_fast5[1], ecoli_dir),
+    ]
     write_project(work, rows)
-    result = run_workflow(work, "--config", f"host={host_file(work / 'host.yaml', 'none', 'fast5')}")
+    result = run_workflow(
+        work, "--config", f"host={host_file(work / 'host.yaml', 'none', 'fast5')}"
+    )
     return work, result
 
 
@@ -89,7 +109,8 @@ def slow5_mode_run(tmp_path_factory, ecoli_dir, f2s_dir, pod5_file) -> Path:
     ids = [r["read_id"] for r in pyslow5.Open(str(f2s_dir / SSM1), "r").seq_reads()]
     lines = (ecoli_dir / "reads.fasta").read_text().split(">")[1:4]
     stand_in = work / "ssm1.fasta"
-    stand_in.write_text("".join(f">{i}\n{s.split(chr(10), 1)[1]}" for i, s in zip(ids, lines)))
+    sequences = [entry.split("\n", 1)[1] for entry in lines]
+    stand_in.write_text("".join(f">{i}\n{s}" for i, s in zip(ids, sequences, strict=True)))
     rows = [
         row("fast5", str(ecoli_dir / "fast5"), ecoli_dir),
         row("pod5", str(pod5_file), ecoli_dir),
@@ -186,9 +207,60 @@ def test_svb_zd_blow5_is_refused_naming_it(tmp_path, ecoli_dir, f2s_dir):
     svb = f2s_dir / "expected/multi-fast5-output/ssm1_zlib_svb.blow5"
     write_project(tmp_path, [row("svb", str(svb), ecoli_dir)])
     host = host_file(tmp_path / "host.yaml", "none", "slow5")
-    result = run_workflow(tmp_path, "--config", f"host={host}", "--until", "link_blow5", check=False)  # fmt: skip
+    result = run_workflow(
+        tmp_path, "--config", f"host={host}", "--until", "link_blow5", check=False
+    )
     assert result.returncode != 0
     assert (
         f"numapore: sample 'svb': BLOW5 {svb}: signal compression svb-zd, which Debian's "
         "nanopolish 0.14 cannot read; rewrite it with `slow5tools view -c zlib -s none`"
     ) in result.stdout + result.stderr + (tmp_path / "results/logs/link_blow5/svb.log").read_text()
+
+
+def test_pod5_with_two_runs_gives_two_read_groups(tmp_path, pod5_file):
+    import dataclasses
+
+    import pod5
+
+    two = tmp_path / "two.pod5"
+    with pod5.Reader(pod5_file / "ecoli.pod5") as reader, pod5.Writer(two) as writer:
+        for i, record in enumerate(reader.reads()):
+            read = record.to_read()
+            if i % 2:  # every other read from a second run
+                read.run_info = dataclasses.replace(read.run_info, acquisition_id="second_run")
+            writer.add_read(read)
+    assert pod5_to_blow5([two], tmp_path / "two.blow5", processes=2) == 112
+    out = pyslow5.Open(str(tmp_path / "two.blow5"), "r")
+    assert out.get_num_read_groups() == 2
+    runs = {out.get_header_value("run_id", rg) for rg in (0, 1)}
+    assert runs == {"0cc960b63c07619b4bf2917507d447479a21da66", "second_run"}
+    with pod5.Reader(two) as reader:
+        expected = {str(r.read_id): r.run_info.acquisition_id for r in reader.reads()}
+    got = {r["read_id"]: out.get_header_value("run_id", r["read_group"]) for r in out.seq_reads()}
+    assert got == expected
+    census = pod5_census([two])
+    assert (census.files, census.total) == (1, 112)
+
+
+def test_pod5_calibration_is_the_fast5_decimal(tmp_path, pod5_file, ecoli_dir):
+    pod5_to_blow5([pod5_file], tmp_path / "p.blow5")
+    convert([ecoli_dir / "fast5"], tmp_path / "f.blow5")
+    fast5 = pyslow5.Open(str(tmp_path / "f.blow5"), "r")
+    fields = ("digitisation", "offset", "range", "sampling_rate", "len_raw_signal")
+    for read in pyslow5.Open(str(tmp_path / "p.blow5"), "r").seq_reads():
+        same = fast5.get_read(read["read_id"])
+        assert [read[f] for f in fields] == [same[f] for f in fields]
+        assert (read["signal"] == same["signal"]).all()
+    assert float32_decimal(1444.8599853515625) == 1444.86
+
+
+def test_blow5_input_checks(tmp_path, f2s_dir):
+    svb = f2s_dir / "expected/multi-fast5-output/ssm1_zlib_svb.blow5"
+    assert blow5_signal_compression(svb) == "svb-zd"
+    assert blow5_signal_compression(f2s_dir / SSM1) == "none"
+    cut = tmp_path / "cut.blow5"
+    cut.write_bytes((f2s_dir / SSM1).read_bytes()[:-100])
+    with pytest.raises(SignalError, match=f"^BLOW5 {cut}: cut short in the middle of record 3"):
+        use_blow5(cut, tmp_path / "out" / "s.blow5")
+    assert use_blow5(f2s_dir / SSM1, tmp_path / "out" / "s.blow5") == 3
+    assert list_pod5([tmp_path]) == []

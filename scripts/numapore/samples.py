@@ -234,7 +234,9 @@ def signal_column(table: pd.DataFrame, sheet: Path) -> str:
             "('fast5' is the older name of 'signal')"
         )
     if "signal" not in table.columns and "fast5" not in table.columns:
-        raise InputError(f"sample sheet {sheet}: missing column(s) signal (or its older name fast5)")
+        raise InputError(
+            f"sample sheet {sheet}: missing column(s) signal (or its older name fast5)"
+        )
     return "signal" if "signal" in table.columns else "fast5"
 
 
@@ -254,9 +256,7 @@ def load_samples(table: pd.DataFrame, sheet: Path, base: Path) -> dict[str, Samp
         listed = tuple(base / p.strip() for p in getattr(row, column).split(",") if p.strip())
         signal, notes = distinct_paths(listed, key)
         kind = check_signal(signal, key)
-        sample = Sample(
-            name, signal, base / row.reads, base / row.reference, kind, tuple(notes)
-        )
+        sample = Sample(name, signal, base / row.reads, base / row.reference, kind, tuple(notes))
         check_reads(sample.reads, key)
         check_reference(sample.reference, key)
         samples[name] = sample

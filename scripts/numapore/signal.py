@@ -197,7 +197,9 @@ def pod5_to_blow5(
         ) as writer,
         ProcessPoolExecutor(max(1, processes)) as pool,
     ):
-        for (path, _), (runs, records) in zip(tasks, _in_order(pool, tasks, processes), strict=True):
+        for (path, _), (runs, records) in zip(
+            tasks, _in_order(pool, tasks, processes), strict=True
+        ):
             for run_id, attrs in runs.items():
                 if run_id not in groups:
                     groups[run_id] = writer.add_read_group(attrs)

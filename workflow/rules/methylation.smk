@@ -7,8 +7,6 @@
 # The BLOW5 of I/O mode slow5 comes from one rule per raw signal kind (the sample's kind picks
 # it: samples_of_kind).
 rule fast5_to_blow5:
-    wildcard_constraints:
-        sample=samples_of_kind("fast5"),
     input:
         lambda wc: [str(p) for p in SAMPLES[wc.sample].signal],
     output:
@@ -19,6 +17,8 @@ rule fast5_to_blow5:
         "results/logs/fast5_to_blow5/{sample}.log",
     benchmark:
         "results/benchmarks/fast5_to_blow5/{sample}.tsv"
+    wildcard_constraints:
+        sample=samples_of_kind("fast5"),
     conda:
         "../../envs/python.yaml"
     params:
@@ -31,8 +31,6 @@ rule fast5_to_blow5:
 
 
 rule pod5_to_blow5:
-    wildcard_constraints:
-        sample=samples_of_kind("pod5"),
     input:
         lambda wc: [str(p) for p in SAMPLES[wc.sample].signal],
     output:
@@ -43,6 +41,8 @@ rule pod5_to_blow5:
         "results/logs/pod5_to_blow5/{sample}.log",
     benchmark:
         "results/benchmarks/pod5_to_blow5/{sample}.tsv"
+    wildcard_constraints:
+        sample=samples_of_kind("pod5"),
     conda:
         "../../envs/python.yaml"
     params:
@@ -56,8 +56,6 @@ rule pod5_to_blow5:
 
 # A BLOW5 input is used as it is: checked, linked and indexed (when no .idx is beside it).
 rule link_blow5:
-    wildcard_constraints:
-        sample=samples_of_kind("blow5"),
     input:
         lambda wc: [str(p) for p in SAMPLES[wc.sample].signal],
     output:
@@ -68,6 +66,8 @@ rule link_blow5:
         "results/logs/link_blow5/{sample}.log",
     benchmark:
         "results/benchmarks/link_blow5/{sample}.tsv"
+    wildcard_constraints:
+        sample=samples_of_kind("blow5"),
     conda:
         "../../envs/python.yaml"
     params:
