@@ -165,6 +165,9 @@ def test_slow5tools_blow5_is_indexed_and_read(slow5_mode_run, f2s_dir):
     table = accounting(work, "ssm1")
     assert table[("blow5", "reads", "in the readable files")] == "3"
     assert table[("basecalled", "reads with raw signal", "")] == "3"
+    # No calls (stand-in sequences): the sample's report is still drawn.
+    assert table[("methylation", "reads with calls", "")] == "0"
+    assert (work / "results/ssm1/report/ssm1.minimap2.methylation.png").is_file()
     readdb = (work / "results/ssm1/reads/blow5/ssm1.fasta.index.readdb").read_text()
     assert str(signal) in readdb or "ssm1.blow5" in readdb
 
@@ -264,3 +267,14 @@ def test_blow5_input_checks(tmp_path, f2s_dir):
         use_blow5(cut, tmp_path / "out" / "s.blow5")
     assert use_blow5(f2s_dir / SSM1, tmp_path / "out" / "s.blow5") == 3
     assert list_pod5([tmp_path]) == []
+
+
+def test_comparison_of_a_pod5_sample_takes_io_mode_slow5_only(tmp_path, ecoli_dir, pod5_file):
+    write_project(tmp_path, [row("p", str(pod5_file), ecoli_dir)])
+    host = host_file(tmp_path / "host.yaml", "none", "slow5")
+    result = run_workflow(tmp_path, "-n", "compare", "--config", f"host={host}", check=False)
+    assert result.returncode != 0
+    assert (
+        "numapore: compare.io_modes: sample 'p' has POD5 raw signal, read in I/O mode slow5 "
+        "only; remove fast5, fast5-pool"
+    ) in result.stdout + result.stderr

@@ -421,6 +421,12 @@ def compare_sample():
             f"numapore: compare.sample: {name!r} is not a sample "
             f"(samples: {', '.join(SAMPLES) or 'none'})"
         )
+    fast5_modes = [m for m in config["compare"]["io_modes"] if m != "slow5"]
+    if SAMPLES[name].signal_kind != "fast5" and fast5_modes:
+        raise WorkflowError(
+            f"numapore: compare.io_modes: sample '{name}' has {SAMPLES[name].signal_kind.upper()} "
+            f"raw signal, read in I/O mode slow5 only; remove {', '.join(fast5_modes)}"
+        )
     return SAMPLES[name]
 
 
