@@ -3,13 +3,28 @@
 from pathlib import Path
 
 from numapore.atomic import atomic_outputs
-from numapore.compare import pivot_table, read_tsv, recommendation, storage_description
+from numapore.compare import (
+    identical_note,
+    pivot_table,
+    read_tsv,
+    reads_advice,
+    recommendation,
+    storage_description,
+)
 from numapore.rulelog import redirect_to_log
 
 smk = snakemake  # noqa: F821 (injected by the script directive)
 redirect_to_log(smk)
-rows = read_tsv(Path(smk.input[0]))
+rows = read_tsv(Path(smk.input.summary))
 advice = recommendation(rows, smk.params.host)
+# How many reads the cells ran on (counted only when a cell was too short: sizing advice).
+cells_reads = 0
+if any(r["too_short"] for r in rows):
+    import pysam
+
+    with pysam.FastxFile(smk.input.reads) as fastx:
+        cells_reads = sum(1 for _ in fastx)
+notes = "\n".join(n for n in (identical_note(rows), reads_advice(rows, cells_reads)) if n)
 reads = f"first {smk.params.reads} reads" if smk.params.reads else "all reads"
 text = f"""# numapore: strategy comparison on this host
 
@@ -24,6 +39,10 @@ Every cell: `results/compare/summary.tsv`.
 ## Methylation calling: I/O mode x strategy
 
 {pivot_table(rows, "methylation")}
+## What can be compared
+
+{notes or "- Every cell ran long enough to measure, and every strategy ran its own way."}
+
 ## Plots
 
 ![time vs threads](time_vs_threads.png)

@@ -1,8 +1,8 @@
 """Shared pytest fixtures: where the shared real data and the repository live."""
 
-import io
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pandas as pd
@@ -137,9 +137,7 @@ def reference_output(calls: Path, *options: str) -> str:
 
 def numapore_output(calls: Path, motif: str, threshold: float, split: bool) -> str:
     """numapore's frequency table for a call table."""
-    with open(calls) as handle:
-        calls = methylation.read_calls(handle)
-        piled = methylation.pileup(calls, methylation.MOTIFS[motif], threshold, split)
-    out = io.StringIO()
-    methylation.write_frequency_tsv(piled.groups, out)
-    return out.getvalue()
+    with tempfile.TemporaryDirectory() as tmp:
+        tsv, bed = Path(tmp) / "frequency.tsv", Path(tmp) / "sites.bed"
+        methylation.frequency_outputs(calls, methylation.MOTIFS[motif], threshold, split, tsv, bed)
+        return tsv.read_text()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import json
 import os
 import shutil
 import subprocess
@@ -47,6 +48,151 @@ CONFORMANCE = {
     ],
     "single-and-multi-fast5-output/file_single-and-multi-fast5.slow5": ["single-and-multi-fast5"],
 }
+# Outcome per input of the whole suite: tests/data/f2s_conformance.tsv (with the reasons).
+CONFORMANCE_TABLE = Path(__file__).parent / "data" / "f2s_conformance.tsv"
+# pyslow5 (slow5lib) may crash on a malformed file: read it back in a fresh interpreter.
+READBACK = """
+import json, sys, pyslow5
+for path in sys.argv[1:]:
+    s5 = pyslow5.Open(path, "r")
+    reads = [(r["read_id"], int(r["len_raw_signal"]), sorted(r)) for r in s5.seq_reads(aux="all")]
+    print(json.dumps(reads), flush=True)
+"""
+
+
+def conformance_table() -> dict[str, list[str]]:
+    """Input (relative to raw/) -> [outcome, expected file or reason, column spec, why]."""
+    rows = {}
+    for line in CONFORMANCE_TABLE.read_text().splitlines():
+        if line and not line.startswith("#"):
+            name, *rest = line.split("\t")
+            rows[name] = (rest + ["", "", "", ""])[:4]
+    return rows
+
+
+def suite_inputs(f2s_dir: Path) -> list[str]:
+    """Every file under the suite's raw/ folder, relative to it."""
+    raw = f2s_dir / "raw"
+    return sorted(p.relative_to(raw).as_posix() for p in raw.rglob("*") if p.is_file())
+
+
+def without_column(text: str, column: str) -> str:
+    """SLOW5 text with one aux column removed from the column lines and every record."""
+    lines = text.split("\n")
+    names = next(ln for ln in lines if ln.startswith("#read_id\t")).split("\t")
+    if column not in names:
+        return text
+    i = names.index(column)
+    out = []
+    for ln in lines:
+        fields = ln.split("\t")
+        if (
+            ln
+            and not ln.startswith("@")
+            and not ln.startswith("#slow5_version")
+            and not (ln.startswith("#num_read_groups"))
+        ):
+            del fields[i]
+        out.append("\t".join(fields))
+    return "\n".join(out)
+
+
+def column(text: str, name: str) -> tuple[str, list[str]]:
+    """The type and the record values of one column of a SLOW5 text."""
+    lines = text.splitlines()
+    names = next(ln for ln in lines if ln.startswith("#read_id\t")).split("\t")
+    types = next(ln for ln in lines if ln.startswith("#char*\t")).split("\t")
+    i = names.index(name)
+    records = [ln.split("\t") for ln in lines if not ln.startswith(("#", "@"))]
+    return types[i], [r[i] for r in records]
+
+
+def fast5_attribute_names(path: Path) -> set[str]:
+    """Names of every attribute of a FAST5 file outside the groups slow5tools skips."""
+    found: set[str] = set()
+
+    def visit(name: str, obj: h5py.HLObject) -> None:
+        if not {"Analyses", "PreviousReadInfo"} & set(name.split("/")):
+            found.update(obj.attrs)
+
+    with h5py.File(path, "r") as h5:
+        found.update(h5.attrs)
+        h5.visititems(visit)
+    return found
+
+
+def read_back(*paths: Path) -> list[list]:
+    """Every record of SLOW5/BLOW5 files as pyslow5 reads them: (read id, length, fields)."""
+    done = subprocess.run(
+        [sys.executable, "-c", READBACK, *map(str, paths)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, f"pyslow5 cannot read {paths}: {done.stderr[-2000:]}"
+    return [json.loads(line) for line in done.stdout.splitlines()]
+
+
+def test_conformance_table_covers_the_whole_suite(f2s_dir: Path) -> None:
+    """The table names every input of raw/ (no more, no less) with a known outcome."""
+    table = conformance_table()
+    assert sorted(table) == suite_inputs(f2s_dir)
+    kinds = {"identical", "deliberate", "refused", "accepted"}
+    assert {row[0] for row in table.values()} <= kinds
+    assert all(row[3] for row in table.values() if row[0] in ("deliberate", "accepted"))
+
+
+@pytest.mark.parametrize("name", sorted(conformance_table()))
+def test_f2s_suite_input(f2s_dir: Path, tmp_path: Path, name: str) -> None:
+    """Each suite input gives its documented outcome; every output is readable by pyslow5."""
+    outcome, detail, spec, _ = conformance_table()[name]
+    src = f2s_dir / "raw" / name
+    out = tmp_path / "out.slow5"
+    if outcome == "refused":
+        with pytest.raises(ConversionError) as err:
+            convert([src], out, progress=None)
+        assert str(src) in str(err.value) and detail in str(err.value)
+        assert not out.exists() and not leftovers(tmp_path)
+        # skip: the input is listed with the reason, the good file is converted
+        good = f2s_dir / "raw/single-fast5/sss1.fast5"
+        report = convert([src, good], tmp_path / "s.blow5", on_bad_fast5="skip", progress=None)
+        rows = [r.split("\t") for r in report.rejected_tsv.read_text().splitlines()[1:]]
+        assert rows and all(r[0] == str(src) and detail in r[2] for r in rows)
+        rejected = {r[1] for r in rows}
+        # the other reads of a file with one bad read are converted, then the good file's
+        kept = [] if "." in rejected else [i for i, _ in read_layout(src) if i not in rejected]
+        assert [r[0] for r in read_back(tmp_path / "s.blow5")[0]] == kept + [
+            read_layout(good)[0][0]
+        ]
+        return
+    report = convert([src], out, allow_duplicate_ids=True, progress=None)
+    blow5 = tmp_path / "out.blow5"
+    convert([src], blow5, allow_duplicate_ids=True, progress=None)
+    text_reads, blow5_reads_ = read_back(out, blow5)
+    # record for record: every read of the input, in order, with its signal length
+    layout = read_layout(src)
+    assert [(r[0], r[1] > 0) for r in text_reads] == [(rid, True) for rid, _ in layout]
+    assert blow5_reads_ == text_reads and len(text_reads) == report.reads_written
+    names = out.read_text().split("\n#read_id\t")[1].split("\n")[0].split("\t")
+    aux = set(names[7:])
+    assert all(aux <= set(r[2]) for r in text_reads)  # pyslow5 sees every aux column
+    # every attribute of the input (read with plain h5py) is a header attribute or a column
+    text = out.read_text()
+    written = {ln.split("\t")[0][1:] for ln in text.splitlines() if ln.startswith("@")}
+    written |= set(names) | {"read_id", "duration"}  # duration is len_raw_signal
+    assert fast5_attribute_names(src) <= written
+    if outcome in ("identical", "deliberate"):
+        expected = (f2s_dir / "expected" / detail).read_text()
+        ours = out.read_text()
+        if outcome == "identical":
+            assert out.read_bytes() == (f2s_dir / "expected" / detail).read_bytes()
+        else:
+            col, col_type, values = spec.split(":")
+            assert ours != expected
+            assert without_column(ours, col) == without_column(expected, col)
+            assert column(ours, col) == (col_type, values.split(","))
+
+
 ERR_FAST5 = {
     "empty_fast5.fast5": "empty FAST5",
     "not_a_fast5.fast5": "not an HDF5 file",
@@ -550,3 +696,99 @@ def test_cli_exit_codes(f2s_dir: Path, tmp_path: Path) -> None:
     expected = f2s_dir / "expected/multi-fast5-output/ssm1.slow5"
     assert (tmp_path / "a.slow5").read_bytes() == expected.read_bytes()
     assert (tmp_path / "a.slow5.rejected.tsv").is_file()
+
+
+def test_empty_signal_follows_on_bad_fast5(ecoli_dir: Path, tmp_path: Path) -> None:
+    """A real read whose Signal dataset is emptied: fail names the file and read, skip rejects
+    it as "empty signal"; the census counts it as a read without signal."""
+    src = sorted((ecoli_dir / "fast5").glob("*.fast5"))[0]
+    good = sorted((ecoli_dir / "fast5").glob("*.fast5"))[1]
+    empty = tmp_path / "empty.fast5"
+    shutil.copy(src, empty)
+    empty.chmod(0o644)
+    with h5py.File(empty, "r+") as h5:
+        (read,) = h5["Raw/Reads"].values()
+        read_id = read.attrs["read_id"].decode()
+        del read["Signal"]
+        read.create_dataset("Signal", shape=(0,), dtype="i2")
+    assert read_layout(empty) == [(read_id, False)]
+    out = tmp_path / "e.blow5"
+    with pytest.raises(ConversionError) as err:
+        convert([good, empty], out, progress=None)
+    assert f"{empty} (read {read_id}): " in str(err.value) and "empty signal" in str(err.value)
+    assert not out.exists() and not leftovers(tmp_path)
+    report = convert([good, empty], out, on_bad_fast5="skip", progress=None)
+    assert (report.reads_written, report.reads_skipped) == (1, 1)
+    rows = report.rejected_tsv.read_text().splitlines()[1:]
+    assert rows == [f"{empty}\t{read_id}\tthe single-read FAST5: empty signal"]
+    assert [r["read_id"] for r in blow5_reads(out)] == [read_layout(good)[0][0]]
+
+
+def test_nothing_is_dropped_silently(f2s_dir: Path, tmp_path: Path) -> None:
+    """A later file's read with an aux field the columns lack, or an enum label the column
+    lacks, stops the run (fail) or is rejected with the reason (skip); never dropped."""
+    first = f2s_dir / "raw/single-fast5/sss1.fast5"
+    extra = tmp_path / "extra.fast5"
+    shutil.copy(f2s_dir / "raw/single-fast5/sss2.fast5", extra)
+    with h5py.File(extra, "r+") as h5:
+        (read,) = h5["Raw/Reads"].values()
+        read.attrs["read_id"] = "other-read"
+        read.attrs.create("num_minknow_events", 7, dtype="u8")
+    with pytest.raises(ConversionError, match=r"extra.fast5 \(read other-read\): aux field.*"):
+        convert([first, extra], tmp_path / "x.slow5", progress=None)
+    report = convert([first, extra], tmp_path / "x.slow5", on_bad_fast5="skip", progress=None)
+    assert report.reads_skipped == 1 and "num_minknow_events" in report.rejected_tsv.read_text()
+    # an end_reason label the output's enum does not have
+    labels = {label: i for i, label in enumerate(END_REASON_LABELS)}
+    odd = {**labels, "a_new_reason": 9}
+    files = []
+    for i, enum in enumerate([labels, odd]):
+        path = tmp_path / f"er{i}.fast5"
+        shutil.copy(f2s_dir / "raw/single-fast5/sss1.fast5", path)
+        with h5py.File(path, "r+") as h5:
+            (read,) = h5["Raw/Reads"].values()
+            read.attrs["read_id"] = f"er-{i}"
+            read.attrs.create("end_reason", i * 9, dtype=h5py.enum_dtype(enum, basetype="u1"))
+        files.append(path)
+    with pytest.raises(ConversionError, match="end_reason label 'a_new_reason' is not in the"):
+        convert(files, tmp_path / "er.blow5", progress=None)
+
+
+@pytest.mark.parametrize(
+    "header, aux, read_id, problem",
+    [
+        ({"run_id": "r", "a\tb": "x"}, (), "r1", "holds a tab or newline"),
+        ({"run_id": "r"}, (AuxField("a\nb", "uint8_t"),), "r1", "holds a tab or newline"),
+        ({"run_id": "r"}, (AuxField("e", "enum", ("x,y",)),), "r1", "enum label 'x,y'"),
+        ({"run_id": "r"}, (), "#r1", "begins with '#'"),
+        ({"run_id": "r"}, (), "@r1", "begins with '@'"),
+    ],
+)
+def test_writer_refuses_what_slow5_cannot_hold(
+    tmp_path: Path, header: dict, aux: tuple, read_id: str, problem: str
+) -> None:
+    """The writer itself never writes a header or record line slow5lib would misread."""
+    rec = Record(read_id, 0, 8192.0, 6.0, 1444.86, 4000.0, np.arange(5, dtype=np.int16))
+    with pytest.raises(ValueError, match=problem):
+        write_slow5(tmp_path / "w.slow5", [rec], [header], aux)
+    assert not list(tmp_path.iterdir())
+
+
+def test_bad_attribute_rejects_only_its_read(f2s_dir: Path, tmp_path: Path) -> None:
+    """In a multi-read file, an attribute SLOW5 cannot hold rejects that read, not the file;
+    an end_reason stored as a plain integer becomes an enum."""
+    path = tmp_path / "m.fast5"
+    shutil.copy(f2s_dir / "raw/multi-fast5/ssm1.fast5", path)
+    with h5py.File(path, "r+") as h5:
+        groups = sorted(h5)
+        for i, name in enumerate(groups):
+            h5[name]["Raw"].attrs.create("end_reason", [4, 9, 1][i], dtype="i4")
+    bad_id = groups[1].removeprefix("read_")
+    with pytest.raises(ConversionError, match=f"read {bad_id}.*integer end_reason 9 has no"):
+        convert([path], tmp_path / "m.slow5", progress=None)
+    report = convert([path], tmp_path / "m.slow5", on_bad_fast5="skip", progress=None)
+    assert (report.reads_written, report.reads_skipped, report.files_skipped) == (2, 1, 0)
+    reads = blow5_reads(tmp_path / "m.slow5")
+    assert [r["end_reason"] for r in reads] == [4, 1]
+    s5 = pyslow5.Open(str(tmp_path / "m.slow5"), "r")
+    assert s5.get_aux_enum_labels("end_reason")[4] == "signal_positive"

@@ -21,10 +21,16 @@ from numapore.project import snakemake_command
 from numapore.workdir import check_writable, describe_write_error, write_problem
 
 N_READS = 20
-ALIGNED = [BAM, f"{BAM}.bai"] + [
-    f"results/ecoli/align/ecoli.minimap2.{end}"
-    for end in ("summary.tsv", "stats.txt", "flagstat.json")
-]
+ALIGNED = (
+    [BAM, f"{BAM}.bai"]
+    + [
+        f"results/ecoli/align/ecoli.minimap2.{end}"
+        for end in ("summary.tsv", "stats.txt", "flagstat.json", "flagstat.txt")
+    ]
+    + [  # the report's alignment figure needs only the alignments: built with them
+        f"results/ecoli/report/ecoli.minimap2.alignment_qc.{end}" for end in ("png", "data.json")
+    ]
+)
 READDB = "results/ecoli/reads/blow5/ecoli.fasta.index.readdb"
 LATER = [CALLS, "results/ecoli/methylation/ecoli.minimap2.cpg.frequency.tsv"]
 

@@ -150,3 +150,5 @@ def test_snakemake_command_names_profile_and_cores(tmp_path):
     slurm = snakemake_command(tmp_path, None, profile="slurm")
     assert slurm[slurm.index("--profile") + 1] == str(REPO / "profiles" / "slurm")
     assert "--cores" not in slurm
+    bare = snakemake_command(tmp_path, 2, profile=None)
+    assert "--profile" not in bare and "--workflow-profile" in bare

@@ -4,6 +4,8 @@ the modBAM read by pysam and methylartist, every motif end to end on the real E.
 from __future__ import annotations
 
 import io
+import os
+import sys
 import subprocess
 from pathlib import Path
 
@@ -15,24 +17,22 @@ from conftest import MOTIF_NAMES, REPO, numapore_output, reference_output
 from numapore.methylation import (
     CALL_COLUMNS,
     MOTIFS,
+    frequency_outputs,
     llr_to_ml,
-    pileup,
-    read_calls,
     reference_frequency_script,
-    write_bedmethyl,
-    write_frequency_tsv,
 )
 from numapore.modbam import mm_ml, tag_alignments
 
 OUT = "results/ecoli/methylation/ecoli.minimap2"
 
 
-def table(*rows: tuple) -> io.StringIO:
-    """A call table: rows of (chrom, start, end, read, llr, num_motifs, sequence)."""
+def table(path: Path, *rows: tuple) -> Path:
+    """A call table at path: rows of (chrom, start, end, read, llr, num_motifs, sequence)."""
     lines = ["\t".join(CALL_COLUMNS)]
     for chrom, start, end, read, llr, motifs, seq in rows:
         lines.append(f"{chrom}\t+\t{start}\t{end}\t{read}\t{llr}\t-1\t-1\t1\t{motifs}\t{seq}")
-    return io.StringIO("\n".join(lines) + "\n")
+    path.write_text("\n".join(lines) + "\n")
+    return path
 
 
 CALLS = [
@@ -44,30 +44,59 @@ CALLS = [
 ]
 
 
-def test_threshold_scales_with_the_motifs_of_a_group():
-    sites = pileup(read_calls(table(*CALLS)), threshold=2.0).groups
-    single = sites[("c1", 10, 10)]
-    assert (single.num_reads, single.called_sites, single.called_sites_methylated) == (2, 2, 1)
-    group = sites[("c1", 20, 26)]
-    assert (group.group_size, group.called_sites, group.called_sites_methylated) == (3, 3, 3)
-    assert pileup(read_calls(table(*CALLS)), threshold=1.5).groups[("c1", 20, 26)].num_reads == 2
+def outputs(tmp_path: Path, threshold: float, split: bool = False) -> tuple[list, list]:
+    """frequency_outputs on CALLS: the frequency and bedMethyl rows as lists of fields."""
+    tsv, bed = tmp_path / "f.tsv", tmp_path / "b.bed"
+    done = frequency_outputs(
+        table(tmp_path / "calls.tsv", *CALLS), MOTIFS["cpg"], threshold, split, tsv, bed
+    )
+    frequency = [line.split("\t") for line in tsv.read_text().splitlines()[1:]]
+    sites = [line.split("\t") for line in bed.read_text().splitlines()]
+    assert (done.rows, done.sites, done.calls) == (len(frequency), len(sites), len(CALLS))
+    return frequency, sites
 
 
-def test_split_groups_and_bedmethyl_rows():
-    piled = pileup(read_calls(table(*CALLS)), threshold=2.0, split_groups=True)
-    assert {k for k in piled.groups if k[1] >= 20} == {("c1", p, p) for p in (20, 23, 26)}
-    assert piled.groups[("c1", 23, 23)].sequence == "split-group"
-    tsv, bed = io.StringIO(), io.StringIO()
-    assert write_frequency_tsv(piled.groups, tsv) == 4
-    assert tsv.getvalue().splitlines()[1] == "c1\t10\t10\t1\t2\t1\t0.500\tAAAAACGAAAAA"
-    assert write_bedmethyl(piled.positions, MOTIFS["cpg"], bed) == 4
-    rows = [line.split("\t") for line in bed.getvalue().splitlines()]
-    assert all(len(row) == 18 for row in rows)
+def test_threshold_scales_with_the_motifs_of_a_group(tmp_path):
+    frequency, _ = outputs(tmp_path, 2.0)
+    assert frequency == [
+        "c1 10 10 1 2 1 0.500 AAAAACGAAAAA".split(),
+        "c1 20 26 3 3 3 1.000 AAAAACGACGTCGAAAAA".split(),
+    ]
+    frequency, _ = outputs(tmp_path, 1.5)
+    assert frequency[1][3:6] == ["3", "6", "6"]  # both group calls now count, 3 sites each
+
+
+def test_split_groups_and_bedmethyl_rows(tmp_path):
+    frequency, rows = outputs(tmp_path, 2.0, split=True)
+    assert [row[:3] for row in frequency[1:]] == [["c1", str(p), str(p)] for p in (20, 23, 26)]
+    assert frequency[2][3:] == ["1", "1", "1", "1.000", "split-group"]
+    assert frequency[0] == "c1 10 10 1 2 1 0.500 AAAAACGAAAAA".split()
+    assert len(rows) == 4 and all(len(row) == 18 for row in rows)
     # One confident methylated call (r1), one below threshold x 3 (r2): N_fail = 1.
-    assert rows[2] == (
-        "c1 23 24 m 1 + 23 24 255,0,0 1 100.00 1 0 0 0 1 0 0".split()
-    )  # fmt: skip
+    assert rows[2] == "c1 23 24 m 1 + 23 24 255,0,0 1 100.00 1 0 0 0 1 0 0".split()
     assert rows[0][9:] == "2 50.00 1 1 0 0 1 0 0".split()
+
+
+@pytest.mark.parametrize("options", [[], ["-s"]])
+def test_rounding_edges_are_the_reference_scripts(tmp_path, options):
+    """Frequencies on %.3f's rounding edges (0.0005, 1/16 ties, 0.9995), first-seen group sizes
+    and sequences, chromosome sort order: byte for byte nanopolish's script."""
+    rows = []
+    for chrom, start, methylated, called in [
+        ("chr10", 5, 1, 2000), ("chr2", 5, 1, 16), ("chr2", 40, 3, 16), ("chr2", 70, 1999, 2000),
+        ("chrX", 5, 5, 8), ("chr1_alt", 9, 1, 3), ("chr1", 100, 2, 3),
+    ]:  # fmt: skip
+        for i in range(called):
+            rows.append(
+                (chrom, start, start, f"r{i}", 3.5 if i < methylated else -2.25, 1, "AACGT")
+            )
+    # One key, two group sizes and sequences: the first confident call's are kept.
+    rows += [("chr3", 50, 53, "a", 0.5, 2, "AACGCGT"), ("chr3", 50, 53, "b", 9.0, 1, "TTCGCGA")]
+    rows += [("chr3", 50, 53, "c", -9.0, 2, "AACGCGT")]
+    calls = table(tmp_path / "calls.tsv", *rows)
+    ours = numapore_output(calls, "cpg", 2.0, "-s" in options)
+    assert ours == reference_output(calls, *options)
+    assert "chr10\t5\t5\t1\t2000\t1\t" in ours  # the edge itself is in the table
 
 
 def test_motif_sites_and_modified_bases():
@@ -253,10 +282,26 @@ def test_methylartist_draws_the_modbam(minimap2_run, tmp_path):
 
 def test_modbam_refuses_calls_of_reads_not_in_the_bam(minimap2_run, tmp_path):
     bam = minimap2_run / "results/ecoli/align/ecoli.minimap2.bam"
-    calls = tmp_path / "calls.tsv"
-    calls.write_text(table(("c1", 10, 10, "zz-not-a-read", 3.0, 1, "AAAAACGAAAAA")).getvalue())
+    calls = table(tmp_path / "calls.tsv", ("c1", 10, 10, "zz-not-a-read", 3.0, 1, "AAAAACGAAAAA"))
     with pytest.raises(ValueError, match="'zz-not-a-read' has calls but no alignment in"):
         tag_alignments(bam, calls, MOTIFS["cpg"], tmp_path / "out.bam", tmp_path)
     calls.write_text("a\tb\n")
     with pytest.raises(ValueError, match="not a nanopolish call table"):
         tag_alignments(bam, calls, MOTIFS["cpg"], tmp_path / "out.bam", tmp_path)
+
+
+def test_postprocess_benchmark_runs_small(tmp_path):
+    """scripts/bench_postprocess.py end to end at a small scale (figures printed, not judged),
+    and its synthetic table's frequencies are nanopolish's script's."""
+    bench = [sys.executable, str(REPO / "scripts" / "bench_postprocess.py"), "--tmp", str(tmp_path)]
+    small = ["--rows", "20000", "--reads", "2000", "--sites", "8000", "--modbam-reads", "200"]
+    calls = tmp_path / "calls.tsv"
+    env = {**os.environ, "PYTHONPATH": str(REPO / "scripts")}
+    run = subprocess.run(
+        [*bench, *small, "--calls", str(calls)], capture_output=True, text=True, env=env
+    )
+    assert run.returncode == 0, run.stderr
+    steps = [line.split()[0] for line in run.stdout.splitlines()[2:]]
+    assert steps == ["frequency", "merge", "accounting", "modbam"], run.stdout
+    assert "20000 rows, 2000 reads, 8000 CpG sites" in run.stdout
+    assert numapore_output(calls, "cpg", 2.0, True) == reference_output(calls, "-s")

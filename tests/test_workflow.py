@@ -3,6 +3,8 @@ tools run directly, outside the workflow, on the same inputs."""
 
 from __future__ import annotations
 
+import json
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -12,7 +14,7 @@ import pysam
 import pytest
 from conftest import call_set, ecoli_row, primary_mapped, read_calls, run_workflow
 
-from numapore.project import write_project
+from numapore.project import snakemake_command, write_project
 
 
 def sh(cmd: str, cwd: Path) -> None:
@@ -93,6 +95,37 @@ def shortest_reads(source: Path, target: Path, n: int) -> Path:
         records = sorted(((r.name, r.sequence) for r in fastx), key=lambda r: len(r[1]))[:n]
     target.write_text("".join(f">{name}\n{seq}\n" for name, seq in records))
     return target
+
+
+def test_without_a_profile_heavy_rules_take_every_core(tmp_path, ecoli_dir):
+    """`snakemake --cores 2` with no --profile (only the workflow's own profiles/default):
+    alignment, methylation calling, index building, merging and sorting run with 2 threads."""
+    reads = shortest_reads(ecoli_dir / "reads.fasta", tmp_path / "short.fasta", 20)
+    row = ecoli_row(ecoli_dir, ecoli_dir / "region.fa", reads)
+    work = write_project(tmp_path / "project", [row])
+    target = "results/ecoli/methylation/ecoli.minimap2.cpg.calls.tsv"
+    cmd = snakemake_command(work, 2, target, profile=None)
+    run = subprocess.run(cmd, capture_output=True, text=True)
+    assert run.returncode == 0, f"{' '.join(cmd)}\n{run.stderr[-3000:]}"
+    # The jobs' run records: threads given to the step, and the tools' command lines.
+    for step, tool in [("align", "minimap2 -ax map-ont -t 2 "), ("call_methylation", "-t 2 ")]:
+        records = list((work / "results/logs" / step).glob("*.run.json"))
+        assert records, step
+        for path in records:
+            record = json.loads(path.read_text())
+            assert record["threads"] == 2, path
+            assert all(p["threads"] == 2 for p in record["processes"]), path
+            assert all(tool in p["command"] for p in record["processes"]), path
+    # Snakemake's own account of every job it ran (printed per job: rule, then its threads).
+    threads = {}
+    for block in re.split(r"\n(?=(?:local)?rule )", run.stdout + run.stderr):
+        rule = re.match(r"(?:local)?rule (\w+):", block)
+        if rule:
+            found = re.search(r"^\s+threads: (\d+)$", block, re.M)
+            threads[rule.group(1)] = int(found.group(1)) if found else 1
+    for rule in ["minimap2_index", "align", "merge_alignment_shards", "index_bam"]:
+        assert threads.get(rule) == 2, (rule, threads)
+    assert threads.get("call_methylation") == 2, threads
 
 
 @pytest.mark.parametrize("aligner", ["bwa", "bowtie2"])

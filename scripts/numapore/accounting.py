@@ -5,9 +5,10 @@
 
 Each basecalled read gets exactly one fate, checked in this order: methylation calls; unmapped
 (no primary alignment); no raw signal (absent from the FAST5 files or in an unreadable one, its
-FAST5 lacks the signal, or skipped by the conversion with the reason from the rejected listing);
-mapping quality below nanopolish's threshold; else mapped with signal but no call (no CpG in the
-aligned part, or nanopolish could not align the signal to it).  The table's totals reconcile:
+FAST5 lacks the signal or holds an empty one - in every I/O mode -, or skipped by the conversion
+with the reason from the rejected listing); mapping quality below nanopolish's threshold; else
+mapped with signal but no call (no CpG in the aligned part, or nanopolish could not align the
+signal to it).  The table's totals reconcile:
 FAST5 reads = converted + skipped (I/O mode slow5), basecalled = aligned + unmapped, and
 basecalled = with calls + every reason without; account() refuses to write a table that does not.
 """
@@ -29,6 +30,7 @@ from numapore.slow5 import INDEX_EOF, INDEX_HEADER_SIZE, INDEX_MAGIC, iter_index
 
 COLUMNS = ("stage", "what", "reads", "detail")
 NA = "NA"
+NO_SIGNAL_DATASET = "no signal: its FAST5 file has no Signal dataset, or an empty one"
 NO_CALL = "no call: no CpG in the aligned part, or nanopolish could not align the signal"
 
 
@@ -38,7 +40,8 @@ class AccountingError(Exception):
 
 @dataclass
 class Fast5Census:
-    """The reads of a set of FAST5 files: id -> (file, has a Signal dataset), unreadable files."""
+    """The reads of a set of FAST5 files: id -> (file, has a non-empty Signal dataset),
+    unreadable files."""
 
     files: int = 0
     reads: dict[str, tuple[str, bool]] = field(default_factory=dict)
@@ -235,12 +238,13 @@ def _conversion(inp: AccountingInputs, census: Fast5Census) -> tuple[list[Row], 
 
 def _no_signal_reason(rid: str, census: Fast5Census, why: dict[str, str]) -> str:
     """Why a basecalled read has no raw signal nanopolish can use."""
+    # A read without signal is "no signal" in every I/O mode, whatever the conversion said.
+    if rid in census.reads and not census.reads[rid][1]:
+        return NO_SIGNAL_DATASET
     if rid in why:
         return why[rid]
     if rid not in census.reads:
         return "no signal: absent from the FAST5 files (or in an unreadable one)"
-    if not census.reads[rid][1]:
-        return "no signal: its FAST5 file has no Signal dataset"
     return "no signal: nanopolish index found none for it"
 
 

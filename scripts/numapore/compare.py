@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from numapore.atomic import atomic_output
+from numapore.numa import format_cpulist, parse_numactl_show, parse_proc_status
 
 STEPS = ("alignment", "methylation")
 NOT_APPLICABLE = "na"
@@ -45,7 +46,17 @@ SUMMARY_COLUMNS = [
     "storage_latency_ms",
     "storage_disks",
     "storage_requests",
+    "placement",
+    "too_short",
+    "identical_to",
 ]
+# A cell whose tool processes ran for less than this many seconds is too short to measure: start-up
+# and scheduling noise is as large as the differences between strategies.
+MIN_MEASURABLE_S = 2.0
+# What `compare.reads` is sized for when cells are too short: the baseline cell's seconds.
+TARGET_CELL_S = 5.0
+# The smallest effect a recommendation stands on, as a fraction of the simpler one's time.
+MIN_EFFECT = 0.05
 
 
 @dataclass(frozen=True)
@@ -151,11 +162,40 @@ def parse_benchmark(text: str) -> dict[str, float]:
     return values
 
 
+def memory_policy(show: Mapping[str, Any], mems_allowed: Sequence[int]) -> str:
+    """A process's memory placement in words: its one allowed memory node (any policy then
+    places memory there), else the policy in force with its nodes."""
+    if len(mems_allowed) == 1:
+        return f"node {mems_allowed[0]}"
+    policy = str(show.get("policy", "?"))
+    nodes = show.get("membind") if policy == "bind" else show.get("interleavemask")
+    if policy in ("bind", "interleave") and isinstance(nodes, list):
+        return f"{policy} {format_cpulist(nodes)}"
+    return policy
+
+
+def placement(record: Mapping[str, Any]) -> str:
+    """Where a cell's tool processes ran, as measured in each (its threads, allowed CPUs and
+    memory placement), in words; two cells with the same placement ran the same way."""
+    parts = []
+    for process in record.get("processes", []):
+        if not process.get("policy"):
+            return "unknown"  # no policy probe output: never taken as identical to another
+        status = parse_proc_status(process["policy"])
+        cpus = format_cpulist(status.get("Cpus_allowed_list", ()))
+        memory = memory_policy(
+            parse_numactl_show(process["policy"]), status.get("Mems_allowed_list", ())
+        )
+        parts.append(f"{process['threads']}t cpus {cpus} mem {memory}")
+    return "; ".join(sorted(parts)) or "unknown"
+
+
 def cell_row(
     cell: Cell, record: Mapping[str, Any], time_v: Mapping[str, float], benchmark: Mapping
 ) -> dict[str, Any]:
     """A summary row from a cell's raw measurements: the tool processes' wall and CPU seconds
-    (run record), the largest process's RSS (time -v), the job's wall seconds (benchmark)."""
+    (run record), the largest process's RSS (time -v), the job's wall seconds (benchmark), where
+    the processes ran (placement) and whether the cell was too short to measure."""
     wall, cpu = record["wall_seconds"], record["cpu_seconds"]
     storage = record.get("storage") or {}
     return {
@@ -170,13 +210,18 @@ def cell_row(
         "storage_latency_ms": storage.get("latency_ms", 0),
         "storage_disks": storage.get("disks", 0),
         "storage_requests": storage.get("requests", 0),
+        "placement": placement(record),
+        "too_short": int(wall < MIN_MEASURABLE_S),
+        "identical_to": "",
     }
 
 
 def summarise(rows: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """The summary table: every cell's row, then one `median` row per configuration (median
     over repeats), each with its speed-up: the median wall of the baseline (strategy none,
-    I/O mode fast5) with the same step, aligner and threads over its own wall."""
+    I/O mode fast5) with the same step, aligner and threads over its own wall; and
+    `identical_to` none when the configuration ran exactly as strategy none did (e.g. every
+    strategy on a one-node host)."""
     rows = [dict(r) for r in rows]
     groups: dict[tuple, list[dict]] = {}
     for r in rows:
@@ -192,14 +237,39 @@ def summarise(rows: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
             "threads": threads,
             "repeat": "median",
         }
-        for column in SUMMARY_COLUMNS[6:]:
+        for column in SUMMARY_COLUMNS[6:-3]:
             values = [m[column] for m in members]
             median[column] = round(statistics.median(values), 6)
+        places = {m["placement"] for m in members}
+        median["placement"] = places.pop() if len(places) == 1 else "varied"
+        median["too_short"] = int(median["wall_s"] < MIN_MEASURABLE_S)
+        median["identical_to"] = ""
         medians.append(median)
     for row in rows + medians:
         base = baseline_of(row, medians)
         row["speedup"] = round(base["wall_s"] / row["wall_s"], 3) if base else float("nan")
+    # Same step, aligner, I/O mode and threads, another strategy, the same placement in every
+    # repeat: the same command as strategy none on this host, whatever its name.
+    for median in medians:
+        plain = [m for m in medians if same_but_strategy(m, median, BASELINE["strategy"])]
+        if (
+            median["strategy"] != BASELINE["strategy"]
+            and plain
+            and median["placement"] not in ("varied", "unknown")
+            and plain[0]["placement"] == median["placement"]
+        ):
+            median["identical_to"] = BASELINE["strategy"]
+            for r in rows:
+                if _config(r) == _config(median):
+                    r["identical_to"] = BASELINE["strategy"]
     return rows + medians
+
+
+def same_but_strategy(row: Mapping[str, Any], other: Mapping[str, Any], strategy: str) -> bool:
+    """Whether row is other's configuration with the given strategy instead of its own."""
+    return row["strategy"] == strategy and all(
+        row[k] == other[k] for k in ("step", "aligner", "io_mode", "threads")
+    )
 
 
 def baseline_of(row: Mapping[str, Any], medians: Sequence[Mapping[str, Any]]) -> dict | None:
@@ -269,19 +339,30 @@ def simpler_configs(row: Mapping[str, Any]) -> list[tuple]:
 
 
 def clearly_faster(rows: Sequence[Mapping[str, Any]], config: tuple, than: tuple) -> bool:
-    """Whether every repeat of one configuration was faster than every repeat of another
-    (their ranges of wall times do not overlap; with one repeat each: simply faster)."""
-    walls = {
-        c: [r["wall_s"] for r in rows if r["repeat"] != "median" and _config(r) == c]
-        for c in (config, than)
+    """Whether one configuration was faster than another beyond noise: every repeat faster
+    than every repeat of the other (ranges do not overlap), a difference of medians larger
+    than either's spread over repeats and at least MIN_EFFECT of the other's median, and no
+    cell of either too short to measure."""
+    runs = {
+        c: [r for r in rows if r["repeat"] != "median" and _config(r) == c] for c in (config, than)
     }
-    return max(walls[config]) < min(walls[than])
+    if any(r["too_short"] for c in runs.values() for r in c):
+        return False
+    walls = {c: [r["wall_s"] for r in members] for c, members in runs.items()}
+    effect = statistics.median(walls[than]) - statistics.median(walls[config])
+    spread = max(max(w) - min(w) for w in walls.values())
+    return (
+        max(walls[config]) < min(walls[than])
+        and effect > spread
+        and effect >= MIN_EFFECT * statistics.median(walls[than])
+    )
 
 
 def recommended(rows: Sequence[Mapping[str, Any]], step: str) -> dict[str, Any] | None:
     """The configuration to adopt for a step: the fastest median at the highest thread count
-    among those faster, in every repeat, than each simpler configuration measured (strategy
-    none, I/O mode fast5); a difference within the repeats' spread is noise, not a reason."""
+    among those clearly faster (clearly_faster) than each simpler configuration measured
+    (strategy none, I/O mode fast5), leaving out strategies that ran exactly as none; a
+    difference within the repeats' spread, under 5 % or in too short cells is not a reason."""
     best = fastest(rows, step)
     if best is None:
         return None
@@ -292,6 +373,7 @@ def recommended(rows: Sequence[Mapping[str, Any]], step: str) -> dict[str, Any] 
         if r["repeat"] == "median"
         and r["step"] == step
         and r["threads"] == best["threads"]
+        and not r["identical_to"]
         and all(clearly_faster(rows, _config(r), s) for s in simpler_configs(r) if s in measured)
     ]
     # Empty only when the matrix lacks the baseline and every configuration overlaps another.
@@ -305,7 +387,10 @@ def recommendation(rows: Sequence[Mapping[str, Any]], base_host: str) -> str:
         "# numapore: configuration per step measured on this host "
         f"(results/compare/summary.tsv; base host file: {base_host}).",
         "# Chosen: the fastest median at the highest thread count that beat the simpler",
-        "# configurations (strategy none, I/O mode fast5) in every repeat.",
+        "# configurations (strategy none, I/O mode fast5) in every repeat, by more than the",
+        f"# repeats' spread and by >= {MIN_EFFECT:.0%}, in cells of >= {MIN_MEASURABLE_S:g} s; "
+        "a strategy that",
+        "# ran exactly as none (same processes, CPUs, memory: one NUMA node) is never chosen.",
         "# Copy into config/hosts/<hostname>.yaml (topology and the rest as they are there).",
     ]
     strategy = {}
@@ -324,9 +409,20 @@ def recommendation(rows: Sequence[Mapping[str, Any]], base_host: str) -> str:
         top = fastest(rows, step)
         if top is not None and _config(top) != _config(best):
             what = top["aligner"] if step == "alignment" else f"{top['io_mode']} I/O"
+            why = (
+                f"identical to {top['identical_to']} on this host (same processes, CPUs and "
+                "memory)"
+                if top["identical_to"]
+                else (
+                    "too short to measure"
+                    if top["too_short"]
+                    else f"not faster than a simpler configuration by more than the repeats' "
+                    f"spread and {MIN_EFFECT:.0%}"
+                )
+            )
             lines.append(
-                f"#   (fastest median: {top['strategy']} ({what}) {top['wall_s']:.2f} s, within "
-                "the repeats' spread of a simpler configuration: not recommended)"
+                f"#   (fastest median: {top['strategy']} ({what}) {top['wall_s']:.2f} s, "
+                f"{why}: not recommended)"
             )
         strategy[step] = best["strategy"]
         if step == "methylation":
@@ -337,6 +433,73 @@ def recommendation(rows: Sequence[Mapping[str, Any]], base_host: str) -> str:
     if io:
         lines.append(f"io_mode: {io}")
     return "\n".join(lines) + "\n"
+
+
+def identical_strategies(rows: Sequence[Mapping[str, Any]]) -> dict[str, list[str]]:
+    """Per step, the strategies that ran exactly as strategy none in every configuration
+    measured (summarise's identical_to: e.g. all of them on a one-node host)."""
+    out: dict[str, list[str]] = {}
+    for step in STEPS:
+        medians = [r for r in rows if r["repeat"] == "median" and r["step"] == step]
+        strategies = dict.fromkeys(r["strategy"] for r in medians if r["identical_to"])
+        same = [
+            s for s in strategies if all(r["identical_to"] for r in medians if r["strategy"] == s)
+        ]
+        if same:
+            out[step] = same
+    return out
+
+
+def identical_note(rows: Sequence[Mapping[str, Any]]) -> str:
+    """The report's lines on strategies that ran as strategy none did ('' if there are none)."""
+    lines = []
+    for step, strategies in identical_strategies(rows).items():
+        names = ", ".join(f"`{s}`" for s in strategies)
+        lines.append(
+            f"- {step}: {names} ran exactly as `{BASELINE['strategy']}` on this host (the same "
+            "processes, threads, CPUs and memory placement, as on a host with one NUMA node): "
+            "the same command, so their times differ by noise only. They are identical; none "
+            "is recommended over another."
+        )
+    return "\n".join(lines)
+
+
+def reads_advice(rows: Sequence[Mapping[str, Any]], reads: int) -> str:
+    """The report's lines on cells too short to measure ('' if there are none), with the
+    compare.reads that makes the shortest baseline cell last about TARGET_CELL_S seconds (from
+    its measured seconds per read; reads: how many reads the cells ran on)."""
+    cells = [r for r in rows if r["repeat"] != "median"]
+    short = [r for r in cells if r["too_short"]]
+    if not short:
+        return ""
+    lines = [
+        f"- {len(short)} of {len(cells)} cells ran for less than {MIN_MEASURABLE_S:g} s "
+        "(column `too_short` of summary.tsv): too short to measure, start-up noise is as large "
+        "as any difference; no strategy is recommended on them."
+    ]
+    baselines = [
+        r
+        for r in rows
+        if r["repeat"] == "median"
+        and r["strategy"] == BASELINE["strategy"]
+        and r["io_mode"] in (NOT_APPLICABLE, BASELINE["io_mode"])
+    ]
+    if not baselines or reads < 1:
+        return "\n".join(lines)
+    base = min(baselines, key=lambda r: r["wall_s"])
+    per_read = max(base["wall_s"], 1e-3) / reads
+    wanted = int(-(-TARGET_CELL_S // per_read))  # ceiling
+    total_s = sum(r["wall_s"] for r in cells) * wanted / reads
+    what = base["aligner"] if base["step"] == "alignment" else "fast5 I/O"
+    lines.append(
+        f"- The shortest baseline cell ({base['step']}, {what}, strategy "
+        f"`{BASELINE['strategy']}`, {base['threads']} threads) took {base['wall_s']:.2f} s for "
+        f"{reads} reads ({per_read * 1000:.2f} ms per read): set `compare.reads` to {wanted} "
+        f"so that it runs about {TARGET_CELL_S:g} s (every cell then takes about "
+        f"{total_s / 60:.0f} min in all; a sample with fewer reads needs a larger sample, "
+        "`compare.sample`)."
+    )
+    return "\n".join(lines)
 
 
 def subsample_reads(source: Path, output: Path, n: int) -> list[str]:
@@ -485,7 +648,9 @@ def pivot_table(rows: Sequence[Mapping[str, Any]], step: str) -> str:
         top = cells.get(threads[-1])
         values = [f"{cells[t]['wall_s']:.2f}" if t in cells else "-" for t in threads]
         values += [f"{top['cpu_utilisation']:.2f}", f"x{top['speedup']:.2f}"] if top else ["-"] * 2
-        lines.append("| " + " | ".join([*config, *values]) + " |")
+        same = {r["identical_to"] for r in cells.values()}
+        strategy = f"{config[1]} (= {same.pop()})" if same != {""} and len(same) == 1 else config[1]
+        lines.append("| " + " | ".join([config[0], strategy, *values]) + " |")
     return "\n".join(lines) + "\n"
 
 

@@ -9,8 +9,11 @@ API::
     check_nanopolish_compatible(sig)   # ValueError for svb-zd (Debian nanopolish 0.14 segfaults)
 
 Output is the slow5tools f2s layout: header from the first read of each run_id (one read group
-per run_id), aux columns from the first read.  slow5tools does not check read ids; convert()
-does (allow_duplicate_ids=True reproduces slow5tools, e.g. for its test files).
+per run_id), aux columns from the reads of the first file (slice), in their order.  Nothing is
+dropped silently: a later read with an aux field the columns lack, an enum label the column
+lacks, or a value its column type cannot hold stops the run (fail) or is rejected (skip).
+slow5tools does not check read ids; convert() does (allow_duplicate_ids=True reproduces
+slow5tools, e.g. for its test files).
 
 Workers read FAST5 files (each process has its own h5py/HDF5) and encode records, compression
 included, so the parent only checks read ids and appends bytes.  Results are written in input
@@ -31,6 +34,7 @@ from __future__ import annotations
 import argparse
 import multiprocessing
 import os
+import struct
 import sys
 import threading
 import time
@@ -135,12 +139,38 @@ class _Result:
     encoded: list[tuple[str, bytes, int]] = field(default_factory=list)
     decoded: list[Fast5Read] = field(default_factory=list)
     rejected: list[tuple[str, str]] = field(default_factory=list)
-    dropped_aux: set[str] = field(default_factory=set)
 
 
-def conform_aux(read: Fast5Read, schema: Sequence[AuxField]) -> tuple[dict[str, Any], set[str]]:
-    """Map a read's aux values onto the output columns; return values and dropped names."""
+class BadRead(ValueError):
+    """A read the output cannot hold without losing something; str() is the reason."""
+
+
+def merge_aux_fields(reads: Sequence[Fast5Read]) -> tuple[AuxField, ...]:
+    """The output columns: every aux field of the reads, each new one placed after the field
+    that precedes it in the first read carrying it (slow5tools' order for its suite)."""
+    merged: list[AuxField] = []
+    names: set[str] = set()
+    for read in reads:
+        previous = -1
+        for aux in read.aux_fields:
+            if aux.name in names:
+                previous = next(i for i, f in enumerate(merged) if f.name == aux.name)
+                continue
+            previous += 1
+            merged.insert(previous, aux)
+            names.add(aux.name)
+    return tuple(merged)
+
+
+def conform_aux(read: Fast5Read, schema: Sequence[AuxField]) -> dict[str, Any]:
+    """Map a read's aux values onto the output columns; BadRead if one cannot be kept."""
     own = {f.name: f for f in read.aux_fields}
+    dropped = set(own) - {f.name for f in schema}
+    if dropped:
+        raise BadRead(
+            f"aux field(s) {', '.join(sorted(dropped))} not in the output's columns "
+            "(taken from the first file's reads); convert this file separately"
+        )
     values: dict[str, Any] = {}
     for out in schema:
         value = read.record.aux.get(out.name)
@@ -153,20 +183,28 @@ def conform_aux(read: Fast5Read, schema: Sequence[AuxField]) -> tuple[dict[str, 
             and src.labels != out.labels
         ):
             label = src.labels[value] if value < len(src.labels) else None
-            value = out.labels.index(label) if label in out.labels else None
+            if label not in out.labels:
+                raise BadRead(f"{out.name} label {label!r} is not in the output's enum")
+            value = out.labels.index(label)
+        elif value is not None and src is not None and src.type != out.type:
+            lossy = isinstance(value, float) and out.type not in ("float", "double", "char*")
+            if out.type == "enum" or src.type == "enum" or lossy:
+                raise BadRead(f"{out.name} is {src.type} here but {out.type} in the output")
         values[out.name] = value
-    dropped = set(own) - {f.name for f in schema}
-    return values, dropped
+    return values
 
 
-def _encode(
-    read: Fast5Read, rg: int, schema: Sequence[AuxField], task: _Task
-) -> tuple[bytes, set[str]]:
-    """Encode one read for the output; also return aux names the output has no column for."""
-    values, dropped = conform_aux(read, schema)
+def _encode(read: Fast5Read, rg: int, schema: Sequence[AuxField], task: _Task) -> bytes:
+    """Encode one read for the output; BadRead when a value cannot be kept exactly."""
+    values = conform_aux(read, schema)
     rec = replace(read.record, read_group=rg, aux=values)
-    blob = encode_record(rec, schema, task.fmt, task.record_compression, task.signal_compression)
-    return blob, dropped
+    try:
+        blob = encode_record(
+            rec, schema, task.fmt, task.record_compression, task.signal_compression
+        )
+    except (ValueError, TypeError, OverflowError, struct.error) as err:
+        raise BadRead(f"a value its output column cannot hold ({err})") from err
+    return blob
 
 
 def _process(task: _Task) -> _Result:
@@ -190,9 +228,12 @@ def _process(task: _Task) -> _Result:
         result.decoded = contents.reads
         return result
     for read in contents.reads:
-        blob, dropped = _encode(read, task.read_groups[read.run_id], task.aux_fields, task)
+        try:
+            blob = _encode(read, task.read_groups[read.run_id], task.aux_fields, task)
+        except BadRead as err:
+            result.rejected.append((read.record.read_id, str(err)))
+            continue
         result.encoded.append((read.record.read_id, blob, len(read.record.signal)))
-        result.dropped_aux |= dropped
     return result
 
 
@@ -220,7 +261,6 @@ class _Converter:
         self.seen: dict[str, int] = {}
         self.paths: list[str] = []
         self.rejected: list[tuple[str, str, str]] = []
-        self.warned_aux: set[str] = set()
         self.t0 = time.monotonic()
         self.last_progress = self.t0
 
@@ -261,58 +301,51 @@ class _Converter:
             self.paths.append(path)
         for read_id, reason in result.rejected:
             self.bad(path, read_id, reason)
+        if self.schema is None and result.decoded:
+            # The first file's reads fix the output columns (all of their aux fields).
+            self.schema = merge_aux_fields(result.decoded)
+            self.writer.set_aux_fields(self.schema)
         for read in result.decoded:
-            if self.accept(path, read.record.read_id):
+            if self.repeated(path, read.record.read_id):
+                continue
+            try:
                 blob = self.encode_here(read)
-                self.write(read.record.read_id, blob, len(read.record.signal))
+            except BadRead as err:
+                self.bad(path, read.record.read_id, str(err))
+                continue
+            self.write(read.record.read_id, blob, len(read.record.signal))
         for read_id, blob, samples in result.encoded:
-            if self.accept(path, read_id):
+            if not self.repeated(path, read_id):
                 self.write(read_id, blob, samples)
-        self.warn_dropped(result.dropped_aux)
         self.maybe_progress()
 
-    def accept(self, path: str, read_id: str) -> bool:
-        """Check a read id against those already written (unless duplicates are allowed)."""
-        if self.allow_duplicate_ids:
-            return True
-        first = self.seen.get(read_id)
+    def repeated(self, path: str, read_id: str) -> bool:
+        """Whether a read id was already written (then fail, or reject it as a duplicate)."""
+        first = None if self.allow_duplicate_ids else self.seen.get(read_id)
         if first is not None:
             self.bad(
                 path, read_id, f"duplicate read id (already converted from {self.paths[first]})"
             )
-            return False
-        self.seen[read_id] = len(self.paths) - 1
-        return True
+        return first is not None
 
     def encode_here(self, read: Fast5Read) -> bytes:
-        """Encode a read in the parent, fixing the columns / adding its run's read group."""
-        if self.schema is None:
-            # Like slow5tools, the first read's aux fields become the output's columns.
-            self.schema = tuple(read.aux_fields)
-            self.writer.set_aux_fields(self.schema)
+        """Encode a read in the parent, adding its run's read group when it is new."""
+        assert self.schema is not None  # set by handle() from the first decoded reads
+        blob = None
         rg = self.read_groups.get(read.run_id)
         if rg is None:
+            # Check the read first: a rejected read must not leave its run in the header.
+            blob = _encode(read, len(self.writer.read_groups), self.schema, self.task(""))
             rg = self.read_groups[read.run_id] = self.writer.add_read_group(read.header)
-        blob, dropped = _encode(read, rg, self.schema, self.task(""))
-        self.warn_dropped(dropped)
-        return blob
+        return blob or _encode(read, rg, self.schema, self.task(""))
 
     def write(self, read_id: str, blob: bytes, samples: int) -> None:
-        """Append one encoded record."""
+        """Append one encoded record (its id is then taken)."""
         self.writer.write_encoded(read_id, blob)
+        if not self.allow_duplicate_ids:
+            self.seen[read_id] = len(self.paths) - 1
         self.report.reads_written += 1
         self.report.samples += samples
-
-    def warn_dropped(self, names: set[str]) -> None:
-        """Warn once per aux field that later files have but the output's columns lack."""
-        for name in sorted(names - self.warned_aux):
-            self.warned_aux.add(name)
-            if self.progress is not None:
-                print(
-                    f"[numapore.convert] aux field {name!r} is not in the output header "
-                    "(not in the first read); dropped",
-                    file=self.progress,
-                )
 
     def maybe_progress(self, final: bool = False) -> None:
         """Print progress to stderr at most once per progress_interval seconds."""
@@ -464,10 +497,15 @@ def write_rejected(output: Path, rows: list[tuple[str, str, str]]) -> Path:
     """Write <output>.rejected.tsv (path, read_id or '.', reason) and return its path."""
     path = Path(str(output) + ".rejected.tsv")
     lines = ["path\tread_id\treason\n"]
-    lines += [f"{p}\t{r}\t{reason}\n" for p, r, reason in rows]
+    lines += ["\t".join(map(_tsv_field, row)) + "\n" for row in rows]
     with atomic_output(path) as tmp:
         tmp.write_text("".join(lines))
     return path
+
+
+def _tsv_field(text: str) -> str:
+    """A TSV field: tabs and line breaks (e.g. in a refused name) escaped as \\t, \\n, \\r."""
+    return text.replace("\t", "\\t").replace("\n", "\\n").replace("\r", "\\r")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

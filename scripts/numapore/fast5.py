@@ -5,7 +5,11 @@ attributes in HDF5 native order (which fixes the aux column order), attributes o
 ``context_tags`` and ``tracking_id`` groups plus ``run_id``/``pore_type`` become header
 attributes (non-strings converted like slow5tools: floats with one decimal), and the known
 per-read attributes get slow5tools' fixed aux types.  Unlike slow5tools (which stops on them
-unless ``--dump-all``), other per-read attributes are kept as aux columns of their own type.
+unless ``--dump-all``), other per-read attributes are kept as aux columns of their own type, and
+``end_reason`` is an enum whatever its stored type (HDF5 enum, integer or string).  What SLOW5
+cannot hold is refused with the reason, never dropped: a tab or newline in a name or value, a
+read id beginning with '#' or '@', an attribute given twice with different values, an empty
+signal, an attribute type SLOW5 has no column type for.
 
 VBZ-compressed signal is read through the ``vbz_h5py_plugin`` package when installed, else via
 an ``HDF5_PLUGIN_PATH`` that holds the vbz filter.
@@ -22,7 +26,7 @@ from typing import Any
 import h5py
 import numpy as np
 
-from numapore.slow5 import STRING_TYPE, AuxField, Record
+from numapore.slow5 import STRING_TYPE, AuxField, Record, name_problem, read_id_problem
 
 try:  # registers the vbz filter directory with h5py (wheel ships a Linux x86_64 build)
     import vbz_h5py_plugin  # noqa: F401
@@ -41,6 +45,17 @@ KNOWN_AUX_TYPES = {
     "median_before": "double",
     "channel_number": STRING_TYPE,
 }
+# end_reason labels for an end_reason stored as a plain integer or a string (not an HDF5 enum):
+# such files predate MinKNOW's data_service_unblock_mux_change label, and slow5tools' suite
+# stores one read both ways (4 = signal_positive), which fixes this order.
+PLAIN_END_REASON_LABELS = (
+    "unknown",
+    "partial",
+    "mux_change",
+    "unblock_mux_change",
+    "signal_positive",
+    "signal_negative",
+)
 NUMPY_TO_SLOW5 = {
     "i1": "int8_t",
     "i2": "int16_t",
@@ -154,6 +169,22 @@ def _convert(value: Any, slow5_type: str) -> Any:
     return int(value)
 
 
+def _plain_end_reason(value: Any) -> tuple[AuxField, int]:
+    """An end_reason stored as an integer or a string, as an enum column and label position."""
+    if isinstance(value, np.ndarray) and value.size == 1:
+        value = value.reshape(-1)[0]
+    labels = PLAIN_END_REASON_LABELS
+    if isinstance(value, (bytes, str, np.bytes_, np.str_)):
+        label = _text(value)
+        if label not in labels:
+            labels = labels + (label,)
+        return AuxField("end_reason", "enum", labels), labels.index(label)
+    number = int(value)
+    if not 0 <= number < len(labels):
+        raise ValueError(f"integer end_reason {number} has no known label")
+    return AuxField("end_reason", "enum", labels), number
+
+
 def _attributes(obj: h5py.HLObject) -> list[tuple[str, Any, np.dtype]]:
     """Return (name, value, dtype) of an object's attributes in HDF5 native order."""
     names: list[bytes] = []
@@ -203,7 +234,9 @@ class _ReadBuilder:
         try:
             self._route(group, name, value, dtype)
         except (ValueError, TypeError, OverflowError) as err:
-            raise ValueError(f"bad attribute {group or '/'}/{name}: {err}") from err
+            where = f"{group or '/'}/{name}"
+            where = where if where.isprintable() else repr(where)  # a newline in a name
+            raise ValueError(f"bad attribute {where}: {err}") from err
 
     def _route(self, group: str, name: str, value: Any, dtype: np.dtype) -> None:
         """Store one attribute where slow5tools would (primary, aux or header)."""
@@ -217,25 +250,48 @@ class _ReadBuilder:
             self._add_aux(AuxField(name, KNOWN_AUX_TYPES[name]), value)
         elif group in HEADER_GROUPS or name in ("run_id", "pore_type"):
             enum = h5py.check_enum_dtype(dtype) is not None
-            self.header[name] = _header_value(value, enum)
+            self._add_header(name, _header_value(value, enum))
+        elif name == "end_reason" and h5py.check_enum_dtype(dtype) is None:
+            self._add_aux(*_plain_end_reason(value))
         else:
             natural = _natural_type(dtype)
             if natural is None:
-                return
+                raise ValueError(f"its type {dtype} cannot be stored in SLOW5")
             if natural.type == "enum":
                 # Store the label's position (equal to the raw value for ONT's 0..n-1 enums).
                 values = sorted(h5py.check_enum_dtype(dtype).values())
                 value = values.index(int(value)) if int(value) in values else None
             self._add_aux(AuxField(name, natural.type, natural.labels), value)
 
+    def _add_header(self, name: str, text: str) -> None:
+        """Record a header attribute; refuse a name SLOW5 cannot hold or a second value."""
+        problem = name_problem(name)
+        if problem:
+            raise ValueError(problem)
+        # The same name in two header groups (e.g. version in context_tags and tracking_id)
+        # would keep one value and drop the other: refused, like slow5tools.
+        if self.header.get(name, text) != text:
+            raise ValueError(f"given twice with different values ({self.header[name]!r}, {text!r})")
+        self.header[name] = text
+
     def _add_aux(self, aux: AuxField, value: Any) -> None:
         """Record an aux value (first occurrence of a name wins its column position)."""
+        problem = name_problem(aux.name)
+        if problem:
+            raise ValueError(problem)
+        if not (aux.type == "enum" or value is None):
+            value = _convert(value, aux.type)
+        if aux.name in self.aux and self.aux[aux.name] != value:
+            raise ValueError("given twice in one read with different values: one would be lost")
         if aux.name not in self.aux:
             self.aux_fields.append(aux)
-        if aux.type == "enum" or value is None:
-            self.aux[aux.name] = value
-        else:
-            self.aux[aux.name] = _convert(value, aux.type)
+        self.aux[aux.name] = value
+
+    def problem(self) -> str | None:
+        """Why the read cannot be written (read id, empty signal), or None."""
+        if self.signal is not None and self.signal.size == 0:
+            return "empty signal"
+        return read_id_problem(self.primary["read_id"])
 
     def missing(self) -> list[str]:
         """Names of missing primary fields (read_id, calibration, signal)."""
@@ -350,7 +406,7 @@ def read_fast5(
 
 
 def read_layout(path: str | os.PathLike) -> list[tuple[str, bool]]:
-    """(read id, has a Signal dataset) of each read of a FAST5 file, from its layout alone
+    """(read id, has a non-empty Signal dataset) of each read of a FAST5 file, from its layout alone
     (no signal or header read); Fast5Error when the file cannot be opened."""
     path = str(path)
     with _open(path) as h5:
@@ -359,7 +415,7 @@ def read_layout(path: str | os.PathLike) -> list[tuple[str, bool]]:
             if _is_multi_read(path, h5, root):
                 return [_group_layout(h5[name], name) for name in _read_group_names(h5)]
             reads = h5["Raw/Reads"] if "Raw/Reads" in h5 else {}
-            return [(_text(reads[n].attrs.get("read_id", n)), "Signal" in reads[n]) for n in reads]
+            return [(_text(reads[n].attrs.get("read_id", n)), _has_signal(reads[n])) for n in reads]
         except (ValueError, KeyError) as err:
             raise Fast5Error(path, str(err)) from err
 
@@ -367,7 +423,13 @@ def read_layout(path: str | os.PathLike) -> list[tuple[str, bool]]:
 def _group_layout(group: h5py.Group, name: str) -> tuple[str, bool]:
     """(read id, has signal) of a multi-read file's read group (id from its name if need be)."""
     read_id = group["Raw"].attrs.get("read_id") if "Raw" in group else None
-    return _text(read_id) if read_id else name.removeprefix("read_"), "Raw/Signal" in group
+    return _text(read_id) if read_id else name.removeprefix("read_"), _has_signal(group, "Raw/")
+
+
+def _has_signal(group: h5py.Group, prefix: str = "") -> bool:
+    """Whether a read group holds a non-empty Signal dataset (its shape only is read)."""
+    signal = group.get(prefix + "Signal")
+    return isinstance(signal, h5py.Dataset) and bool(signal.size)
 
 
 def _open(path: str) -> h5py.File:
@@ -404,8 +466,8 @@ def _read_open_file(
         if not read.groups:
             raise Fast5Error(path, "empty FAST5 (no groups, no reads)")
         _finish(contents, read, "the single-read FAST5")
-        if contents.rejected:
-            raise Fast5Error(path, contents.rejected[0][1])
+        if contents.rejected and contents.rejected[0][0] == ".":
+            raise Fast5Error(path, contents.rejected[0][1])  # no read id: the file is rejected
         return contents
     names = _read_group_names(h5)
     contents.groups = len(names)
@@ -419,7 +481,12 @@ def _read_open_file(
             if run_id is None and "tracking_id" in group:
                 run_id = _peek_run_id(group["tracking_id"])
             _skip_known(read, run_id, known_runs)
-        walker.visit(group, name, read)
+        try:
+            walker.visit(group, name, read)
+        except ValueError as err:  # a bad attribute rejects this read, not the whole file
+            label = read.primary.get("read_id", name.removeprefix("read_"))
+            contents.rejected.append((label, f"read group {name}: {err}"))
+            continue
         _finish(contents, read, f"read group {name}")
     return contents
 
@@ -441,5 +508,7 @@ def _finish(contents: Fast5Contents, read: _ReadBuilder, where: str) -> None:
         contents.rejected.append((label, f"{where} lacks {', '.join(missing)}"))
     elif "run_id" not in read.header:
         contents.rejected.append((label, f"{where} has no run_id"))
+    elif read.problem():
+        contents.rejected.append((label, f"{where}: {read.problem()}"))
     else:
         contents.reads.append(read.build())

@@ -26,15 +26,16 @@ def write_project(workdir: Path, rows: list[dict[str, str]], config: dict | None
 
 
 def snakemake_command(
-    workdir: Path, cores: int | None, *args: str, profile: str = "hpc-numa"
+    workdir: Path, cores: int | None, *args: str, profile: str | None = "hpc-numa"
 ) -> list[str]:
     """The command running the workflow in workdir with a profile of profiles/ (hpc-numa by
-    default) and the workflow's default profile; cores None leaves them to the profile."""
+    default; None: none) and the workflow's default profile; cores None leaves them to the
+    profile."""
     return [
         str(REPO / ".venv" / "bin" / "snakemake"),
         "--snakefile", str(REPO / "workflow" / "Snakefile"),
         "--directory", str(workdir),
-        "--profile", str(REPO / "profiles" / profile),
+        *(["--profile", str(REPO / "profiles" / profile)] if profile else []),
         "--workflow-profile", str(REPO / "profiles" / "default"),
         *(["--cores", str(cores)] if cores is not None else []),
         *args,

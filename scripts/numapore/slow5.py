@@ -127,6 +127,47 @@ class Record:
     aux: dict[str, Any] = field(default_factory=dict)
 
 
+def name_problem(name: str) -> str | None:
+    """Why SLOW5 cannot hold a header attribute or column name (tab/newline, empty), or None."""
+    if not name:
+        return "an empty name, which SLOW5 cannot store"
+    if any(c in name for c in "\t\n\r"):
+        return f"name {name!r} holds a tab or newline, which SLOW5 cannot store"
+    return None
+
+
+def read_id_problem(read_id: str) -> str | None:
+    """Why a read id cannot be a SLOW5 record's first field, or None.
+
+    A record line starting with '#' or '@' would be read as a header line.
+    """
+    if not read_id:
+        return "empty read id"
+    if read_id[0] in "#@":
+        return f"read id {read_id!r} begins with {read_id[0]!r}, which SLOW5 reads as a header line"
+    if any(c in read_id for c in "\t\n\r"):
+        return f"read id {read_id!r} holds a tab or newline, which SLOW5 cannot store"
+    return None
+
+
+def check_header(read_groups: Sequence[dict[str, str]], aux_fields: Sequence[AuxField]) -> None:
+    """Raise ValueError for a header SLOW5 cannot hold (bad names, values, enum labels)."""
+    for attrs in read_groups:
+        for name, value in attrs.items():
+            problem = name_problem(name)
+            if problem is None and any(c in (value or "") for c in "\t\n\r"):
+                problem = f"value {value!r} holds a tab or newline, which SLOW5 cannot store"
+            if problem:
+                raise ValueError(f"header attribute {name!r}: {problem}")
+    for aux in aux_fields:
+        problem = name_problem(aux.name)
+        bad_labels = [x for x in aux.labels if not x or any(c in x for c in ",{}\t\n\r")]
+        if problem is None and bad_labels:
+            problem = f"enum label {bad_labels[0]!r} cannot be stored in a SLOW5 enum"
+        if problem:
+            raise ValueError(f"column {aux.name!r}: {problem}")
+
+
 def format_double(x: float) -> str:
     """Format like slow5lib: printf %f, then drop trailing zeros, a bare '.' and '-0'."""
     text = f"{x:f}"
@@ -426,7 +467,8 @@ class Slow5Writer:
         self.aux_fields = list(aux_fields)
 
     def _header(self) -> bytes:
-        """Encode the header for the current read groups."""
+        """Encode the header for the current read groups (ValueError if SLOW5 cannot hold it)."""
+        check_header(self.read_groups, self.aux_fields)
         return encode_header(
             self.read_groups,
             self.aux_fields,
@@ -437,6 +479,9 @@ class Slow5Writer:
 
     def write_encoded(self, read_id: str, blob: bytes) -> None:
         """Append one already encoded record (from encode_record with this writer's settings)."""
+        problem = read_id_problem(read_id)
+        if problem:
+            raise ValueError(problem)
         if self._header_len < 0:
             if not self.read_groups:
                 raise ValueError("add at least one read group before writing records")

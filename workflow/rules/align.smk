@@ -16,6 +16,7 @@ rule align:
         "results/benchmarks/align/{sample}.{aligner}.{shard}.tsv"
     conda:
         "../../envs/{aligner}.yaml"
+    threads: RUN_CORES
     # On a cluster (profiles/slurm): the whole node when the host's strategy uses every NUMA node.
     resources:
         cpus_per_task=cluster_cpus("alignment"),
@@ -42,6 +43,7 @@ rule merge_alignment_shards:
         "results/benchmarks/merge_alignment_shards/{sample}.{aligner}.tsv"
     conda:
         "../../envs/samtools.yaml"
+    threads: RUN_CORES
     script:
         "../../scripts/merge_bams.py"
 
@@ -60,6 +62,7 @@ rule index_bam:
         "minimal"
     conda:
         "../../envs/samtools.yaml"
+    threads: RUN_CORES
     shell:
         "samtools index -@ {threads} {input} 2> {log}"
 
@@ -78,6 +81,7 @@ rule alignment_flagstat:
         "minimal"
     conda:
         "../../envs/samtools.yaml"
+    threads: RUN_CORES
     # samtools does not check its writes to stdout (exit 0, empty file on a full disk): cat does.
     shell:
         "samtools flagstat -@ {threads} -O json {input} 2> {log} | cat > {output}"
@@ -97,6 +101,7 @@ rule alignment_stats:
         "minimal"
     conda:
         "../../envs/samtools.yaml"
+    threads: RUN_CORES
     # samtools does not check its writes to stdout (exit 0, empty file on a full disk): cat does.
     shell:
         "samtools stats -@ {threads} {input} 2> {log} | cat > {output}"
@@ -134,6 +139,7 @@ rule alignment_flagstat_text:
         "minimal"
     conda:
         "../../envs/samtools.yaml"
+    threads: RUN_CORES
     # The text form, which MultiQC's samtools module reads (it does not read the JSON one).
     shell:
         "samtools flagstat -@ {threads} {input} 2> {log} | cat > {output}"

@@ -104,6 +104,20 @@ def remove_killed_jobs_shadows():
             )
 
 
+def run_cores():
+    """The run's core count (--cores); 1 when it has none (a cluster run without --cores)."""
+    try:
+        return workflow.cores
+    except WorkflowError:  # Snakemake's way of saying that --cores was not given
+        return 1
+
+
+# The threads the heavy steps declare (indexes, conversion, alignment, sorting, methylation
+# calling) are all the run's cores, so `snakemake --cores N` without a profile gives each N. A
+# profile's set-threads overrides them (profiles/hpc-numa caps light steps; profiles/slurm,
+# whose runs have no --cores, sets the heavy steps' threads per cluster job).
+RUN_CORES = run_cores()
+
 ALIGNERS = ["minimap2", "bwa", "bowtie2"]
 # The files each aligner's index consists of (after the reference's name).
 INDEX_SUFFIXES = {
@@ -226,6 +240,12 @@ def report_figures(sample, aligner):
     kinds = REPORT_KINDS + (["accuracy"] if simulated else [])
     suffix = {"provenance": "html"}  # the others are figures
     return [f"results/{sample}/report/{sample}.{aligner}.{k}.{suffix.get(k, 'png')}" for k in kinds]
+
+
+def motif_calls(wildcards):
+    """The merged call tables of every motif of methylation.motifs for a sample and aligner."""
+    name = f"results/{wildcards.sample}/methylation/{wildcards.sample}.{wildcards.aligner}"
+    return [f"{name}.{motif}.calls.tsv" for motif in config["methylation"]["motifs"]]
 
 
 def step_records(wildcards):

@@ -21,6 +21,7 @@ rule fast5_to_blow5:
         sample=samples_of_kind("fast5"),
     conda:
         "../../envs/python.yaml"
+    threads: RUN_CORES
     params:
         record_compression=config["slow5"]["record_compression"],
         signal_compression=config["slow5"]["signal_compression"],
@@ -45,6 +46,7 @@ rule pod5_to_blow5:
         sample=samples_of_kind("pod5"),
     conda:
         "../../envs/python.yaml"
+    threads: RUN_CORES
     params:
         kind="pod5",
         record_compression=config["slow5"]["record_compression"],
@@ -150,6 +152,7 @@ rule call_methylation:
         "results/benchmarks/call_methylation/{sample}.{aligner}.{motif}.{shard}.tsv"
     conda:
         "../../envs/nanopolish.yaml"
+    threads: RUN_CORES
     # On a cluster (profiles/slurm): the whole node when the host's strategy uses every NUMA node.
     resources:
         cpus_per_task=cluster_cpus("methylation"),
@@ -215,6 +218,6 @@ rule methylation_modbam:
         "results/benchmarks/methylation_modbam/{sample}.{aligner}.{motif}.tsv"
     conda:
         "../../envs/python.yaml"
-    threads: 2
+    threads: RUN_CORES
     script:
         "../../scripts/methylation_modbam.py"

@@ -32,6 +32,7 @@ rule minimap2_index:
         "minimal"
     conda:
         "../../envs/minimap2.yaml"
+    threads: RUN_CORES
     shell:
         "minimap2 -x map-ont -t {threads} -d {output} {input} 2> {log}"
 
@@ -70,6 +71,7 @@ rule bowtie2_index:
         "minimal"
     conda:
         "../../envs/bowtie2.yaml"
+    threads: RUN_CORES
     params:
         prefix=subpath(output[0], strip_suffix=".1.bt2"),
     shell:

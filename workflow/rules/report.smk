@@ -105,7 +105,8 @@ rule report_accuracy:
 rule report_provenance:
     input:
         # The step outputs: their jobs' run records (step_records) are complete once they are.
-        unpack(report_inputs("bam", "calls")),
+        unpack(report_inputs("bam")),
+        motif_calls=motif_calls,
     output:
         page=report(
             "results/{sample}/report/{sample}.{aligner}.provenance.html",

@@ -15,6 +15,7 @@ rule simulate_reads:
         "results/benchmarks/simulate_reads/{sample}.tsv"
     conda:
         "../../envs/python.yaml"
+    threads: RUN_CORES
     params:
         settings=lambda wc: config["simulate"][wc.sample],
     script:
