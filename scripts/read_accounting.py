@@ -12,7 +12,8 @@ try:
         AccountingInputs(
             sample=smk.wildcards.sample,
             aligner=smk.wildcards.aligner,
-            fast5=smk.params.fast5,
+            fast5=smk.params.signal,
+            signal_kind=smk.params.kind,
             reads=smk.input.reads,
             readdb=smk.input.readdb,
             bam=smk.input.bam,

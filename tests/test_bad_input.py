@@ -45,7 +45,7 @@ def test_missing_fast5_folder(tmp_path, ecoli_dir, dh10b):
     missing = tmp_path / "no_such_fast5"
     write_project(tmp_path, [ecoli(ecoli_dir, dh10b, fast5=str(missing))])
     out = dry_run_error(tmp_path)
-    assert f"FAST5 path {missing} does not exist" in out
+    assert f"raw signal path {missing} does not exist" in out
     assert "sample 'ecoli'" in out
 
 

@@ -5,13 +5,21 @@ from pathlib import Path
 
 import pytest
 
+from numapore.fast5 import list_fast5
 from numapore.samples import (
     InputError,
+    Sample,
+    check_signal,
+    check_signal_io_mode,
     combine_samples,
+    distinct_paths,
+    fast5_links,
     load_samples,
     read_sheet,
     reads_format,
     reference_name,
+    signal_column,
+    signal_files,
     simulated_samples,
 )
 
@@ -45,14 +53,14 @@ def test_valid_sheet_resolves_paths(inputs):
     path = sheet(inputs, "s1\tf5\treads.fastq\tref.fa")
     samples = load_samples(read_sheet(path), path, inputs)
     s1 = samples["s1"]
-    assert s1.fast5 == (inputs / "f5",) and s1.reads_format == "fastq"
+    assert s1.signal == (inputs / "f5",) and s1.reads_format == "fastq"
     assert s1.reference_name == "ref"
 
 
 @pytest.mark.parametrize(
     "row, message",
     [
-        ("s1\tnope\treads.fastq\tref.fa", "FAST5 path .*nope does not exist"),
+        ("s1\tnope\treads.fastq\tref.fa", "raw signal path .*nope does not exist"),
         ("s1\tf5\tmissing.fastq\tref.fa", "reads file .*missing.fastq does not exist"),
         ("s1\tf5\treads.fastq\tnope.fa", "reference .*nope.fa does not exist"),
         ("s1\tf5\tref.fa\tref.fa", "does not start with '>'|is empty|start with"),
@@ -76,7 +84,7 @@ def test_empty_gzip_reads_and_empty_fast5_folder(inputs):
         load_samples(read_sheet(path), path, inputs)
     (inputs / "nothing").mkdir()
     path = sheet(inputs, "s1\tnothing\treads.fastq\tref.fa")
-    with pytest.raises(InputError, match="no .fast5 files found"):
+    with pytest.raises(InputError, match="no raw signal files .* found"):
         load_samples(read_sheet(path), path, inputs)
 
 
@@ -95,7 +103,7 @@ def test_simulated_samples_join_the_sheets(inputs):
     path = sheet(inputs, "s1\tf5\treads.fastq\tref.fa")
     simulated = simulated_samples({"sim": {"reference": "ref.fa"}}, inputs)
     assert simulated["sim"].reads == Path("results/simulated/sim/reads.fastq")
-    assert simulated["sim"].fast5 == (Path("results/simulated/sim/fast5_multi"),)
+    assert simulated["sim"].signal == (Path("results/simulated/sim/fast5_multi"),)
     both = combine_samples(load_samples(read_sheet(path), path, inputs), simulated, path)
     assert list(both) == ["s1", "sim"]
     with pytest.raises(InputError, match="both in .* and in config simulate"):
@@ -155,3 +163,61 @@ def test_results_being_a_file_is_named(tmp_path):
         f"{tmp_path / 'results'} is a file, not a folder: numapore writes its results there; "
         "move it away"
     )
+
+
+def test_signal_column_and_its_older_name(inputs):
+    path = inputs / "new.tsv"
+    path.write_text("sample\tsignal\treads\treference\ns1\tf5\treads.fastq\tref.fa\n")
+    assert signal_column(read_sheet(path), path) == "signal"
+    assert load_samples(read_sheet(path), path, inputs)["s1"].signal == (inputs / "f5",)
+    path.write_text("sample\tsignal\tfast5\treads\treference\n")
+    with pytest.raises(InputError, match="has both a 'signal' and a 'fast5' column; keep one"):
+        signal_column(read_sheet(path), path)
+    path.write_text("sample\treads\treference\n")
+    with pytest.raises(InputError, match="missing column.s. signal .or its older name fast5."):
+        signal_column(read_sheet(path), path)
+
+
+def test_paths_listed_twice_or_nested_are_read_once(inputs):
+    f5, file = inputs / "f5", inputs / "f5" / "a.fast5"
+    kept, notes = distinct_paths((file, f5, inputs / "./f5"), "k")
+    assert kept == (f5,)
+    assert notes == [
+        f"k: {file} is inside {f5}, also listed; it is read once",
+        f"k: {inputs / './f5'} is listed twice; it is read once",
+    ]
+    assert list_fast5([f5, f5, file]) == [file]  # the accounting's and converter's list too
+
+
+def test_signal_kinds_any_case_and_mixing_refused(inputs):
+    (inputs / "f5" / "b.FAST5").write_bytes(b"x")
+    assert sorted(p.name for p in signal_files(inputs / "f5")["fast5"]) == ["a.fast5", "b.FAST5"]
+    assert check_signal((inputs / "f5",), "k") == "fast5"
+    (inputs / "run.POD5").write_bytes(b"x")
+    assert check_signal((inputs / "run.POD5",), "k") == "pod5"
+    with pytest.raises(InputError, match=r"^k: the raw signal mixes kinds \(2 FAST5, 1 POD5"):
+        check_signal((inputs / "f5", inputs / "run.POD5"), "k")
+    (inputs / "a.blow5").write_bytes(b"x")
+    (inputs / "b.blow5").write_bytes(b"x")
+    with pytest.raises(InputError, match="2 BLOW5 files; a sample reads one BLOW5 file"):
+        check_signal((inputs / "a.blow5", inputs / "b.blow5"), "k")
+    with pytest.raises(InputError, match="is not a raw signal file: raw signal is FAST5"):
+        check_signal((inputs / "reads.fastq",), "k")
+
+
+def test_pod5_sample_needs_io_mode_slow5(inputs):
+    pod5 = Sample("p", (inputs / "x.pod5",), inputs / "reads.fastq", inputs / "ref.fa", "pod5")
+    check_signal_io_mode([pod5], "slow5", "h.yaml")
+    with pytest.raises(InputError, match="sample 'p': its raw signal is POD5, which needs I/O"):
+        check_signal_io_mode([pod5], "fast5", "h.yaml")
+
+
+def test_equal_fast5_names_get_distinct_links(tmp_path):
+    files = [tmp_path / "b" / "batch_0.fast5", tmp_path / "c" / "batch_0.fast5"]
+    files += [tmp_path / "c" / "batch_1.FAST5", tmp_path / "c" / "batch_1.fast5"]
+    assert [link for _, link in fast5_links(files)] == [
+        "1/batch_0.fast5",
+        "2/batch_0.fast5",
+        "2/batch_1.fast5",
+        "2/batch_1.fast5.fast5",
+    ]

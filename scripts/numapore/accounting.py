@@ -74,6 +74,43 @@ def fast5_census(inputs: Iterable[str | os.PathLike]) -> Fast5Census:
     return census
 
 
+def pod5_census(inputs: Iterable[str | os.PathLike]) -> Fast5Census:
+    """Count and name the reads of POD5 files/folders (with the pod5 library)."""
+    import pod5
+
+    from numapore.signal import list_pod5
+
+    census = Fast5Census()
+    for path in map(str, list_pod5([Path(p) for p in inputs])):
+        census.files += 1
+        try:
+            with pod5.Reader(path) as reader:
+                ids = [str(r.read_id) for r in reader.reads()]
+        except Exception as err:  # noqa: BLE001 - any library error: the file is unreadable
+            census.unreadable[path] = f"{type(err).__name__}: {err}"
+            continue
+        census.reads_per_file[path] = len(ids)
+        for rid in ids:
+            if rid in census.reads:
+                census.repeated += 1
+            else:
+                census.reads[rid] = (path, True)
+    return census
+
+
+def signal_census(inp: AccountingInputs) -> Fast5Census:
+    """The reads of the sample's raw signal inputs, by kind: FAST5 or POD5 files, or the
+    BLOW5 input itself (its index lists its reads)."""
+    if inp.signal_kind == "pod5":
+        return pod5_census(inp.fast5)
+    if inp.signal_kind == "blow5":  # always I/O mode slow5: the index is the BLOW5's
+        ids = blow5_read_ids(inp.blow5_index) if inp.blow5_index else []
+        census = Fast5Census(files=1, reads={r: (str(inp.fast5[0]), True) for r in ids})
+        census.reads_per_file[str(inp.fast5[0])] = len(ids)
+        return census
+    return fast5_census(inp.fast5)
+
+
 def read_ids(path: str | os.PathLike) -> tuple[list[str], list[str]]:
     """The read ids of a FASTA/FASTQ file (gzip allowed) in order, and the ids seen twice."""
     ids: list[str] = []
@@ -163,6 +200,7 @@ class AccountingInputs:
     min_mapq: int
     blow5_index: str | os.PathLike | None = None  # I/O mode slow5 only
     rejected: str | os.PathLike | None = None  # I/O mode slow5 only
+    signal_kind: str = "fast5"  # of the raw signal inputs (fast5): fast5, pod5 or blow5
 
 
 Row = tuple[str, str, object, str]
@@ -213,12 +251,13 @@ def _no_signal_reason(rid: str, census: Fast5Census, why: dict[str, str]) -> str
 def account(inp: AccountingInputs) -> list[Row]:
     """Build the accounting table of one sample and aligner; raise AccountingError on a
     mismatch."""
-    census = fast5_census(inp.fast5)
+    census = signal_census(inp)
+    kind = inp.signal_kind
     rows: list[Row] = [
-        ("fast5", "files", census.files, ""),
-        ("fast5", "reads", census.total, "in the readable files"),
+        (kind, "files", census.files, ""),
+        (kind, "reads", census.total, "in the readable files"),
     ]
-    rows += [("fast5", "unreadable file", NA, f"{p}: {e}") for p, e in census.unreadable.items()]
+    rows += [(kind, "unreadable file", NA, f"{p}: {e}") for p, e in census.unreadable.items()]
     conversion, converted, why = _conversion(inp, census)
     rows += conversion
 
@@ -242,7 +281,7 @@ def account(inp: AccountingInputs) -> list[Row]:
     rows += [
         ("basecalled", "reads", len(basecalled), str(Path(inp.reads).resolve())),
         ("basecalled", "reads with raw signal", len(basecalled & with_signal), ""),
-        ("fast5", "reads not in the basecalled file", signal_only, "not basecalled or filtered"),
+        (kind, "reads not in the basecalled file", signal_only, "not basecalled or filtered"),
         ("alignment", "primary aligned", len(aligned), inp.aligner),
         ("alignment", "unmapped", len(basecalled - set(aligned)), ""),
     ]

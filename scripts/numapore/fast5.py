@@ -105,7 +105,8 @@ class Fast5Contents:
 
 
 def list_fast5(inputs: Iterable[str | os.PathLike]) -> list[Path]:
-    """Expand folders to their *.fast5 files (recursive, sorted by path); keep files as given.
+    """Expand folders to their FAST5 files (recursive, sorted by path; the extension in any
+    case); keep files as given; each file once, however often it is reached.
 
     slow5tools lists a folder in readdir() order, which depends on the file system; sorted
     order is reproducible and is the order the slow5tools expected outputs in ../shared show.
@@ -113,11 +114,12 @@ def list_fast5(inputs: Iterable[str | os.PathLike]) -> list[Path]:
     files: list[Path] = []
     for item in map(Path, inputs):
         if item.is_dir():
-            found = [p for p in item.rglob("*.fast5") if p.is_file()]
+            found = [p for p in item.rglob("*") if p.suffix.lower() == ".fast5" and p.is_file()]
             files.extend(sorted(found, key=lambda p: str(p).encode()))
         else:
             files.append(item)
-    return files
+    seen: set[Path] = set()
+    return [f for f in files if not (f.resolve() in seen or seen.add(f.resolve()))]
 
 
 def _text(value: Any) -> str:

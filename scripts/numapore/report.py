@@ -187,7 +187,10 @@ def methylation_overview(
         "calls": len(c),
         "reads_with_calls": int(per_read.size),
         "frequency": histogram(f["methylated_frequency"], np.linspace(0, 1, 21)),
-        "calls_per_read": histogram(per_read, min(40, max(int(per_read.max()), 1))),
+        # A sample without calls (max of nothing is NaN) gets one empty bin.
+        "calls_per_read": histogram(
+            per_read, min(40, max(int(per_read.max()), 1) if per_read.size else 1)
+        ),
         "log_lik_ratio": histogram(c["log_lik_ratio"], 60),
         "along_reference": along,
     }

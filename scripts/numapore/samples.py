@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,9 +27,11 @@ class Sample:
     """One row of the sample sheet, with paths resolved."""
 
     name: str
-    fast5: tuple[Path, ...]
+    signal: tuple[Path, ...]  # raw signal: FAST5 folders/files, POD5 folders/files or a BLOW5
     reads: Path
     reference: Path
+    signal_kind: str = "fast5"  # SIGNAL_KINDS: how the signal becomes what nanopolish reads
+    notes: tuple[str, ...] = ()  # warnings about the inputs (paths listed twice)
 
     @property
     def reads_format(self) -> str:
@@ -100,20 +103,82 @@ def check_reads(path: Path, key: str) -> None:
         )
 
 
-def check_fast5(paths: tuple[Path, ...], key: str) -> None:
-    """Fail unless every FAST5 path exists and the set holds at least one .fast5 file."""
-    found = 0
+# Raw signal inputs by file extension (any case). A kind is one reader of the workflow.
+SIGNAL_KINDS = {".fast5": "fast5", ".pod5": "pod5", ".blow5": "blow5"}
+SIGNAL_HELP = (
+    "raw signal is FAST5 files or folders, POD5 files or folders, or one BLOW5 file "
+    "(extensions .fast5, .pod5, .blow5, any case)"
+)
+
+
+def signal_files(folder: Path) -> dict[str, list[Path]]:
+    """The raw signal files under a folder (recursive) by kind; other files are ignored."""
+    found: dict[str, list[Path]] = {}
+    for path in folder.rglob("*"):
+        kind = SIGNAL_KINDS.get(path.suffix.lower())
+        if kind and path.is_file():
+            found.setdefault(kind, []).append(path)
+    return found
+
+
+def distinct_paths(paths: tuple[Path, ...], key: str) -> tuple[tuple[Path, ...], list[str]]:
+    """The paths without repeats: a path listed twice, or inside a listed folder, is read once
+    (kept where first listed, or as part of its folder); a note says so for each."""
+    resolved = [p.resolve() for p in paths]
+    kept, notes = [], []
+    for i, (path, real) in enumerate(zip(paths, resolved, strict=True)):
+        if real in resolved[:i]:
+            notes.append(f"{key}: {path} is listed twice; it is read once")
+            continue
+        outer = next((paths[j] for j, o in enumerate(resolved) if o in real.parents), None)
+        if outer is not None:
+            notes.append(f"{key}: {path} is inside {outer}, also listed; it is read once")
+            continue
+        kept.append(path)
+    return tuple(kept), notes
+
+
+def check_signal(paths: tuple[Path, ...], key: str) -> str:
+    """Fail unless every raw signal path exists and all hold one kind; return that kind."""
+    kinds: dict[str, int] = {}
     for path in paths:
         if path.is_dir():
-            found += sum(1 for _ in path.rglob("*.fast5"))
+            for kind, files in signal_files(path).items():
+                if kind == "blow5":
+                    raise InputError(
+                        f"{key}: folder {path} holds BLOW5 files ({files[0].name}); give one "
+                        "BLOW5 file by name (merge several with `slow5tools merge`)"
+                    )
+                kinds[kind] = kinds.get(kind, 0) + len(files)
         elif path.is_file():
-            if path.suffix != ".fast5":
-                raise InputError(f"{key}: {path} is not a .fast5 file or a folder of them")
-            found += 1
+            if path.suffix.lower() == ".slow5":
+                raise InputError(
+                    f"{key}: {path} is SLOW5 text; nanopolish reads BLOW5: convert it with "
+                    "`slow5tools view --to blow5 -c zlib -s none`"
+                )
+            kind = SIGNAL_KINDS.get(path.suffix.lower())
+            if kind is None:
+                raise InputError(f"{key}: {path} is not a raw signal file: {SIGNAL_HELP}")
+            kinds[kind] = kinds.get(kind, 0) + 1
         else:
-            raise InputError(f"{key}: {missing_reason(path, 'FAST5 path')}")
-    if not found:
-        raise InputError(f"{key}: no .fast5 files found in {', '.join(map(str, paths))}")
+            raise InputError(f"{key}: {missing_reason(path, 'raw signal path')}")
+    if not kinds:
+        raise InputError(
+            f"{key}: no raw signal files (.fast5, .pod5) found in {', '.join(map(str, paths))}"
+        )
+    if len(kinds) > 1:
+        counts = ", ".join(f"{n} {kind.upper()}" for kind, n in sorted(kinds.items()))
+        raise InputError(
+            f"{key}: the raw signal mixes kinds ({counts} files); give one kind per sample "
+            "(convert the others, or make them separate samples)"
+        )
+    (kind,) = kinds
+    if kind == "blow5" and (len(paths) > 1 or kinds[kind] > 1):
+        raise InputError(
+            f"{key}: {kinds[kind]} BLOW5 files; a sample reads one BLOW5 file "
+            "(merge several with `slow5tools merge`)"
+        )
+    return kind
 
 
 def check_reference(path: Path, key: str) -> None:
@@ -160,9 +225,25 @@ def read_sheet(sheet: Path) -> pd.DataFrame:
     return table
 
 
+def signal_column(table: pd.DataFrame, sheet: Path) -> str:
+    """The sheet's raw signal column: 'signal', or 'fast5' (its older name, still accepted)."""
+    both = {"signal", "fast5"} <= set(table.columns)
+    if both:
+        raise InputError(
+            f"sample sheet {sheet}: has both a 'signal' and a 'fast5' column; keep one "
+            "('fast5' is the older name of 'signal')"
+        )
+    if "signal" not in table.columns and "fast5" not in table.columns:
+        raise InputError(
+            f"sample sheet {sheet}: missing column(s) signal (or its older name fast5)"
+        )
+    return "signal" if "signal" in table.columns else "fast5"
+
+
 def load_samples(table: pd.DataFrame, sheet: Path, base: Path) -> dict[str, Sample]:
     """Turn the sheet's rows into Samples, resolving paths against base and checking each input."""
-    missing = {"sample", "fast5", "reads", "reference"} - set(table.columns)
+    column = signal_column(table, sheet)
+    missing = {"sample", "reads", "reference"} - set(table.columns)
     if missing:
         raise InputError(f"sample sheet {sheet}: missing column(s) {', '.join(sorted(missing))}")
     samples: dict[str, Sample] = {}
@@ -172,9 +253,10 @@ def load_samples(table: pd.DataFrame, sheet: Path, base: Path) -> dict[str, Samp
         key = f"sample sheet {sheet}, line {row_number}, sample '{name}'"
         if name in samples:
             raise InputError(f"{key}: duplicate sample name")
-        fast5 = tuple(base / p.strip() for p in row.fast5.split(",") if p.strip())
-        sample = Sample(name, fast5, base / row.reads, base / row.reference)
-        check_fast5(sample.fast5, key)
+        listed = tuple(base / p.strip() for p in getattr(row, column).split(",") if p.strip())
+        signal, notes = distinct_paths(listed, key)
+        kind = check_signal(signal, key)
+        sample = Sample(name, signal, base / row.reads, base / row.reference, kind, tuple(notes))
         check_reads(sample.reads, key)
         check_reference(sample.reference, key)
         samples[name] = sample
@@ -217,4 +299,32 @@ def check_reference_names(samples: dict[str, Sample], sheet: Path) -> None:
             raise InputError(
                 f"sample sheet {sheet}: references {other} and {sample.reference} would both be "
                 f"named '{sample.reference_name}'; rename one of the files"
+            )
+
+
+def fast5_links(files: list[Path]) -> list[tuple[Path, str]]:
+    """Where each FAST5 file is linked for nanopolish index (which reads only '*.fast5' names):
+    '<k>/<name>.fast5', k numbering the files' folders, so equal names in different folders
+    (Guppy's batch_0.fast5) stay apart."""
+    folders: dict[Path, int] = {}
+    links: list[tuple[Path, str]] = []
+    taken: set[str] = set()
+    for path in files:
+        k = folders.setdefault(path.resolve().parent, len(folders) + 1)
+        name = path.name if path.suffix == ".fast5" else path.stem + ".fast5"
+        link = f"{k}/{name}" if f"{k}/{name}" not in taken else f"{k}/{path.name}.fast5"
+        taken.add(link)
+        links.append((path, link))
+    return links
+
+
+def check_signal_io_mode(samples: Iterable[Sample], io_mode: str, host_file: str) -> None:
+    """Fail when a sample's raw signal is not FAST5 and the host's I/O mode reads FAST5:
+    nanopolish reads POD5 and BLOW5 samples from BLOW5 (I/O mode slow5) only."""
+    for sample in samples:
+        if sample.signal_kind != "fast5" and io_mode != "slow5":
+            raise InputError(
+                f"sample '{sample.name}': its raw signal is {sample.signal_kind.upper()}, which "
+                f"needs I/O mode slow5, but host file {host_file} has io_mode: {io_mode} (a "
+                "FAST5 mode); set io_mode: slow5 in the host file"
             )

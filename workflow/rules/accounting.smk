@@ -14,7 +14,8 @@ rule read_accounting:
     conda:
         "../../envs/python.yaml"
     params:
-        fast5=lambda wc: [str(p) for p in SAMPLES[wc.sample].fast5],
+        signal=lambda wc: [str(p) for p in SAMPLES[wc.sample].signal],
+        kind=lambda wc: SAMPLES[wc.sample].signal_kind,
         min_mapq=config["methylation"]["min_mapping_quality"],
     script:
         "../../scripts/read_accounting.py"

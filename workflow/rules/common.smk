@@ -1,5 +1,7 @@
 # Configuration and sample sheet: validated here, before any job starts, so that a bad input
 # fails fast with one message naming the key or the file.
+import functools
+import re
 import sys
 from pathlib import Path
 from types import SimpleNamespace
@@ -14,9 +16,11 @@ from numapore.methylation import MOTIFS  # noqa: E402
 from numapore.numa import NumaError, load_host_config, startup_check  # noqa: E402
 from numapore.samples import (  # noqa: E402
     InputError,
+    check_signal_io_mode,
     combine_samples,
     load_samples,
     read_sheet,
+    signal_files,
     simulated_samples,
 )
 from numapore.slow5 import check_nanopolish_compatible  # noqa: E402
@@ -52,8 +56,12 @@ try:
         HOST = startup_check(HOST_FILE)[0]
     if HOST.io_mode == "slow5":
         check_nanopolish_compatible(config["slow5"]["signal_compression"])
+    check_signal_io_mode(SAMPLES.values(), HOST.io_mode, HOST_FILE)
 except (InputError, NumaError, ValueError) as err:
     raise WorkflowError(f"numapore: {err}")
+if workflow.is_main_process:
+    for _note in (n for s in SAMPLES.values() for n in s.notes):
+        logger.warning(f"numapore: {_note}")
 
 
 def write_error(err):
@@ -322,6 +330,13 @@ def cluster_node(step):
     return lambda wildcards: node_request(HOST, step)
 
 
+def samples_of_kind(kind):
+    """A wildcard pattern matching the names of the samples whose raw signal is of a kind
+    ('fast5', 'pod5', 'blow5'); one matching nothing when there are none."""
+    names = [re.escape(s.name) for s in SAMPLES.values() if s.signal_kind == kind]
+    return "|".join(names) if names else "(?!)"
+
+
 def signal_index_inputs(wildcards):
     """What nanopolish index reads the signal from: FAST5 folders, or the converted BLOW5."""
     if wildcards.signal == "blow5":
@@ -330,14 +345,23 @@ def signal_index_inputs(wildcards):
 
 
 def fast5_inputs(wildcards):
-    """The sample's FAST5 folders for nanopolish index, plus single files (linked into a folder)."""
+    """The sample's FAST5 folders for nanopolish index, plus the files it would not find there
+    (listed files, and '*.FAST5'-like names in folders), linked into one folder."""
     # By name, not on disk: a simulated sample's folder does not exist before its rule runs.
-    paths = SAMPLES[wildcards.sample].fast5
-    files = [str(p) for p in paths if p.suffix == ".fast5"]
-    dirs = [str(p) for p in paths if p.suffix != ".fast5"]
+    paths = SAMPLES[wildcards.sample].signal
+    dirs = [str(p) for p in paths if p.suffix.lower() != ".fast5"]
+    files = [str(p) for p in paths if p.suffix.lower() == ".fast5"]
+    files += [str(p) for d in dirs for p in odd_fast5_names(d)]
     if files:
         dirs.append(f"results/{wildcards.sample}/fast5_files")
     return {"files": files, "dirs": dirs}
+
+
+@functools.cache
+def odd_fast5_names(folder):
+    """FAST5 files in a folder whose extension is not '.fast5' exactly (e.g. '.FAST5')."""
+    found = signal_files(Path(folder)).get("fast5", []) if Path(folder).is_dir() else []
+    return sorted(p for p in found if p.suffix != ".fast5")
 
 
 def methylation_shard_inputs(wildcards):
@@ -416,6 +440,12 @@ def compare_sample():
         raise WorkflowError(
             f"numapore: compare.sample: {name!r} is not a sample "
             f"(samples: {', '.join(SAMPLES) or 'none'})"
+        )
+    fast5_modes = [m for m in config["compare"]["io_modes"] if m != "slow5"]
+    if SAMPLES[name].signal_kind != "fast5" and fast5_modes:
+        raise WorkflowError(
+            f"numapore: compare.io_modes: sample '{name}' has {SAMPLES[name].signal_kind.upper()} "
+            f"raw signal, read in I/O mode slow5 only; remove {', '.join(fast5_modes)}"
         )
     return SAMPLES[name]
 

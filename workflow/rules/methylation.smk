@@ -4,9 +4,11 @@
 # and a modBAM. Every motif of methylation.motifs is the {motif} wildcard of the same rules.
 
 
+# The BLOW5 of I/O mode slow5 comes from one rule per raw signal kind (the sample's kind picks
+# it: samples_of_kind).
 rule fast5_to_blow5:
     input:
-        lambda wc: [str(p) for p in SAMPLES[wc.sample].fast5],
+        lambda wc: [str(p) for p in SAMPLES[wc.sample].signal],
     output:
         blow5="results/{sample}/signal/{sample}.blow5",
         index="results/{sample}/signal/{sample}.blow5.idx",
@@ -15,6 +17,8 @@ rule fast5_to_blow5:
         "results/logs/fast5_to_blow5/{sample}.log",
     benchmark:
         "results/benchmarks/fast5_to_blow5/{sample}.tsv"
+    wildcard_constraints:
+        sample=samples_of_kind("fast5"),
     conda:
         "../../envs/python.yaml"
     threads: RUN_CORES
@@ -25,6 +29,53 @@ rule fast5_to_blow5:
         processes=io_processes,
     script:
         "../../scripts/fast5_to_blow5.py"
+
+
+rule pod5_to_blow5:
+    input:
+        lambda wc: [str(p) for p in SAMPLES[wc.sample].signal],
+    output:
+        blow5="results/{sample}/signal/{sample}.blow5",
+        index="results/{sample}/signal/{sample}.blow5.idx",
+        rejected="results/{sample}/signal/{sample}.blow5.rejected.tsv",
+    log:
+        "results/logs/pod5_to_blow5/{sample}.log",
+    benchmark:
+        "results/benchmarks/pod5_to_blow5/{sample}.tsv"
+    wildcard_constraints:
+        sample=samples_of_kind("pod5"),
+    conda:
+        "../../envs/python.yaml"
+    threads: RUN_CORES
+    params:
+        kind="pod5",
+        record_compression=config["slow5"]["record_compression"],
+        signal_compression=config["slow5"]["signal_compression"],
+        processes=io_processes,
+    script:
+        "../../scripts/signal_to_blow5.py"
+
+
+# A BLOW5 input is used as it is: checked, linked and indexed (when no .idx is beside it).
+rule link_blow5:
+    input:
+        lambda wc: [str(p) for p in SAMPLES[wc.sample].signal],
+    output:
+        blow5="results/{sample}/signal/{sample}.blow5",
+        index="results/{sample}/signal/{sample}.blow5.idx",
+        rejected="results/{sample}/signal/{sample}.blow5.rejected.tsv",
+    log:
+        "results/logs/link_blow5/{sample}.log",
+    benchmark:
+        "results/benchmarks/link_blow5/{sample}.tsv"
+    wildcard_constraints:
+        sample=samples_of_kind("blow5"),
+    conda:
+        "../../envs/python.yaml"
+    params:
+        kind="blow5",
+    script:
+        "../../scripts/signal_to_blow5.py"
 
 
 rule link_fast5_files:
@@ -38,8 +89,8 @@ rule link_fast5_files:
         "results/benchmarks/link_fast5_files/{sample}.tsv"
     conda:
         "../../envs/python.yaml"
-    shell:
-        "(mkdir -p {output:q} && realpath -z {input:q} | xargs -0 ln -s -t {output:q}) 2> {log:q}"
+    script:
+        "../../scripts/link_fast5_files.py"
 
 
 rule nanopolish_index:
