@@ -12,6 +12,7 @@ from pathlib import Path
 import h5py
 import numpy as np
 import pytest
+import pandas as pd
 
 from numapore import accuracy, poremodel
 from numapore import simulate as sim
@@ -396,3 +397,21 @@ def test_converted_fast5_equals_simulator_blow5(dh10b: Path, tmp_path: Path, fas
                 assert np.array_equal(value, other[key]), (read_id, key)
             else:
                 assert value == other[key], (read_id, key)
+
+
+def test_per_site_keeps_confident_calls_of_covered_sites():
+    labelled = pd.DataFrame(
+        {
+            "chromosome": ["c"] * 7,
+            "start": [1, 1, 1, 5, 5, 9, 9],
+            "log_lik_ratio": [3.0, -4.0, 0.5, 2.5, 2.2, -3.0, -9.0],
+            "truth": [True, False, True, True, True, False, True],
+        }
+    )
+    per, r = accuracy.per_site(labelled, threshold=2.0, min_coverage=2)
+    # Site 1: the 0.5 call is not confident; two calls, one methylated, half true.
+    assert per.loc[("c", 1)].tolist() == [2, 0.5, 0.5]
+    assert per.loc[("c", 9)].tolist() == [2, 0.0, 0.5]
+    assert len(per) == 3 and r == pytest.approx(np.corrcoef([0.5, 1, 0], [0.5, 1, 0.5])[0, 1])
+    _, too_few = accuracy.per_site(labelled, threshold=2.0, min_coverage=3)
+    assert np.isnan(too_few)

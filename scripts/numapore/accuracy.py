@@ -73,6 +73,22 @@ def label_calls(calls: pd.DataFrame, truth: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
+def per_site(
+    labelled: pd.DataFrame, threshold: float, min_coverage: int
+) -> tuple[pd.DataFrame, float]:
+    """Called vs true methylated fraction per site with >= min_coverage confident calls, and
+    their correlation (NaN with fewer than 3 sites)."""
+    # Confident calls only, as nanopolish's calculate_methylation_frequency does.
+    conf = labelled[labelled["log_lik_ratio"].abs() >= threshold].copy()
+    conf["called"] = conf["log_lik_ratio"] > 0
+    per = conf.groupby(["chromosome", "start"]).agg(
+        n=("called", "size"), called=("called", "mean"), truth=("truth", "mean")
+    )
+    per = per[per["n"] >= min_coverage]
+    r = float(np.corrcoef(per["called"], per["truth"])[0, 1]) if len(per) > 2 else float("nan")
+    return per, r
+
+
 def evaluate(
     calls_path: Path,
     truth_path: Path,
@@ -87,14 +103,7 @@ def evaluate(
     lab = label_calls(calls, truth)
     m = lab[lab["n_truth"] > 0]
     auc = roc_auc(m["log_lik_ratio"].to_numpy(), m["truth"].to_numpy())
-    # Per site: confident calls only, as nanopolish's calculate_methylation_frequency does.
-    conf = m[m["log_lik_ratio"].abs() >= threshold].copy()
-    conf["called"] = conf["log_lik_ratio"] > 0
-    per = conf.groupby(["chromosome", "start"]).agg(
-        n=("called", "size"), called=("called", "mean"), truth=("truth", "mean")
-    )
-    per = per[per["n"] >= min_coverage]
-    r = float(np.corrcoef(per["called"], per["truth"])[0, 1]) if len(per) > 2 else float("nan")
+    per, r = per_site(m, threshold, min_coverage)
     called = calls["read_name"].nunique()
     return Accuracy(
         reads=int(total),

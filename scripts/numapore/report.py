@@ -25,7 +25,7 @@ matplotlib.use("Agg")  # files only, no display
 import matplotlib.pyplot as plt  # noqa: E402
 
 from numapore.accounting import COLUMNS as ACCOUNTING_COLUMNS  # noqa: E402
-from numapore.accuracy import label_calls, roc_auc  # noqa: E402
+from numapore.accuracy import label_calls, per_site, roc_auc  # noqa: E402
 from numapore.atomic import atomic_output  # noqa: E402
 from numapore.numa import load_host_config  # noqa: E402
 from numapore.plots import save  # noqa: E402
@@ -316,13 +316,7 @@ def accuracy_figure(
     m = m[m["n_truth"] > 0]
     scores, labels = m["log_lik_ratio"].to_numpy(float), m["truth"].to_numpy(bool)
     fpr, tpr = roc_curve(scores, labels)
-    conf = m[m["log_lik_ratio"].abs() >= threshold].copy()
-    conf["called"] = conf["log_lik_ratio"] > 0
-    per = conf.groupby(["chromosome", "start"]).agg(
-        n=("called", "size"), called=("called", "mean"), truth=("truth", "mean")
-    )
-    per = per[per["n"] >= min_coverage]
-    r = float(np.corrcoef(per["called"], per["truth"])[0, 1]) if len(per) > 2 else float("nan")
+    per, r = per_site(m, threshold, min_coverage)
     numbers = {
         "auc": roc_auc(scores, labels),
         "roc_auc_trapezoid": float(np.trapezoid(tpr, fpr)),
