@@ -11,6 +11,8 @@ cd "$repo"
 
 apt_packages=(samtools minimap2 bwa bowtie2 nanopolish numactl tabix nanook-examples
     libvbz-hdf-plugin0 tombo time python3-venv
+    # numapore's compiled svb-zd encoder (C through cffi: numapore/svbzd_build.py)
+    gcc python3-dev
     # FUSE for the emulated slow storage (numapore.slowfs: libfuse3 and fusermount3)
     fuse3
     # the emulated 2-node NUMA guest of the tests (virtme-ng comes from PyPI)
@@ -49,6 +51,14 @@ if [[ ! -f $stamp || $(cat "$stamp") != "$want" ]]; then
     .venv/bin/pip install -q --upgrade pip
     .venv/bin/pip install -q -r requirements.txt
     echo "$want" >"$stamp"
+fi
+
+# numapore's compiled svb-zd signal encoder (numapore.slow5 uses numpy without it): built when
+# missing or older than its source.
+svbzd=(scripts/numapore/_svbzd.*.so)
+if [[ ! -e ${svbzd[0]} || scripts/numapore/svbzd_build.py -nt ${svbzd[0]} ]]; then
+    echo "setup: building the compiled svb-zd encoder"
+    PYTHONPATH=scripts .venv/bin/python -m numapore.svbzd_build
 fi
 
 # The E. coli K-12 DH10B genome (Debian nanook-examples): reference of the demo and the tests.

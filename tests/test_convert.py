@@ -16,6 +16,7 @@ import pyslow5
 import pytest
 
 from numapore import convert as convert_mod
+from numapore import slow5
 from numapore.convert import ConversionError, convert
 from numapore.fast5 import Fast5Error, list_fast5, read_fast5, read_layout
 from numapore.slow5 import (
@@ -262,6 +263,22 @@ def test_blow5_is_byte_identical_to_slow5tools(
     assert s5.get_read("bc5615d7-dc94-4315-9cf1-5112555c19d2")["len_raw_signal"] == 63922
     del s5
     assert Path(str(copy) + ".idx").read_bytes() == Path(str(out) + ".idx").read_bytes()
+
+
+def test_compiled_svb_zd_encoder_is_built_and_matches_numpy(ecoli_dir: Path) -> None:
+    """./setup.sh builds the compiled svb-zd encoder; it gives the numpy encoder's bytes for
+    real reads and int16's extremes (and slow5tools' bytes: the test above)."""
+    assert slow5._svbzd_lib is not None, "numapore/_svbzd is not built: run ./setup.sh"
+    signals = list(fast5_signals(sorted((ecoli_dir / "fast5").glob("*.fast5"))[:20]).values())
+    rng = np.random.default_rng(7)
+    signals += [
+        np.array([], "<i2"),
+        np.array([-32768, 32767, -32768, 0, -1, 1, 255, -256], "<i2"),
+        rng.integers(-32768, 32768, 1001, dtype=np.int16),
+        rng.integers(-300, 300, 999, dtype=np.int16).astype(">i2"),  # big-endian input
+    ]
+    for signal in signals:
+        assert slow5.svb_zd_encode(signal) == slow5.svb_zd_encode_numpy(signal), len(signal)
 
 
 def test_blow5_problem_names_where_a_file_was_cut(ecoli_blow5: Path, tmp_path: Path) -> None:

@@ -274,8 +274,28 @@ def encode_record_text(rec: Record, aux_fields: Sequence[AuxField]) -> bytes:
     return ("\t".join(parts) + "\n").encode()
 
 
+try:  # the compiled encoder ./setup.sh builds (numapore/svbzd_build.py); numpy without it
+    from numapore._svbzd import ffi as _svbzd_ffi
+    from numapore._svbzd import lib as _svbzd_lib
+except ImportError:
+    _svbzd_lib = None
+
+
 def svb_zd_encode(signal: np.ndarray) -> bytes:
     """Zigzag-delta + StreamVByte encode an int16 signal exactly like slow5lib's svb-zd."""
+    if _svbzd_lib is None:
+        return svb_zd_encode_numpy(signal)
+    samples = np.ascontiguousarray(signal, dtype="<i2")
+    out = bytearray(_svbzd_lib.svbzd_bound(len(samples)))
+    size = _svbzd_lib.svbzd_encode(
+        _svbzd_ffi.from_buffer("int16_t[]", samples), len(samples), _svbzd_ffi.from_buffer(out)
+    )
+    del out[size:]
+    return bytes(out)
+
+
+def svb_zd_encode_numpy(signal: np.ndarray) -> bytes:
+    """svb_zd_encode in numpy alone (when the compiled encoder is not built)."""
     values = signal.astype(np.int32)
     delta = np.diff(values, prepend=np.int32(0))
     zz = ((delta << 1) ^ (delta >> 31)).astype("<u4")
