@@ -414,6 +414,18 @@ def test_multi_read_files_split_into_slices(
     assert out.read_bytes() == expected.read_bytes()
 
 
+def test_batches_with_sliced_multi_read_files_keep_input_order(
+    f2s_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With K=2, single- and multi-read files share worker batches; a multi-read file's slices
+    are written before the rest of its batch: the output is slow5tools' (and K=1's)."""
+    monkeypatch.setattr(convert_mod, "SLICE_READS", 1)
+    out = tmp_path / "mixed.slow5"
+    convert([f2s_dir / "raw/single-and-multi-fast5"], out, processes=2, allow_duplicate_ids=True)
+    expected = "single-and-multi-fast5-output/file_single-and-multi-fast5.slow5"
+    assert out.read_bytes() == (f2s_dir / "expected" / expected).read_bytes()
+
+
 def test_two_runs_give_two_read_groups(f2s_dir: Path, tmp_path: Path) -> None:
     """A second run_id becomes read group 1 with its own header values."""
     inputs = []

@@ -63,6 +63,11 @@ from numapore.slow5 import (  # noqa: F401 - check_nanopolish_compatible is re-e
 
 STDERR: Any = object()  # default progress stream: sys.stderr as it is at call time (logs)
 SLICE_READS = 256  # read groups per task for multi-read files (bounds memory in flight)
+# Files per worker task (K > 1): up to BATCH_FILES files or BATCH_BYTES of FAST5, so that the
+# parent's per-task cost (futures, pickling, the pool's queues) is shared by many small
+# single-read files, while a big multi-read file stays a task of its own.
+BATCH_FILES = 32
+BATCH_BYTES = 8 << 20
 BAD_FAST5_MODES = ("fail", "skip")
 
 
@@ -207,6 +212,11 @@ def _encode(read: Fast5Read, rg: int, schema: Sequence[AuxField], task: _Task) -
     return blob
 
 
+def _process_batch(tasks: list[_Task]) -> list[_Result]:
+    """Worker entry point: the results of a batch of tasks, in order."""
+    return [_process(task) for task in tasks]
+
+
 def _process(task: _Task) -> _Result:
     """Worker entry point: read a FAST5 file (slice) and encode its reads when possible."""
     result = _Result(task)
@@ -277,6 +287,17 @@ class _Converter:
             self.schema,
             dict(self.read_groups),
         )
+
+    def batch(self, todo: deque[str]) -> list[_Task]:
+        """Take the next files off todo as one worker task list (see BATCH_FILES): the tasks
+        share one copy of what is known, so it is pickled once per batch. One file while the
+        output's columns are unknown (its reads come back decoded for the parent to encode)."""
+        first = self.task(todo.popleft(), 0, SLICE_READS)
+        tasks, size = [first], _file_size(first.path)
+        while self.schema is not None and todo and len(tasks) < BATCH_FILES and size < BATCH_BYTES:
+            size += _file_size(todo[0])
+            tasks.append(replace(first, path=todo.popleft()))
+        return tasks
 
     def bad(self, path: str, read_id: str, reason: str, whole_file: bool = False) -> None:
         """Fail, or record a rejected file/read for the TSV."""
@@ -382,34 +403,54 @@ class _Converter:
 
     def run_pool(self, files: list[str], processes: int) -> None:
         """Convert with K worker processes, writing results in input order."""
-        window = 2 * processes  # files in flight: keeps workers busy, bounds memory
+        window = 2 * processes  # batches in flight: keeps workers busy, bounds memory
         todo = deque(files)
-        pending: deque[tuple[str, Future]] = deque()
+        # Batches in input order: a future of a batch's results, or results already in hand.
+        pending: deque[tuple[list[str], Future | list[_Result]]] = deque()
         # A process pool that notices dead workers: a crash inside HDF5 must not hang us.
         pool = ProcessPoolExecutor(processes, mp_context=_pool_context())
         try:
             while todo or pending:
-                while todo and len(pending) < window:
-                    path = todo.popleft()
-                    pending.append((path, pool.submit(_process, self.task(path, 0, SLICE_READS))))
-                path, future = pending.popleft()
+                # Until the first file's reads have fixed the output's columns, one batch only:
+                # workers can encode only once they know them.
+                while todo and len(pending) < window and (self.schema is not None or not pending):
+                    tasks = self.batch(todo)
+                    pending.append(([t.path for t in tasks], pool.submit(_process_batch, tasks)))
+                paths, batch = pending.popleft()
                 try:
-                    result = future.result()
+                    results = batch if isinstance(batch, list) else batch.result()
                 except BrokenProcessPool as err:
-                    paths = [path] + [p for p, _ in pending]
+                    paths += [p for more, _ in pending for p in more]
                     raise ConversionError(
                         "a reader process died (a crash inside HDF5?) while converting one of "
                         + ", ".join(dict.fromkeys(paths))
                     ) from err
-                # The other slices of a big multi-read file go right after its first slice.
-                more = [
-                    (path, pool.submit(_process, self.task(path, start, stop)))
-                    for start, stop in self.slices(result)
-                ]
-                pending.extendleft(reversed(more))
-                self.handle(result)
+                for i, result in enumerate(results):
+                    slices = self.slices(result)
+                    if slices:
+                        # The other slices of a big multi-read file go right after its first
+                        # slice, before the rest of its batch.
+                        path = result.task.path
+                        more = [
+                            ([path], pool.submit(_process_batch, [self.task(path, start, stop)]))
+                            for start, stop in slices
+                        ]
+                        rest = results[i + 1 :]
+                        more += [(paths[i + 1 :], rest)] if rest else []
+                        pending.extendleft(reversed(more))
+                    self.handle(result)
+                    if slices:
+                        break
         finally:
             pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _file_size(path: str) -> int:
+    """A file's size in bytes (0 when it cannot be read: the worker reports why)."""
+    try:
+        return os.path.getsize(path)
+    except OSError:
+        return 0
 
 
 def _pool_context() -> multiprocessing.context.BaseContext:
