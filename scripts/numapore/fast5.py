@@ -118,8 +118,14 @@ def list_fast5(inputs: Iterable[str | os.PathLike]) -> list[Path]:
             files.extend(sorted(found, key=lambda p: str(p).encode()))
         else:
             files.append(item)
-    seen: set[Path] = set()
-    return [f for f in files if not (f.resolve() in seen or seen.add(f.resolve()))]
+    seen: set[str] = set()
+    unique = []
+    for f in files:
+        real = os.path.realpath(f)  # once per file: a path walk (lstat per part)
+        if real not in seen:
+            seen.add(real)
+            unique.append(f)
+    return unique
 
 
 def _text(value: Any) -> str:
