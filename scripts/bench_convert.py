@@ -4,15 +4,17 @@ Prints median wall seconds, CPU milliseconds per read, reads/s and the K=2 / K=1
 then (--breakdown) where numapore's time per read goes. Measures, never asserts.
 
     .venv/bin/python scripts/bench_convert.py [--replicate 40] [--repeats 3] [--fast5 DIR]
-        [--slow5tools PATH] [--breakdown]
+        [--slow5tools PATH] [--baseline SCRIPTS_DIR] [--breakdown]
 
 The data set is the 112 E. coli reads of ../shared copied --replicate times with new read ids
 (40: the 4,480 files of ../shared/README.md's benchmark targets), in the system temporary
 folder (or --fast5 DIR: an existing folder). slow5tools is not part of numapore: build it by
 hand from its public source and name it with --slow5tools (or have it on PATH); without it only
-numapore's figures are printed. Runs are interleaved (every configuration once, then again) so a
-busy phase of this shared machine hits all alike; CPU time (user + system of every process) is
-what a quiet machine would need.
+numapore's figures are printed. --baseline names the scripts/ folder of another numapore
+version (e.g. `git archive main scripts | tar -x -C /tmp/old`), run beside this one as
+"numapore-baseline" in the same conditions. Runs are interleaved (every configuration once,
+then again) so a busy phase of this shared machine hits all alike; CPU time (user + system of
+every process) is what a quiet machine would need.
 """
 
 from __future__ import annotations
@@ -107,6 +109,7 @@ def main() -> None:
     parser.add_argument("--fast5", type=Path, help="an existing folder of FAST5 files")
     parser.add_argument("--slow5tools", default=shutil.which("slow5tools"))
     parser.add_argument("--processes", type=int, nargs="+", default=[1, 2])
+    parser.add_argument("--baseline", type=Path, help="scripts/ of another numapore version")
     parser.add_argument("--breakdown", action="store_true", help="time numapore's stages")
     args = parser.parse_args()
     env = {**os.environ, "PYTHONPATH": str(REPO / "scripts")}
@@ -115,6 +118,8 @@ def main() -> None:
         fast5 = args.fast5 or replicate_reads(tmp / "data", args.replicate)[0]
         n_reads = len(list(fast5.glob("*.fast5")))
         tools = {"numapore": None}
+        if args.baseline:
+            tools["numapore-baseline"] = None
         if args.slow5tools:
             tools["slow5tools"] = args.slow5tools
         configs = [(t, c, k) for c in COMPRESSIONS for k in args.processes for t in tools]
@@ -122,11 +127,14 @@ def main() -> None:
         for _ in range(args.repeats):
             for tool, (record, signal), k in configs:
                 out = tmp / f"{tool}.{record}.{signal}.k{k}.blow5"
-                if tool == "numapore":
+                if tool.startswith("numapore"):
                     cmd = numapore_command(fast5, out, record, signal, k)
                 else:
                     cmd = slow5tools_command(tools[tool], fast5, out, record, signal, k)
-                times[(tool, (record, signal), k)].append(run_timed(cmd, env))
+                scripts = args.baseline if tool == "numapore-baseline" else REPO / "scripts"
+                times[(tool, (record, signal), k)].append(
+                    run_timed(cmd, {**env, "PYTHONPATH": str(scripts)})
+                )
                 shutil.rmtree(out) if out.is_dir() else out.unlink()
         print(f"FAST5 -> BLOW5, {n_reads} single-read FAST5 files, median of {args.repeats}:")
         header = ["records+signal", "tool", "K", "wall s", "CPU ms/read", "reads/s", "K/K=1"]
