@@ -53,12 +53,12 @@ if [[ ! -f $stamp || $(cat "$stamp") != "$want" ]]; then
     echo "$want" >"$stamp"
 fi
 
-# numapore's compiled svb-zd signal encoder (numapore.slow5 uses numpy without it): built when
+# numapore's compiled svb-zd signal encoder (numapore.signal.slow5 uses numpy without it): built when
 # missing or older than its source.
-svbzd=(scripts/numapore/_svbzd.*.so)
-if [[ ! -e ${svbzd[0]} || scripts/numapore/svbzd_build.py -nt ${svbzd[0]} ]]; then
+svbzd=(scripts/numapore/signal/_svbzd.*.so)
+if [[ ! -e ${svbzd[0]} || scripts/numapore/signal/svbzd_build.py -nt ${svbzd[0]} ]]; then
     echo "setup: building the compiled svb-zd encoder"
-    PYTHONPATH=scripts .venv/bin/python -m numapore.svbzd_build
+    PYTHONPATH=scripts .venv/bin/python -m numapore.signal.svbzd_build
 fi
 
 # The E. coli K-12 DH10B genome (Debian nanook-examples): reference of the demo and the tests.

@@ -4,9 +4,9 @@ when the reads file repeats a read id (before nanopolish would call such reads t
 import json
 import sys
 
-from numapore.accounting import AccountingError, unique_read_ids
-from numapore.atomic import atomic_output
-from numapore.rulelog import redirect_to_log
+from numapore.run.accounting import AccountingError, unique_read_ids
+from numapore.run.atomic import atomic_output
+from numapore.run.rulelog import redirect_to_log
 
 smk = snakemake  # noqa: F821 (injected by the script directive)
 redirect_to_log(smk)

@@ -7,9 +7,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from numapore.atomic import scratch_dir
-from numapore.compare import Cell
-from numapore.rulelog import redirect_to_log
+from numapore.run.atomic import scratch_dir
+from numapore.compare.matrix import Cell
+from numapore.run.rulelog import redirect_to_log
 
 smk = snakemake  # noqa: F821 (injected by the script directive)
 terminal = sys.stdout
@@ -35,7 +35,7 @@ with scratch_dir(record) as workdir:
     (workdir / "request.json").write_text(json.dumps(request, indent=2))
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent)}
     command = ["/usr/bin/time", "-v", "-o", str(workdir / "time.txt")]
-    command += [sys.executable, "-m", "numapore.compare", str(workdir / "request.json")]
+    command += [sys.executable, "-m", "numapore.compare.matrix", str(workdir / "request.json")]
     print(" ".join(command), flush=True)
     subprocess.run(command, stdout=sys.stderr, stderr=sys.stderr, env=env, check=True)
     # Outputs appear complete or not at all: renamed into place only now.

@@ -2,9 +2,9 @@
 
 from pathlib import Path
 
-from numapore.compare import read_tsv
-from numapore.plots import io_modes, time_vs_threads, utilisation_core_hours
-from numapore.rulelog import redirect_to_log
+from numapore.compare.matrix import read_tsv
+from numapore.compare.plots import io_modes, time_vs_threads, utilisation_core_hours
+from numapore.run.rulelog import redirect_to_log
 
 smk = snakemake  # noqa: F821 (injected by the script directive)
 redirect_to_log(smk)

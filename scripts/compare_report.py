@@ -2,8 +2,8 @@
 
 from pathlib import Path
 
-from numapore.atomic import atomic_outputs
-from numapore.compare import (
+from numapore.run.atomic import atomic_outputs
+from numapore.compare.matrix import (
     identical_note,
     pivot_table,
     read_tsv,
@@ -11,7 +11,7 @@ from numapore.compare import (
     recommendation,
     storage_description,
 )
-from numapore.rulelog import redirect_to_log
+from numapore.run.rulelog import redirect_to_log
 
 smk = snakemake  # noqa: F821 (injected by the script directive)
 redirect_to_log(smk)

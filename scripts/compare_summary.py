@@ -3,8 +3,15 @@
 import json
 from pathlib import Path
 
-from numapore.compare import Cell, cell_row, parse_benchmark, parse_time_v, summarise, write_tsv
-from numapore.rulelog import redirect_to_log
+from numapore.compare.matrix import (
+    Cell,
+    cell_row,
+    parse_benchmark,
+    parse_time_v,
+    summarise,
+    write_tsv,
+)
+from numapore.run.rulelog import redirect_to_log
 
 smk = snakemake  # noqa: F821 (injected by the script directive)
 redirect_to_log(smk)

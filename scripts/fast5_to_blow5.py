@@ -2,9 +2,9 @@
 
 from pathlib import Path
 
-from numapore.convert import ConversionError, convert, write_rejected
+from numapore.signal.convert import ConversionError, convert, write_rejected
 from numapore.errors import InputError
-from numapore.rulelog import LogAndTerminal, redirect_to_log
+from numapore.run.rulelog import LogAndTerminal, redirect_to_log
 
 smk = snakemake  # noqa: F821 (injected by the script directive)
 redirect_to_log(smk)

@@ -1,11 +1,11 @@
 """Rule link_fast5_files: link the sample's single FAST5 files into one folder for nanopolish
-index, under names it reads (numapore.samples.fast5_links)."""
+index, under names it reads (numapore.inputs.sheet.fast5_links)."""
 
 import os
 from pathlib import Path
 
-from numapore.rulelog import redirect_to_log
-from numapore.samples import fast5_links
+from numapore.run.rulelog import redirect_to_log
+from numapore.inputs.sheet import fast5_links
 
 smk = snakemake  # noqa: F821 (injected by the script directive)
 redirect_to_log(smk)

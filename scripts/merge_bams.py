@@ -3,8 +3,8 @@
 import sys
 from pathlib import Path
 
-from numapore.rulelog import redirect_to_log
-from numapore.shards import merge_bams
+from numapore.run.rulelog import redirect_to_log
+from numapore.execution.shards import merge_bams
 
 smk = snakemake  # noqa: F821 (injected by the script directive)
 redirect_to_log(smk)

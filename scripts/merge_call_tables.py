@@ -2,8 +2,8 @@
 
 from pathlib import Path
 
-from numapore.rulelog import redirect_to_log
-from numapore.shards import concat_tables, link_or_copy
+from numapore.run.rulelog import redirect_to_log
+from numapore.execution.shards import concat_tables, link_or_copy
 
 smk = snakemake  # noqa: F821 (injected by the script directive)
 redirect_to_log(smk)

@@ -3,9 +3,9 @@
 from dataclasses import asdict
 from pathlib import Path
 
-from numapore.accuracy import evaluate
-from numapore.atomic import atomic_output
-from numapore.rulelog import redirect_to_log
+from numapore.methylation.accuracy import evaluate
+from numapore.run.atomic import atomic_output
+from numapore.run.rulelog import redirect_to_log
 
 smk = snakemake  # noqa: F821 (injected by the script directive)
 redirect_to_log(smk)

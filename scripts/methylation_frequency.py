@@ -4,9 +4,10 @@ from pathlib import Path
 
 import pysam
 
-from numapore.atomic import atomic_outputs
-from numapore.methylation import MOTIFS, frequency_outputs
-from numapore.rulelog import redirect_to_log
+from numapore.run.atomic import atomic_outputs
+from numapore.methylation.frequency import frequency_outputs
+from numapore.methylation.motifs import MOTIFS
+from numapore.run.rulelog import redirect_to_log
 
 smk = snakemake  # noqa: F821 (injected by the script directive)
 redirect_to_log(smk)

@@ -3,10 +3,10 @@
 import subprocess
 from pathlib import Path
 
-from numapore.atomic import atomic_output, scratch_dir
-from numapore.methylation import MOTIFS
-from numapore.modbam import tag_alignments
-from numapore.rulelog import redirect_to_log
+from numapore.run.atomic import atomic_output, scratch_dir
+from numapore.methylation.motifs import MOTIFS
+from numapore.methylation.modbam import tag_alignments
+from numapore.run.rulelog import redirect_to_log
 
 smk = snakemake  # noqa: F821 (injected by the script directive)
 redirect_to_log(smk)

@@ -4,10 +4,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-from numapore.hdf5plugin import vbz_plugin_env
-from numapore.rulelog import redirect_to_log
-from numapore.slow5 import blow5_problem
-from numapore.tools import nanopolish_index_command
+from numapore.signal.hdf5plugin import vbz_plugin_env
+from numapore.run.rulelog import redirect_to_log
+from numapore.signal.slow5 import blow5_problem
+from numapore.execution.tools import nanopolish_index_command
 
 smk = snakemake  # noqa: F821 (injected by the script directive)
 redirect_to_log(smk)

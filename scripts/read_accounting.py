@@ -2,8 +2,8 @@
 
 import sys
 
-from numapore.accounting import AccountingError, AccountingInputs, account, write_table
-from numapore.rulelog import redirect_to_log
+from numapore.run.accounting import AccountingError, AccountingInputs, account, write_table
+from numapore.run.rulelog import redirect_to_log
 
 smk = snakemake  # noqa: F821 (injected by the script directive)
 redirect_to_log(smk)

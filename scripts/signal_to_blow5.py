@@ -1,12 +1,13 @@
 """Rules pod5_to_blow5 and link_blow5: the sample's POD5 or BLOW5 input as the indexed BLOW5
-nanopolish reads (numapore.signal); an empty rejected listing beside it (nothing is skipped)."""
+nanopolish reads (numapore.signal.inputs); an empty rejected listing beside it (nothing is skipped).
+"""
 
 import sys
 from pathlib import Path
 
-from numapore.convert import write_rejected
-from numapore.rulelog import redirect_to_log
-from numapore.signal import SignalError, pod5_to_blow5, use_blow5
+from numapore.signal.convert import write_rejected
+from numapore.run.rulelog import redirect_to_log
+from numapore.signal.inputs import SignalError, pod5_to_blow5, use_blow5
 
 smk = snakemake  # noqa: F821 (injected by the script directive)
 redirect_to_log(smk)

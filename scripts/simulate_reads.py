@@ -2,8 +2,8 @@
 
 from pathlib import Path
 
-from numapore.rulelog import redirect_to_log
-from numapore.simulate import SimConfig, parse_region, simulate
+from numapore.run.rulelog import redirect_to_log
+from numapore.simulate.reads import SimConfig, parse_region, simulate
 
 smk = snakemake  # noqa: F821 (injected by the script directive)
 redirect_to_log(smk)

@@ -2,8 +2,8 @@
 
 from pathlib import Path
 
-from numapore.rulelog import redirect_to_log
-from numapore.shards import split_fastx
+from numapore.run.rulelog import redirect_to_log
+from numapore.execution.shards import split_fastx
 
 smk = snakemake  # noqa: F821 (injected by the script directive)
 redirect_to_log(smk)

@@ -1,12 +1,12 @@
-"""Rule stage_reads: check the reads once (numapore.seqcheck), then link them under results/,
+"""Rule stage_reads: check the reads once (numapore.inputs.seqcheck), then link them under results/,
 or write a tidied copy when the tools need one (lowercase bases, CR line ends, blank lines)."""
 
 import sys
 from pathlib import Path
 
-from numapore.rulelog import redirect_to_log
-from numapore.samples import InputError
-from numapore.seqcheck import stage_sequences
+from numapore.run.rulelog import redirect_to_log
+from numapore.inputs.sheet import InputError
+from numapore.inputs.seqcheck import stage_sequences
 
 smk = snakemake  # noqa: F821 (injected by the script directive)
 redirect_to_log(smk)

@@ -10,8 +10,9 @@ import pysam
 import pytest
 import yaml
 
-from numapore import methylation
-from numapore.project import snakemake_command, write_project
+from numapore.methylation import frequency as methylation
+from numapore.methylation.motifs import MOTIFS
+from project import snakemake_command, write_project
 
 REPO = Path(__file__).resolve().parent.parent
 SHARED = REPO.parent / "shared"
@@ -139,5 +140,5 @@ def numapore_output(calls: Path, motif: str, threshold: float, split: bool) -> s
     """numapore's frequency table for a call table."""
     with tempfile.TemporaryDirectory() as tmp:
         tsv, bed = Path(tmp) / "frequency.tsv", Path(tmp) / "sites.bed"
-        methylation.frequency_outputs(calls, methylation.MOTIFS[motif], threshold, split, tsv, bed)
+        methylation.frequency_outputs(calls, MOTIFS[motif], threshold, split, tsv, bed)
         return tsv.read_text()

@@ -10,7 +10,7 @@ from pathlib import Path
 import h5py
 import pysam
 
-from numapore.project import write_project
+from project import write_project
 
 SAMPLE = "ecoli"
 CALLS = f"results/{SAMPLE}/methylation/{SAMPLE}.minimap2.cpg.calls.tsv"

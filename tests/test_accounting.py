@@ -11,7 +11,7 @@ import pytest
 from conftest import host_file, run_workflow
 from test_convert import conformance_table
 
-from numapore.accounting import (
+from numapore.run.accounting import (
     NA,
     NO_SIGNAL_DATASET,
     AccountingError,
@@ -24,8 +24,8 @@ from numapore.accounting import (
     rejected_rows,
     unique_read_ids,
 )
-from numapore.convert import convert
-from numapore.project import write_project
+from numapore.signal.convert import convert
+from project import write_project
 
 ABSENT = "numapore-read-absent-from-the-fast5"
 NO_SIGNAL = "no signal: absent from the FAST5 files (or in an unreadable one)"

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from conftest import host_file, run_workflow
 
-from numapore.project import write_project
+from project import write_project
 
 
 def ecoli(ecoli_dir: Path, reference: Path, **override: str) -> dict[str, str]:

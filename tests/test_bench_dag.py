@@ -1,4 +1,4 @@
-"""The DAG benchmark (scripts/bench_dag.py) at a small scale: it writes the project it says and
+"""The DAG benchmark (benchmarks/bench_dag.py) at a small scale: it writes the project it says and
 times real dry runs whose job count follows the samples and shards (no time is asserted)."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from conftest import REPO
 def bench(*args: str) -> str:
     """Run the benchmark with the given options; return what it prints."""
     run = subprocess.run(
-        [sys.executable, str(REPO / "scripts" / "bench_dag.py"), *args],
+        [sys.executable, str(REPO / "benchmarks" / "bench_dag.py"), *args],
         capture_output=True,
         text=True,
         env={
@@ -26,7 +26,7 @@ def bench(*args: str) -> str:
 
 
 def test_project_has_the_samples_and_shards(tmp_path, ecoli_dir):
-    sys.path.insert(0, str(REPO / "scripts"))
+    sys.path.insert(0, str(REPO / "benchmarks"))
     from bench_dag import dag_project
 
     work = dag_project(tmp_path, 3, 4, ecoli_dir)

@@ -15,10 +15,10 @@ import pytest
 import yaml
 from conftest import ecoli_row, run_workflow
 
-from numapore import compare
-from numapore.compare import Cell
-from numapore.numa import detect_topology, host_config_from_dict
-from numapore.project import write_project
+from numapore.compare import matrix as compare
+from numapore.compare.matrix import Cell
+from numapore.execution.numa import detect_topology, host_config_from_dict
+from project import write_project
 
 MATRIX = {
     "sample": "ecoli",

@@ -17,7 +17,7 @@ import pytest
 from conftest import host_file
 from reliability import project, small_data, snapshot
 
-from numapore.project import snakemake_command
+from project import snakemake_command
 
 N_READS = 16
 # Two jobs at a time on 2 cores: every heavy step asks for one thread (else each takes both).

@@ -15,11 +15,11 @@ import numpy as np
 import pyslow5
 import pytest
 
-from numapore import convert as convert_mod
-from numapore import slow5
-from numapore.convert import ConversionError, convert
-from numapore.fast5 import Fast5Error, list_fast5, read_fast5, read_layout
-from numapore.slow5 import (
+from numapore.signal import convert as convert_mod
+from numapore.signal import slow5
+from numapore.signal.convert import ConversionError, convert
+from numapore.signal.fast5 import Fast5Error, list_fast5, read_fast5, read_layout
+from numapore.signal.slow5 import (
     END_REASON_LABELS,
     FAST5_AUX_FIELDS,
     AuxField,
@@ -268,7 +268,7 @@ def test_blow5_is_byte_identical_to_slow5tools(
 def test_compiled_svb_zd_encoder_is_built_and_matches_numpy(ecoli_dir: Path) -> None:
     """./setup.sh builds the compiled svb-zd encoder; it gives the numpy encoder's bytes for
     real reads and int16's extremes (and slow5tools' bytes: the test above)."""
-    assert slow5._svbzd_lib is not None, "numapore/_svbzd is not built: run ./setup.sh"
+    assert slow5._svbzd_lib is not None, "numapore/signal/_svbzd is not built: run ./setup.sh"
     signals = list(fast5_signals(sorted((ecoli_dir / "fast5").glob("*.fast5"))[:20]).values())
     rng = np.random.default_rng(7)
     signals += [
@@ -692,7 +692,7 @@ def test_write_slow5_from_memory(tmp_path: Path) -> None:
 def test_cli_exit_codes(f2s_dir: Path, tmp_path: Path) -> None:
     """python -m numapore.convert: 0 on success, 1 naming the file on bad input."""
     env = dict(os.environ, PYTHONPATH=str(REPO / "scripts"))
-    cmd = [sys.executable, "-m", "numapore.convert", "-q"]
+    cmd = [sys.executable, "-m", "numapore.signal.convert", "-q"]
     bad = f2s_dir / "raw/err_fast5/not_a_fast5.fast5"
     good = f2s_dir / "raw/multi-fast5/ssm1.fast5"
     fail = subprocess.run(

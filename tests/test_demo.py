@@ -8,7 +8,7 @@ import pytest
 import yaml
 from conftest import REPO, numapore_output, reference_output, run_workflow
 
-from numapore.project import write_project
+from project import write_project
 
 
 @pytest.fixture(scope="module")

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from conftest import call_set, ecoli_row, host_file, primary_mapped, run_workflow
 
-from numapore.project import write_project
+from project import write_project
 
 BAM = "results/ecoli/align/ecoli.minimap2.bam"
 CALLS = "results/ecoli/methylation/ecoli.minimap2.cpg.calls.tsv"

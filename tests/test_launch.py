@@ -7,10 +7,20 @@ from pathlib import Path
 
 import pytest
 
-from numapore.launch import host_file_for, layout_step, plan_processes, run_step, write_record
-from numapore.numa import detect_topology, host_config_from_dict, load_host_config
-from numapore.shards import concat_tables
-from numapore.tools import align_command, call_methylation_command, nanopolish_index_command
+from numapore.execution.launch import (
+    host_file_for,
+    layout_step,
+    plan_processes,
+    run_step,
+    write_record,
+)
+from numapore.execution.numa import detect_topology, host_config_from_dict, load_host_config
+from numapore.execution.shards import concat_tables
+from numapore.execution.tools import (
+    align_command,
+    call_methylation_command,
+    nanopolish_index_command,
+)
 
 HOSTS = Path(__file__).resolve().parent.parent / "config" / "hosts"
 
@@ -127,7 +137,7 @@ def test_host_file_for(tmp_path, monkeypatch):
 
 
 def test_project_layout_and_command(tmp_path):
-    from numapore.project import REPO, snakemake_command, write_project
+    from project import REPO, snakemake_command, write_project
 
     row = {"sample": "s1", "fast5": "f5", "reads": "r.fq", "reference": "g.fa"}
     write_project(tmp_path, [row], {"aligner": "bwa"})
@@ -142,7 +152,7 @@ def test_project_layout_and_command(tmp_path):
 
 
 def test_snakemake_command_names_profile_and_cores(tmp_path):
-    from numapore.project import REPO, snakemake_command
+    from project import REPO, snakemake_command
 
     cmd = snakemake_command(tmp_path, 2, "-n")
     assert cmd[cmd.index("--profile") + 1] == str(REPO / "profiles" / "hpc-numa")

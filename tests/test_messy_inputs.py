@@ -12,7 +12,7 @@ import pytest
 import yaml
 from conftest import call_set, host_file, run_workflow
 
-from numapore.project import write_project
+from project import write_project
 
 
 def fastq_of(fasta: str) -> str:
@@ -215,7 +215,7 @@ def test_host_file_check_is_one_line(tmp_path):
     """The host-file schema errors of one file, on one line (the key and the reason each)."""
     path = tmp_path / "host.yaml"
     path.write_text(yaml.safe_dump({"io_mode": "fast6", "io_processes": "two"}))
-    from numapore.numa import HostConfigError, load_host_config
+    from numapore.execution.numa import HostConfigError, load_host_config
 
     with pytest.raises(HostConfigError) as err:
         load_host_config(path)

@@ -14,14 +14,14 @@ import pysam
 import pytest
 from conftest import MOTIF_NAMES, REPO, numapore_output, reference_output
 
-from numapore.methylation import (
+from numapore.methylation.frequency import (
     CALL_COLUMNS,
-    MOTIFS,
     frequency_outputs,
     llr_to_ml,
     reference_frequency_script,
 )
-from numapore.modbam import mm_ml, tag_alignments
+from numapore.methylation.modbam import mm_ml, tag_alignments
+from numapore.methylation.motifs import MOTIFS
 
 OUT = "results/ecoli/methylation/ecoli.minimap2"
 
@@ -294,9 +294,14 @@ def test_modbam_refuses_calls_of_reads_not_in_the_bam(minimap2_run, tmp_path):
 
 
 def test_postprocess_benchmark_runs_small(tmp_path):
-    """scripts/bench_postprocess.py end to end at a small scale (figures printed, not judged),
+    """benchmarks/bench_postprocess.py end to end at a small scale (figures printed, not judged),
     and its synthetic table's frequencies are nanopolish's script's."""
-    bench = [sys.executable, str(REPO / "scripts" / "bench_postprocess.py"), "--tmp", str(tmp_path)]
+    bench = [
+        sys.executable,
+        str(REPO / "benchmarks" / "bench_postprocess.py"),
+        "--tmp",
+        str(tmp_path),
+    ]
     small = ["--rows", "20000", "--reads", "2000", "--sites", "8000", "--modbam-reads", "200"]
     calls = tmp_path / "calls.tsv"
     env = {**os.environ, "PYTHONPATH": str(REPO / "scripts")}

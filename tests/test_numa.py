@@ -18,7 +18,7 @@ import numa_guest  # beside this file: pytest puts tests/ on sys.path (rootdir c
 import pytest
 import yaml
 
-from numapore import numa
+from numapore.execution import numa
 
 REPO = Path(__file__).resolve().parent.parent
 PYTHON = sys.executable
@@ -462,17 +462,17 @@ def test_check_warns_when_declared_memory_exceeds_machine(
     """A node declaring far more memory than the machine has passes, with a logged warning."""
     machine = numa.parse_numactl_hardware(NUMACTL_1_NODE)
     big = {"topology": {"nodes": [{"id": 0, "cpus": "0-7", "memory_mib": 10**6}]}}
-    with caplog.at_level(logging.WARNING, logger="numapore.numa"):
+    with caplog.at_level(logging.WARNING, logger="numapore.execution.numa"):
         numa.startup_check(write_host(tmp_path, big, "big.yaml"), machine=machine)
     assert "node 0 declares 1000000 MiB but the machine has 31941 MiB" in caplog.text
 
 
 def test_check_cli_reports_error_for_xeon_here(machine: numa.Topology) -> None:
-    """`python -m numapore.numa check` exits 2 with the message on a mismatching host."""
-    ok = run([PYTHON, "-m", "numapore.numa", "check", "single-node"])
+    """`python -m numapore.execution.numa check` exits 2 with the message on a mismatching host."""
+    ok = run([PYTHON, "-m", "numapore.execution.numa", "check", "single-node"])
     assert ok.returncode == 0 and ": OK: " in ok.stdout
     if len(machine.nodes) == 1:
-        bad = run([PYTHON, "-m", "numapore.numa", "check", "xeon-2socket"])
+        bad = run([PYTHON, "-m", "numapore.execution.numa", "check", "xeon-2socket"])
         assert bad.returncode == 2 and "xeon-2socket.yaml does not match" in bad.stderr
 
 
@@ -516,8 +516,8 @@ def test_advise_multi_node(
 def test_advise_logs_its_numbers(
     caplog: pytest.LogCaptureFixture, topologies: dict[str, numa.Topology]
 ) -> None:
-    """The decision and the numbers behind it go to the numapore.numa logger."""
-    with caplog.at_level(logging.INFO, logger="numapore.numa"):
+    """The decision and the numbers behind it go to the numapore.execution.numa logger."""
+    with caplog.at_level(logging.INFO, logger="numapore.execution.numa"):
         numa.advise(topologies["opteron-6376"], 20 * 2**30)
     line = caplog.records[-1].getMessage()
     assert line.startswith("NUMA advisor: interleave")
@@ -695,7 +695,7 @@ def test_policy_in_force_under_numactl(machine: numa.Topology) -> None:
     node = machine.node_ids[-1]
     res = run(
         ["numactl", f"--cpunodebind={node}", f"--membind={node}"]
-        + [PYTHON, "-m", "numapore.numa", "policy", "--json"]
+        + [PYTHON, "-m", "numapore.execution.numa", "policy", "--json"]
     )
     assert res.returncode == 0, res.stderr
     pol = json.loads(res.stdout)

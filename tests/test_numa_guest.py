@@ -20,8 +20,8 @@ import pytest
 import yaml
 from conftest import REPO, call_set, primary_mapped, run_workflow
 
-from numapore import numa
-from numapore.project import write_project
+from numapore.execution import numa
+from project import write_project
 
 import numa_guest
 
@@ -79,13 +79,14 @@ def host_yaml(path: Path, strategy: str) -> Path:
 
 
 # Runs inside the guest: the align and call_methylation steps exactly as their rules run them
-# (numapore.steps), on the inputs the host's `none` run prepared. Snakemake itself is left out:
+# (numapore.execution.steps), on the inputs the host's `none` run prepared. Snakemake itself is
+# left out:
 # under software emulation it needs ~80 s just to start, and every job would pay that again.
 GUEST_DRIVER = """
 import sys
 from pathlib import Path
 import pysam
-from numapore.steps import run_alignment, run_methylation
+from numapore.execution.steps import run_alignment, run_methylation
 inputs, out, host, strategy = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3], sys.argv[4]
 out.mkdir(parents=True)
 ref = inputs / "results/references/region/region.fa"
@@ -198,13 +199,14 @@ def test_numa_guest_outputs_equal_none(guest_runs, none_run, strategy):
 PROBE_SCRIPT = r"""
 export PYTHONPATH={pythonpath} PYTHONDONTWRITEBYTECODE=1
 echo '=== hardware'; numactl --hardware
-echo '=== topology'; {python} -m numapore.numa topology --json
+echo '=== topology'; {python} -m numapore.execution.numa topology --json
 echo '=== status'; numactl --cpunodebind=1 --membind=1 cat /proc/self/status
 echo '=== show'; numactl --cpunodebind=1 --membind=1 numactl --show
-echo '=== policy'; numactl --cpunodebind=1 --membind=1 {python} -m numapore.numa policy --json
+echo '=== policy'; numactl --cpunodebind=1 --membind=1 \
+    {python} -m numapore.execution.numa policy --json
 echo '=== instances'; {python} -c '
 import subprocess
-from numapore import numa
+from numapore.execution import numa
 t = numa.detect_topology()
 probe = "grep allowed_list /proc/self/status; numactl --show | grep -e ^policy -e ^membind"
 plan = numa.plan_step(t, "alignment", "instances", 2, shard_command=lambda i, n, th: probe)

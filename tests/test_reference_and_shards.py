@@ -7,9 +7,9 @@ from pathlib import Path
 import pysam
 import pytest
 
-from numapore.reference import check_contigs, prepare_reference
-from numapore.samples import InputError
-from numapore.shards import (
+from numapore.inputs.reference import check_contigs, prepare_reference
+from numapore.inputs.sheet import InputError
+from numapore.execution.shards import (
     concat_tables,
     link_or_copy,
     merge_bams,

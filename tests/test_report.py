@@ -18,14 +18,14 @@ import yaml
 from browser import Browser
 from conftest import REPO, ecoli_row, primary_mapped, run_workflow
 
-from numapore.accounting import read_table
-from numapore.accuracy import roc_auc
-from numapore.launch import Process, run_processes
-from numapore.project import write_project
-from numapore.report import read_fates, roc_curve, row_label, samtools_stats
-from numapore.rulelog import LogAndTerminal
-from numapore.steps import CalledReads, reads_to_call
-from numapore.tools import call_methylation_command
+from numapore.run.accounting import read_table
+from numapore.methylation.accuracy import roc_auc
+from numapore.execution.launch import Process, run_processes
+from project import write_project
+from numapore.run.report import read_fates, roc_curve, row_label, samtools_stats
+from numapore.run.rulelog import LogAndTerminal
+from numapore.execution.steps import CalledReads, reads_to_call
+from numapore.execution.tools import call_methylation_command
 
 SAMPLES = ["demo", "ecoli"]
 ALIGNER = "minimap2"
@@ -281,7 +281,8 @@ def test_multiqc_report_opens_in_chromium_with_every_sample(report_run):
 
 
 def test_roc_curve_area_is_the_rank_auc():
-    """The plotted ROC curve's area equals numapore.accuracy's Mann-Whitney AUC, ties included."""
+    """The plotted ROC curve's area equals numapore.methylation.accuracy's Mann-Whitney AUC, ties
+    included."""
     rng = np.random.default_rng(3)
     labels = rng.random(500) < 0.4
     scores = np.round(rng.normal(labels * 1.5, 1.0), 1)  # rounded: many ties

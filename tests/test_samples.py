@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from numapore.fast5 import list_fast5
-from numapore.samples import (
+from numapore.signal.fast5 import list_fast5
+from numapore.inputs.sheet import (
     InputError,
     Sample,
     check_signal,
@@ -155,7 +155,7 @@ def test_folder_given_for_a_file(inputs):
 
 
 def test_results_being_a_file_is_named(tmp_path):
-    from numapore.workdir import results_folder_problem
+    from numapore.run.workdir import results_folder_problem
 
     assert results_folder_problem(tmp_path / "results") is None
     (tmp_path / "results").write_text("x")

@@ -1,4 +1,5 @@
-"""numapore.seqcheck on broken copies of the real E. coli reads: each problem is named with the
+"""numapore.inputs.seqcheck on broken copies of the real E. coli reads: each problem is named with
+the
 file, the line and the record; what the tools can use once tidied is tidied, and only then."""
 
 from __future__ import annotations
@@ -9,8 +10,8 @@ from pathlib import Path
 import pysam
 import pytest
 
-from numapore.samples import InputError
-from numapore.seqcheck import PIECE, check_sequences, stage_sequences
+from numapore.inputs.sheet import InputError
+from numapore.inputs.seqcheck import PIECE, check_sequences, stage_sequences
 
 
 @pytest.fixture(scope="module")

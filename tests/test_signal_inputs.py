@@ -9,10 +9,10 @@ from pathlib import Path
 import pyslow5
 import pytest
 from conftest import REPO, call_set, host_file, run_workflow
-from numapore.accounting import pod5_census, read_table
-from numapore.convert import convert
-from numapore.project import write_project
-from numapore.signal import (
+from numapore.run.accounting import pod5_census, read_table
+from numapore.signal.convert import convert
+from project import write_project
+from numapore.signal.inputs import (
     SignalError,
     blow5_signal_compression,
     float32_decimal,

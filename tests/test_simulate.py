@@ -1,4 +1,5 @@
-"""Tests of the raw-signal simulator (numapore.simulate), its pore model and numapore.accuracy."""
+"""Tests of the raw-signal simulator (numapore.simulate.reads), its pore model and
+numapore.methylation.accuracy."""
 
 from __future__ import annotations
 
@@ -14,8 +15,10 @@ import numpy as np
 import pytest
 import pandas as pd
 
-from numapore import accuracy, poremodel
-from numapore import simulate as sim
+from numapore.methylation import accuracy
+
+from numapore.simulate import poremodel
+from numapore.simulate import reads as sim
 
 NANOOK = Path("/usr/share/doc/nanook/examples/data.tar.gz")
 DH10B_MEMBER = "data/nanook_ecoli_500/references/ecoli_dh10b_cs.fasta"
@@ -249,7 +252,8 @@ def test_fast5_structure_and_consistency(dh10b: Path, tmp_path: Path) -> None:
 
 
 def test_blow5_matches_fast5(dh10b: Path, tmp_path: Path) -> None:
-    """BLOW5 (through numapore.slow5) holds the same reads and signal as the multi-read FAST5."""
+    """BLOW5 (through numapore.signal.slow5) holds the same reads and signal as the multi-read
+    FAST5."""
     pyslow5 = pytest.importorskip("pyslow5")
     cfg = sim.SimConfig(
         n_reads=5, seed=8, mean_length=1500, sd_length=300, formats=("fastq", "multi", "blow5")
@@ -358,12 +362,12 @@ def test_nanopolish_reads_single_fast5(dh10b: Path, tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("fast5_kind", ["multi", "single"])
 def test_converted_fast5_equals_simulator_blow5(dh10b: Path, tmp_path: Path, fast5_kind: str):
-    """Conformance: FAST5 -> BLOW5 (numapore.convert) of the simulated FAST5 equals the
+    """Conformance: FAST5 -> BLOW5 (numapore.signal.convert) of the simulated FAST5 equals the
     simulator's own BLOW5 record for record; the header too, but for the attributes that say
     which FAST5 layout the reads came from (the simulator's BLOW5 mirrors the multi-read one)."""
     import pyslow5
 
-    from numapore.convert import convert
+    from numapore.signal.convert import convert
 
     cfg = sim.SimConfig(
         n_reads=12, seed=5, mean_length=1500, sd_length=300, reads_per_file=5,

@@ -1,4 +1,5 @@
-"""The emulated slow storage (numapore.slowfs): a real FUSE mount over the shared FAST5 reads.
+"""The emulated slow storage (numapore.compare.slowfs): a real FUSE mount over the shared FAST5
+reads.
 
 Timing is only checked as lower bounds that follow from the sleeps (N requests served one at a
 time with latency L take at least N*L), never as upper bounds, so a busy machine cannot fail them.
@@ -17,9 +18,9 @@ import numpy as np
 import pytest
 from conftest import REPO
 
-from numapore import fast5  # noqa: F401  (registers the vbz filter with h5py)
-from numapore import slowfs
-from numapore.slowfs import SlowFSError, SlowMount, mounted
+from numapore.signal import fast5  # noqa: F401  (registers the vbz filter with h5py)
+from numapore.compare import slowfs
+from numapore.compare.slowfs import SlowFSError, SlowMount, mounted
 
 
 @pytest.fixture(scope="module")
@@ -172,10 +173,10 @@ def test_missing_fuse_device_is_named(monkeypatch, tmp_path, fast5_files):
 
 
 def run_cli(*args: str, **kwargs) -> subprocess.Popen:
-    """Start python -m numapore.slowfs with the repository's package on the path."""
+    """Start python -m numapore.compare.slowfs with the repository's package on the path."""
     env = dict(os.environ, PYTHONPATH=str(REPO / "scripts"))
     return subprocess.Popen(
-        [sys.executable, "-m", "numapore.slowfs", *args],
+        [sys.executable, "-m", "numapore.compare.slowfs", *args],
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

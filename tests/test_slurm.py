@@ -32,9 +32,9 @@ from slurm_cluster import (
 )
 from test_workflow import shortest_reads
 
-from numapore.cluster import host_cpus, job_cpus, needs_whole_node, node_request
-from numapore.numa import detect_topology, load_host_config
-from numapore.project import snakemake_command, write_project
+from numapore.execution.cluster import host_cpus, job_cpus, needs_whole_node, node_request
+from numapore.execution.numa import detect_topology, load_host_config
+from project import snakemake_command, write_project
 
 BAM = "results/ecoli/align/ecoli.minimap2.bam"
 CALLS = "results/ecoli/methylation/ecoli.minimap2.cpg.calls.tsv"

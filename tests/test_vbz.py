@@ -1,5 +1,6 @@
 """VBZ-compressed multi-read FAST5, as MinKNOW writes it: nanopolish finds the VBZ HDF5 plugin
-(numapore.hdf5plugin) and the calls equal those of the same reads' gzip FAST5 in every I/O mode.
+(numapore.signal.hdf5plugin) and the calls equal those of the same reads' gzip FAST5 in every I/O
+mode.
 The VBZ set is made from the real E. coli reads by ONT's own converter (ont-fast5-api)."""
 
 from __future__ import annotations
@@ -14,9 +15,9 @@ import h5py
 import pytest
 from conftest import REPO, call_set, host_file, run_workflow
 
-from numapore.fast5 import VBZ_FILTER_ID
-from numapore.hdf5plugin import PLUGIN_NAME, hdf5_plugin_path, holds_vbz, vbz_plugin_env
-from numapore.project import write_project
+from numapore.signal.fast5 import VBZ_FILTER_ID
+from numapore.signal.hdf5plugin import PLUGIN_NAME, hdf5_plugin_path, holds_vbz, vbz_plugin_env
+from project import write_project
 
 SMALL_VBZ = REPO / "tests" / "data" / "vbz"
 BIN = Path(sys.executable).parent

@@ -14,7 +14,7 @@ import pysam
 import pytest
 from conftest import call_set, ecoli_row, primary_mapped, read_calls, run_workflow
 
-from numapore.project import snakemake_command, write_project
+from project import snakemake_command, write_project
 
 
 def sh(cmd: str, cwd: Path) -> None:

@@ -1,6 +1,6 @@
 # Alignment with the aligner chosen in config, one job per read shard, merged into one sorted,
-# indexed BAM per sample; then QC. The aligner command (numapore.tools) is run unchanged under
-# the host's alignment strategy (numapore.launch).
+# indexed BAM per sample; then QC. The aligner command (numapore.execution.tools) is run unchanged under
+# the host's alignment strategy (numapore.execution.launch).
 
 
 rule align:

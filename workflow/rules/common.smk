@@ -9,12 +9,12 @@ from types import SimpleNamespace
 from snakemake.utils import validate
 
 sys.path.insert(0, str(Path(workflow.basedir).parent / "scripts"))
-from numapore.cluster import job_cpus, node_request  # noqa: E402
-from numapore.compare import Cell, matrix  # noqa: E402
-from numapore.launch import host_file_for  # noqa: E402
-from numapore.methylation import MOTIFS  # noqa: E402
-from numapore.numa import NumaError, load_host_config, startup_check  # noqa: E402
-from numapore.samples import (  # noqa: E402
+from numapore.execution.cluster import job_cpus, node_request  # noqa: E402
+from numapore.compare.matrix import Cell, matrix  # noqa: E402
+from numapore.execution.launch import host_file_for  # noqa: E402
+from numapore.methylation.motifs import MOTIFS  # noqa: E402
+from numapore.execution.numa import NumaError, load_host_config, startup_check  # noqa: E402
+from numapore.inputs.sheet import (  # noqa: E402
     InputError,
     check_signal_io_mode,
     combine_samples,
@@ -23,8 +23,8 @@ from numapore.samples import (  # noqa: E402
     signal_files,
     simulated_samples,
 )
-from numapore.slow5 import check_nanopolish_compatible  # noqa: E402
-from numapore.workdir import (  # noqa: E402
+from numapore.signal.slow5 import check_nanopolish_compatible  # noqa: E402
+from numapore.run.workdir import (  # noqa: E402
     check_writable,
     release_stale_locks,
     remove_dead_shadows,
@@ -71,7 +71,7 @@ def write_error(err):
 
 
 # Rerunning the same command after a kill resumes: Snakemake's lock files left by a killed run
-# are removed when no other numapore run is alive in this directory (numapore.workdir).
+# are removed when no other numapore run is alive in this directory (numapore.run.workdir).
 _RUN_LOCK = None
 if workflow.is_main_process:
     try:
@@ -450,7 +450,7 @@ def compare_sample():
     return SAMPLES[name]
 
 
-# The comparison's cells in run order, repeats interleaved (numapore.compare.matrix).
+# The comparison's cells in run order, repeats interleaved (numapore.compare.matrix.matrix).
 COMPARE_CELLS = [cell.name for cell in matrix(config["compare"], config["aligner"])]
 
 

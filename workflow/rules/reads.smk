@@ -1,4 +1,4 @@
-# Basecalled reads: checked once (numapore.seqcheck), staged under results/ (a link, or a tidied
+# Basecalled reads: checked once (numapore.inputs.seqcheck), staged under results/ (a link, or a tidied
 # copy when the tools need one; nanopolish writes its read index beside it,
 # one staging per signal kind, fast5 or blow5, as the index names where each read's signal is)
 # and, when the alignment step is scattered, split into shards by read.

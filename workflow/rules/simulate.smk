@@ -1,5 +1,5 @@
 # Simulated samples (config `simulate:`): raw R9.4 signal with known CpG methylation, made from
-# a reference by numapore.simulate, and the accuracy of nanopolish's calls against that truth.
+# a reference by numapore.simulate.reads, and the accuracy of nanopolish's calls against that truth.
 
 
 rule simulate_reads:

@@ -1,0 +1,139 @@
+"""The heavy steps as functions: what the align and call_methylation rules run.
+
+Each one loads the host file, checks it against the machine the job runs on, lays the step out
+(numapore.execution.launch), runs the unchanged tool command (numapore.execution.tools) in every
+process, merges,
+and writes the record of what ran. The rule scripts are thin callers; tests call these too.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from numapore.run.atomic import atomic_output, scratch_dir
+from numapore.signal.hdf5plugin import vbz_plugin_env
+from numapore.execution.launch import Process, StepRun, layout_step, run_step, write_record
+from numapore.execution.numa import startup_check
+from numapore.inputs.sheet import reads_format
+from numapore.execution.shards import concat_tables, merge_bams, split_bam, split_fastx
+from numapore.execution.tools import align_command, call_methylation_command
+
+
+def run_alignment(
+    host_file: str,
+    aligner: str,
+    index: str,
+    index_files: Sequence[Path],
+    reads: Path,
+    output: Path,
+    threads: int,
+    record: Path,
+) -> StepRun:
+    """Align reads into a sorted BAM under the host's alignment strategy."""
+    host, topology = startup_check(host_file)
+    index_bytes = sum(Path(p).stat().st_size for p in index_files)
+    layout = layout_step(host, topology, "alignment", threads, index_bytes)
+    with scratch_dir(output) as workdir, atomic_output(output) as partial:
+        run = run_step(
+            layout,
+            topology,
+            lambda src, out, t: align_command(aligner, index, src, out, t),
+            reads,
+            partial,
+            split=split_fastx,
+            merge=lambda shards, out: merge_bams(shards, out, threads, sys.stderr),
+            workdir=Path(workdir),
+            shard_suffixes=("." + reads_format(reads).removesuffix(".gz"), ".bam"),
+        )
+        write_record(record, layout, run)
+    return run
+
+
+def reads_to_call(bam: Path, min_mapq: int) -> int:
+    """Reads nanopolish calls methylation for: primary alignments with MAPQ >= min_mapq."""
+    import pysam
+
+    with pysam.AlignmentFile(str(bam)) as handle:
+        return sum(
+            1
+            for r in handle.fetch(until_eof=True)
+            if not (r.is_unmapped or r.is_secondary or r.is_supplementary)
+            and r.mapping_quality >= min_mapq
+        )
+
+
+class CalledReads:
+    """Progress of nanopolish call-methylation: the reads with calls in its output tables so
+    far, out of the reads it calls (read incrementally, whole lines only)."""
+
+    def __init__(self, total: int) -> None:
+        """Nothing read yet; total: the reads to call."""
+        self.total = total
+        self.reads: set[bytes] = set()
+        self.offsets: dict[Path, int] = {}
+
+    def __call__(self, processes: Sequence[Process]) -> str:
+        """Read what the processes wrote since the last call; the progress line."""
+        for p in processes:
+            path = Path(p.output)
+            if not path.exists():
+                continue
+            with open(path, "rb") as handle:
+                handle.seek(self.offsets.get(path, 0))
+                chunk = handle.read()
+            whole = chunk[: chunk.rfind(b"\n") + 1]
+            self.offsets[path] = self.offsets.get(path, 0) + len(whole)
+            for line in whole.splitlines():
+                fields = line.split(b"\t")
+                if len(fields) > 4 and fields[0] != b"chromosome":
+                    self.reads.add(fields[4])
+        share = 100 * len(self.reads) / self.total if self.total else 100.0
+        return f"nanopolish: {len(self.reads)} of {self.total} reads called so far ({share:.0f}%)"
+
+
+def run_methylation(
+    host_file: str,
+    reads: Path,
+    bam: Path,
+    genome: Path,
+    output: Path,
+    threads: int,
+    min_mapq: int,
+    io_processes: int,
+    record: Path,
+    motif: str = "cpg",
+) -> StepRun:
+    """Call methylation of one motif per read under the host's strategy and I/O mode."""
+    host, topology = startup_check(host_file)
+    # fast5-pool: K nanopolish processes on K shards of the reads, each with its own HDF5.
+    pool = io_processes if host.io_mode == "fast5-pool" else 1
+    layout = layout_step(host, topology, "methylation", threads, genome.stat().st_size, pool)
+    print(f"I/O mode: {host.io_mode}", file=sys.stderr)
+
+    def tool(shard_bam: Path, shard_out: Path, t: int) -> str:
+        """The unchanged nanopolish command for one shard."""
+        return call_methylation_command(reads, shard_bam, genome, shard_out, t, min_mapq, motif)
+
+    # nanopolish reads VBZ-compressed FAST5 only with the plugin on HDF5_PLUGIN_PATH.
+    with (
+        vbz_plugin_env(sys.stderr),
+        scratch_dir(output) as workdir,
+        atomic_output(output) as partial,
+    ):
+        run = run_step(
+            layout,
+            topology,
+            tool,
+            bam,
+            partial,
+            split=lambda src, shards: split_bam(src, shards, index=True),
+            merge=concat_tables,
+            workdir=Path(workdir),
+            shard_suffixes=(".bam", ".tsv"),
+            # nanopolish 0.14's --progress prints nothing when it reads a BAM: count its output.
+            progress=CalledReads(reads_to_call(bam, min_mapq)),
+        )
+        write_record(record, layout, run)
+    return run

@@ -1,0 +1,56 @@
+"""The tool command lines of the heavy steps: the one place they are written.
+
+Each function returns the unchanged tool command for one shard as a shell string; execution
+strategies (numactl prefixes, per-node instances, process pools) only wrap it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from shlex import quote
+
+from numapore.inputs.sheet import reads_format
+
+
+def align_command(aligner: str, index: str, reads: Path, output: Path, threads: int) -> str:
+    """Align reads with the chosen aligner and sort into a BAM (index: file or prefix)."""
+    if aligner == "minimap2":
+        tool = f"minimap2 -ax map-ont -t {threads} {quote(index)} {quote(str(reads))}"
+    elif aligner == "bwa":
+        tool = f"bwa mem -x ont2d -t {threads} {quote(index)} {quote(str(reads))}"
+    elif aligner == "bowtie2":
+        # bowtie2 reads FASTQ unless told the reads are FASTA.
+        fmt = "-f" if reads_format(reads).startswith("fasta") else "-q"
+        tool = f"bowtie2 --local -p {threads} -x {quote(index)} {fmt} -U {quote(str(reads))}"
+    else:
+        raise ValueError(f"unknown aligner {aligner!r}")
+    return f"{tool} | samtools sort -@ {threads} -o {quote(str(output))} -"
+
+
+def call_methylation_command(
+    reads: Path,
+    bam: Path,
+    genome: Path,
+    output: Path,
+    threads: int,
+    min_mapq: int,
+    motif: str = "cpg",
+) -> str:
+    """nanopolish call-methylation of one motif (-q: cpg, gpc, dam, dcm) on one BAM, per-read
+    calls to output."""
+    # nanopolish does not check its writes (on a full disk it exits 0 with an empty table):
+    # cat does, and fails the pipeline (every step command runs under bash -o pipefail).
+    return (
+        f"nanopolish call-methylation --progress -q {motif} -t {threads}"
+        f" --min-mapping-quality {min_mapq} -r {quote(str(reads))} -b {quote(str(bam))}"
+        f" -g {quote(str(genome))} | cat > {quote(str(output))}"
+    )
+
+
+def nanopolish_index_command(reads: Path, fast5_dirs: list[str], blow5: Path | None) -> str:
+    """nanopolish index: map each read to its raw signal (FAST5 folders or one BLOW5)."""
+    if blow5 is not None:
+        signal = f"--slow5 {quote(str(blow5))}"
+    else:
+        signal = " ".join(f"-d {quote(d)}" for d in fast5_dirs)
+    return f"nanopolish index {signal} {quote(str(reads))}"

@@ -1,0 +1,244 @@
+"""Reads and reference files checked once, streaming with bounded memory, before any heavy job.
+
+What the tools would choke on, silently or with a bare error, is refused with the file, the line,
+the record and the reason: compression that does not match the name, truncated or corrupt gzip,
+a FASTQ record cut short or with fewer qualities than bases, RNA (U) or non-base characters, a
+header without a name, a name too long for the tools. What the tools can use once tidied is
+tidied in a normalised copy (only then: otherwise the input is linked): lowercase read bases are
+uppercased (nanopolish makes no calls on them), CR or CRLF line ends become LF, blank lines go.
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import os
+import re
+import zlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TextIO
+
+from numapore.run.atomic import atomic_output
+from numapore.errors import InputError
+
+PIECE = 1 << 16  # longest piece of a line held in memory at once
+GZIP_MAGIC = b"\x1f\x8b"
+# IUPAC nucleotide codes; U (RNA) gets its own reason.
+BASES = "ACGTNRYKMSWBDHV"
+NOT_A_BASE = str.maketrans("", "", BASES + BASES.lower())
+# BAM stores a read name in at most 254 characters (samtools refuses longer ones).
+MAX_READ_NAME = 254
+# htslib's FASTA index reader (nanopolish's) reads .fai lines of up to 64 KiB.
+MAX_CONTIG_NAME = 65_000
+NAME = re.compile(r"\S*")
+
+
+@dataclass
+class SequenceCheck:
+    """What a check found: records, and what a normalised copy would tidy."""
+
+    records: int = 0
+    lowercase: bool = False
+    blank_lines: bool = False
+    cr_line_ends: bool = False
+
+    def needs_copy(self, kind: str) -> bool:
+        """True when the tools need a tidied copy rather than the file itself."""
+        return self.blank_lines or self.cr_line_ends or (kind == "reads" and self.lowercase)
+
+
+def open_text(path: Path) -> TextIO:
+    """Open a FASTA/FASTQ file as text with universal line ends; its compression must match its
+    name (tools choose gzip by the .gz suffix)."""
+    with open(path, "rb") as raw:
+        magic = raw.read(2)
+    named_gz = path.name.lower().endswith(".gz")
+    if magic == GZIP_MAGIC and not named_gz:
+        raise InputError(
+            f"{path}: is gzip-compressed but its name does not end in .gz; rename it "
+            f"to {path.name}.gz"
+        )
+    if named_gz and magic != GZIP_MAGIC:
+        raise InputError(
+            f"{path}: its name ends in .gz but it is not gzip-compressed; remove the .gz suffix"
+        )
+    raw = gzip.open(path, "rb") if named_gz else open(path, "rb")
+    return io.TextIOWrapper(raw, encoding="latin-1", newline=None)
+
+
+def line_pieces(handle: TextIO) -> Iterator[tuple[int, str, bool]]:
+    """(line number, piece of the line without its end, first piece of the line?)."""
+    number, first = 1, True
+    while piece := handle.readline(PIECE):
+        ended = piece.endswith("\n")
+        yield number, piece.removesuffix("\n"), first
+        number, first = (number + 1, True) if ended else (number, False)
+
+
+class Parser:
+    """FASTA/FASTQ records as kseq (minimap2, nanopolish) reads them, labelling each piece
+    of each line: header, sequence, plus, quality or blank; problems raise InputError."""
+
+    def __init__(self, path: Path, kind: str, fmt: str) -> None:
+        self.path, self.kind, self.fastq = path, kind, fmt.startswith("fastq")
+        self.check = SequenceCheck()
+        self.max_name = MAX_READ_NAME if kind == "reads" else MAX_CONTIG_NAME
+
+    def fail(self, line: int, reason: str) -> None:
+        """Raise the problem naming the file, the line and the record."""
+        record = f" (record {self.check.records})" if self.check.records else ""
+        raise InputError(f"{self.kind} file {self.path}, line {line}{record}: {reason}")
+
+    def pieces(self) -> Iterator[tuple[str, str, bool]]:
+        """(role, piece, first piece of its line?) for every piece of the file, checked."""
+        handle = open_text(self.path)
+        line = 0
+        try:
+            with handle:
+                try:
+                    for line, role, piece, first in self._roles(handle):  # noqa: B007
+                        yield role, piece, first
+                except InputError:  # garbage from a damaged gzip stream? its checksum says
+                    while self.path.name.lower().endswith(".gz") and handle.read(PIECE):
+                        pass
+                    raise
+                newlines = handle.newlines or ()
+        except EOFError:
+            self.fail(line + 1, "the gzip data is truncated (the file was cut short)")
+        except (gzip.BadGzipFile, zlib.error) as err:
+            self.fail(line + 1, f"the gzip data is corrupt ({err})")
+        ends = (newlines,) if isinstance(newlines, str) else newlines  # str, tuple or None
+        self.check.cr_line_ends = any(end != "\n" for end in ends)
+
+    def _roles(self, handle: TextIO) -> Iterator[tuple[int, str, str, bool]]:
+        """The state machine behind pieces(): (line, role, piece, first)."""
+        marker = "@" if self.fastq else ">"
+        state, seq_len, qual_len, name_len, name_open, line = "start", 0, 0, 0, False, 0
+        for line, piece, first in line_pieces(handle):
+            if first:  # a new line: where does it belong?
+                if state == "header":
+                    state = "sequence"
+                elif state == "plus":
+                    state = "quality"
+                if state == "quality" and qual_len >= seq_len:
+                    state = "next"
+                elif state == "quality" and piece.startswith("@"):
+                    self.fail(
+                        line - 1, f"quality shorter than the sequence ({qual_len} < {seq_len})"
+                    )
+                if not piece and state in ("start", "next", "sequence"):
+                    self.check.blank_lines = True
+                    yield line, "blank", piece, first
+                    continue
+                if state in ("start", "next") or (
+                    state == "sequence" and piece[0] == marker == ">"
+                ):
+                    if not piece.startswith(marker):
+                        where = "does not start" if state == "start" else "a record does not start"
+                        self.fail(line, f"{where} with '{marker}' as {self._format()} should")
+                    self.check.records += 1
+                    state, seq_len, qual_len, name_len, name_open = "header", 0, 0, 0, True
+                    if not NAME.match(piece, 1).group():
+                        self.fail(line, "header without a name")
+                elif state == "sequence" and self.fastq and piece.startswith("+"):
+                    state = "plus"
+            if state == "header":
+                if name_open:  # the name may run over several pieces of a long line
+                    name = NAME.match(piece, 1 if first else 0).group()
+                    name_len += len(name)
+                    name_open = len(name) == len(piece) - (1 if first else 0)
+                    if name_len > self.max_name:
+                        self.fail(
+                            line, f"name longer than {self.max_name} characters ({self._why()})"
+                        )
+                yield line, "header", piece, first
+            elif state == "plus":
+                yield line, "plus", piece, first
+            elif state == "quality":
+                qual_len += len(piece)
+                if qual_len > seq_len:
+                    self.fail(line, f"quality longer than the sequence ({qual_len} > {seq_len})")
+                yield line, "quality", piece, first
+            else:
+                self._check_bases(line, piece)
+                seq_len += len(piece)
+                yield line, "sequence", piece, first
+        if state == "start":
+            raise InputError(f"{self.kind} file {self.path} is empty (no records)")
+        if self.fastq and state in ("header", "sequence"):
+            self.fail(line, "truncated: the last record has no '+' line and no qualities")
+        if self.fastq and state in ("plus", "quality") and qual_len < seq_len:
+            self.fail(
+                line, f"truncated: quality shorter than the sequence ({qual_len} < {seq_len})"
+            )
+
+    def _check_bases(self, line: int, piece: str) -> None:
+        """Refuse RNA and non-base characters; note lowercase bases."""
+        bad = piece.translate(NOT_A_BASE)
+        if bad:
+            if bad[0] in "Uu":
+                self.fail(line, "RNA alphabet (U): nanopolish calls CpG methylation on DNA reads")
+            self.fail(line, f"{bad[0]!r} is not a nucleotide code")
+        if not self.check.lowercase and piece != piece.upper():
+            self.check.lowercase = True
+
+    def _format(self) -> str:
+        """FASTA or FASTQ."""
+        return "FASTQ" if self.fastq else "FASTA"
+
+    def _why(self) -> str:
+        """Why names are limited."""
+        if self.kind == "reads":
+            return "BAM files hold read names of up to 254 characters"
+        return "nanopolish's FASTA index reader cannot read longer ones"
+
+
+def check_sequences(path: Path, kind: str, fmt: str) -> SequenceCheck:
+    """Read the whole file once (bounded memory); raise InputError on the first problem."""
+    parser = Parser(path, kind, fmt)
+    for _ in parser.pieces():
+        pass
+    return parser.check
+
+
+def write_normalised(path: Path, target: Path, kind: str, fmt: str) -> None:
+    """Write a tidied copy to target: LF line ends, no blank lines, read bases uppercased (gzip
+    if target's name ends in .gz)."""
+    opener = gzip.open if target.name.endswith(".gz") else open
+    kwargs = {"compresslevel": 1} if opener is gzip.open else {}
+    with opener(target, "wt", encoding="latin-1", **kwargs) as out:
+        started = False
+        for role, piece, first in Parser(path, kind, fmt).pieces():
+            if role == "blank":
+                continue
+            if first and started:
+                out.write("\n")
+            if role == "sequence" and kind == "reads":
+                piece = piece.upper()
+            out.write(piece)
+            started = True
+        out.write("\n")
+
+
+def stage_sequences(path: Path, target: Path, kind: str, fmt: str) -> str:
+    """Check path; place it at target as a link, or as a tidied copy when the tools need one.
+    Returns what was done, for the log."""
+    check = check_sequences(path, kind, fmt)
+    if check.needs_copy(kind):
+        with atomic_output(target) as tmp:
+            write_normalised(path, tmp, kind, fmt)
+        tidied = [
+            what
+            for what, found in (
+                ("lowercase bases uppercased", check.lowercase and kind == "reads"),
+                ("CR line ends made LF", check.cr_line_ends),
+                ("blank lines removed", check.blank_lines),
+            )
+            if found
+        ]
+        return f"{path}: {check.records} records, copied with {', '.join(tidied)}"
+    with atomic_output(target) as tmp:
+        os.symlink(os.path.realpath(path), tmp)
+    return f"{path}: {check.records} records, linked"

@@ -1,0 +1,330 @@
+"""Sample sheet loading and the input checks that must fail before any job starts."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from numapore.errors import InputError
+from numapore.inputs.seqcheck import open_text
+
+# Formats nanopolish, minimap2, bwa and bowtie2 all read; gzip is allowed for each.
+READS_SUFFIXES = {
+    ".fasta": "fasta",
+    ".fa": "fasta",
+    ".fna": "fasta",
+    ".fastq": "fastq",
+    ".fq": "fastq",
+}
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One row of the sample sheet, with paths resolved."""
+
+    name: str
+    signal: tuple[Path, ...]  # raw signal: FAST5 folders/files, POD5 folders/files or a BLOW5
+    reads: Path
+    reference: Path
+    signal_kind: str = "fast5"  # SIGNAL_KINDS: how the signal becomes what nanopolish reads
+    notes: tuple[str, ...] = ()  # warnings about the inputs (paths listed twice)
+
+    @property
+    def reads_format(self) -> str:
+        """The staged file extension of the reads: fasta, fastq, fasta.gz or fastq.gz."""
+        return reads_format(self.reads)
+
+    @property
+    def reference_name(self) -> str:
+        """A file-name-safe name for the reference (its file name without FASTA/gzip suffixes)."""
+        return reference_name(self.reference)
+
+
+def reads_format(path: Path) -> str:
+    """Return 'fasta', 'fastq', 'fasta.gz' or 'fastq.gz' from the reads file name."""
+    suffixes = [s.lower() for s in path.suffixes]
+    gz = bool(suffixes) and suffixes[-1] == ".gz"
+    core = suffixes[-2] if gz and len(suffixes) >= 2 else (suffixes[-1] if suffixes else "")
+    if core not in READS_SUFFIXES:
+        raise InputError(
+            f"reads file {path}: cannot tell FASTA from FASTQ by its name; use one of "
+            f"{', '.join(sorted(READS_SUFFIXES))} (optionally .gz)"
+        )
+    return READS_SUFFIXES[core] + (".gz" if gz else "")
+
+
+def reference_name(path: Path) -> str:
+    """Name a reference after its file: 'genomes/hg38.fa.gz' -> 'hg38'."""
+    name = path.name
+    for suffix in (".gz", ".fasta", ".fa", ".fna"):
+        if name.lower().endswith(suffix):
+            name = name[: -len(suffix)]
+    return re.sub(r"[^A-Za-z0-9._-]", "_", name) or "reference"
+
+
+def missing_reason(path: Path, what: str) -> str:
+    """Why an input path cannot be used as a file: a folder, or absent."""
+    if path.is_dir():
+        return f"{what} {path} is a folder, not a file"
+    return f"{what} {path} does not exist"
+
+
+def first_line(path: Path, key: str, what: str) -> str:
+    """The first non-blank line of a FASTA/FASTQ file (compression checked against the name)."""
+    if not path.is_file():
+        raise InputError(f"{key}: {missing_reason(path, what)}")
+    try:
+        with open_text(path) as handle:
+            for _ in range(1000):  # a few leading blank lines, not a whole file
+                line = handle.readline(1 << 16)
+                if line.strip() or not line:
+                    return line
+    except InputError as err:
+        raise InputError(f"{key}: {what} {err}") from err
+    except (OSError, EOFError) as err:
+        raise InputError(f"{key}: {what} {path} cannot be read: {err}") from err
+    return ""
+
+
+def check_reads(path: Path, key: str) -> None:
+    """Fail unless the reads file exists and starts with a FASTA or FASTQ record."""
+    fmt = reads_format(path)
+    first = first_line(path, key, "reads file")
+    if not first:
+        raise InputError(f"{key}: reads file {path} is empty (no reads)")
+    marker = ">" if fmt.startswith("fasta") else "@"
+    if not first.startswith(marker):
+        raise InputError(
+            f"{key}: reads file {path} does not start with '{marker}' as a {fmt} file should"
+        )
+
+
+# Raw signal inputs by file extension (any case). A kind is one reader of the workflow.
+SIGNAL_KINDS = {".fast5": "fast5", ".pod5": "pod5", ".blow5": "blow5"}
+SIGNAL_HELP = (
+    "raw signal is FAST5 files or folders, POD5 files or folders, or one BLOW5 file "
+    "(extensions .fast5, .pod5, .blow5, any case)"
+)
+
+
+def signal_files(folder: Path) -> dict[str, list[Path]]:
+    """The raw signal files under a folder (recursive) by kind; other files are ignored."""
+    found: dict[str, list[Path]] = {}
+    for path in folder.rglob("*"):
+        kind = SIGNAL_KINDS.get(path.suffix.lower())
+        if kind and path.is_file():
+            found.setdefault(kind, []).append(path)
+    return found
+
+
+def distinct_paths(paths: tuple[Path, ...], key: str) -> tuple[tuple[Path, ...], list[str]]:
+    """The paths without repeats: a path listed twice, or inside a listed folder, is read once
+    (kept where first listed, or as part of its folder); a note says so for each."""
+    resolved = [p.resolve() for p in paths]
+    kept, notes = [], []
+    for i, (path, real) in enumerate(zip(paths, resolved, strict=True)):
+        if real in resolved[:i]:
+            notes.append(f"{key}: {path} is listed twice; it is read once")
+            continue
+        outer = next((paths[j] for j, o in enumerate(resolved) if o in real.parents), None)
+        if outer is not None:
+            notes.append(f"{key}: {path} is inside {outer}, also listed; it is read once")
+            continue
+        kept.append(path)
+    return tuple(kept), notes
+
+
+def check_signal(paths: tuple[Path, ...], key: str) -> str:
+    """Fail unless every raw signal path exists and all hold one kind; return that kind."""
+    kinds: dict[str, int] = {}
+    for path in paths:
+        if path.is_dir():
+            for kind, files in signal_files(path).items():
+                if kind == "blow5":
+                    raise InputError(
+                        f"{key}: folder {path} holds BLOW5 files ({files[0].name}); give one "
+                        "BLOW5 file by name (merge several with `slow5tools merge`)"
+                    )
+                kinds[kind] = kinds.get(kind, 0) + len(files)
+        elif path.is_file():
+            if path.suffix.lower() == ".slow5":
+                raise InputError(
+                    f"{key}: {path} is SLOW5 text; nanopolish reads BLOW5: convert it with "
+                    "`slow5tools view --to blow5 -c zlib -s none`"
+                )
+            kind = SIGNAL_KINDS.get(path.suffix.lower())
+            if kind is None:
+                raise InputError(f"{key}: {path} is not a raw signal file: {SIGNAL_HELP}")
+            kinds[kind] = kinds.get(kind, 0) + 1
+        else:
+            raise InputError(f"{key}: {missing_reason(path, 'raw signal path')}")
+    if not kinds:
+        raise InputError(
+            f"{key}: no raw signal files (.fast5, .pod5) found in {', '.join(map(str, paths))}"
+        )
+    if len(kinds) > 1:
+        counts = ", ".join(f"{n} {kind.upper()}" for kind, n in sorted(kinds.items()))
+        raise InputError(
+            f"{key}: the raw signal mixes kinds ({counts} files); give one kind per sample "
+            "(convert the others, or make them separate samples)"
+        )
+    (kind,) = kinds
+    if kind == "blow5" and (len(paths) > 1 or kinds[kind] > 1):
+        raise InputError(
+            f"{key}: {kinds[kind]} BLOW5 files; a sample reads one BLOW5 file "
+            "(merge several with `slow5tools merge`)"
+        )
+    return kind
+
+
+def check_reference(path: Path, key: str) -> None:
+    """Fail unless the reference exists and starts with a FASTA header."""
+    if not first_line(path, key, "reference").startswith(">"):
+        raise InputError(f"{key}: reference {path} is not FASTA (it does not start with '>')")
+
+
+def read_sheet(sheet: Path) -> pd.DataFrame:
+    """Read the sample sheet TSV as strings. Lines starting with '#' are comments ('#' inside a
+    value is kept: paths may hold it); every row has the header's fields; no value starts or
+    ends with a blank. The file line of each row is in table.attrs['lines']."""
+    sheet = Path(sheet)
+    if not sheet.is_file():
+        raise InputError(missing_reason(sheet, "sample sheet"))
+    header, rows, lines = None, [], []
+    for number, line in enumerate(sheet.read_text().splitlines(), start=1):
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        fields = line.split("\t")
+        if header is None:
+            header = [f.strip() for f in fields]
+            continue
+        where = f"sample sheet {sheet}, line {number}"
+        if len(fields) > len(header) and not "".join(fields[len(header) :]).strip():
+            raise InputError(
+                f"{where}: ends in a tab after its last column '{header[-1]}'; remove it"
+            )
+        if len(fields) != len(header):
+            raise InputError(
+                f"{where}: {len(fields)} tab-separated fields but the header has {len(header)} "
+                "(a stray or missing tab?)"
+            )
+        for column, value in zip(header, fields, strict=True):
+            if value != value.strip():
+                raise InputError(
+                    f"{where}, column '{column}': {value!r} starts or ends with a space or tab; "
+                    "remove it"
+                )
+        rows.append(fields)
+        lines.append(number)
+    table = pd.DataFrame(rows, columns=header or [], dtype=str)
+    table.attrs["lines"] = lines
+    return table
+
+
+def signal_column(table: pd.DataFrame, sheet: Path) -> str:
+    """The sheet's raw signal column: 'signal', or 'fast5' (its older name, still accepted)."""
+    both = {"signal", "fast5"} <= set(table.columns)
+    if both:
+        raise InputError(
+            f"sample sheet {sheet}: has both a 'signal' and a 'fast5' column; keep one "
+            "('fast5' is the older name of 'signal')"
+        )
+    if "signal" not in table.columns and "fast5" not in table.columns:
+        raise InputError(
+            f"sample sheet {sheet}: missing column(s) signal (or its older name fast5)"
+        )
+    return "signal" if "signal" in table.columns else "fast5"
+
+
+def load_samples(table: pd.DataFrame, sheet: Path, base: Path) -> dict[str, Sample]:
+    """Turn the sheet's rows into Samples, resolving paths against base and checking each input."""
+    column = signal_column(table, sheet)
+    missing = {"sample", "reads", "reference"} - set(table.columns)
+    if missing:
+        raise InputError(f"sample sheet {sheet}: missing column(s) {', '.join(sorted(missing))}")
+    samples: dict[str, Sample] = {}
+    numbers = table.attrs.get("lines") or range(2, len(table) + 2)
+    for row_number, row in zip(numbers, table.itertuples(index=False), strict=True):
+        name = row.sample
+        key = f"sample sheet {sheet}, line {row_number}, sample '{name}'"
+        if name in samples:
+            raise InputError(f"{key}: duplicate sample name")
+        listed = tuple(base / p.strip() for p in getattr(row, column).split(",") if p.strip())
+        signal, notes = distinct_paths(listed, key)
+        kind = check_signal(signal, key)
+        sample = Sample(name, signal, base / row.reads, base / row.reference, kind, tuple(notes))
+        check_reads(sample.reads, key)
+        check_reference(sample.reference, key)
+        samples[name] = sample
+    return samples
+
+
+def simulated_samples(simulate: dict[str, dict], base: Path) -> dict[str, Sample]:
+    """Samples the signal simulator makes (config `simulate:`), at their paths under results/."""
+    samples = {}
+    for name, settings in simulate.items():
+        reference = base / settings["reference"]
+        check_reference(reference, f"config simulate.{name}")
+        out = Path("results/simulated") / name
+        samples[name] = Sample(name, (out / "fast5_multi",), out / "reads.fastq", reference)
+    return samples
+
+
+def combine_samples(
+    from_sheet: dict[str, Sample], simulated: dict[str, Sample], sheet: Path
+) -> dict[str, Sample]:
+    """All samples of a run: the sheet's and the simulated ones, names unique, at least one."""
+    clash = sorted(set(from_sheet) & set(simulated))
+    if clash:
+        raise InputError(
+            f"sample name(s) {', '.join(clash)} are both in {sheet} and in config simulate:"
+        )
+    samples = {**from_sheet, **simulated}
+    if not samples:
+        raise InputError(f"no samples: {sheet} has no rows and config simulate: is empty")
+    check_reference_names(samples, sheet)
+    return samples
+
+
+def check_reference_names(samples: dict[str, Sample], sheet: Path) -> None:
+    """Fail if two different reference files would share one results folder name."""
+    seen: dict[str, Path] = {}
+    for sample in samples.values():
+        other = seen.setdefault(sample.reference_name, sample.reference)
+        if other.resolve() != sample.reference.resolve():
+            raise InputError(
+                f"sample sheet {sheet}: references {other} and {sample.reference} would both be "
+                f"named '{sample.reference_name}'; rename one of the files"
+            )
+
+
+def fast5_links(files: list[Path]) -> list[tuple[Path, str]]:
+    """Where each FAST5 file is linked for nanopolish index (which reads only '*.fast5' names):
+    '<k>/<name>.fast5', k numbering the files' folders, so equal names in different folders
+    (Guppy's batch_0.fast5) stay apart."""
+    folders: dict[Path, int] = {}
+    links: list[tuple[Path, str]] = []
+    taken: set[str] = set()
+    for path in files:
+        k = folders.setdefault(path.resolve().parent, len(folders) + 1)
+        name = path.name if path.suffix == ".fast5" else path.stem + ".fast5"
+        link = f"{k}/{name}" if f"{k}/{name}" not in taken else f"{k}/{path.name}.fast5"
+        taken.add(link)
+        links.append((path, link))
+    return links
+
+
+def check_signal_io_mode(samples: Iterable[Sample], io_mode: str, host_file: str) -> None:
+    """Fail when a sample's raw signal is not FAST5 and the host's I/O mode reads FAST5:
+    nanopolish reads POD5 and BLOW5 samples from BLOW5 (I/O mode slow5) only."""
+    for sample in samples:
+        if sample.signal_kind != "fast5" and io_mode != "slow5":
+            raise InputError(
+                f"sample '{sample.name}': its raw signal is {sample.signal_kind.upper()}, which "
+                f"needs I/O mode slow5, but host file {host_file} has io_mode: {io_mode} (a "
+                "FAST5 mode); set io_mode: slow5 in the host file"
+            )

@@ -1,0 +1,145 @@
+"""Score nanopolish call-methylation output against a numapore.simulate.reads truth table.
+
+A call covers the CpGs of one read from `start` to `end` (forward-strand C positions, as in the
+truth table). Its true label is the majority state of those CpGs in the truth (ties count as
+methylated); the simulator makes the CpGs of one nanopolish group share a state, so ties are rare.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+
+@dataclass
+class Accuracy:
+    """Summary of how well per-read calls recover the simulated truth."""
+
+    reads: int  # simulated reads (denominator of called_fraction)
+    reads_called: int  # reads with at least one call
+    called_fraction: float
+    calls: int
+    calls_matched: int  # calls whose [start, end] holds at least one truth CpG of that read
+    auc: float  # per-call ROC AUC of log_lik_ratio against the group's true state
+    sites: int  # sites with >= min_coverage confident calls
+    site_correlation: float  # Pearson r, called vs true methylated fraction at those sites
+
+
+def roc_auc(scores: np.ndarray, labels: np.ndarray) -> float:
+    """Return the ROC AUC of scores for binary labels (Mann-Whitney U with tied ranks averaged)."""
+    scores = np.asarray(scores, dtype=np.float64)
+    labels = np.asarray(labels).astype(bool)
+    n_pos = int(labels.sum())
+    n_neg = labels.size - n_pos
+    if n_pos == 0 or n_neg == 0:
+        return float("nan")
+    order = np.argsort(scores, kind="mergesort")
+    s = scores[order]
+    ranks = np.empty(s.size, dtype=np.float64)
+    # Average rank (1-based) over each run of tied scores.
+    starts = np.flatnonzero(np.concatenate(([True], s[1:] != s[:-1])))
+    ends = np.concatenate((starts[1:], [s.size]))
+    avg = (starts + ends + 1) / 2.0
+    ranks[order] = np.repeat(avg, ends - starts)
+    u = ranks[labels].sum() - n_pos * (n_pos + 1) / 2.0
+    return float(u / (n_pos * n_neg))
+
+
+def label_calls(calls: pd.DataFrame, truth: pd.DataFrame) -> pd.DataFrame:
+    """Return calls with columns n_truth (truth CpGs in the call) and truth (majority state)."""
+    t = truth.sort_values(["read_id", "chromosome", "position"], kind="mergesort")
+    groups = {k: g for k, g in t.groupby(["read_id", "chromosome"], sort=False)}
+    n_truth = np.zeros(len(calls), dtype=np.int64)
+    frac = np.full(len(calls), np.nan)
+    keys = zip(calls["read_name"], calls["chromosome"], calls["start"], calls["end"], strict=True)
+    for i, (rid, chrom, lo, hi) in enumerate(keys):
+        g = groups.get((rid, chrom))
+        if g is None:
+            continue
+        pos = g["position"].to_numpy()
+        a, b = np.searchsorted(pos, lo, "left"), np.searchsorted(pos, hi, "right")
+        if b > a:
+            n_truth[i] = b - a
+            frac[i] = g["methylated"].to_numpy()[a:b].mean()
+    out = calls.copy()
+    out["n_truth"] = n_truth
+    out["truth"] = frac >= 0.5
+    return out
+
+
+def per_site(
+    labelled: pd.DataFrame, threshold: float, min_coverage: int
+) -> tuple[pd.DataFrame, float]:
+    """Called vs true methylated fraction per site with >= min_coverage confident calls, and
+    their correlation (NaN with fewer than 3 sites)."""
+    # Confident calls only, as nanopolish's calculate_methylation_frequency does.
+    conf = labelled[labelled["log_lik_ratio"].abs() >= threshold].copy()
+    conf["called"] = conf["log_lik_ratio"] > 0
+    per = conf.groupby(["chromosome", "start"]).agg(
+        n=("called", "size"), called=("called", "mean"), truth=("truth", "mean")
+    )
+    per = per[per["n"] >= min_coverage]
+    r = float(np.corrcoef(per["called"], per["truth"])[0, 1]) if len(per) > 2 else float("nan")
+    return per, r
+
+
+def evaluate(
+    calls_path: Path,
+    truth_path: Path,
+    n_reads: int | None = None,
+    threshold: float = 2.0,
+    min_coverage: int = 5,
+) -> Accuracy:
+    """Compare nanopolish calls with the truth table; n_reads defaults to the truth's reads."""
+    calls = pd.read_csv(calls_path, sep="\t", dtype={"chromosome": str, "read_name": str})
+    truth = pd.read_csv(truth_path, sep="\t", dtype={"chromosome": str, "read_id": str})
+    total = n_reads if n_reads is not None else truth["read_id"].nunique()
+    lab = label_calls(calls, truth)
+    m = lab[lab["n_truth"] > 0]
+    auc = roc_auc(m["log_lik_ratio"].to_numpy(), m["truth"].to_numpy())
+    per, r = per_site(m, threshold, min_coverage)
+    called = calls["read_name"].nunique()
+    return Accuracy(
+        reads=int(total),
+        reads_called=int(called),
+        called_fraction=called / total if total else float("nan"),
+        calls=len(calls),
+        calls_matched=len(m),
+        auc=auc,
+        sites=len(per),
+        site_correlation=r,
+    )
+
+
+def count_fastq_reads(path: Path) -> int:
+    """Return the number of records of a FASTQ file (4 lines each)."""
+    with open(path, "rb") as fh:
+        return sum(1 for _ in fh) // 4
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Command-line entry point: print the accuracy of calls against a truth table as JSON."""
+    p = argparse.ArgumentParser(
+        prog="numapore.methylation.accuracy", description=__doc__.split("\n")[0]
+    )
+    p.add_argument("--calls", type=Path, required=True, help="nanopolish call-methylation TSV")
+    p.add_argument("--truth", type=Path, required=True, help="numapore.simulate.reads truth.tsv")
+    p.add_argument("--fastq", type=Path, help="simulated reads (denominator of called_fraction)")
+    p.add_argument("--threshold", type=float, default=2.0, help="|llr| for a confident call")
+    p.add_argument("--min-coverage", type=int, default=5, help="calls per site for correlation")
+    a = p.parse_args(argv)
+    n = count_fastq_reads(a.fastq) if a.fastq else None
+    acc = evaluate(a.calls, a.truth, n, a.threshold, a.min_coverage)
+    json.dump(asdict(acc), sys.stdout, indent=2)
+    print()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

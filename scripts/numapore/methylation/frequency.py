@@ -1,0 +1,366 @@
+"""Per-site methylation from nanopolish call-methylation tables, for every motif it calls.
+
+The frequency table is nanopolish's own calculate_methylation_frequency.py output, byte for byte
+(tests run that script on real call tables): a call counts when |log_lik_ratio| >= threshold x
+num_motifs; it is methylated when log_lik_ratio > 0; a group adds num_motifs called sites, or,
+with split_groups, one site per motif of its sequence (that script splits on "CG" whatever the
+motif; here each motif splits on its own pattern, so non-CpG tables agree with it unsplit only).
+
+The bedMethyl table has one row per motif site (groups always split), 18 columns in modkit's
+order. The calls are streamed (polars): only per-group and per-site counters are kept, never the
+call rows; percentages are formatted by Python's % on each distinct ratio, as the reference does.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+import numpy as np
+import polars as pl
+
+from numapore.methylation.motifs import Motif
+
+FREQUENCY_COLUMNS = [
+    "chromosome",
+    "start",
+    "end",
+    "num_motifs_in_group",
+    "called_sites",
+    "called_sites_methylated",
+    "methylated_frequency",
+    "group_sequence",
+]
+CALL_COLUMNS = [
+    "chromosome",
+    "strand",
+    "start",
+    "end",
+    "read_name",
+    "log_lik_ratio",
+    "log_lik_methylated",
+    "log_lik_unmethylated",
+    "num_calling_strands",
+    "num_motifs",
+    "sequence",
+]
+# modkit's bedMethyl columns (UCSC's bedMethyl documentation), after the BED9 ones.
+BEDMETHYL_COUNTS = [
+    "N_valid_cov",
+    "percent_modified",
+    "N_mod",
+    "N_canonical",
+    "N_other_mod",
+    "N_delete",
+    "N_fail",
+    "N_diff",
+    "N_nocall",
+]
+REFERENCE_SCRIPT = "calculate_methylation_frequency.py"
+
+
+@dataclass
+class FrequencySummary:
+    """What frequency_outputs wrote and the call figures the rule log reports."""
+
+    rows: int  # frequency table rows
+    sites: int  # bedMethyl rows
+    calls: int
+    confident_calls: int  # |llr| >= threshold (not x num_motifs)
+    confident_unmethylated: int
+
+
+def scan_calls(path: Path) -> pl.LazyFrame:
+    """A call table's columns the per-site outputs need, lazily; a clear error if the header is
+    not nanopolish's."""
+    with open(path) as handle:
+        header = handle.readline().rstrip("\n").split("\t")
+    missing = set(CALL_COLUMNS) - set(header)
+    if missing:
+        raise ValueError(f"{path}: not a nanopolish call table, missing {sorted(missing)}")
+    types = {
+        "chromosome": pl.Categorical,  # few names: a small integer per row
+        "start": pl.Int64,
+        "end": pl.Int64,
+        "num_motifs": pl.Int64,
+        "log_lik_ratio": pl.Float64,
+    }
+    return pl.scan_csv(
+        path, separator="\t", quote_char=None, infer_schema=False, schema_overrides=types
+    ).select("chromosome", "start", "end", "num_motifs", "log_lik_ratio", "sequence")
+
+
+def group_counts(path: Path, threshold: float, first_rows: bool = True) -> pl.DataFrame:
+    """One row per group of a call table (chromosome, start, end, sequence, num_motifs): the
+    index of its first confident row (nanopolish's script keeps that call's group size and
+    sequence), confident calls (|llr| >= threshold x num_motifs), methylated ones among them,
+    the others (failed), the per-call figures, and the chromosome's rank in sorted order.
+
+    Streamed: memory grows with groups, never with rows. A key (chromosome, start, end) has one
+    sequence and group size in nanopolish's tables (they are the reference's); only if one has
+    several does a second pass keep them apart. first_rows=False leaves first_row null when the
+    keys need no order (no split groups): less to hold per group.
+    """
+    llr = pl.col("log_lik_ratio")
+    confident = llr.abs() >= threshold * pl.col("num_motifs")
+    strong = llr.abs() >= threshold
+    first_row = pl.col("row").filter(confident).min().alias("first_row")
+    counts = [
+        confident.sum().cast(pl.UInt32).alias("valid"),
+        (confident & (llr > 0)).sum().cast(pl.UInt32).alias("methylated"),
+        (~confident).sum().cast(pl.UInt32).alias("failed"),
+        pl.len().cast(pl.UInt32).alias("calls"),
+        strong.sum().cast(pl.UInt32).alias("strong"),
+        (strong & (llr <= 0)).sum().cast(pl.UInt32).alias("strong_unmethylated"),
+    ]
+    calls = scan_calls(path).with_row_index("row")
+    try:
+        groups = (
+            (calls if first_rows else scan_calls(path))
+            .group_by("chromosome", "start", "end")
+            .agg(
+                *counts,
+                first_row if first_rows else pl.lit(None, pl.UInt32).alias("first_row"),
+                pl.col("sequence").min(),
+                pl.col("sequence").max().alias("other_sequence"),
+                pl.col("num_motifs").min(),
+                pl.col("num_motifs").max().alias("other_num_motifs"),
+            )
+            .collect(engine="streaming")
+        )
+        mixed = (pl.col("sequence") != pl.col("other_sequence")) | (
+            pl.col("num_motifs") != pl.col("other_num_motifs")
+        )
+        if groups.select(mixed.any()).item():
+            keys = ["chromosome", "start", "end", "sequence", "num_motifs"]
+            groups = calls.group_by(keys).agg(*counts, first_row).collect(engine="streaming")
+        else:
+            groups = groups.drop("other_sequence", "other_num_motifs")
+    except (pl.exceptions.ComputeError, pl.exceptions.InvalidOperationError) as err:
+        raise ValueError(f"{path}: not a readable nanopolish call table: {err}") from err
+    # Rank of each chromosome in Python's (the reference's) string order, for integer sorts.
+    names = groups.select(pl.col("chromosome").unique()).select(
+        pl.col("chromosome").to_physical().alias("id"), pl.col("chromosome").cast(pl.String)
+    )
+    order = sorted(names.iter_rows(), key=lambda row: row[1])
+    ids, ranks = [i for i, _ in order], list(range(len(order)))
+    rank = pl.col("chromosome").to_physical().replace_strict(ids, ranks, return_dtype=pl.Int64)
+    return groups.with_columns(rank=rank)
+
+
+LOCUS_BITS = 40  # a site as one integer: chromosome rank above, position (< 2^40) below
+
+
+def formatted(pairs: pl.DataFrame, numerator: str, denominator: str, fmt: str) -> pl.DataFrame:
+    """Each distinct (numerator, denominator) pair with fmt % (numerator / denominator) as Python
+    formats it (the reference scripts' rounding, byte for byte); few pairs, so Python is cheap."""
+    pairs = pairs.select(numerator, denominator).unique()
+    text = [fmt % (n / d) for n, d in pairs.iter_rows()]
+    return pairs.with_columns(text=pl.Series(text, dtype=pl.String))
+
+
+def motif_offsets(motif: Motif) -> pl.Expr:
+    """Offsets of the motif's sites in a group's sequence, from its first site."""
+    found = (
+        pl.col("sequence").str.find_many(motif.literals, overlapping=True).cast(pl.List(pl.Int64))
+    )
+    return found - found.list.min()
+
+
+def frequency_table(groups: pl.DataFrame, motif: Motif, split_groups: bool) -> pl.DataFrame:
+    """nanopolish's frequency rows from group_counts, sorted as its script sorts them."""
+    called = groups.lazy().filter(pl.col("valid") > 0)
+    key = ["rank", "start", "end"]
+    whole = called.select(
+        "chromosome",
+        *key,
+        "first_row",
+        group_size="num_motifs",
+        group_sequence="sequence",
+        called=pl.col("valid") * pl.col("num_motifs"),
+        methylated=pl.col("methylated") * pl.col("num_motifs"),
+    )
+    if split_groups:  # one key per motif of a group, 1 site per call each
+        split = (
+            called.filter(pl.col("num_motifs") > 1)
+            .with_columns(offset=motif_offsets(motif))
+            .explode("offset", empty_as_null=True)
+            .drop_nulls("offset")
+            .select(
+                "chromosome",
+                "rank",
+                start=pl.col("start") + pl.col("offset"),
+                end=pl.col("start") + pl.col("offset"),
+                first_row="first_row",
+                group_size=pl.lit(1, pl.Int64),
+                group_sequence=pl.lit("split-group"),
+                called=pl.col("valid").cast(pl.Int64),
+                methylated=pl.col("methylated").cast(pl.Int64),
+            )
+        )
+        whole = pl.concat([whole.filter(pl.col("group_size") <= 1), split])
+    if split_groups or groups.select(pl.struct(key).is_duplicated().any()).item():
+        # Keys seen through several groups: nanopolish's script keeps the first call's.
+        whole = whole.group_by(key).agg(
+            pl.col("chromosome").first(),
+            pl.col("group_size", "group_sequence").sort_by("first_row").first(),
+            pl.col("called", "methylated").sum(),
+        )
+    table = whole.filter(pl.col("called") > 0).sort(key).collect()
+    text = formatted(table, "methylated", "called", "%.3f")
+    return table.join(text, on=["methylated", "called"], how="left", maintain_order="left").select(
+        "chromosome",
+        "start",
+        "end",
+        num_motifs_in_group="group_size",
+        called_sites="called",
+        called_sites_methylated="methylated",
+        methylated_frequency="text",
+        group_sequence="group_sequence",
+    )
+
+
+def bedmethyl_table(groups: pl.DataFrame, motif: Motif) -> pl.DataFrame:
+    """One bedMethyl row per motif site (modkit's 18 columns), sorted, from group_counts.
+
+    Both strands are combined on the forward strand's modified base (strand '+', as modkit's
+    --combine-strands); N_valid_cov = confident calls, N_fail = calls below the threshold; a
+    site with only the latter is kept (percent 0) so no call is left out.
+    """
+    exploded = (
+        groups.lazy()
+        .select(
+            locus=pl.col("rank") * (1 << LOCUS_BITS)
+            + pl.col("start")
+            + motif.forward_offset
+            + motif_offsets(motif),
+            valid="valid",
+            methylated="methylated",
+            failed="failed",
+        )
+        .explode("locus", empty_as_null=True)
+        .drop_nulls("locus")
+        .sort("locus")
+        .collect()
+    )
+    # Sorted by site: sum each run of equal sites (a site in several groups) without a hash table.
+    locus = exploded["locus"].to_numpy()
+    first = np.flatnonzero(np.diff(locus, prepend=locus[:1] - 1))  # where each run starts
+    sums = {
+        name: np.add.reduceat(exploded[name].to_numpy().astype(np.int64), first)
+        for name in ("valid", "methylated", "failed")
+    }
+    del exploded
+    chromosomes = groups.select("rank", pl.col("chromosome").cast(pl.String)).unique().sort("rank")
+    names = pl.Enum(chromosomes["chromosome"])
+    sites = pl.DataFrame({"locus": locus[first], **sums}).with_columns(
+        chromosome=(pl.col("locus") // (1 << LOCUS_BITS)).replace_strict(
+            chromosomes["rank"], chromosomes["chromosome"], return_dtype=names
+        ),
+        pos=pl.col("locus") % (1 << LOCUS_BITS),
+        hundred=100 * pl.col("methylated"),
+    )
+    del locus, first, sums
+    percent = formatted(sites.filter(pl.col("valid") > 0), "hundred", "valid", "%.2f")
+    return sites.join(percent, on=["hundred", "valid"], how="left", maintain_order="left").select(
+        "chromosome",
+        "pos",
+        "valid",
+        "methylated",
+        "failed",
+        percent=pl.col("text").fill_null("0.00"),
+    )
+
+
+def bedmethyl_rows(sites: pl.DataFrame, motif: Motif) -> pl.DataFrame:
+    """bedmethyl_table's sites as modkit's 18 bedMethyl columns."""
+    pos, end = pl.col("pos"), pl.col("pos") + 1
+    return sites.select(
+        "chromosome",
+        pos,
+        end.alias("end"),
+        code=pl.lit(motif.code),
+        score="valid",
+        strand=pl.lit("+"),
+        thick_start=pos,
+        thick_end=end,
+        color=pl.lit("255,0,0"),
+        n_valid="valid",
+        percent="percent",
+        n_mod="methylated",
+        n_canonical=pl.col("valid") - pl.col("methylated"),
+        n_other=pl.lit(0),
+        n_delete=pl.lit(0),
+        n_fail="failed",
+        n_diff=pl.lit(0),
+        n_nocall=pl.lit(0),
+    )
+
+
+WRITE_CHUNK = 1_000_000  # rows formatted at a time: the text columns of a chunk, not the table's
+
+
+def write_table(table: pl.DataFrame, path: Path, header: bool, rows=lambda chunk: chunk) -> None:
+    """Write table as tab-separated text, unquoted, a chunk of rows(chunk) at a time."""
+    options = {"separator": "\t", "quote_style": "never", "line_terminator": "\n"}
+    with open(path, "wb") as out:
+        for i, chunk in enumerate(table.iter_slices(WRITE_CHUNK)):
+            rows(chunk).write_csv(out, include_header=header and i == 0, **options)
+        if header and table.height == 0:
+            rows(table).write_csv(out, include_header=True, **options)
+
+
+def frequency_outputs(
+    calls: Path, motif: Motif, threshold: float, split_groups: bool, tsv: Path, bed: Path
+) -> FrequencySummary:
+    """Write the frequency table (tsv) and the plain bedMethyl (bed) of a call table, in one
+    streamed pass over its rows; memory holds one entry per group and per site."""
+    groups = group_counts(calls, threshold, first_rows=split_groups)
+    totals = groups.select(pl.col("calls", "strong", "strong_unmethylated").cast(pl.Int64).sum())
+    frequency = frequency_table(groups, motif, split_groups)
+    write_table(frequency, tsv, header=True)
+    rows = frequency.height
+    del frequency
+    sites = bedmethyl_table(groups, motif)
+    del groups
+    write_table(sites, bed, header=False, rows=lambda chunk: bedmethyl_rows(chunk, motif))
+    return FrequencySummary(rows, sites.height, *totals.row(0))
+
+
+def llr_to_ml(llr: float) -> int:
+    """The SAM ML byte of a call: p = 1 / (1 + e^-LLR) (the posterior at even prior odds),
+    N = ceil(256 p) - 1, the bin (N/256, (N+1)/256] holding p; N >= 128 exactly when LLR > 0."""
+    p = 0.5 * (1 + math.tanh(llr / 2))  # = logistic(llr), without overflow
+    n = min(255, max(0, math.ceil(256 * p) - 1))
+    return max(n, 128) if llr > 0 else min(n, 127)
+
+
+def reference_frequency_script(nanopolish: str | None = None) -> Path:
+    """nanopolish's calculate_methylation_frequency.py beside the nanopolish binary (Debian:
+    /usr/lib/nanopolish; bioconda: bin/, share/nanopolish/scripts/); a clear error if absent."""
+    binary = nanopolish or shutil.which("nanopolish")
+    if binary is None:
+        raise FileNotFoundError(
+            f"numapore: cannot run nanopolish's {REFERENCE_SCRIPT}: nanopolish is not on PATH"
+        )
+    bindir = Path(binary).resolve().parent
+    prefixes = [bindir.parent]
+    if os.environ.get("CONDA_PREFIX"):
+        prefixes.append(Path(os.environ["CONDA_PREFIX"]))
+    places = [bindir / REFERENCE_SCRIPT]
+    for prefix in prefixes:
+        places += [
+            prefix / "bin" / REFERENCE_SCRIPT,
+            prefix / "lib" / "nanopolish" / REFERENCE_SCRIPT,
+            prefix / "share" / "nanopolish" / "scripts" / REFERENCE_SCRIPT,
+        ]
+    for place in places:
+        if place.is_file():
+            return place
+    raise FileNotFoundError(
+        f"numapore: cannot run nanopolish's {REFERENCE_SCRIPT}: not found beside {binary} "
+        f"(looked in {', '.join(map(str, dict.fromkeys(places)))}); this nanopolish install "
+        "does not ship its scripts"
+    )

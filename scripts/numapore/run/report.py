@@ -1,0 +1,496 @@
+"""The run report's figures and tables, per sample and aligner: alignment QC, methylation overview,
+read accounting, accuracy (simulated samples), provenance; and MultiQC custom content.
+
+Every figure is written with the numbers it shows beside it (<figure>.data.json), so that what a
+person sees can be checked against the workflow's TSV outputs.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import os
+import shutil
+import subprocess
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+import numpy as np
+import pandas as pd
+import pysam
+
+matplotlib.use("Agg")  # files only, no display
+import matplotlib.pyplot as plt  # noqa: E402
+
+from numapore.run.accounting import COLUMNS as ACCOUNTING_COLUMNS  # noqa: E402
+from numapore.methylation.accuracy import label_calls, per_site, roc_auc  # noqa: E402
+from numapore.run.atomic import atomic_output  # noqa: E402
+from numapore.execution.numa import load_host_config  # noqa: E402
+from numapore.compare.plots import save  # noqa: E402
+
+BINS = 200  # bins along the reference (coverage, methylation)
+# The tools whose versions the provenance page lists: command, and how to get the version.
+TOOL_VERSIONS = {
+    "minimap2": ["minimap2", "--version"],
+    "samtools": ["samtools", "--version"],
+    "nanopolish": ["nanopolish", "--version"],
+    "bwa": ["bwa"],
+    "bowtie2": ["bowtie2", "--version"],
+}
+
+
+def write_json(data: Mapping[str, Any], output: str | os.PathLike) -> None:
+    """Write a figure's source data as JSON, atomically."""
+    with atomic_output(output) as tmp:
+        tmp.write_text(json.dumps(data, indent=1) + "\n")
+
+
+def samtools_stats(path: str | os.PathLike) -> dict[str, Any]:
+    """The summary numbers (SN) and read-length histogram (RL) of a `samtools stats` file."""
+    summary: dict[str, float] = {}
+    lengths: dict[int, int] = {}
+    for line in Path(path).read_text().splitlines():
+        fields = line.split("\t")
+        if fields[0] == "SN":
+            summary[fields[1].rstrip(":")] = float(fields[2])
+        elif fields[0] == "RL":
+            lengths[int(fields[1])] = int(fields[2])
+    return {"summary": summary, "read_lengths": lengths}
+
+
+def primary_alignment_metrics(bam: str | os.PathLike) -> dict[str, Any]:
+    """Per primary alignment: identity (1 - NM / aligned columns); per contig: the aligned bases
+    per position bin over the covered span (mean depth along the reference)."""
+    identities: list[float] = []
+    blocks: dict[str, list[tuple[int, int]]] = {}
+    with pysam.AlignmentFile(str(bam)) as handle:
+        for r in handle.fetch(until_eof=True):
+            if r.is_unmapped or r.is_secondary or r.is_supplementary:
+                continue
+            ops = r.get_cigar_stats()[0]  # M, I, D, N, S, H, P, =, X
+            columns = ops[0] + ops[1] + ops[2] + ops[7] + ops[8]
+            identities.append(1 - r.get_tag("NM") / columns if columns else 0.0)
+            blocks.setdefault(r.reference_name, []).extend(r.get_blocks())
+    coverage = {}
+    for contig, spans in blocks.items():
+        lo, hi = min(s for s, _ in spans), max(e for _, e in spans)
+        edges = np.linspace(lo, hi, BINS + 1)
+        bases = np.zeros(BINS)
+        for s, e in spans:  # spread each aligned block over the bins it overlaps
+            left = np.clip(edges[:-1], s, e)
+            right = np.clip(edges[1:], s, e)
+            bases += right - left
+        depth = bases / np.diff(edges)
+        coverage[contig] = {
+            "bin_start": edges[:-1].tolist(),
+            "bin_width": float(edges[1] - edges[0]),
+            "depth": depth.tolist(),
+        }
+    return {"identity": identities, "coverage": coverage}
+
+
+def histogram(values: Sequence[float], bins: int | Sequence[float]) -> dict[str, list]:
+    """Counts of values per bin, with the bin edges (numpy.histogram)."""
+    counts, edges = np.histogram(np.asarray(values, dtype=float), bins=bins)
+    return {"edges": edges.tolist(), "counts": counts.tolist()}
+
+
+def bar_histogram(ax, hist: Mapping[str, list], xlabel: str, title: str) -> None:
+    """Draw a histogram from its edges and counts."""
+    edges = hist["edges"]
+    ax.stairs(hist["counts"], edges, fill=True, alpha=0.8)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel("count")
+    ax.set_title(title)
+    ax.grid(alpha=0.3)
+
+
+def alignment_qc(
+    stats: str | os.PathLike, bam: str | os.PathLike, name: str, png: Path, data: Path
+) -> None:
+    """Alignment QC figure: reads mapped/unmapped, read lengths, identity, depth along the
+    reference."""
+    st = samtools_stats(stats)
+    metrics = primary_alignment_metrics(bam)
+    sn = st["summary"]
+    lengths = st["read_lengths"]
+    numbers = {
+        "reads": int(sn["raw total sequences"]),
+        "mapped": int(sn["reads mapped"]),
+        "unmapped": int(sn["reads unmapped"]),
+        "error_rate": sn["error rate"],
+        "read_length": {"length": list(lengths), "reads": list(lengths.values())},
+        "identity": histogram(metrics["identity"], np.linspace(0.5, 1.0, 51)),
+        "primary_alignments": len(metrics["identity"]),
+        "coverage": metrics["coverage"],
+    }
+    fig, axes = plt.subplots(2, 2, figsize=(11, 8))
+    ax = axes[0][0]
+    ax.bar(["mapped", "unmapped"], [numbers["mapped"], numbers["unmapped"]], color=["C2", "C3"])
+    for i, v in enumerate([numbers["mapped"], numbers["unmapped"]]):
+        ax.annotate(str(v), (i, v), ha="center", va="bottom")
+    ax.set_ylabel("reads")
+    ax.set_title(f"Reads: {numbers['reads']} (samtools stats)")
+    ax = axes[0][1]
+    length_hist = histogram(
+        np.repeat(list(lengths), list(lengths.values())), min(50, max(len(lengths), 1))
+    )
+    bar_histogram(ax, length_hist, "read length (bases)", "Read length distribution")
+    bar_histogram(
+        axes[1][0],
+        numbers["identity"],
+        "identity (1 - NM / aligned columns)",
+        f"Identity of primary alignments (error rate {numbers['error_rate']:.3f})",
+    )
+    ax = axes[1][1]
+    for contig, cov in metrics["coverage"].items():
+        ax.plot(cov["bin_start"], cov["depth"], label=contig)
+    ax.set_xlabel("position on the reference (covered span)")
+    ax.set_ylabel("mean depth")
+    ax.set_title("Coverage over the reference")
+    ax.grid(alpha=0.3)
+    if len(metrics["coverage"]) > 1:
+        ax.legend(fontsize="small")
+    fig.suptitle(f"{name}: alignment QC")
+    fig.tight_layout()
+    save(fig, png)
+    write_json(numbers, data)
+
+
+def read_calls_table(path: str | os.PathLike) -> pd.DataFrame:
+    """A nanopolish call table (columns as nanopolish writes them)."""
+    return pd.read_csv(path, sep="\t", dtype={"chromosome": str, "read_name": str})
+
+
+def methylation_overview(
+    calls: str | os.PathLike, frequency: str | os.PathLike, name: str, png: Path, data: Path
+) -> None:
+    """Methylation figure: per-site frequency histogram, calls per read, LLR distribution,
+    methylation along the reference (mean per-site frequency per bin)."""
+    c = read_calls_table(calls)
+    f = pd.read_csv(frequency, sep="\t", dtype={"chromosome": str})
+    per_read = c.groupby("read_name").size()
+    along = {}
+    for contig, sites in f.groupby("chromosome"):
+        lo, hi = int(sites["start"].min()), int(sites["start"].max()) + 1
+        edges = np.linspace(lo, hi, min(BINS, len(sites)) + 1)
+        which = np.clip(np.searchsorted(edges, sites["start"], "right") - 1, 0, len(edges) - 2)
+        means = sites.groupby(which)["methylated_frequency"].mean()
+        along[contig] = {
+            "bin_start": [float(edges[i]) for i in means.index],
+            "mean_frequency": means.tolist(),
+        }
+    numbers = {
+        "sites": len(f),
+        "calls": len(c),
+        "reads_with_calls": int(per_read.size),
+        "frequency": histogram(f["methylated_frequency"], np.linspace(0, 1, 21)),
+        # A sample without calls (max of nothing is NaN) gets one empty bin.
+        "calls_per_read": histogram(
+            per_read, min(40, max(int(per_read.max()), 1) if per_read.size else 1)
+        ),
+        "log_lik_ratio": histogram(c["log_lik_ratio"], 60),
+        "along_reference": along,
+    }
+    fig, axes = plt.subplots(2, 2, figsize=(11, 8))
+    bar_histogram(
+        axes[0][0], numbers["frequency"], "methylated frequency",
+        f"Per-site frequency ({numbers['sites']} sites)",
+    )  # fmt: skip
+    bar_histogram(
+        axes[0][1], numbers["calls_per_read"], "CpG calls per read",
+        f"Calls per read ({numbers['reads_with_calls']} reads)",
+    )  # fmt: skip
+    bar_histogram(
+        axes[1][0], numbers["log_lik_ratio"], "log-likelihood ratio (methylated - unmethylated)",
+        f"LLR distribution ({numbers['calls']} calls)",
+    )  # fmt: skip
+    ax = axes[1][1]
+    for contig, series in along.items():
+        ax.plot(series["bin_start"], series["mean_frequency"], ".-", label=contig, lw=0.8)
+    ax.set_ylim(-0.02, 1.02)
+    ax.set_xlabel("position on the reference (span with calls)")
+    ax.set_ylabel("mean methylated frequency")
+    ax.set_title("Methylation along the reference")
+    ax.grid(alpha=0.3)
+    if len(along) > 1:
+        ax.legend(fontsize="small")
+    fig.suptitle(f"{name}: CpG methylation (nanopolish)")
+    fig.tight_layout()
+    save(fig, png)
+    write_json(numbers, data)
+
+
+def read_accounting(path: str | os.PathLike) -> list[dict[str, str]]:
+    """The rows of an accounting TSV (stage, what, reads, detail)."""
+    lines = Path(path).read_text().splitlines()
+    header = lines[0].split("\t")
+    if tuple(header) != ACCOUNTING_COLUMNS:
+        raise ValueError(f"numapore: {path}: not an accounting table (header {header})")
+    return [dict(zip(header, line.split("\t"), strict=True)) for line in lines[1:] if line]
+
+
+def read_fates(rows: Sequence[Mapping[str, str]]) -> dict[str, int]:
+    """Where each basecalled read ended: 'with calls' or the reason it has none."""
+    fates = {}
+    for r in rows:
+        if r["stage"] == "methylation":
+            label = "with calls" if r["what"] == "reads with calls" else r["detail"]
+            fates[label] = int(r["reads"])
+    return fates
+
+
+def row_label(row: Mapping[str, str]) -> str:
+    """An accounting row's label in the plot: stage and what, with the reason where several
+    rows share them (reads skipped or without calls)."""
+    label = f"{row['stage']}: {row['what']}"
+    if row["what"] in ("reads without calls", "reads skipped"):
+        label += f" ({row['detail']})"
+    return label
+
+
+def accounting_figure(
+    accounting: str | os.PathLike, name: str, png: Path, table: Path, data: Path
+) -> None:
+    """Read accounting: a bar per stage count and per fate of the basecalled reads, and the
+    table as an HTML page."""
+    rows = read_accounting(accounting)
+    counts = [(row_label(r), int(r["reads"])) for r in rows if r["reads"] != "NA"]
+    fates = read_fates(rows)
+    fig, (top, bottom) = plt.subplots(
+        2, 1, figsize=(11, 4 + 0.35 * (len(counts) + len(fates))), height_ratios=[len(counts), 3]
+    )
+    ys = range(len(counts))[::-1]  # first row on top
+    top.barh(ys, [n for _, n in counts], color="C0")
+    top.set_yticks(ys, [label for label, _ in counts], fontsize="small")
+    for y, (_, n) in zip(ys, counts, strict=True):
+        top.annotate(f" {n}", (n, y), va="center", fontsize="small")
+    top.set_xlabel("reads (files for 'fast5: files')")
+    top.set_title("Counts per stage")
+    left = 0
+    for i, (fate, n) in enumerate(fates.items()):
+        bottom.barh([0], [n], left=left, color=f"C{i + 2}", label=f"{fate} ({n})")
+        left += n
+    bottom.set_yticks([])
+    bottom.set_xlabel("basecalled reads")
+    bottom.set_title("Where every basecalled read went")
+    bottom.legend(fontsize="small", loc="upper center", bbox_to_anchor=(0.5, -0.45), ncol=1)
+    fig.suptitle(f"{name}: read accounting")
+    fig.tight_layout()
+    save(fig, png)
+    write_json({"counts": dict(counts), "fates": fates}, data)
+    body = "".join(
+        "<tr>" + "".join(f"<td>{html.escape(r[c])}</td>" for c in ACCOUNTING_COLUMNS) + "</tr>"
+        for r in rows
+    )
+    head = "".join(f"<th>{c}</th>" for c in ACCOUNTING_COLUMNS)
+    write_html(f"{name}: read accounting", f"<table><tr>{head}</tr>{body}</table>", table)
+
+
+def roc_curve(scores: np.ndarray, labels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """False and true positive rates at every distinct score threshold (highest first)."""
+    order = np.argsort(-scores, kind="mergesort")
+    s, y = scores[order], labels[order].astype(bool)
+    last = np.r_[np.flatnonzero(s[1:] != s[:-1]), s.size - 1]  # last index of each tied run
+    tp = np.cumsum(y)[last]
+    fp = np.cumsum(~y)[last]
+    return np.r_[0, fp / max(fp[-1], 1)], np.r_[0, tp / max(tp[-1], 1)]
+
+
+def accuracy_figure(
+    calls: str | os.PathLike,
+    truth: str | os.PathLike,
+    threshold: float,
+    name: str,
+    png: Path,
+    data: Path,
+    min_coverage: int = 5,
+) -> None:
+    """Simulated samples: the ROC curve of per-call LLRs against the truth and the per-site
+    scatter of called vs true methylated fraction (same rules as
+    numapore.methylation.accuracy.evaluate).
+    """
+    c = read_calls_table(calls)
+    t = pd.read_csv(truth, sep="\t", dtype={"chromosome": str, "read_id": str})
+    m = label_calls(c, t)
+    m = m[m["n_truth"] > 0]
+    scores, labels = m["log_lik_ratio"].to_numpy(float), m["truth"].to_numpy(bool)
+    fpr, tpr = roc_curve(scores, labels)
+    per, r = per_site(m, threshold, min_coverage)
+    numbers = {
+        "auc": roc_auc(scores, labels),
+        "roc_auc_trapezoid": float(np.trapezoid(tpr, fpr)),
+        "roc": {"fpr": fpr.tolist(), "tpr": tpr.tolist()},
+        "sites": {"truth": per["truth"].tolist(), "called": per["called"].tolist()},
+        "site_correlation": r,
+    }
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 5))
+    left.plot(fpr, tpr, lw=1.5)
+    left.plot([0, 1], [0, 1], "k--", lw=0.7)
+    left.set_xlabel("false positive rate")
+    left.set_ylabel("true positive rate")
+    left.set_title(f"Per-call ROC ({len(m)} calls, AUC {numbers['auc']:.3f})")
+    left.grid(alpha=0.3)
+    right.scatter(per["truth"], per["called"], s=6, alpha=0.5)
+    right.plot([0, 1], [0, 1], "k--", lw=0.7)
+    right.set_xlabel("true methylated fraction")
+    right.set_ylabel("called methylated fraction")
+    right.set_title(f"Per site ({len(per)} sites with >= {min_coverage} calls, r = {r:.3f})")
+    right.grid(alpha=0.3)
+    fig.suptitle(f"{name}: calls against the simulated truth")
+    fig.tight_layout()
+    save(fig, png)
+    write_json(numbers, data)
+
+
+def tool_versions(tools: Mapping[str, Sequence[str]] = TOOL_VERSIONS) -> dict[str, str]:
+    """The first version line each tool prints, or why there is none (not on PATH)."""
+    out = {}
+    for tool, command in tools.items():
+        if shutil.which(command[0]) is None:
+            out[tool] = "not on PATH in this job's environment"
+            continue
+        run = subprocess.run(command, capture_output=True, text=True, errors="replace")
+        text = run.stdout + run.stderr
+        lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+        version = [ln for ln in lines if "version" in ln.lower()]
+        out[tool] = (version or lines or ["(no output)"])[0]
+    return out
+
+
+def write_html(title: str, body: str, output: Path) -> None:
+    """A small self-contained HTML page (the report shows it in a frame), written atomically."""
+    page = (
+        "<!DOCTYPE html><html><head><meta charset='utf-8'>"
+        f"<title>{html.escape(title)}</title><style>"
+        "body{font-family:sans-serif;font-size:13px} table{border-collapse:collapse}"
+        "td,th{border:1px solid #ccc;padding:3px 6px;text-align:left;vertical-align:top}"
+        "pre{white-space:pre-wrap;background:#f6f6f6;padding:4px;margin:0}"
+        f"</style></head><body><h2>{html.escape(title)}</h2>{body}</body></html>\n"
+    )
+    with atomic_output(output) as tmp:
+        tmp.write_text(page)
+
+
+def provenance_page(
+    name: str,
+    host_file: str | os.PathLike,
+    records: Mapping[str, Sequence[str | os.PathLike]],
+    output: Path,
+    data: Path,
+) -> None:
+    """Provenance of one sample's run: the host file, per step (records: step -> its jobs'
+    *.run.json) the strategy, each process's command line and NUMA policy; tool versions.
+    Nothing that changes from run to run (times), so a rerun writes the same bytes."""
+    host_text = Path(host_file).read_text()
+    io_mode = load_host_config(host_file).io_mode
+    steps = {}
+    for step, paths in records.items():
+        steps[step] = []
+        for path in paths:
+            rec = json.loads(Path(path).read_text())
+            steps[step].append(
+                {
+                    "record": str(path),
+                    "strategy": rec.get("strategy"),
+                    "io_mode": io_mode if step == "methylation" else None,
+                    "why": rec.get("reasons", {}).get("why"),
+                    "threads": rec.get("threads"),
+                    "processes": [
+                        {k: p.get(k) for k in ("shard", "node", "threads", "command", "policy")}
+                        for p in rec.get("processes", [])
+                    ],
+                }
+            )
+    versions = tool_versions()
+    numbers = {"host_file": str(host_file), "steps": steps, "tool_versions": versions}
+    esc = html.escape
+    parts = [f"<h3>Host file <code>{esc(str(host_file))}</code></h3><pre>{esc(host_text)}</pre>"]
+    for step, jobs in steps.items():
+        parts.append(f"<h3>Step: {esc(step)}</h3>")
+        for job in jobs:
+            parts.append(
+                f"<p>strategy <b>{esc(str(job['strategy']))}</b>"
+                + (f", I/O mode <b>{esc(job['io_mode'])}</b>" if job["io_mode"] else "")
+                + f" ({esc(str(job['why']))}); {job['threads']} threads; record "
+                f"<code>{esc(job['record'])}</code></p>"
+            )
+            rows = "".join(
+                f"<tr><td>{p['shard']}</td><td>{'any' if p['node'] is None else p['node']}</td>"
+                f"<td>{p['threads']}</td>"
+                f"<td><pre>{esc(str(p['command']))}</pre></td>"
+                f"<td><pre>{esc(str(p['policy']))}</pre></td></tr>"
+                for p in job["processes"]
+            )
+            parts.append(
+                "<table><tr><th>shard</th><th>node</th><th>threads</th><th>command line</th>"
+                f"<th>NUMA policy (numactl --show)</th></tr>{rows}</table>"
+            )
+    parts.append("<h3>Tool versions</h3><table>")
+    parts += [f"<tr><td>{esc(t)}</td><td>{esc(v)}</td></tr>" for t, v in versions.items()]
+    parts.append("</table>")
+    write_html(f"{name}: provenance", "".join(parts), output)
+    write_json(numbers, data)
+
+
+# MultiQC custom content: the header (YAML in comment lines) MultiQC reads from a *_mqc.tsv.
+MQC_HEADERS = {
+    "accounting": {
+        "id": "numapore_accounting",
+        "section_name": "numapore: read accounting",
+        "description": "Where every basecalled read went: with CpG calls, or the reason it has "
+        "none (results/&lt;sample&gt;/&lt;sample&gt;.&lt;aligner&gt;.accounting.tsv).",
+        "plot_type": "bargraph",
+        "pconfig": {"id": "numapore_accounting_plot", "title": "numapore: read fates"},
+    },
+    "methylation": {
+        "id": "numapore_methylation",
+        "section_name": "numapore: CpG methylation",
+        "description": "nanopolish calls per sample: calls, reads with calls, sites and their "
+        "mean methylated frequency (calls.tsv and frequency.tsv).",
+        "plot_type": "table",
+        "pconfig": {"id": "numapore_methylation_table", "title": "numapore: CpG methylation"},
+    },
+}
+
+
+def methylation_summary(calls: str | os.PathLike, frequency: str | os.PathLike) -> dict:
+    """One sample's methylation numbers for MultiQC: calls, reads with calls, sites, mean
+    per-site frequency, sites with frequency >= 0.5."""
+    c = read_calls_table(calls)
+    f = pd.read_csv(frequency, sep="\t", dtype={"chromosome": str})
+    return {
+        "calls": len(c),
+        "reads_with_calls": int(c["read_name"].nunique()),
+        "sites": len(f),
+        "mean_frequency": round(float(f["methylated_frequency"].mean()), 4) if len(f) else 0.0,
+        "sites_methylated_50pct": int((f["methylated_frequency"] >= 0.5).sum()),
+    }
+
+
+def write_mqc_tsv(kind: str, rows: Mapping[str, Mapping[str, Any]], output: Path) -> None:
+    """A MultiQC custom-content TSV: the header of its kind, then one row per MultiQC sample."""
+    import yaml
+
+    columns: list[str] = []
+    for values in rows.values():
+        columns += [c for c in values if c not in columns]
+    header = yaml.safe_dump(MQC_HEADERS[kind], sort_keys=False).splitlines()
+    lines = [f"# {line}" for line in header]
+    lines.append("\t".join(["Sample", *columns]))
+    lines += ["\t".join([s, *(str(v.get(c, 0)) for c in columns)]) for s, v in rows.items()]
+    with atomic_output(output) as tmp:
+        tmp.write_text("\n".join(lines) + "\n")
+
+
+def multiqc_custom_content(
+    runs: Mapping[str, Mapping[str, str]], accounting_out: Path, methylation_out: Path
+) -> None:
+    """numapore's MultiQC custom content over every run (name '<sample>.<aligner>', as MultiQC
+    names the samtools reports): read fates from the accounting, methylation summaries."""
+    fates = {name: read_fates(read_accounting(f["accounting"])) for name, f in runs.items()}
+    write_mqc_tsv("accounting", fates, accounting_out)
+    meth = {name: methylation_summary(f["calls"], f["frequency"]) for name, f in runs.items()}
+    write_mqc_tsv("methylation", meth, methylation_out)

@@ -1,0 +1,596 @@
+"""FAST5 -> SLOW5/BLOW5 conversion: K reader processes, the parent writes one file per sample.
+
+API::
+
+    report = convert([fast5_dir], "sample.blow5", record_compression="zlib",
+                     signal_compression="none", processes=K, on_bad_fast5="fail")
+    report.reads_written, report.reads_per_second, report.signal_bytes, report.seconds
+    list_fast5([folder])               # the files convert() would read, in that order
+    check_nanopolish_compatible(sig)   # ValueError for svb-zd (Debian nanopolish 0.14 segfaults)
+
+Output is the slow5tools f2s layout: header from the first read of each run_id (one read group
+per run_id), aux columns from the reads of the first file (slice), in their order.  Nothing is
+dropped silently: a later read with an aux field the columns lack, an enum label the column
+lacks, or a value its column type cannot hold stops the run (fail) or is rejected (skip).
+slow5tools does not check read ids; convert() does (allow_duplicate_ids=True reproduces
+slow5tools, e.g. for its test files).
+
+Workers read FAST5 files (each process has its own h5py/HDF5) and encode records, compression
+included, so the parent only checks read ids and appends bytes.  Results are written in input
+order, so the output does not depend on K.  A worker encodes only once it knows the output's aux
+columns and the read group of the run; the first file, and any file that brings a new run_id,
+comes back decoded and is encoded by the parent.  Multi-read files are split into slices of
+SLICE_READS read groups so that K workers share a big file.
+
+CLI::
+
+    PYTHONPATH=scripts python -m numapore.signal.convert FAST5_DIR_OR_FILE... -o sample.blow5 \\
+        [--to blow5|slow5] [-c zlib|zstd|none] [-s none|svb-zd] [-p K] \\
+        [--on-bad-fast5 fail|skip] [--allow-duplicate-ids] [--no-index] [--quiet]
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing
+import os
+import struct
+import sys
+import threading
+import time
+from collections import deque
+from collections.abc import Iterable, Sequence
+from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, TextIO
+
+import h5py
+
+from numapore.run.atomic import atomic_output
+from numapore.signal.fast5 import Fast5Error, Fast5Read, list_fast5, read_fast5
+from numapore.signal.slow5 import (  # noqa: F401 - check_nanopolish_compatible is re-exported
+    RECORD_COMPRESSIONS,
+    SIGNAL_COMPRESSIONS,
+    AuxField,
+    check_nanopolish_compatible,
+    Slow5Writer,
+    check_compression,
+    encode_record,
+    format_from_path,
+)
+
+STDERR: Any = object()  # default progress stream: sys.stderr as it is at call time (logs)
+SLICE_READS = 256  # read groups per task for multi-read files (bounds memory in flight)
+# Files per worker task (K > 1): up to BATCH_FILES files or BATCH_BYTES of FAST5, so that the
+# parent's per-task cost (futures, pickling, the pool's queues) is shared by many small
+# single-read files, while a big multi-read file stays a task of its own.
+BATCH_FILES = 32
+BATCH_BYTES = 8 << 20
+BAD_FAST5_MODES = ("fail", "skip")
+
+
+@dataclass
+class ConversionReport:
+    """What a conversion did: counts, throughput and the files it wrote."""
+
+    output: Path
+    fmt: str
+    record_compression: str
+    signal_compression: str
+    processes: int
+    files: int = 0
+    files_converted: int = 0
+    files_skipped: int = 0
+    reads_written: int = 0
+    reads_skipped: int = 0
+    samples: int = 0
+    seconds: float = 0.0
+    output_bytes: int = 0
+    index: Path | None = None
+    rejected_tsv: Path | None = None
+
+    @property
+    def signal_bytes(self) -> int:
+        """Raw signal bytes converted (int16 samples x 2)."""
+        return 2 * self.samples
+
+    @property
+    def reads_per_second(self) -> float:
+        """Reads written per wall-clock second."""
+        return self.reads_written / self.seconds if self.seconds > 0 else 0.0
+
+    @property
+    def signal_mb_per_second(self) -> float:
+        """Raw signal megabytes (1e6) converted per wall-clock second."""
+        return self.signal_bytes / 1e6 / self.seconds if self.seconds > 0 else 0.0
+
+    def summary(self) -> str:
+        """One line for logs."""
+        return (
+            f"{self.reads_written} reads from {self.files_converted}/{self.files} files -> "
+            f"{self.output} in {self.seconds:.2f} s ({self.reads_per_second:.1f} reads/s, "
+            f"{self.signal_mb_per_second:.1f} MB/s signal); skipped {self.files_skipped} files, "
+            f"{self.reads_skipped} reads"
+        )
+
+
+class ConversionError(Exception):
+    """Conversion stopped on bad input (on_bad_fast5='fail'); the message names file and reason."""
+
+
+@dataclass(frozen=True)
+class _Task:
+    """One unit of work: a file (or a slice of its read groups) and how to encode it."""
+
+    path: str
+    start: int
+    stop: int | None
+    fmt: str
+    record_compression: str
+    signal_compression: str
+    aux_fields: tuple[AuxField, ...] | None
+    read_groups: dict[str, int]
+
+
+@dataclass
+class _Result:
+    """A worker's answer: encoded (read_id, blob, samples) or decoded reads, and problems."""
+
+    task: _Task
+    error: str | None = None
+    groups: int = 1
+    encoded: list[tuple[str, bytes, int]] = field(default_factory=list)
+    decoded: list[Fast5Read] = field(default_factory=list)
+    rejected: list[tuple[str, str]] = field(default_factory=list)
+
+
+class BadRead(ValueError):
+    """A read the output cannot hold without losing something; str() is the reason."""
+
+
+def merge_aux_fields(reads: Sequence[Fast5Read]) -> tuple[AuxField, ...]:
+    """The output columns: every aux field of the reads, each new one placed after the field
+    that precedes it in the first read carrying it (slow5tools' order for its suite)."""
+    merged: list[AuxField] = []
+    names: set[str] = set()
+    for read in reads:
+        previous = -1
+        for aux in read.aux_fields:
+            if aux.name in names:
+                previous = next(i for i, f in enumerate(merged) if f.name == aux.name)
+                continue
+            previous += 1
+            merged.insert(previous, aux)
+            names.add(aux.name)
+    return tuple(merged)
+
+
+def conform_aux(read: Fast5Read, schema: Sequence[AuxField]) -> dict[str, Any]:
+    """Map a read's aux values onto the output columns; BadRead if one cannot be kept."""
+    own = {f.name: f for f in read.aux_fields}
+    dropped = set(own) - {f.name for f in schema}
+    if dropped:
+        raise BadRead(
+            f"aux field(s) {', '.join(sorted(dropped))} not in the output's columns "
+            "(taken from the first file's reads); convert this file separately"
+        )
+    values: dict[str, Any] = {}
+    for out in schema:
+        value = read.record.aux.get(out.name)
+        src = own.get(out.name)
+        # Same labels in another order (or a label the header lacks) -> map by label.
+        if (
+            value is not None
+            and out.type == "enum"
+            and src is not None
+            and src.labels != out.labels
+        ):
+            label = src.labels[value] if value < len(src.labels) else None
+            if label not in out.labels:
+                raise BadRead(f"{out.name} label {label!r} is not in the output's enum")
+            value = out.labels.index(label)
+        elif value is not None and src is not None and src.type != out.type:
+            lossy = isinstance(value, float) and out.type not in ("float", "double", "char*")
+            if out.type == "enum" or src.type == "enum" or lossy:
+                raise BadRead(f"{out.name} is {src.type} here but {out.type} in the output")
+        values[out.name] = value
+    return values
+
+
+def _encode(read: Fast5Read, rg: int, schema: Sequence[AuxField], task: _Task) -> bytes:
+    """Encode one read for the output; BadRead when a value cannot be kept exactly."""
+    values = conform_aux(read, schema)
+    rec = replace(read.record, read_group=rg, aux=values)
+    try:
+        blob = encode_record(
+            rec, schema, task.fmt, task.record_compression, task.signal_compression
+        )
+    except (ValueError, TypeError, OverflowError, struct.error) as err:
+        raise BadRead(f"a value its output column cannot hold ({err})") from err
+    return blob
+
+
+def _process_batch(tasks: list[_Task]) -> list[_Result]:
+    """Worker entry point: the results of a batch of tasks, in order."""
+    return [_process(task) for task in tasks]
+
+
+def _process(task: _Task) -> _Result:
+    """Worker entry point: read a FAST5 file (slice) and encode its reads when possible."""
+    result = _Result(task)
+    try:
+        contents = read_fast5(task.path, task.start, task.stop, task.read_groups.keys())
+    except Fast5Error as err:
+        result.error = err.reason
+        return result
+    except Exception as err:  # noqa: BLE001 - an unexpected library error is still bad input
+        result.error = f"unreadable FAST5 ({type(err).__name__}: {err})"
+        return result
+    result.groups = contents.groups
+    result.rejected = contents.rejected
+    known = task.aux_fields is not None and all(
+        r.run_id in task.read_groups for r in contents.reads
+    )
+    if not known:
+        # The parent decides the header for this run / the output columns: send reads back.
+        result.decoded = contents.reads
+        return result
+    for read in contents.reads:
+        try:
+            blob = _encode(read, task.read_groups[read.run_id], task.aux_fields, task)
+        except BadRead as err:
+            result.rejected.append((read.record.read_id, str(err)))
+            continue
+        result.encoded.append((read.record.read_id, blob, len(read.record.signal)))
+    return result
+
+
+class _Converter:
+    """Parent-side state: the writer, output columns, read groups, seen read ids, report."""
+
+    def __init__(
+        self,
+        writer: Slow5Writer,
+        report: ConversionReport,
+        on_bad_fast5: str,
+        allow_duplicate_ids: bool,
+        progress: TextIO | None,
+        progress_interval: float,
+    ) -> None:
+        """Start an empty conversion."""
+        self.writer = writer
+        self.report = report
+        self.on_bad_fast5 = on_bad_fast5
+        self.allow_duplicate_ids = allow_duplicate_ids
+        self.progress = progress
+        self.progress_interval = progress_interval
+        self.schema: tuple[AuxField, ...] | None = None
+        self.read_groups: dict[str, int] = {}
+        self.seen: dict[str, int] = {}
+        self.paths: list[str] = []
+        self.rejected: list[tuple[str, str, str]] = []
+        self.t0 = time.monotonic()
+        self.last_progress = self.t0
+
+    def task(self, path: str, start: int = 0, stop: int | None = None) -> _Task:
+        """Build a task carrying what is known so far about the output."""
+        w = self.writer
+        return _Task(
+            path,
+            start,
+            stop,
+            w.fmt,
+            w.record_compression,
+            w.signal_compression,
+            self.schema,
+            dict(self.read_groups),
+        )
+
+    def batch(self, todo: deque[str]) -> list[_Task]:
+        """Take the next files off todo as one worker task list (see BATCH_FILES): the tasks
+        share one copy of what is known, so it is pickled once per batch. One file while the
+        output's columns are unknown (its reads come back decoded for the parent to encode)."""
+        first = self.task(todo.popleft(), 0, SLICE_READS)
+        tasks, size = [first], _file_size(first.path)
+        while self.schema is not None and todo and len(tasks) < BATCH_FILES and size < BATCH_BYTES:
+            size += _file_size(todo[0])
+            tasks.append(replace(first, path=todo.popleft()))
+        return tasks
+
+    def bad(self, path: str, read_id: str, reason: str, whole_file: bool = False) -> None:
+        """Fail, or record a rejected file/read for the TSV."""
+        if self.on_bad_fast5 == "fail":
+            what = f" (read {read_id})" if read_id != "." else ""
+            raise ConversionError(f"{path}{what}: {reason}")
+        self.rejected.append((path, read_id, reason))
+        if whole_file:
+            self.report.files_skipped += 1
+        else:
+            self.report.reads_skipped += 1
+
+    def handle(self, result: _Result) -> None:
+        """Write one worker result (in input order)."""
+        path = result.task.path
+        if result.error is not None:
+            # An error in a later slice of a multi-read file leaves the earlier reads written.
+            self.bad(path, ".", result.error, whole_file=result.task.start == 0)
+            return
+        if result.task.start == 0:
+            self.report.files_converted += 1
+            self.paths.append(path)
+        for read_id, reason in result.rejected:
+            self.bad(path, read_id, reason)
+        if self.schema is None and result.decoded:
+            # The first file's reads fix the output columns (all of their aux fields).
+            self.schema = merge_aux_fields(result.decoded)
+            self.writer.set_aux_fields(self.schema)
+        for read in result.decoded:
+            if self.repeated(path, read.record.read_id):
+                continue
+            try:
+                blob = self.encode_here(read)
+            except BadRead as err:
+                self.bad(path, read.record.read_id, str(err))
+                continue
+            self.write(read.record.read_id, blob, len(read.record.signal))
+        for read_id, blob, samples in result.encoded:
+            if not self.repeated(path, read_id):
+                self.write(read_id, blob, samples)
+        self.maybe_progress()
+
+    def repeated(self, path: str, read_id: str) -> bool:
+        """Whether a read id was already written (then fail, or reject it as a duplicate)."""
+        first = None if self.allow_duplicate_ids else self.seen.get(read_id)
+        if first is not None:
+            self.bad(
+                path, read_id, f"duplicate read id (already converted from {self.paths[first]})"
+            )
+        return first is not None
+
+    def encode_here(self, read: Fast5Read) -> bytes:
+        """Encode a read in the parent, adding its run's read group when it is new."""
+        assert self.schema is not None  # set by handle() from the first decoded reads
+        blob = None
+        rg = self.read_groups.get(read.run_id)
+        if rg is None:
+            # Check the read first: a rejected read must not leave its run in the header.
+            blob = _encode(read, len(self.writer.read_groups), self.schema, self.task(""))
+            rg = self.read_groups[read.run_id] = self.writer.add_read_group(read.header)
+        return blob or _encode(read, rg, self.schema, self.task(""))
+
+    def write(self, read_id: str, blob: bytes, samples: int) -> None:
+        """Append one encoded record (its id is then taken)."""
+        self.writer.write_encoded(read_id, blob)
+        if not self.allow_duplicate_ids:
+            self.seen[read_id] = len(self.paths) - 1
+        self.report.reads_written += 1
+        self.report.samples += samples
+
+    def maybe_progress(self, final: bool = False) -> None:
+        """Print progress to stderr at most once per progress_interval seconds."""
+        now = time.monotonic()
+        if self.progress is None or (
+            not final and now - self.last_progress < self.progress_interval
+        ):
+            return
+        self.last_progress = now
+        elapsed = max(now - self.t0, 1e-9)
+        r = self.report
+        done = r.files_converted + r.files_skipped
+        print(
+            f"[numapore.convert] {r.reads_written} reads converted, "
+            f"{done}/{r.files} files ({100 * done / max(r.files, 1):.0f}%), "
+            f"{r.reads_written / elapsed:.1f} reads/s",
+            file=self.progress,
+            flush=True,
+        )
+
+    def slices(self, result: _Result) -> list[tuple[int, int]]:
+        """Remaining read-group slices of a multi-read file after its first slice."""
+        if result.error is not None or result.task.start != 0 or result.groups <= SLICE_READS:
+            return []
+        return [(s, s + SLICE_READS) for s in range(SLICE_READS, result.groups, SLICE_READS)]
+
+    def run_serial(self, files: list[str]) -> None:
+        """Convert in this process (K=1)."""
+        for path in files:
+            result = _process(self.task(path, 0, SLICE_READS))
+            self.handle(result)
+            for start, stop in self.slices(result):
+                self.handle(_process(self.task(path, start, stop)))
+
+    def run_pool(self, files: list[str], processes: int) -> None:
+        """Convert with K worker processes, writing results in input order."""
+        window = 2 * processes  # batches in flight: keeps workers busy, bounds memory
+        todo = deque(files)
+        # Batches in input order: a future of a batch's results, or results already in hand.
+        pending: deque[tuple[list[str], Future | list[_Result]]] = deque()
+        # A process pool that notices dead workers: a crash inside HDF5 must not hang us.
+        pool = ProcessPoolExecutor(processes, mp_context=_pool_context())
+        try:
+            while todo or pending:
+                # Until the first file's reads have fixed the output's columns, one batch only:
+                # workers can encode only once they know them.
+                while todo and len(pending) < window and (self.schema is not None or not pending):
+                    tasks = self.batch(todo)
+                    pending.append(([t.path for t in tasks], pool.submit(_process_batch, tasks)))
+                paths, batch = pending.popleft()
+                try:
+                    results = batch if isinstance(batch, list) else batch.result()
+                except BrokenProcessPool as err:
+                    paths += [p for more, _ in pending for p in more]
+                    raise ConversionError(
+                        "a reader process died (a crash inside HDF5?) while converting one of "
+                        + ", ".join(dict.fromkeys(paths))
+                    ) from err
+                for i, result in enumerate(results):
+                    slices = self.slices(result)
+                    if slices:
+                        # The other slices of a big multi-read file go right after its first
+                        # slice, before the rest of its batch.
+                        path = result.task.path
+                        more = [
+                            ([path], pool.submit(_process_batch, [self.task(path, start, stop)]))
+                            for start, stop in slices
+                        ]
+                        rest = results[i + 1 :]
+                        more += [(paths[i + 1 :], rest)] if rest else []
+                        pending.extendleft(reversed(more))
+                    self.handle(result)
+                    if slices:
+                        break
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _file_size(path: str) -> int:
+    """A file's size in bytes (0 when it cannot be read: the worker reports why)."""
+    try:
+        return os.path.getsize(path)
+    except OSError:
+        return 0
+
+
+def _pool_context() -> multiprocessing.context.BaseContext:
+    """Fork workers when that is safe for HDF5, else spawn fresh interpreters.
+
+    Each worker gets its own copy of the HDF5 library either way.  Forking is ~100x faster to
+    start (spawn re-imports numpy/h5py: seconds on a loaded host) but only safe when the parent
+    has no HDF5 file open and no other thread (which could hold h5py's lock) is running.
+    """
+    open_files = h5py.h5f.get_obj_count(h5py.h5f.OBJ_ALL, h5py.h5f.OBJ_FILE)
+    methods = multiprocessing.get_all_start_methods()
+    if "fork" in methods and open_files == 0 and threading.active_count() == 1:
+        return multiprocessing.get_context("fork")
+    return multiprocessing.get_context("spawn")
+
+
+def convert(
+    inputs: Iterable[str | os.PathLike],
+    output: str | os.PathLike,
+    fmt: str | None = None,
+    record_compression: str = "zlib",
+    signal_compression: str = "none",
+    processes: int = 1,
+    on_bad_fast5: str = "fail",
+    allow_duplicate_ids: bool = False,
+    write_index: bool = True,
+    progress: TextIO | None = STDERR,
+    progress_interval: float = 5.0,
+) -> ConversionReport:
+    """Convert FAST5 files/folders into one SLOW5/BLOW5 file and return a ConversionReport.
+
+    fmt defaults to the output suffix.  on_bad_fast5='fail' raises ConversionError naming the
+    file and reason; 'skip' leaves bad files/reads out and lists them in <output>.rejected.tsv.
+    A BLOW5 gets a slow5lib index (<output>.idx) unless write_index is False or read ids repeat.
+    """
+    output = Path(output)
+    # Resolved now, not at import: a Snakemake script redirects sys.stderr to its log first.
+    progress = sys.stderr if progress is STDERR else progress
+    fmt = fmt or format_from_path(output)
+    check_compression(record_compression, signal_compression)
+    if on_bad_fast5 not in BAD_FAST5_MODES:
+        raise ValueError(f"on_bad_fast5 must be one of {BAD_FAST5_MODES}, not {on_bad_fast5!r}")
+    if processes < 1:
+        raise ValueError("processes must be >= 1")
+    inputs = [str(i) for i in inputs]
+    files = [str(p) for p in list_fast5(inputs)]
+    if not files:
+        raise ConversionError(f"no FAST5 files found in {inputs}")
+    report = ConversionReport(output, fmt, record_compression, signal_compression, processes)
+    report.files = len(files)
+    t0 = time.monotonic()
+    writer = Slow5Writer(
+        output, fmt, record_compression, signal_compression, write_index=write_index
+    )
+    conv = _Converter(
+        writer, report, on_bad_fast5, allow_duplicate_ids, progress, progress_interval
+    )
+    try:
+        if processes == 1:
+            conv.run_serial(files)
+        else:
+            conv.run_pool(files, processes)
+        if report.reads_written == 0:
+            raise ConversionError(f"no reads converted from {len(files)} FAST5 files")
+        writer.close()
+    except BaseException:
+        writer.abort()
+        if on_bad_fast5 == "skip" and conv.rejected:
+            write_rejected(output, conv.rejected)  # explains why nothing was converted
+        raise
+    report.seconds = time.monotonic() - t0
+    report.output_bytes = output.stat().st_size
+    report.index = writer.index_path
+    if fmt == "blow5" and write_index and report.index is None and progress is not None:
+        print("[numapore.convert] read ids repeat: no index written", file=progress)
+    if on_bad_fast5 == "skip":
+        report.rejected_tsv = write_rejected(output, conv.rejected)
+    if progress is not None:
+        conv.maybe_progress(final=True)
+        print(f"[numapore.convert] {report.summary()}", file=progress, flush=True)
+    return report
+
+
+def write_rejected(output: Path, rows: list[tuple[str, str, str]]) -> Path:
+    """Write <output>.rejected.tsv (path, read_id or '.', reason) and return its path."""
+    path = Path(str(output) + ".rejected.tsv")
+    lines = ["path\tread_id\treason\n"]
+    lines += ["\t".join(map(_tsv_field, row)) + "\n" for row in rows]
+    with atomic_output(path) as tmp:
+        tmp.write_text("".join(lines))
+    return path
+
+
+def _tsv_field(text: str) -> str:
+    """A TSV field: tabs and line breaks (e.g. in a refused name) escaped as \\t, \\n, \\r."""
+    return text.replace("\t", "\\t").replace("\n", "\\n").replace("\r", "\\r")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Command-line entry point; returns the exit status."""
+    ap = argparse.ArgumentParser(
+        prog="python -m numapore.signal.convert", description=__doc__.split("\n")[0]
+    )
+    ap.add_argument("inputs", nargs="+", help="FAST5 files or folders (searched recursively)")
+    ap.add_argument("-o", "--output", required=True, help="output .blow5 or .slow5 file")
+    ap.add_argument("--to", choices=("blow5", "slow5"), help="output format (default: suffix)")
+    ap.add_argument("-c", "--compress", default="zlib", choices=RECORD_COMPRESSIONS)
+    ap.add_argument("-s", "--sig-compress", default="none", choices=SIGNAL_COMPRESSIONS)
+    ap.add_argument("-p", "--processes", type=int, default=1, help="reader processes K")
+    ap.add_argument("--on-bad-fast5", choices=BAD_FAST5_MODES, default="fail")
+    ap.add_argument("--allow-duplicate-ids", action="store_true", help="keep repeated read ids")
+    ap.add_argument("--no-index", action="store_true", help="do not write <output>.idx")
+    ap.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
+    args = ap.parse_args(argv)
+    try:
+        if args.to and args.to != format_from_path(args.output):
+            ap.error(f"--to {args.to} does not match the suffix of {args.output}")
+        report = convert(
+            args.inputs,
+            args.output,
+            fmt=args.to,
+            record_compression=args.compress,
+            signal_compression=args.sig_compress,
+            processes=args.processes,
+            on_bad_fast5=args.on_bad_fast5,
+            allow_duplicate_ids=args.allow_duplicate_ids,
+            write_index=not args.no_index,
+            progress=None if args.quiet else sys.stderr,
+        )
+    except (ConversionError, ValueError, OSError) as err:
+        print(f"numapore.convert: error: {err}", file=sys.stderr)
+        return 1
+    if report.files_skipped or report.reads_skipped:
+        print(
+            f"numapore.convert: skipped {report.files_skipped} files and "
+            f"{report.reads_skipped} reads (see {report.rejected_tsv})",
+            file=sys.stderr,
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

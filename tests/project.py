@@ -1,0 +1,42 @@
+"""A workflow run in a project folder of its own: what tests and benchmarks set up to run
+numapore on given samples without touching the repository's config/ or results/."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+SHEET_COLUMNS = ["sample", "fast5", "reads", "reference"]
+
+
+def write_project(workdir: Path, rows: list[dict[str, str]], config: dict | None = None) -> Path:
+    """Write config/config.yaml (the repository's, without its demo sample, updated by config)
+    and config/samples.tsv (rows) in workdir; return workdir."""
+    (workdir / "config").mkdir(parents=True, exist_ok=True)
+    base = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
+    base["simulate"] = {}  # no demo sample unless asked for
+    base.update(config or {})
+    (workdir / "config" / "config.yaml").write_text(yaml.safe_dump(base))
+    lines = ["\t".join(SHEET_COLUMNS)]
+    lines += ["\t".join(str(row[c]) for c in SHEET_COLUMNS) for row in rows]
+    (workdir / "config" / "samples.tsv").write_text("\n".join(lines) + "\n")
+    return workdir
+
+
+def snakemake_command(
+    workdir: Path, cores: int | None, *args: str, profile: str | None = "hpc-numa"
+) -> list[str]:
+    """The command running the workflow in workdir with a profile of profiles/ (hpc-numa by
+    default; None: none) and the workflow's default profile; cores None leaves them to the
+    profile."""
+    return [
+        str(REPO / ".venv" / "bin" / "snakemake"),
+        "--snakefile", str(REPO / "workflow" / "Snakefile"),
+        "--directory", str(workdir),
+        *(["--profile", str(REPO / "profiles" / profile)] if profile else []),
+        "--workflow-profile", str(REPO / "profiles" / "default"),
+        *(["--cores", str(cores)] if cores is not None else []),
+        *args,
+    ]  # fmt: skip
