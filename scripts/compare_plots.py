@@ -2,7 +2,7 @@
 
 from pathlib import Path
 
-from numapore.compare.matrix import read_tsv
+from numapore.compare.summary import read_tsv
 from numapore.compare.plots import io_modes, time_vs_threads, utilisation_core_hours
 from numapore.run.rulelog import redirect_to_log
 

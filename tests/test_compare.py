@@ -15,8 +15,10 @@ import pytest
 import yaml
 from conftest import ecoli_row, run_workflow
 
-from numapore.compare import matrix as compare
-from numapore.compare.matrix import Cell
+from numapore.compare import measure, recommend, subsample, summary
+from numapore.compare import report as compare_report
+from numapore.compare import run as cell_run
+from numapore.compare.cells import Cell, cell_host, matrix
 from numapore.execution.numa import detect_topology, host_config_from_dict
 from project import write_project
 
@@ -46,7 +48,7 @@ def compared(tmp_path_factory, ecoli_dir, dh10b) -> tuple[Path, subprocess.Compl
 def test_one_command_writes_summary_plots_report(compared):
     work, result = compared
     out = work / "results/compare"
-    cells = compare.matrix(MATRIX, "minimap2")
+    cells = matrix(MATRIX, "minimap2")
     # 2 aligners x 4 strategies + 3 I/O modes x 4 strategies, at 2 thread counts, twice.
     assert len(cells) == (2 * 4 + 3 * 4) * 2 * 2
     for name in ("time_vs_threads", "utilisation_core_hours", "io_modes"):
@@ -54,7 +56,7 @@ def test_one_command_writes_summary_plots_report(compared):
     report = (out / "report.md").read_text()
     assert "| bwa | interleave" in report and "| slow5 | none |" in report
     # 12 reads: alignment cells are far too short to measure, and the report sizes the subset.
-    rows = compare.read_tsv(out / "summary.tsv")
+    rows = summary.read_tsv(out / "summary.tsv")
     assert any(r["too_short"] for r in rows if r["step"] == "alignment")
     assert "set `compare.reads` to " in report
     # One progress line per finished cell, in matrix order (never two cells at once).
@@ -64,16 +66,16 @@ def test_one_command_writes_summary_plots_report(compared):
 
 def test_summary_arithmetic_from_raw_files(compared):
     work, _ = compared
-    rows = compare.read_tsv(work / "results/compare/summary.tsv")
-    assert list(rows[0]) == compare.SUMMARY_COLUMNS
-    cells = compare.matrix(MATRIX, "minimap2")
+    rows = summary.read_tsv(work / "results/compare/summary.tsv")
+    assert list(rows[0]) == measure.SUMMARY_COLUMNS
+    cells = matrix(MATRIX, "minimap2")
     runs = [r for r in rows if r["repeat"] != "median"]
     assert len(runs) == len(cells)
     for row in runs:
         cell = Cell(*(row[k] for k in ("step", "aligner", "strategy", "io_mode", "threads")), 0)
         name = Cell(**{**cell.__dict__, "repeat": row["repeat"]}).name
         record = json.loads((work / f"results/compare/cells/{name}.run.json").read_text())
-        time_v = compare.parse_time_v((work / f"results/compare/cells/{name}.time.txt").read_text())
+        time_v = measure.parse_time_v((work / f"results/compare/cells/{name}.time.txt").read_text())
         bench = (work / f"results/benchmarks/compare_cell/{name}.tsv").read_text().splitlines()
         wall, cpu = record["wall_seconds"], record["cpu_seconds"]
         assert row["wall_s"] == pytest.approx(wall, abs=1e-3)
@@ -82,8 +84,8 @@ def test_summary_arithmetic_from_raw_files(compared):
         assert row["core_hours"] == pytest.approx(row["threads"] * wall / 3600, abs=1e-6)
         assert row["max_rss_mb"] == pytest.approx(time_v["max_rss_kb"] / 1024, abs=0.1)
         assert row["job_wall_s"] == pytest.approx(float(bench[1].split("\t")[0]), abs=1e-3)
-        assert row["placement"] == compare.placement(record)
-        assert row["too_short"] == int(wall < compare.MIN_MEASURABLE_S)
+        assert row["placement"] == measure.placement(record)
+        assert row["too_short"] == int(wall < measure.MIN_MEASURABLE_S)
         # The record is the cell's: its strategy and, for methylation, its I/O mode's processes.
         assert record["cell"]["strategy"] == row["strategy"]
         if row["step"] == "methylation":
@@ -126,10 +128,10 @@ def test_summary_arithmetic_from_raw_files(compared):
 def test_recommendation_is_a_valid_host_file_fragment(compared):
     work, _ = compared
     fragment = yaml.safe_load((work / "results/compare/recommended-host.yaml").read_text())
-    rows = compare.read_tsv(work / "results/compare/summary.tsv")
-    best = compare.recommended(rows, "methylation")
+    rows = summary.read_tsv(work / "results/compare/summary.tsv")
+    best = recommend.recommended(rows, "methylation")
     assert fragment["io_mode"] == best["io_mode"]
-    assert fragment["strategy"]["alignment"] == compare.recommended(rows, "alignment")["strategy"]
+    assert fragment["strategy"]["alignment"] == recommend.recommended(rows, "alignment")["strategy"]
     host = host_config_from_dict({**fragment, "strategy": {**fragment["strategy"]}})
     assert host.io_mode == best["io_mode"]
 
@@ -163,9 +165,7 @@ def test_cell_name_round_trip():
 
 
 def test_matrix_interleaves_repeats():
-    cells = compare.matrix(
-        {**MATRIX, "steps": ["alignment"], "strategies": ["none"], "repeats": 3}, "bwa"
-    )
+    cells = matrix({**MATRIX, "steps": ["alignment"], "strategies": ["none"], "repeats": 3}, "bwa")
     assert [c.repeat for c in cells] == [1] * 4 + [2] * 4 + [3] * 4
     assert {(c.aligner, c.threads) for c in cells[:4]} == {
         (a, t) for a in ("minimap2", "bwa") for t in (1, 2)
@@ -174,7 +174,7 @@ def test_matrix_interleaves_repeats():
 
 def test_cell_host_sets_strategy_and_io_mode():
     base = {"topology": "auto", "strategy": {"alignment": "auto"}, "io_processes": 3}
-    host = compare.cell_host(base, Cell("methylation", "bwa", "interleave", "slow5", 2, 1))
+    host = cell_host(base, Cell("methylation", "bwa", "interleave", "slow5", 2, 1))
     assert host["strategy"] == {"alignment": "auto", "methylation": "interleave"}
     assert host["io_mode"] == "slow5" and "io_processes" not in host
     assert base["strategy"] == {"alignment": "auto"}  # the base is not changed
@@ -183,15 +183,15 @@ def test_cell_host_sets_strategy_and_io_mode():
 def test_parse_time_v_reads_gnu_time(tmp_path):
     report = tmp_path / "time.txt"
     subprocess.run(["/usr/bin/time", "-v", "-o", str(report), "sleep", "0.2"], check=True)
-    parsed = compare.parse_time_v(report.read_text())
+    parsed = measure.parse_time_v(report.read_text())
     assert parsed["wall_s"] >= 0.2 and parsed["max_rss_kb"] > 0 and parsed["exit_status"] == 0
     with pytest.raises(ValueError, match="GNU time"):
-        compare.parse_time_v("Command being timed: x\n")
+        measure.parse_time_v("Command being timed: x\n")
 
 
 def test_parse_benchmark():
     text = "s\th:m:s\tmax_rss\tcpu_time\n1.50\t0:00:01\t12.5\t-\n"
-    parsed = compare.parse_benchmark(text)
+    parsed = measure.parse_benchmark(text)
     assert parsed["s"] == 1.5 and parsed["max_rss"] == 12.5 and math.isnan(parsed["cpu_time"])
 
 
@@ -199,11 +199,11 @@ def row(strategy, io_mode, threads, repeat, wall, step="methylation"):
     """A summary row with the given coordinates and wall time (CPU = wall x threads)."""
     cell = Cell(step, "bwa", strategy, io_mode, threads, repeat)
     record = {"wall_seconds": wall, "cpu_seconds": wall * threads / 2}
-    return compare.cell_row(cell, record, {"max_rss_kb": 2048}, {"s": wall + 1})
+    return measure.cell_row(cell, record, {"max_rss_kb": 2048}, {"s": wall + 1})
 
 
 def test_cell_row_and_summarise_arithmetic():
-    rows = compare.summarise(
+    rows = summary.summarise(
         [
             row("none", "fast5", 2, 1, 10.0),
             row("none", "fast5", 2, 2, 12.0),
@@ -219,45 +219,45 @@ def test_cell_row_and_summarise_arithmetic():
     assert medians["fast5"]["wall_s"] == 11.0 and medians["slow5"]["wall_s"] == 5.0
     assert medians["slow5"]["speedup"] == pytest.approx(11 / 5, rel=1e-3)
     assert rows[2]["speedup"] == pytest.approx(11 / 4, rel=1e-3)
-    assert compare.fastest(rows, "methylation")["io_mode"] == "slow5"
-    assert compare.fastest(rows, "alignment") is None
+    assert recommend.fastest(rows, "methylation")["io_mode"] == "slow5"
+    assert recommend.fastest(rows, "alignment") is None
 
 
 def test_summary_without_baseline_has_no_speedup():
-    rows = compare.summarise([row("interleave", "slow5", 1, 1, 3.0)])
+    rows = summary.summarise([row("interleave", "slow5", 1, 1, 3.0)])
     assert all(math.isnan(r["speedup"]) for r in rows)
-    assert compare.baseline_of(rows[0], rows[1:]) is None
+    assert summary.baseline_of(rows[0], rows[1:]) is None
 
 
 def test_tsv_round_trip(tmp_path):
-    rows = compare.summarise([row("none", "fast5", 1, 1, 2.5)])
-    compare.write_tsv(rows, tmp_path / "s.tsv")
-    back = compare.read_tsv(tmp_path / "s.tsv")
+    rows = summary.summarise([row("none", "fast5", 1, 1, 2.5)])
+    summary.write_tsv(rows, tmp_path / "s.tsv")
+    back = summary.read_tsv(tmp_path / "s.tsv")
     assert back[0]["wall_s"] == 2.5 and back[1]["repeat"] == "median" and back[0]["threads"] == 1
 
 
 def test_recommendation_and_tables():
-    rows = compare.summarise(
+    rows = summary.summarise(
         [row("none", "fast5", 2, 1, 10.0), row("interleave", "slow5", 2, 1, 2.0)]
         + [
             row("none", "na", 2, 1, 30.0, "alignment"),
             row("instances", "na", 2, 1, 10.0, "alignment"),
         ]
     )
-    text = compare.recommendation(rows, "config/hosts/x.yaml")
+    text = recommend.recommendation(rows, "config/hosts/x.yaml")
     data = yaml.safe_load(text)
     assert data == {
         "strategy": {"alignment": "instances", "methylation": "interleave"},
         "io_mode": "slow5",
     }
     assert "# methylation: interleave (slow5 I/O) at 2 threads: 2.00 s, x5.00" in text
-    table = compare.pivot_table(rows, "alignment")
+    table = compare_report.pivot_table(rows, "alignment")
     assert "| bwa | instances | 10.00 | 0.50 | x3.00 |" in table
-    assert compare.storage_description(rows).startswith("raw signal read directly")
+    assert compare_report.storage_description(rows).startswith("raw signal read directly")
 
 
 def test_recommendation_ignores_differences_within_the_repeats_spread():
-    rows = compare.summarise(
+    rows = summary.summarise(
         [row("none", "fast5", 2, r, w) for r, w in ((1, 10.0), (2, 12.0))]
         + [row("none", "slow5", 2, r, w) for r, w in ((1, 4.0), (2, 6.0))]
         # Faster median than none/slow5, but its slower repeat is within none/slow5's range.
@@ -265,22 +265,22 @@ def test_recommendation_ignores_differences_within_the_repeats_spread():
         # Faster than none/fast5 in every repeat, but slower than slow5: not the choice.
         + [row("interleave", "fast5", 2, r, w) for r, w in ((1, 8.0), (2, 9.0))]
     )
-    assert compare.fastest(rows, "methylation")["strategy"] == "interleave"
-    best = compare.recommended(rows, "methylation")
+    assert recommend.fastest(rows, "methylation")["strategy"] == "interleave"
+    best = recommend.recommended(rows, "methylation")
     assert (best["strategy"], best["io_mode"]) == ("none", "slow5")
-    text = compare.recommendation(rows, "config/hosts/x.yaml")
+    text = recommend.recommendation(rows, "config/hosts/x.yaml")
     assert yaml.safe_load(text) == {"strategy": {"methylation": "none"}, "io_mode": "slow5"}
     assert (
         "fastest median: interleave (slow5 I/O) 3.75 s, not faster than a simpler configuration "
         "by more than the repeats' spread and 5%: not recommended" in text
     )
     # Nothing beats the baseline clearly: the baseline is kept.
-    noisy = compare.summarise(
+    noisy = summary.summarise(
         [row("none", "fast5", 2, r, w) for r, w in ((1, 10.0), (2, 12.0))]
         + [row("localalloc", "fast5", 2, r, w) for r, w in ((1, 9.0), (2, 10.5))]
     )
-    assert compare.recommended(noisy, "methylation")["strategy"] == "none"
-    assert compare.simpler_configs(noisy[-1]) == [("methylation", "bwa", "none", "fast5", 2)]
+    assert recommend.recommended(noisy, "methylation")["strategy"] == "none"
+    assert recommend.simpler_configs(noisy[-1]) == [("methylation", "bwa", "none", "fast5", 2)]
 
 
 # What a process's policy probe (numactl --show + /proc/self/status) prints on a one-node host
@@ -311,24 +311,24 @@ def placed_row(strategy, repeat, wall, policy, processes=1, step="alignment", io
         "cpu_seconds": wall,
         "processes": [{"threads": 2 // processes, "policy": policy}] * processes,
     }
-    return compare.cell_row(cell, record, {"max_rss_kb": 2048}, {"s": wall + 1})
+    return measure.cell_row(cell, record, {"max_rss_kb": 2048}, {"s": wall + 1})
 
 
 def test_placement_from_the_policy_in_force():
     one = {"processes": [{"threads": 2, "policy": ONE_NODE_NONE}]}
-    assert compare.placement(one) == "2t cpus 0-1 mem node 0"
+    assert measure.placement(one) == "2t cpus 0-1 mem node 0"
     bound = {"processes": [{"threads": 2, "policy": ONE_NODE_INSTANCES}]}
-    assert compare.placement(bound) == compare.placement(one)  # one memory node: moot
-    two = compare.placement({"processes": [{"threads": 2, "policy": TWO_NODES_NONE}]})
-    spread = compare.placement({"processes": [{"threads": 2, "policy": TWO_NODES_INTERLEAVE}]})
+    assert measure.placement(bound) == measure.placement(one)  # one memory node: moot
+    two = measure.placement({"processes": [{"threads": 2, "policy": TWO_NODES_NONE}]})
+    spread = measure.placement({"processes": [{"threads": 2, "policy": TWO_NODES_INTERLEAVE}]})
     assert two == "2t cpus 0-3 mem default" and spread == "2t cpus 0-3 mem interleave 0-1"
-    assert compare.placement({"processes": [{"threads": 2, "policy": None}]}) == "unknown"
+    assert measure.placement({"processes": [{"threads": 2, "policy": None}]}) == "unknown"
 
 
 def test_one_node_strategies_are_identical_and_never_recommended():
     # instances measured faster in every repeat (by far more than 5 %), but it ran exactly as
     # none did: the same command on a one-node host.
-    rows = compare.summarise(
+    rows = summary.summarise(
         [placed_row("none", r, w, ONE_NODE_NONE) for r, w in ((1, 10.0), (2, 10.2))]
         + [placed_row("instances", r, w, ONE_NODE_INSTANCES) for r, w in ((1, 7.0), (2, 7.1))]
         # Two processes of 1 thread: not the same as none's one process of 2 threads.
@@ -338,29 +338,29 @@ def test_one_node_strategies_are_identical_and_never_recommended():
     assert medians["instances"]["identical_to"] == "none"
     assert medians["localalloc"]["identical_to"] == "" and medians["none"]["identical_to"] == ""
     assert all(r["identical_to"] == "none" for r in rows if r["strategy"] == "instances")
-    assert compare.recommended(rows, "alignment")["strategy"] == "none"
-    assert compare.identical_strategies(rows) == {"alignment": ["instances"]}
-    text = compare.recommendation(rows, "x.yaml")
+    assert recommend.recommended(rows, "alignment")["strategy"] == "none"
+    assert summary.identical_strategies(rows) == {"alignment": ["instances"]}
+    text = recommend.recommendation(rows, "x.yaml")
     assert yaml.safe_load(text) == {"strategy": {"alignment": "none"}}
     assert "instances (minimap2) 7.05 s, identical to none on this host" in text
-    assert "`instances` ran exactly as `none`" in compare.identical_note(rows)
-    assert "| minimap2 | instances (= none) |" in compare.pivot_table(rows, "alignment")
+    assert "`instances` ran exactly as `none`" in compare_report.identical_note(rows)
+    assert "| minimap2 | instances (= none) |" in compare_report.pivot_table(rows, "alignment")
     # On two nodes, interleave is another placement: compared (and here recommended).
-    two = compare.summarise(
+    two = summary.summarise(
         [placed_row("none", r, w, TWO_NODES_NONE) for r, w in ((1, 10.0), (2, 10.2))]
         + [placed_row("interleave", r, w, TWO_NODES_INTERLEAVE) for r, w in ((1, 7.0), (2, 7.1))]
     )
-    assert compare.recommended(two, "alignment")["strategy"] == "interleave"
-    assert compare.identical_note(two) == ""
+    assert recommend.recommended(two, "alignment")["strategy"] == "interleave"
+    assert compare_report.identical_note(two) == ""
 
 
 def test_recommendation_needs_an_effect_beyond_spread_and_five_percent():
     def best(none_walls, other_walls):
-        rows = compare.summarise(
+        rows = summary.summarise(
             [row("none", "fast5", 2, r, w) for r, w in enumerate(none_walls, 1)]
             + [row("localalloc", "fast5", 2, r, w) for r, w in enumerate(other_walls, 1)]
         )
-        return compare.recommended(rows, "methylation")["strategy"]
+        return recommend.recommended(rows, "methylation")["strategy"]
 
     assert best([10.0, 10.1], [9.0, 9.1]) == "localalloc"  # 10 %, spread 0.1
     assert best([10.0, 10.1], [9.7, 9.75]) == "none"  # 3 %: under 5 %
@@ -369,7 +369,7 @@ def test_recommendation_needs_an_effect_beyond_spread_and_five_percent():
 
 def test_too_short_cells_are_flagged_and_sized():
     # The issue's case: 0.27 s against 0.36 s alignments of 100 reads.
-    rows = compare.summarise(
+    rows = summary.summarise(
         [row("none", "na", 2, r, w, "alignment") for r, w in ((1, 0.36), (2, 0.37))]
         + [row("instances", "na", 2, r, w, "alignment") for r, w in ((1, 0.27), (2, 0.28))]
         + [row("none", "fast5", 2, r, w) for r, w in ((1, 30.0), (2, 31.0))]
@@ -377,31 +377,31 @@ def test_too_short_cells_are_flagged_and_sized():
     flags = {(r["strategy"], r["repeat"]): r["too_short"] for r in rows if r["step"] == "alignment"}
     assert set(flags.values()) == {1}
     assert all(r["too_short"] == 0 for r in rows if r["step"] == "methylation")
-    assert compare.recommended(rows, "alignment")["strategy"] == "none"
-    advice = compare.reads_advice(rows, 100)
+    assert recommend.recommended(rows, "alignment")["strategy"] == "none"
+    advice = compare_report.reads_advice(rows, 100)
     assert "4 of 6 cells ran for less than 2 s" in advice
     # 0.365 s / 100 reads = 3.65 ms per read: 5 s takes 1370 reads.
     assert "took 0.36 s for 100 reads (3.65 ms per read): set `compare.reads` to 1370" in advice
-    assert compare.reads_advice([r for r in rows if r["step"] == "methylation"], 100) == ""
+    assert compare_report.reads_advice([r for r in rows if r["step"] == "methylation"], 100) == ""
 
 
 def test_subsample_reads_and_alignments(tmp_path, ecoli_dir, minimap2_run):
-    names = compare.subsample_reads(ecoli_dir / "reads.fasta", tmp_path / "r.fasta", 5)
+    names = subsample.subsample_reads(ecoli_dir / "reads.fasta", tmp_path / "r.fasta", 5)
     assert len(names) == 5
     bam = minimap2_run / "results/ecoli/align/ecoli.minimap2.bam"
-    count = compare.subsample_alignments(bam, tmp_path / "r.fasta", tmp_path / "r.bam")
+    count = subsample.subsample_alignments(bam, tmp_path / "r.fasta", tmp_path / "r.bam")
     with pysam.AlignmentFile(str(tmp_path / "r.bam")) as handle:
         kept = [r.query_name for r in handle]
     assert count == len(kept) > 0 and set(kept) <= set(names)
-    everything = compare.subsample_reads(ecoli_dir / "reads.fasta", tmp_path / "all.fasta", 0)
+    everything = subsample.subsample_reads(ecoli_dir / "reads.fasta", tmp_path / "all.fasta", 0)
     assert len(everything) == 112
 
 
 def test_signal_view_relocates_the_read_index(tmp_path, minimap2_run):
     reads = minimap2_run / "results/ecoli/reads/fast5/ecoli.fasta"
-    files = compare.signal_files(Path(f"{reads}.index.readdb"))
+    files = cell_run.signal_files(Path(f"{reads}.index.readdb"))
     assert files and all(f.suffix == ".fast5" for f in files)
-    view = compare.signal_view(reads, tmp_path / "view", lambda p: Path("/elsewhere") / p.name)
+    view = cell_run.signal_view(reads, tmp_path / "view", lambda p: Path("/elsewhere") / p.name)
     lines = Path(f"{view}.index.readdb").read_text().splitlines()
     assert len(lines) == 112 and all(ln.split("\t")[1].startswith("/elsewhere/") for ln in lines)
     assert Path(f"{view}.index.fai").resolve() == Path(f"{reads}.index.fai").resolve()

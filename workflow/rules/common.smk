@@ -10,7 +10,7 @@ from snakemake.utils import validate
 
 sys.path.insert(0, str(Path(workflow.basedir).parent / "scripts"))
 from numapore.execution.cluster import job_cpus, node_request  # noqa: E402
-from numapore.compare.matrix import Cell, matrix  # noqa: E402
+from numapore.compare.cells import Cell, matrix  # noqa: E402
 from numapore.execution.launch import host_file_for  # noqa: E402
 from numapore.methylation.motifs import MOTIFS  # noqa: E402
 from numapore.execution.numa import NumaError, load_host_config, startup_check  # noqa: E402
@@ -450,7 +450,7 @@ def compare_sample():
     return SAMPLES[name]
 
 
-# The comparison's cells in run order, repeats interleaved (numapore.compare.matrix.matrix).
+# The comparison's cells in run order, repeats interleaved (numapore.compare.cells.matrix).
 COMPARE_CELLS = [cell.name for cell in matrix(config["compare"], config["aligner"])]
 
 

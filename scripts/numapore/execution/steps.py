@@ -1,9 +1,9 @@
 """The heavy steps as functions: what the align and call_methylation rules run.
 
-Each one loads the host file, checks it against the machine the job runs on, lays the step out
-(numapore.execution.launch), runs the unchanged tool command (numapore.execution.tools) in every
-process, merges,
-and writes the record of what ran. The rule scripts are thin callers; tests call these too.
+Each one takes the host (a host file, or a host object its caller made: a comparison cell's),
+checks it against the machine the job runs on, lays the step out (numapore.execution.launch), runs
+the unchanged tool command (numapore.execution.tools) in every process, merges, and writes the
+record of what ran. The rule scripts are thin callers; tests call these too.
 """
 
 from __future__ import annotations
@@ -15,14 +15,28 @@ from pathlib import Path
 from numapore.run.atomic import atomic_output, scratch_dir
 from numapore.signal.hdf5plugin import vbz_plugin_env
 from numapore.execution.launch import Process, StepRun, layout_step, run_step, write_record
-from numapore.execution.numa import startup_check
+from numapore.execution.numa import (
+    HostConfig,
+    Topology,
+    check_host_against_machine,
+    detect_topology,
+    startup_check,
+)
 from numapore.inputs.sheet import reads_format
 from numapore.execution.shards import concat_tables, merge_bams, split_bam, split_fastx
 from numapore.execution.tools import align_command, call_methylation_command
 
 
+def checked_host(host: str | HostConfig) -> tuple[HostConfig, Topology]:
+    """A host (a host file's name or path, or a host object) and the layout it runs on, checked
+    against this machine."""
+    if isinstance(host, HostConfig):
+        return host, check_host_against_machine(host, detect_topology())
+    return startup_check(host)
+
+
 def run_alignment(
-    host_file: str,
+    host: str | HostConfig,
     aligner: str,
     index: str,
     index_files: Sequence[Path],
@@ -32,7 +46,7 @@ def run_alignment(
     record: Path,
 ) -> StepRun:
     """Align reads into a sorted BAM under the host's alignment strategy."""
-    host, topology = startup_check(host_file)
+    host, topology = checked_host(host)
     index_bytes = sum(Path(p).stat().st_size for p in index_files)
     layout = layout_step(host, topology, "alignment", threads, index_bytes)
     with scratch_dir(output) as workdir, atomic_output(output) as partial:
@@ -94,7 +108,7 @@ class CalledReads:
 
 
 def run_methylation(
-    host_file: str,
+    host: str | HostConfig,
     reads: Path,
     bam: Path,
     genome: Path,
@@ -106,7 +120,7 @@ def run_methylation(
     motif: str = "cpg",
 ) -> StepRun:
     """Call methylation of one motif per read under the host's strategy and I/O mode."""
-    host, topology = startup_check(host_file)
+    host, topology = checked_host(host)
     # fast5-pool: K nanopolish processes on K shards of the reads, each with its own HDF5.
     pool = io_processes if host.io_mode == "fast5-pool" else 1
     layout = layout_step(host, topology, "methylation", threads, genome.stat().st_size, pool)

@@ -1,0 +1,95 @@
+"""The comparison's cells: what one benchmark cell is (a heavy step with one aligner, strategy,
+I/O mode, thread count and repeat), its name, the matrix of cells a config's `compare:` block
+asks for, in run order, and the host settings a cell runs with.
+
+A cell is named `<step>.<aligner>.<strategy>.<io_mode>.t<threads>.r<repeat>` (io_mode `na` for
+alignment). The workflow imports this module at DAG time: it stays free of heavy imports.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+STEPS = ("alignment", "methylation")
+NOT_APPLICABLE = "na"
+CELL_PATTERN = re.compile(
+    r"^(?P<step>alignment|methylation)\.(?P<aligner>[a-z0-9]+)\.(?P<strategy>[a-z]+)"
+    r"\.(?P<io_mode>[a-z0-9-]+)\.t(?P<threads>\d+)\.r(?P<repeat>\d+)$"
+)
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One benchmark cell: a step with one aligner, strategy, I/O mode, thread count, repeat."""
+
+    step: str
+    aligner: str
+    strategy: str
+    io_mode: str
+    threads: int
+    repeat: int
+
+    @property
+    def name(self) -> str:
+        """The cell's name, used in its file paths."""
+        return (
+            f"{self.step}.{self.aligner}.{self.strategy}.{self.io_mode}"
+            f".t{self.threads}.r{self.repeat}"
+        )
+
+    @property
+    def label(self) -> str:
+        """What is compared, without threads and repeat (a line in the plots)."""
+        if self.step == "alignment":
+            return f"{self.aligner} {self.strategy}"
+        return f"{self.io_mode} {self.strategy}"
+
+    @classmethod
+    def parse(cls, name: str) -> Cell:
+        """The cell a name stands for (ValueError for a name that is not a cell's)."""
+        match = CELL_PATTERN.match(name)
+        if not match:
+            raise ValueError(f"{name!r} is not a benchmark cell name")
+        fields = match.groupdict()
+        return cls(**{**fields, "threads": int(fields["threads"]), "repeat": int(fields["repeat"])})
+
+
+def matrix(compare: Mapping[str, Any], aligner: str) -> list[Cell]:
+    """Every cell of the config's `compare:` block in run order: all cells of repeat 1, then all
+    of repeat 2, ... (interleaved, so a slow phase of the machine hits every cell alike).
+    Methylation cells use the alignments of `aligner` (the workflow's)."""
+    configs = []
+    for step in compare["steps"]:
+        for threads in compare["threads"]:
+            for strategy in compare["strategies"]:
+                if step == "alignment":
+                    configs += [
+                        ("alignment", a, strategy, NOT_APPLICABLE, threads)
+                        for a in compare["aligners"]
+                    ]
+                else:
+                    configs += [
+                        ("methylation", aligner, strategy, io, threads)
+                        for io in compare["io_modes"]
+                    ]
+    return [
+        Cell(*config, repeat)
+        for repeat in range(1, compare["repeats"] + 1)
+        for config in sorted(set(configs), key=configs.index)
+    ]
+
+
+def cell_host(base: Mapping[str, Any], cell: Cell) -> dict[str, Any]:
+    """The host settings of a cell: the base host file's data with the cell's strategy and I/O
+    mode (plain data, validated once when the cell's host object is made from it)."""
+    host = json.loads(json.dumps(dict(base)))  # deep copy of plain YAML data
+    host.setdefault("strategy", {})[cell.step] = cell.strategy
+    host["description"] = f"benchmark cell {cell.name} (from: {host.get('description', '')})"
+    if cell.step == "methylation":
+        host["io_mode"] = cell.io_mode
+        host.pop("io_processes", None)  # a pool of the cell's threads, one process per thread
+    return host

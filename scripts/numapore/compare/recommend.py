@@ -1,0 +1,137 @@
+"""The recommendation: which configuration of each step to adopt on this host, chosen from the
+summary table only where the difference stands out of the noise (beyond the repeats' spread and
+MIN_EFFECT, in cells long enough to measure, never a strategy that ran exactly as none), and the
+host-file fragment that says so (recommended-host.yaml)."""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from numapore.compare.cells import NOT_APPLICABLE, STEPS
+from numapore.compare.measure import MIN_MEASURABLE_S
+from numapore.compare.summary import BASELINE, config_of
+
+# The smallest effect a recommendation stands on, as a fraction of the simpler one's time.
+MIN_EFFECT = 0.05
+
+
+def fastest(rows: Iterable[Mapping[str, Any]], step: str) -> dict[str, Any] | None:
+    """The fastest median configuration of a step at its highest thread count measured."""
+    medians = [r for r in rows if r["repeat"] == "median" and r["step"] == step]
+    if not medians:
+        return None
+    top = max(r["threads"] for r in medians)
+    return dict(min((r for r in medians if r["threads"] == top), key=lambda r: r["wall_s"]))
+
+
+def simpler_configs(row: Mapping[str, Any]) -> list[tuple]:
+    """The configurations a row's one simplifies to: strategy none and/or I/O mode fast5
+    (same step, aligner and threads), without the row's own."""
+    step, aligner, strategy, io_mode, threads = config_of(row)
+    plain_io = NOT_APPLICABLE if io_mode == NOT_APPLICABLE else BASELINE["io_mode"]
+    variants = {
+        (step, aligner, s, i, threads)
+        for s in {strategy, BASELINE["strategy"]}
+        for i in {io_mode, plain_io}
+    }
+    return sorted(variants - {config_of(row)})
+
+
+def clearly_faster(rows: Sequence[Mapping[str, Any]], config: tuple, than: tuple) -> bool:
+    """Whether one configuration was faster than another beyond noise: every repeat faster
+    than every repeat of the other (ranges do not overlap), a difference of medians larger
+    than either's spread over repeats and at least MIN_EFFECT of the other's median, and no
+    cell of either too short to measure."""
+    runs = {
+        c: [r for r in rows if r["repeat"] != "median" and config_of(r) == c]
+        for c in (config, than)
+    }
+    if any(r["too_short"] for c in runs.values() for r in c):
+        return False
+    walls = {c: [r["wall_s"] for r in members] for c, members in runs.items()}
+    effect = statistics.median(walls[than]) - statistics.median(walls[config])
+    spread = max(max(w) - min(w) for w in walls.values())
+    return (
+        max(walls[config]) < min(walls[than])
+        and effect > spread
+        and effect >= MIN_EFFECT * statistics.median(walls[than])
+    )
+
+
+def recommended(rows: Sequence[Mapping[str, Any]], step: str) -> dict[str, Any] | None:
+    """The configuration to adopt for a step: the fastest median at the highest thread count
+    among those clearly faster (clearly_faster) than each simpler configuration measured
+    (strategy none, I/O mode fast5), leaving out strategies that ran exactly as none; a
+    difference within the repeats' spread, under 5 % or in too short cells is not a reason."""
+    best = fastest(rows, step)
+    if best is None:
+        return None
+    measured = {config_of(r) for r in rows}
+    candidates = [
+        r
+        for r in rows
+        if r["repeat"] == "median"
+        and r["step"] == step
+        and r["threads"] == best["threads"]
+        and not r["identical_to"]
+        and all(clearly_faster(rows, config_of(r), s) for s in simpler_configs(r) if s in measured)
+    ]
+    # Empty only when the matrix lacks the baseline and every configuration overlaps another.
+    return dict(min(candidates, key=lambda r: r["wall_s"])) if candidates else best
+
+
+def recommendation(rows: Sequence[Mapping[str, Any]], base_host: str) -> str:
+    """A host YAML fragment with the configuration to adopt per step (`recommended`),
+    commented with its numbers (the user copies it into config/hosts/<host>.yaml)."""
+    lines = [
+        "# numapore: configuration per step measured on this host "
+        f"(results/compare/summary.tsv; base host file: {base_host}).",
+        "# Chosen: the fastest median at the highest thread count that beat the simpler",
+        "# configurations (strategy none, I/O mode fast5) in every repeat, by more than the",
+        f"# repeats' spread and by >= {MIN_EFFECT:.0%}, in cells of >= {MIN_MEASURABLE_S:g} s; "
+        "a strategy that",
+        "# ran exactly as none (same processes, CPUs, memory: one NUMA node) is never chosen.",
+        "# Copy into config/hosts/<hostname>.yaml (topology and the rest as they are there).",
+    ]
+    strategy = {}
+    io = None
+    for step in STEPS:
+        best = recommended(rows, step)
+        if best is None:
+            lines.append(f"# {step}: not in the comparison")
+            continue
+        what = best["aligner"] if step == "alignment" else f"{best['io_mode']} I/O"
+        lines.append(
+            f"# {step}: {best['strategy']} ({what}) at {best['threads']} threads: "
+            f"{best['wall_s']:.2f} s, x{best['speedup']:.2f} vs none/fast5, "
+            f"CPU utilisation {best['cpu_utilisation']:.2f}"
+        )
+        top = fastest(rows, step)
+        if top is not None and config_of(top) != config_of(best):
+            what = top["aligner"] if step == "alignment" else f"{top['io_mode']} I/O"
+            why = (
+                f"identical to {top['identical_to']} on this host (same processes, CPUs and "
+                "memory)"
+                if top["identical_to"]
+                else (
+                    "too short to measure"
+                    if top["too_short"]
+                    else f"not faster than a simpler configuration by more than the repeats' "
+                    f"spread and {MIN_EFFECT:.0%}"
+                )
+            )
+            lines.append(
+                f"#   (fastest median: {top['strategy']} ({what}) {top['wall_s']:.2f} s, "
+                f"{why}: not recommended)"
+            )
+        strategy[step] = best["strategy"]
+        if step == "methylation":
+            io = best["io_mode"]
+    if strategy:
+        lines.append("strategy:")
+        lines += [f"  {step}: {value}" for step, value in strategy.items()]
+    if io:
+        lines.append(f"io_mode: {io}")
+    return "\n".join(lines) + "\n"
