@@ -473,9 +473,10 @@ def compare_bam(wildcards=None):
 
 def compare_cell_inputs(wildcards):
     """What a cell needs: every cell's inputs (all are ready before the first cell starts, so no
-    other job runs beside a cell) and the previous cell's record (one cell at a time)."""
+    other job runs beside a cell)."""
     if wildcards.cell not in COMPARE_CELLS:
         raise WorkflowError(f"numapore: {wildcards.cell!r} is not a cell of config compare:")
+    check_one_cell_at_a_time()
     sample = SimpleNamespace(sample=compare_sample().name)
     inputs = {"reads": compare_reads(), "genome": reference_fasta(sample)}
     steps = config["compare"]["steps"]
@@ -492,10 +493,26 @@ def compare_cell_inputs(wildcards):
             inputs[f"signal_{io_mode}"] = [reads, f"{reads}.index.readdb"]
         if "slow5" in config["compare"]["io_modes"]:
             inputs["blow5"] = f"results/{sample.sample}/signal/{sample.sample}.blow5"
-    position = COMPARE_CELLS.index(wildcards.cell)
-    if position:
-        inputs["previous"] = f"results/compare/cells/{COMPARE_CELLS[position - 1]}.run.json"
     return inputs
+
+
+# Cells run one at a time, in matrix order: each holds the resource `compare` (rules/compare.smk),
+# limited to 1 by `resources: [compare=1]` in profiles/default, and the scheduler starts the
+# ready cell of highest priority first (cell_priority).
+def check_one_cell_at_a_time():
+    """Stop, saying how to fix it, when the run does not limit the `compare` resource to 1 (a
+    --resources on the command line replaces profiles/default's): cells would overlap."""
+    limits = workflow.resource_settings.resources
+    if workflow.is_main_process and ("compare" not in limits or limits["compare"].value != 1):
+        raise WorkflowError(
+            "numapore: the comparison's cells must run one at a time: give --resources "
+            "compare=1 (profiles/default sets it; a --resources of your own replaces it)"
+        )
+
+
+def cell_priority(wildcards):
+    """A cell's scheduling priority: the earlier in the matrix, the higher (run order)."""
+    return len(COMPARE_CELLS) - COMPARE_CELLS.index(wildcards.cell)
 
 
 def compare_cell_files(kind):

@@ -59,9 +59,13 @@ rule compare_cell:
         "results/logs/compare_cell/{cell}.log",
     benchmark:
         "results/benchmarks/compare_cell/{cell}.tsv"
+    # One cell at a time (`compare`: the run's limit is 1), in matrix order (priority).
+    priority: cell_priority
     conda:
         "../../envs/python.yaml"
     threads: lambda wc: Cell.parse(wc.cell).threads
+    resources:
+        compare=1,
     params:
         host=HOST_FILE,
         position=lambda wc: COMPARE_CELLS.index(wc.cell) + 1,

@@ -36,7 +36,7 @@ def checked_host(host: str | HostConfig) -> tuple[HostConfig, Topology]:
 
 
 def run_alignment(
-    host: str | HostConfig,
+    host_file: str | HostConfig,
     aligner: str,
     index: str,
     index_files: Sequence[Path],
@@ -46,7 +46,7 @@ def run_alignment(
     record: Path,
 ) -> StepRun:
     """Align reads into a sorted BAM under the host's alignment strategy."""
-    host, topology = checked_host(host)
+    host, topology = checked_host(host_file)
     index_bytes = sum(Path(p).stat().st_size for p in index_files)
     layout = layout_step(host, topology, "alignment", threads, index_bytes)
     with scratch_dir(output) as workdir, atomic_output(output) as partial:
@@ -108,7 +108,7 @@ class CalledReads:
 
 
 def run_methylation(
-    host: str | HostConfig,
+    host_file: str | HostConfig,
     reads: Path,
     bam: Path,
     genome: Path,
@@ -120,7 +120,7 @@ def run_methylation(
     motif: str = "cpg",
 ) -> StepRun:
     """Call methylation of one motif per read under the host's strategy and I/O mode."""
-    host, topology = checked_host(host)
+    host, topology = checked_host(host_file)
     # fast5-pool: K nanopolish processes on K shards of the reads, each with its own HDF5.
     pool = io_processes if host.io_mode == "fast5-pool" else 1
     layout = layout_step(host, topology, "methylation", threads, genome.stat().st_size, pool)
