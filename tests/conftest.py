@@ -13,6 +13,7 @@ import yaml
 from numapore.methylation import frequency as methylation
 from numapore.methylation.motifs import MOTIFS
 from project import snakemake_command, write_project
+from reference_tools import reference_frequency_script
 
 REPO = Path(__file__).resolve().parent.parent
 SHARED = REPO.parent / "shared"
@@ -128,7 +129,7 @@ def minimap2_run(tmp_path_factory, ecoli_dir, dh10b) -> Path:
 
 def reference_output(calls: Path, *options: str) -> str:
     """What nanopolish's calculate_methylation_frequency.py prints for a call table."""
-    script = methylation.reference_frequency_script()
+    script = reference_frequency_script()
     run = subprocess.run(
         [sys.executable, str(script), *options, str(calls)], capture_output=True, text=True
     )

@@ -9,6 +9,7 @@ import h5py
 import pysam
 import pytest
 from conftest import host_file, run_workflow
+from tables import read_table
 from test_convert import conformance_table
 
 from numapore.run.accounting import (
@@ -19,7 +20,6 @@ from numapore.run.accounting import (
     called_reads,
     fast5_census,
     read_ids,
-    read_table,
     readdb_with_signal,
     rejected_rows,
     unique_read_ids,

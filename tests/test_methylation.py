@@ -13,12 +13,12 @@ import pandas as pd
 import pysam
 import pytest
 from conftest import MOTIF_NAMES, REPO, numapore_output, reference_output
+from reference_tools import reference_frequency_script
 
 from numapore.methylation.frequency import (
     CALL_COLUMNS,
     frequency_outputs,
     llr_to_ml,
-    reference_frequency_script,
 )
 from numapore.methylation.modbam import mm_ml, tag_alignments
 from numapore.methylation.motifs import MOTIFS

@@ -17,8 +17,8 @@ import pytest
 import yaml
 from browser import Browser
 from conftest import REPO, ecoli_row, primary_mapped, run_workflow
+from tables import read_table
 
-from numapore.run.accounting import read_table
 from numapore.methylation.accuracy import roc_auc
 from numapore.execution.launch import Process, run_processes
 from project import write_project

@@ -9,7 +9,8 @@ from pathlib import Path
 import pyslow5
 import pytest
 from conftest import REPO, call_set, host_file, run_workflow
-from numapore.run.accounting import pod5_census, read_table
+from tables import read_table
+from numapore.run.accounting import pod5_census
 from numapore.signal.convert import convert
 from project import write_project
 from numapore.signal.inputs import (

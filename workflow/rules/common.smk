@@ -70,8 +70,11 @@ def write_error(err):
     return WorkflowError(f"numapore: {where}{err.strerror}")
 
 
-# Rerunning the same command after a kill resumes: Snakemake's lock files left by a killed run
-# are removed when no other numapore run is alive in this directory (numapore.run.workdir).
+# Rerunning the same command after a kill resumes: --rerun-incomplete (profiles/default) reruns
+# the killed jobs, and Snakemake's lock files left by a killed run are removed when no other
+# numapore run is alive in this directory (numapore.run.workdir). Snakemake has no public way to
+# tell a dead run's locks from a live one's: `--unlock` is a run of its own, by hand, and would
+# unlock a live run's files too; so the lock files (.snakemake/locks) are removed here.
 _RUN_LOCK = None
 if workflow.is_main_process:
     try:
@@ -93,11 +96,19 @@ def check_results_writable():
         raise write_error(err)
 
 
+def shadow_folder():
+    """Snakemake's shadow folder: `shadow` in --shadow-prefix (profiles/default sets it), else in
+    .snakemake, as --shadow-prefix's help documents (from onstart: the run's settings exist)."""
+    return Path(workflow.execution_settings.shadow_prefix or ".snakemake") / "shadow"
+
+
 def remove_killed_jobs_shadows():
     """Before any job starts, when no other numapore run is alive here: remove the shadow
     folders (partial outputs) of jobs a killed run left."""
+    # Snakemake's own `--cleanup-shadow` is a run of its own that empties the whole folder; a
+    # killed job's folder stays until someone runs it.
     if _RUN_LOCK is not None:
-        removed = remove_dead_shadows(Path(workflow.persistence.shadow_path))
+        removed = remove_dead_shadows(shadow_folder())
         if removed:
             logger.warning(
                 "numapore: removed killed jobs' shadow folders: " + ", ".join(map(str, removed))

@@ -14,8 +14,6 @@ call rows; percentages are formatted by Python's % on each distinct ratio, as th
 from __future__ import annotations
 
 import math
-import os
-import shutil
 from dataclasses import dataclass
 from pathlib import Path
 import numpy as np
@@ -58,7 +56,6 @@ BEDMETHYL_COUNTS = [
     "N_diff",
     "N_nocall",
 ]
-REFERENCE_SCRIPT = "calculate_methylation_frequency.py"
 
 
 @dataclass
@@ -335,32 +332,3 @@ def llr_to_ml(llr: float) -> int:
     p = 0.5 * (1 + math.tanh(llr / 2))  # = logistic(llr), without overflow
     n = min(255, max(0, math.ceil(256 * p) - 1))
     return max(n, 128) if llr > 0 else min(n, 127)
-
-
-def reference_frequency_script(nanopolish: str | None = None) -> Path:
-    """nanopolish's calculate_methylation_frequency.py beside the nanopolish binary (Debian:
-    /usr/lib/nanopolish; bioconda: bin/, share/nanopolish/scripts/); a clear error if absent."""
-    binary = nanopolish or shutil.which("nanopolish")
-    if binary is None:
-        raise FileNotFoundError(
-            f"numapore: cannot run nanopolish's {REFERENCE_SCRIPT}: nanopolish is not on PATH"
-        )
-    bindir = Path(binary).resolve().parent
-    prefixes = [bindir.parent]
-    if os.environ.get("CONDA_PREFIX"):
-        prefixes.append(Path(os.environ["CONDA_PREFIX"]))
-    places = [bindir / REFERENCE_SCRIPT]
-    for prefix in prefixes:
-        places += [
-            prefix / "bin" / REFERENCE_SCRIPT,
-            prefix / "lib" / "nanopolish" / REFERENCE_SCRIPT,
-            prefix / "share" / "nanopolish" / "scripts" / REFERENCE_SCRIPT,
-        ]
-    for place in places:
-        if place.is_file():
-            return place
-    raise FileNotFoundError(
-        f"numapore: cannot run nanopolish's {REFERENCE_SCRIPT}: not found beside {binary} "
-        f"(looked in {', '.join(map(str, dict.fromkeys(places)))}); this nanopolish install "
-        "does not ship its scripts"
-    )

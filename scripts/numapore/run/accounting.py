@@ -319,13 +319,3 @@ def write_table(rows: Sequence[Row], output: str | os.PathLike) -> None:
     lines += ["\t".join(str(v).replace("\t", " ") for v in row) for row in rows]
     with atomic_output(output) as tmp:
         tmp.write_text("\n".join(lines) + "\n")
-
-
-def read_table(path: str | os.PathLike) -> dict[tuple[str, str, str], str]:
-    """An accounting TSV as {(stage, what, detail): reads}."""
-    lines = Path(path).read_text().splitlines()[1:]
-    out = {}
-    for line in lines:
-        stage, what, reads, detail = line.split("\t")
-        out[(stage, what, detail)] = reads
-    return out
