@@ -49,6 +49,11 @@ CLI (foreground until Ctrl-C or ``fusermount3 -u MOUNTPOINT``; counters printed 
 
 Needs ``/dev/fuse``, libfuse 3 (Debian ``fuse3``, which brings ``fusermount3``) and ``mfusepy``.
 Mounted by one user, the files are visible to that user only (no ``allow_other``).
+
+Why one module of ~500 lines: it does one job, and its parts share the child-process protocol
+(the filesystem's operations run in the child the context manager starts, waits for, unmounts
+and reaps, and whose counters it reads back; the CLI is the same child in the foreground); split,
+each half would need the other's internals. This description of the model is a tenth of it.
 """
 
 from __future__ import annotations
