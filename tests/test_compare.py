@@ -19,7 +19,7 @@ from numapore.compare import measure, recommend, subsample, summary
 from numapore.compare import report as compare_report
 from numapore.compare import run as cell_run
 from numapore.compare.cells import Cell, cell_host, matrix
-from numapore.execution.numa import detect_topology, host_config_from_dict
+from numapore.execution.numa import HostConfigError, detect_topology, host_config_from_dict
 from project import write_project
 
 MATRIX = {
@@ -152,6 +152,15 @@ def test_unknown_compare_sample_is_refused(tmp_path, ecoli_dir, dh10b):
     assert message in result.stdout + result.stderr
 
 
+def test_overlapping_cells_are_refused(tmp_path, ecoli_dir, dh10b):
+    # A --resources of one's own replaces profiles/default's compare=1: cells would overlap.
+    work = write_project(tmp_path, [ecoli_row(ecoli_dir, dh10b)], {"compare": MATRIX})
+    result = run_workflow(work, "compare", "-n", "--resources", "mem_mb=1000", check=False)
+    assert result.returncode != 0
+    message = "numapore: the comparison's cells must run one at a time: give --resources compare=1"
+    assert message in result.stdout + result.stderr
+
+
 # Helpers ---------------------------------------------------------------------------------------
 
 
@@ -178,6 +187,16 @@ def test_cell_host_sets_strategy_and_io_mode():
     assert host["strategy"] == {"alignment": "auto", "methylation": "interleave"}
     assert host["io_mode"] == "slow5" and "io_processes" not in host
     assert base["strategy"] == {"alignment": "auto"}  # the base is not changed
+
+
+def test_cell_host_config_is_the_base_host_with_the_cells_settings(tmp_path):
+    base = tmp_path / "base.yaml"
+    base.write_text(yaml.safe_dump({"topology": "auto", "io_mode": "fast5", "io_processes": 3}))
+    host = cell_run.cell_host_config(base, Cell("methylation", "bwa", "interleave", "slow5", 2, 1))
+    assert host.strategy["methylation"] == "interleave" and host.io_mode == "slow5"
+    assert host.io_processes is None and host.path == base
+    with pytest.raises(HostConfigError, match=f"{base} \\(benchmark cell alignment.bwa.bogus"):
+        cell_run.cell_host_config(base, Cell("alignment", "bwa", "bogus", "na", 1, 1))
 
 
 def test_parse_time_v_reads_gnu_time(tmp_path):
@@ -395,6 +414,7 @@ def test_subsample_reads_and_alignments(tmp_path, ecoli_dir, minimap2_run):
     assert count == len(kept) > 0 and set(kept) <= set(names)
     everything = subsample.subsample_reads(ecoli_dir / "reads.fasta", tmp_path / "all.fasta", 0)
     assert len(everything) == 112
+    assert subsample.count_reads(tmp_path / "r.fasta") == 5
 
 
 def test_signal_view_relocates_the_read_index(tmp_path, minimap2_run):
