@@ -17,7 +17,8 @@ from conftest import ecoli_row, run_workflow
 
 from numapore.compare import matrix as compare
 from numapore.compare.matrix import Cell
-from numapore.execution.numa import detect_topology, host_config_from_dict
+from numapore.execution.hosts import host_config_from_dict
+from numapore.execution.topology import detect_topology
 from project import write_project
 
 MATRIX = {

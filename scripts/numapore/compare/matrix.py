@@ -19,7 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from numapore.run.atomic import atomic_output
-from numapore.execution.numa import format_cpulist, parse_numactl_show, parse_proc_status
+from numapore.execution.probe import parse_numactl_show, parse_proc_status
+from numapore.execution.topology import format_cpulist
 
 STEPS = ("alignment", "methylation")
 NOT_APPLICABLE = "na"
@@ -564,19 +565,22 @@ def run_cell(request: Mapping[str, Any]) -> dict[str, Any]:
     asked; the record (launcher's run record + cell + storage) is written to request['record']."""
     import yaml
 
+    from numapore.execution.hosts import host_config_from_dict
     from numapore.execution.steps import run_alignment, run_methylation
 
     cell = Cell.parse(request["cell"])
     workdir, record = Path(request["workdir"]), Path(request["record"])
     workdir.mkdir(parents=True, exist_ok=True)
-    host = workdir / "host.yaml"
-    base = yaml.safe_load(Path(request["host"]).read_text())
-    host.write_text(yaml.safe_dump(cell_host(base, cell)))
+    base = Path(request["host"])
+    host = host_config_from_dict(
+        cell_host(yaml.safe_load(base.read_text()), cell),
+        source=f"{base} (cell {cell.name})", name=cell.name, path=base,
+    )  # fmt: skip
     storage = None
     if cell.step == "alignment":
         index_files = [Path(p) for p in request["index_files"]]
         run_alignment(
-            str(host), cell.aligner, request["index"], index_files, Path(request["reads"]),
+            host, cell.aligner, request["index"], index_files, Path(request["reads"]),
             workdir / "aligned.bam", cell.threads, record,
         )  # fmt: skip
     else:
@@ -585,8 +589,8 @@ def run_cell(request: Mapping[str, Any]) -> dict[str, Any]:
         def call(reads: Path) -> None:
             """nanopolish on the cell's alignments, one process per thread in fast5-pool."""
             run_methylation(
-                str(host), reads, Path(request["bam"]), Path(request["genome"]),
-                workdir / "calls.tsv", cell.threads, request["min_mapq"], cell.threads, record,
+                host, reads, Path(request["bam"]), Path(request["genome"]), workdir / "calls.tsv",
+                cell.threads, request["min_mapq"], cell.io_mode, cell.threads, record,
             )  # fmt: skip
 
         if latency:
