@@ -84,7 +84,7 @@ def run_mode(work: Path, fast5: Path, reads: Path, reference: Path, mode: str, t
     host = work / "host.yaml"
     host.write_text(yaml.safe_dump({
         "description": f"I/O benchmark, {mode}", "topology": "auto",
-        "strategy": {"alignment": "none", "methylation": "none", "conversion": "none"},
+        "strategy": {"alignment": "none", "methylation": "none"},
         "io_mode": mode, "io_processes": threads,
     }))  # fmt: skip
     target = "results/bench/methylation/bench.minimap2.cpg.calls.tsv"

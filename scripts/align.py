@@ -2,13 +2,14 @@
 
 from pathlib import Path
 
-from numapore.run.rulelog import redirect_to_log
+from numapore.execution.hosts import load_host_config
 from numapore.execution.steps import run_alignment
+from numapore.run.rulelog import redirect_to_log
 
 smk = snakemake  # noqa: F821 (injected by the script directive)
 redirect_to_log(smk)
 run_alignment(
-    host_file=smk.params.host,
+    host=load_host_config(smk.params.host),
     aligner=smk.wildcards.aligner,
     index=smk.params.index,
     index_files=[Path(p) for p in smk.input.index],

@@ -2,19 +2,21 @@
 
 from pathlib import Path
 
-from numapore.run.rulelog import redirect_to_log
+from numapore.execution.hosts import load_host_config
 from numapore.execution.steps import run_methylation
+from numapore.run.rulelog import redirect_to_log
 
 smk = snakemake  # noqa: F821 (injected by the script directive)
 redirect_to_log(smk)
 run_methylation(
-    host_file=smk.params.host,
+    host=load_host_config(smk.params.host),
     reads=Path(smk.input.reads),
     bam=Path(smk.input.bam),
     genome=Path(smk.input.genome),
     output=Path(smk.output[0]),
     threads=smk.threads,
     min_mapq=smk.params.min_mapq,
+    io_mode=smk.params.io_mode,
     io_processes=smk.params.io_processes,
     record=Path(smk.log.record),
     motif=smk.wildcards.motif,

@@ -54,7 +54,7 @@ def host_file(path: Path, strategy: str = "none", io_mode: str = "fast5", **extr
     host = {
         "description": f"test host: {strategy}, {io_mode}",
         "topology": "auto",
-        "strategy": {"alignment": strategy, "methylation": strategy, "conversion": "none"},
+        "strategy": {"alignment": strategy, "methylation": strategy},
         "io_mode": io_mode,
         **extra,
     }

@@ -19,7 +19,8 @@ from numapore.compare import measure, recommend, subsample, summary
 from numapore.compare import report as compare_report
 from numapore.compare import run as cell_run
 from numapore.compare.cells import Cell, cell_host, matrix
-from numapore.execution.numa import HostConfigError, detect_topology, host_config_from_dict
+from numapore.execution.hosts import HostConfigError, host_config_from_dict
+from numapore.execution.topology import detect_topology
 from project import write_project
 
 MATRIX = {

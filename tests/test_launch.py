@@ -1,4 +1,4 @@
-"""The launcher: step layouts, the command lines it builds, and real runs under numactl here."""
+"""The launcher: step plans, the command lines it builds, and real runs under numactl here."""
 
 from __future__ import annotations
 
@@ -7,14 +7,15 @@ from pathlib import Path
 
 import pytest
 
-from numapore.execution.launch import (
-    host_file_for,
-    layout_step,
-    plan_processes,
-    run_step,
-    write_record,
+from numapore.execution.hosts import (
+    HostConfigError,
+    host_config_from_dict,
+    host_path,
+    load_host_config,
 )
-from numapore.execution.numa import detect_topology, host_config_from_dict, load_host_config
+from numapore.execution.launch import plan_processes, run_step, write_record
+from numapore.execution.plan import plan_step
+from numapore.execution.topology import detect_topology
 from numapore.execution.shards import concat_tables
 from numapore.execution.tools import (
     align_command,
@@ -29,7 +30,7 @@ def host(strategy: str, **extra):
     """A host config with one strategy for every step."""
     data = {
         "topology": "auto",
-        "strategy": {"alignment": strategy, "methylation": strategy, "conversion": "none"},
+        "strategy": {"alignment": strategy, "methylation": strategy},
         **extra,
     }
     return host_config_from_dict(data, name=f"test-{strategy}")
@@ -38,28 +39,28 @@ def host(strategy: str, **extra):
 def test_layouts_on_the_opteron_example():
     opteron = load_host_config(HOSTS / "opteron-6376.yaml")
     topo = opteron.topology
-    inst = layout_step(opteron, topo, "alignment", 64)
+    inst = plan_step(opteron, topo, "alignment", 64)
     assert inst.strategy == "instances"
     assert inst.nodes == (0, 1, 2, 3, 4, 5, 6, 7) and inst.threads == (8,) * 8
     auto = host("auto")
-    small = layout_step(auto, topo, "alignment", 64, index_bytes=8 << 30)
-    big = layout_step(auto, topo, "alignment", 64, index_bytes=20 << 30)
+    small = plan_step(auto, topo, "alignment", 64, index_bytes=8 << 30)
+    big = plan_step(auto, topo, "alignment", 64, index_bytes=20 << 30)
     assert (small.strategy, big.strategy) == ("instances", "interleave")
     assert big.nodes == (None,) and big.threads == (64,)
 
 
 def test_process_pool_layout_splits_threads():
-    layout = layout_step(host("none"), detect_topology(), "methylation", 5, pool=2)
-    assert layout.nodes == (None, None) and layout.threads == (3, 2)
+    plan = plan_step(host("none"), detect_topology(), "methylation", 5, pool=2)
+    assert plan.nodes == (None, None) and plan.threads == (3, 2)
 
 
 def test_commands_wrap_the_unchanged_tool(tmp_path):
     opteron = load_host_config(HOSTS / "opteron-6376.yaml")
-    layout = layout_step(opteron, opteron.topology, "alignment", 64)
+    plan = plan_step(opteron, opteron.topology, "alignment", 64)
     reads = [tmp_path / f"in.{i}.fastq" for i in range(8)]
     outs = [tmp_path / f"out.{i}.bam" for i in range(8)]
     tool = lambda src, out, t: align_command("minimap2", "ref.mmi", src, out, t)  # noqa: E731
-    procs = plan_processes(layout, opteron.topology, tool, reads, outs, tmp_path)
+    procs = plan_processes(plan, tool, reads, outs, tmp_path)
     assert procs[3].command.startswith("numactl --cpunodebind=3 --membind=3 bash -o pipefail -c ")
     assert tool(reads[3], outs[3], 8) in procs[3].command.replace("'\"'\"'", "'")
 
@@ -100,18 +101,18 @@ def test_run_step_splits_runs_under_numactl_and_merges(tmp_path, strategy, pool)
 
     topo = detect_topology()
     extra = {"instances_per_node": 2} if strategy == "instances" else {}
-    layout = layout_step(host(strategy, **extra), topo, "methylation", 2, pool=pool)
+    plan = plan_step(host(strategy, **extra), topo, "methylation", 2, pool=pool)
     out = tmp_path / "out.tsv"
     with open(tmp_path / "log.txt", "w") as log:
         run = run_step(
-            layout, topo, lambda s, o, t: f"cat {s} > {o}", source, out, split, concat_tables,
+            plan, lambda s, o, t: f"cat {s} > {o}", source, out, split, concat_tables,
             tmp_path / "work", (".tsv", ".tsv"), log,
         )  # fmt: skip
     assert sorted(out.read_text().splitlines()[1:]) == [str(i) for i in range(10)]
     assert len(run.processes) == (2 if (strategy == "instances" or pool == 2) else 1)
     log_text = (tmp_path / "log.txt").read_text()
     assert "policy: " in log_text and "not recorded" not in log_text
-    write_record(tmp_path / "run.json", layout, run)
+    write_record(tmp_path / "run.json", plan, run)
     record = json.loads((tmp_path / "run.json").read_text())
     assert record["strategy"] == strategy and record["wall_seconds"] > 0
     assert "Cpus_allowed_list" in record["processes"][0]["policy"]
@@ -121,19 +122,39 @@ def test_failed_process_fails_the_step(tmp_path):
     source = tmp_path / "in.txt"
     source.write_text("x\n")
     topo = detect_topology()
-    layout = layout_step(host("none"), topo, "alignment", 1)
+    plan = plan_step(host("none"), topo, "alignment", 1)
     with open(tmp_path / "log.txt", "w") as log, pytest.raises(RuntimeError, match="exited 3"):
-        run_step(layout, topo, lambda s, o, t: "exit 3", source, tmp_path / "o", None, None,
+        run_step(plan, lambda s, o, t: "exit 3", source, tmp_path / "o", None, None,
                  tmp_path / "w", (".txt", ".txt"), log)  # fmt: skip
 
 
-def test_host_file_for(tmp_path, monkeypatch):
+def test_host_path(tmp_path, monkeypatch):
     (tmp_path / "single-node.yaml").write_text("topology: auto\n")
-    assert host_file_for("auto", tmp_path) == tmp_path / "single-node.yaml"
+    assert host_path("auto", [tmp_path]) == tmp_path / "single-node.yaml"
     monkeypatch.setattr("socket.gethostname", lambda: "bignode.cluster")
     (tmp_path / "bignode.yaml").write_text("topology: auto\n")
-    assert host_file_for("auto", tmp_path) == tmp_path / "bignode.yaml"
-    assert host_file_for("single-node", tmp_path) == tmp_path / "single-node.yaml"
+    assert host_path("auto", [tmp_path]) == tmp_path / "bignode.yaml"
+    assert host_path("single-node", [tmp_path]) == tmp_path / "single-node.yaml"
+
+
+def test_host_files_are_found_from_the_working_directory(tmp_path, monkeypatch):
+    """config/hosts/ under the working directory first (the user's own files, also for a
+    shipped name), then the workflow's shipped files; auto falls back to single-node."""
+    own = tmp_path / "config" / "hosts"
+    own.mkdir(parents=True)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr("socket.gethostname", lambda: "nohostfile.cluster")
+    assert host_path("xeon-2socket") == HOSTS / "xeon-2socket.yaml"
+    assert host_path("auto") == HOSTS / "single-node.yaml"
+    (own / "xeon-2socket.yaml").write_text("io_mode: slow5\n")
+    (own / "mine.yaml").write_text("topology: auto\n")
+    assert host_path("xeon-2socket") == own / "xeon-2socket.yaml"
+    assert load_host_config("xeon-2socket").io_mode == "slow5"
+    assert host_path("mine") == own / "mine.yaml"
+    (own / "single-node.yaml").write_text("topology: auto\n")
+    assert host_path("auto") == own / "single-node.yaml"
+    with pytest.raises(HostConfigError, match=r"config/hosts/none\.yaml, .* not found \(known "):
+        host_path("none")
 
 
 def test_project_layout_and_command(tmp_path):

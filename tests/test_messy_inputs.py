@@ -215,7 +215,7 @@ def test_host_file_check_is_one_line(tmp_path):
     """The host-file schema errors of one file, on one line (the key and the reason each)."""
     path = tmp_path / "host.yaml"
     path.write_text(yaml.safe_dump({"io_mode": "fast6", "io_processes": "two"}))
-    from numapore.execution.numa import HostConfigError, load_host_config
+    from numapore.execution.hosts import HostConfigError, load_host_config
 
     with pytest.raises(HostConfigError) as err:
         load_host_config(path)

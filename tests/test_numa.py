@@ -1,4 +1,4 @@
-"""Tests of numapore.numa: topology parsing, host files, advisor, command plans, real numactl.
+"""Tests of numapore.execution: topology parsing, host files, advisor, plans, real numactl.
 
 The probes that need a real 2-node NUMA machine run in test_numa_guest.py (one guest boot).
 """
@@ -18,7 +18,8 @@ import numa_guest  # beside this file: pytest puts tests/ on sys.path (rootdir c
 import pytest
 import yaml
 
-from numapore.execution import numa
+from numapore.execution import advisor, hosts, probe, topology
+from numapore.execution import plan as planner
 
 REPO = Path(__file__).resolve().parent.parent
 PYTHON = sys.executable
@@ -98,17 +99,17 @@ EXAMPLE_HOSTS = ("single-node", "xeon-2socket", "opteron-6376")
 
 
 @pytest.fixture(scope="module")
-def machine() -> numa.Topology:
+def machine() -> topology.Topology:
     """This machine's real layout."""
-    return numa.detect_topology()
+    return topology.detect_topology()
 
 
 @pytest.fixture(scope="module")
-def topologies(machine: numa.Topology) -> dict[str, numa.Topology]:
+def topologies(machine: topology.Topology) -> dict[str, topology.Topology]:
     """The layout of each example host (single-node: this machine's, as `auto` yields)."""
     out = {}
     for name in EXAMPLE_HOSTS:
-        host = numa.load_host_config(name)
+        host = hosts.load_host_config(name)
         out[name] = host.topology if host.topology is not None else machine
     return out
 
@@ -145,30 +146,30 @@ def run(argv: list[str] | str, **kw: object) -> subprocess.CompletedProcess[str]
 )
 def test_cpulist_round_trip(text: str, cpus: tuple[int, ...], compact: str) -> None:
     """Kernel cpulists parse to sorted CPUs and format back compactly."""
-    assert numa.parse_cpulist(text) == cpus
-    assert numa.format_cpulist(cpus) == compact
+    assert topology.parse_cpulist(text) == cpus
+    assert topology.format_cpulist(cpus) == compact
 
 
 @pytest.mark.parametrize("bad", ["a", "3-1", "1,,x", "-2"])
 def test_cpulist_rejects_garbage(bad: str) -> None:
     """Malformed cpulists raise ValueError."""
     with pytest.raises(ValueError):
-        numa.parse_cpulist(bad)
+        topology.parse_cpulist(bad)
 
 
 def test_parse_numactl_hardware_1_node() -> None:
     """One node: all CPUs, its memory, distance 10."""
-    t = numa.parse_numactl_hardware(NUMACTL_1_NODE)
+    t = topology.parse_numactl_hardware(NUMACTL_1_NODE)
     assert t.node_ids == (0,)
-    assert t.node(0) == numa.Node(0, tuple(range(8)), 31941, (10,))
+    assert t.node(0) == topology.Node(0, tuple(range(8)), 31941, (10,))
 
 
 def test_parse_numactl_hardware_2_nodes_with_ht() -> None:
     """Two sockets with hyper-threads: split CPU ranges and the 21 remote distance."""
-    t = numa.parse_numactl_hardware(NUMACTL_2_NODES)
+    t = topology.parse_numactl_hardware(NUMACTL_2_NODES)
     assert t.node_ids == (0, 1)
-    assert numa.format_cpulist(t.node(0).cpus) == "0-15,32-47"
-    assert numa.format_cpulist(t.node(1).cpus) == "16-31,48-63"
+    assert topology.format_cpulist(t.node(0).cpus) == "0-15,32-47"
+    assert topology.format_cpulist(t.node(1).cpus) == "16-31,48-63"
     assert [n.memory_mib for n in t.nodes] == [192057, 193531]
     assert t.distance(0, 1) == t.distance(1, 0) == 21
     assert len(t.cpus) == 64
@@ -176,8 +177,8 @@ def test_parse_numactl_hardware_2_nodes_with_ht() -> None:
 
 def test_parse_numactl_hardware_8_nodes_matches_opteron_host_file() -> None:
     """The 8-node Opteron output parses to the CPUs and distances of opteron-6376.yaml."""
-    t = numa.parse_numactl_hardware(NUMACTL_8_NODES)
-    host = numa.load_host_config("opteron-6376").topology
+    t = topology.parse_numactl_hardware(NUMACTL_8_NODES)
+    host = hosts.load_host_config("opteron-6376").topology
     assert host is not None
     assert t.node_ids == tuple(range(8))
     assert [n.cpus for n in t.nodes] == [n.cpus for n in host.nodes]
@@ -194,43 +195,44 @@ def test_parse_numactl_hardware_memory_only_node() -> None:
         "node 0 free: 9000 MB\nnode 1 cpus:\nnode 1 size: 65536 MB\nnode 1 free: 65000 MB\n"
         "node distances:\nnode   0   1 \n  0:  10  50 \n  1:  50  10 \n"
     )
-    t = numa.parse_numactl_hardware(text)
+    t = topology.parse_numactl_hardware(text)
     assert t.node(1).cpus == () and t.node(1).memory_mib == 65536
     assert [n.id for n in t.compute_nodes] == [0]
-    assert [i.node for i in numa.instance_commands(t, 4, lambda i, n, th: ["x"])] == [0]
-    assert numa.single_command(t, "interleave", ["x"]) == ["numactl", "--interleave=0-1", "x"]
+    assert planner.plan_strategy(t, "alignment", "instances", 4).nodes == (0,)
+    inter = planner.plan_strategy(t, "alignment", "interleave", 4)
+    assert inter.commands(["x"]) == [["numactl", "--interleave=0-1", "x"]]
 
 
 def test_parse_numactl_hardware_without_numa() -> None:
     """A kernel without NUMA support is reported as a TopologyError."""
-    with pytest.raises(numa.TopologyError, match="no NUMA"):
-        numa.parse_numactl_hardware("No NUMA available on this system\n")
+    with pytest.raises(topology.TopologyError, match="no NUMA"):
+        topology.parse_numactl_hardware("No NUMA available on this system\n")
 
 
 def test_read_sysfs_topology_fake_8_nodes(tmp_path: Path) -> None:
     """The sysfs reader handles an 8-node tree (cpulist, meminfo in kB, distance rows)."""
-    ref = numa.parse_numactl_hardware(NUMACTL_8_NODES)
+    ref = topology.parse_numactl_hardware(NUMACTL_8_NODES)
     for n in ref.nodes:
         d = tmp_path / f"node{n.id}"
         d.mkdir()
-        (d / "cpulist").write_text(numa.format_cpulist(n.cpus) + "\n")
+        (d / "cpulist").write_text(topology.format_cpulist(n.cpus) + "\n")
         (d / "meminfo").write_text(
             f"Node {n.id} MemTotal:       {n.memory_mib * 1024} kB\n"
             f"Node {n.id} MemFree:        1024 kB\n"
         )
         (d / "distance").write_text(" ".join(map(str, n.distances)) + "\n")
     (tmp_path / "online").write_text("0-7\n")  # not a node directory: must be ignored
-    t = numa.read_sysfs_topology(tmp_path)
+    t = topology.read_sysfs_topology(tmp_path)
     assert t.nodes == ref.nodes
     assert t.source.startswith("sysfs")
 
 
 def test_detect_topology_real_machine_sysfs_and_numactl_agree(tmp_path: Path) -> None:
     """On this machine, sysfs detection and the numactl --hardware fallback give one layout."""
-    from_sysfs = numa.detect_topology()
-    from_numactl = numa.detect_topology(sysfs_root=tmp_path / "absent")
+    from_sysfs = topology.detect_topology()
+    from_numactl = topology.detect_topology(sysfs_root=tmp_path / "absent")
     real = subprocess.run(["numactl", "--hardware"], capture_output=True, text=True, check=True)
-    parsed = numa.parse_numactl_hardware(real.stdout)
+    parsed = topology.parse_numactl_hardware(real.stdout)
     assert from_numactl.source == "numactl --hardware"
     assert from_sysfs.node_ids == from_numactl.node_ids == parsed.node_ids
     assert [n.cpus for n in from_sysfs.nodes] == [n.cpus for n in parsed.nodes]
@@ -240,12 +242,14 @@ def test_detect_topology_real_machine_sysfs_and_numactl_agree(tmp_path: Path) ->
 
 def test_topology_rejects_inconsistent_layouts() -> None:
     """Shared CPUs, short distance rows and a non-10 self distance are refused."""
-    with pytest.raises(numa.TopologyError, match="CPU 1 is listed under node 0 and node 1"):
-        numa.Topology((numa.Node(0, (0, 1), 1, (10, 20)), numa.Node(1, (1,), 1, (20, 10))))
-    with pytest.raises(numa.TopologyError, match="2 distances, expected 1"):
-        numa.Topology((numa.Node(0, (0,), 1, (10, 20)),))
-    with pytest.raises(numa.TopologyError, match="distance to itself is 20"):
-        numa.Topology((numa.Node(0, (0,), 1, (20,)),))
+    with pytest.raises(topology.TopologyError, match="CPU 1 is listed under node 0 and node 1"):
+        topology.Topology(
+            (topology.Node(0, (0, 1), 1, (10, 20)), topology.Node(1, (1,), 1, (20, 10)))
+        )
+    with pytest.raises(topology.TopologyError, match="2 distances, expected 1"):
+        topology.Topology((topology.Node(0, (0,), 1, (10, 20)),))
+    with pytest.raises(topology.TopologyError, match="distance to itself is 20"):
+        topology.Topology((topology.Node(0, (0,), 1, (20,)),))
 
 
 # --- schema and host files --------------------------------------------------------------------
@@ -268,14 +272,13 @@ def test_schema_is_strict_documented_and_defaulted() -> None:
     """Valid draft 2020-12; every object closed; every property described; optionals defaulted."""
     import jsonschema
 
-    schema = numa.load_schema()
+    schema = hosts.load_schema()
     jsonschema.Draft202012Validator.check_schema(schema)
     props = _walk_properties(schema)
     assert {p for p, _ in props} >= {
         ".topology",
         ".strategy.alignment",
         ".strategy.methylation",
-        ".strategy.conversion",
         ".instances_per_node",
         ".io_mode",
         ".io_processes",
@@ -289,45 +292,48 @@ def test_schema_is_strict_documented_and_defaulted() -> None:
         assert obj.get("additionalProperties") is False
     for key, sub in schema["properties"].items():
         assert "default" in sub, f"top-level key {key} has no default"
-    for step in numa.STEPS:
-        assert schema["properties"]["strategy"]["properties"][step]["enum"] == list(numa.STRATEGIES)
-    assert schema["properties"]["io_mode"]["enum"] == list(numa.IO_MODES)
+    assert "conversion" not in schema["properties"]["strategy"]["properties"]  # no numactl
+    for step in hosts.STEPS:
+        assert schema["properties"]["strategy"]["properties"][step]["enum"] == list(
+            hosts.STRATEGIES
+        )
+    assert schema["properties"]["io_mode"]["enum"] == list(hosts.IO_MODES)
 
 
 @pytest.mark.parametrize("name", EXAMPLE_HOSTS)
 def test_example_hosts_load(name: str) -> None:
     """The shipped host files validate and carry a concrete setting for every step."""
-    host = numa.load_host_config(name)
+    host = hosts.load_host_config(name)
     assert host.path == REPO / "config" / "hosts" / f"{name}.yaml"
-    assert set(host.strategy) == set(numa.STEPS)
-    assert host.io_mode in numa.IO_MODES
+    assert set(host.strategy) == set(hosts.STEPS)
+    assert host.io_mode in hosts.IO_MODES
     assert host.instances_per_node >= 1
     assert host.description
 
 
 def test_example_host_layouts() -> None:
     """single-node is auto; xeon has 2x32 CPUs and 192 GiB nodes; opteron 8x8 CPUs."""
-    assert numa.load_host_config("single-node").topology is None
-    xeon = numa.load_host_config("xeon-2socket").topology
+    assert hosts.load_host_config("single-node").topology is None
+    xeon = hosts.load_host_config("xeon-2socket").topology
     assert xeon is not None and xeon.node_ids == (0, 1)
     assert [len(n.cpus) for n in xeon.nodes] == [32, 32]
     assert [n.memory_mib for n in xeon.nodes] == [192 * 1024] * 2
     assert xeon.distance(0, 1) == 21
-    opt = numa.load_host_config("opteron-6376").topology
+    opt = hosts.load_host_config("opteron-6376").topology
     assert opt is not None and len(opt.nodes) == 8
     assert all(len(n.cpus) == 8 for n in opt.nodes) and opt.cpus == tuple(range(64))
 
 
 def test_defaults_filled_in(tmp_path: Path) -> None:
     """An empty host file means auto topology, auto/auto/none, 1 instance, fast5, io null."""
-    host = numa.load_host_config(write_host(tmp_path, "{}\n"))
+    host = hosts.load_host_config(write_host(tmp_path, "{}\n"))
     assert host.topology is None
-    assert host.strategy == {"alignment": "auto", "methylation": "auto", "conversion": "none"}
+    assert host.strategy == {"alignment": "auto", "methylation": "auto"}
     assert (host.instances_per_node, host.io_mode, host.io_processes) == (1, "fast5", None)
-    partial = numa.load_host_config(write_host(tmp_path, {"strategy": {"alignment": "none"}}))
-    assert partial.strategy == {"alignment": "none", "methylation": "auto", "conversion": "none"}
+    partial = hosts.load_host_config(write_host(tmp_path, {"strategy": {"alignment": "none"}}))
+    assert partial.strategy == {"alignment": "none", "methylation": "auto"}
     node = {"id": 0, "cpus": [0, 1], "memory_mib": 100}
-    host2 = numa.load_host_config(write_host(tmp_path, {"topology": {"nodes": [node]}}))
+    host2 = hosts.load_host_config(write_host(tmp_path, {"topology": {"nodes": [node]}}))
     assert host2.topology is not None and host2.topology.node(0).distances == (10,)
 
 
@@ -337,6 +343,8 @@ def test_defaults_filled_in(tmp_path: Path) -> None:
         ({"threads": 4}, r"\(top level\): Additional properties are not allowed \('threads'"),
         ({"strategy": {"alignment": "fast"}}, r"strategy\.alignment: 'fast' is not one of"),
         ({"strategy": {"assembly": "none"}}, r"strategy: .*'assembly' was unexpected"),
+        # The conversion runs without numactl: a strategy for it is refused, naming the key.
+        ({"strategy": {"conversion": "none"}}, r"strategy: .*'conversion' was unexpected"),
         ({"io_mode": "blow5"}, r"io_mode: 'blow5' is not one of"),
         ({"instances_per_node": 0}, r"instances_per_node: 0 is less than the minimum of 1"),
         ({"io_processes": "many"}, r"io_processes: 'many' is not of type"),
@@ -359,8 +367,8 @@ def test_defaults_filled_in(tmp_path: Path) -> None:
 def test_schema_errors_name_file_and_key(tmp_path: Path, data: dict, expected: str) -> None:
     """Schema violations raise HostConfigError naming the file and the offending key."""
     path = write_host(tmp_path, data)
-    with pytest.raises(numa.HostConfigError) as err:
-        numa.load_host_config(path)
+    with pytest.raises(hosts.HostConfigError) as err:
+        hosts.load_host_config(path)
     assert str(path) in str(err.value)
     assert re.search(expected, str(err.value)), str(err.value)
 
@@ -376,44 +384,44 @@ def test_semantic_errors_in_explicit_layout(tmp_path: Path) -> None:
         }
     }
     path = write_host(tmp_path, shared, "shared.yaml")
-    with pytest.raises(numa.HostConfigError, match=r"shared\.yaml: CPU 3 is listed under node 0"):
-        numa.load_host_config(path)
+    with pytest.raises(hosts.HostConfigError, match=r"shared\.yaml: CPU 3 is listed under node 0"):
+        hosts.load_host_config(path)
     short = {
         "topology": {"nodes": [{"id": 0, "cpus": [0], "memory_mib": 1, "distances": [10, 20]}]}
     }
-    with pytest.raises(numa.HostConfigError, match="node 0 has 2 distances, expected 1"):
-        numa.load_host_config(write_host(tmp_path, short, "short.yaml"))
+    with pytest.raises(hosts.HostConfigError, match="node 0 has 2 distances, expected 1"):
+        hosts.load_host_config(write_host(tmp_path, short, "short.yaml"))
     twice = {"topology": {"nodes": [{"id": 0, "cpus": [0], "memory_mib": 1}] * 2}}
-    with pytest.raises(numa.HostConfigError, match="node ids repeat"):
-        numa.load_host_config(write_host(tmp_path, twice, "twice.yaml"))
+    with pytest.raises(hosts.HostConfigError, match="node ids repeat"):
+        hosts.load_host_config(write_host(tmp_path, twice, "twice.yaml"))
 
 
 def test_unknown_host_and_bad_yaml(tmp_path: Path) -> None:
     """Unknown names list the known hosts; broken YAML names the file."""
-    with pytest.raises(numa.HostConfigError, match=r"known hosts: .*opteron-6376"):
-        numa.load_host_config("no-such-host")
+    with pytest.raises(hosts.HostConfigError, match=r"known hosts: .*opteron-6376"):
+        hosts.load_host_config("no-such-host")
     bad = write_host(tmp_path, "strategy: [unclosed\n", "bad.yaml")
-    with pytest.raises(numa.HostConfigError, match=r"bad\.yaml: not valid YAML"):
-        numa.load_host_config(bad)
+    with pytest.raises(hosts.HostConfigError, match=r"bad\.yaml: not valid YAML"):
+        hosts.load_host_config(bad)
 
 
 # --- validation against the machine -----------------------------------------------------------
 
 
-def test_startup_check_single_node_passes_here(machine: numa.Topology) -> None:
+def test_startup_check_single_node_passes_here(machine: topology.Topology) -> None:
     """The auto host file is valid on this machine and yields the detected layout."""
-    host, topo = numa.startup_check("single-node")
+    host, topo = hosts.startup_check("single-node")
     assert host.name == "single-node"
     assert topo.node_ids == machine.node_ids and topo.cpus == machine.cpus
 
 
 @pytest.mark.parametrize("name", ["xeon-2socket", "opteron-6376"])
-def test_startup_check_big_hosts_fail_here(name: str, machine: numa.Topology) -> None:
+def test_startup_check_big_hosts_fail_here(name: str, machine: topology.Topology) -> None:
     """The multi-node example files name nodes and CPUs this machine lacks: clear error."""
     if len(machine.nodes) > 1:
         pytest.skip("this check assumes the 1-node development machine")
-    with pytest.raises(numa.HostConfigError) as err:
-        numa.startup_check(name)
+    with pytest.raises(hosts.HostConfigError) as err:
+        hosts.startup_check(name)
     msg = str(err.value)
     assert f"config/hosts/{name}.yaml does not match this machine" in msg
     assert "node 1 (CPUs " in msg and "does not exist on this machine" in msg
@@ -422,19 +430,19 @@ def test_startup_check_big_hosts_fail_here(name: str, machine: numa.Topology) ->
 
 def test_startup_check_against_parsed_machines() -> None:
     """Each example passes on the machine it describes (as numactl --hardware shows it)."""
-    xeon = numa.parse_numactl_hardware(NUMACTL_2_NODES)
-    opteron = numa.parse_numactl_hardware(NUMACTL_8_NODES)
-    _, topo = numa.startup_check("xeon-2socket", machine=xeon)
+    xeon = topology.parse_numactl_hardware(NUMACTL_2_NODES)
+    opteron = topology.parse_numactl_hardware(NUMACTL_8_NODES)
+    _, topo = hosts.startup_check("xeon-2socket", machine=xeon)
     assert topo.node_ids == (0, 1)
-    _, topo = numa.startup_check("opteron-6376", machine=opteron)
+    _, topo = hosts.startup_check("opteron-6376", machine=opteron)
     assert len(topo.nodes) == 8
-    with pytest.raises(numa.HostConfigError, match="node 2 .* does not exist"):
-        numa.startup_check("opteron-6376", machine=xeon)
+    with pytest.raises(hosts.HostConfigError, match="node 2 .* does not exist"):
+        hosts.startup_check("opteron-6376", machine=xeon)
 
 
 def test_check_names_missing_node_cpu_and_moved_cpu(tmp_path: Path) -> None:
     """Errors name the file, a node the machine lacks, a CPU it lacks, and a misplaced CPU."""
-    machine = numa.parse_numactl_hardware(NUMACTL_2_NODES)
+    machine = topology.parse_numactl_hardware(NUMACTL_2_NODES)
     data = {
         "topology": {
             "nodes": [
@@ -445,47 +453,47 @@ def test_check_names_missing_node_cpu_and_moved_cpu(tmp_path: Path) -> None:
         }
     }
     path = write_host(tmp_path, data, "wrong.yaml")
-    with pytest.raises(numa.HostConfigError) as err:
-        numa.startup_check(path, machine=machine)
+    with pytest.raises(hosts.HostConfigError) as err:
+        hosts.startup_check(path, machine=machine)
     msg = str(err.value)
     assert msg.startswith(f"{path} does not match this machine")
     assert "node 0 lists CPU(s) 64 that this machine does not have" in msg
     assert "node 2 (CPUs 63) does not exist on this machine, which has node(s) 0-1" in msg
     moved = {"topology": {"nodes": [{"id": 0, "cpus": "0-16", "memory_mib": 1000}]}}
-    with pytest.raises(numa.HostConfigError, match="node 0 lists CPU 16, which belongs to node 1"):
-        numa.startup_check(write_host(tmp_path, moved, "moved.yaml"), machine=machine)
+    with pytest.raises(hosts.HostConfigError, match="node 0 lists CPU 16, which belongs to node 1"):
+        hosts.startup_check(write_host(tmp_path, moved, "moved.yaml"), machine=machine)
 
 
 def test_check_warns_when_declared_memory_exceeds_machine(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     """A node declaring far more memory than the machine has passes, with a logged warning."""
-    machine = numa.parse_numactl_hardware(NUMACTL_1_NODE)
+    machine = topology.parse_numactl_hardware(NUMACTL_1_NODE)
     big = {"topology": {"nodes": [{"id": 0, "cpus": "0-7", "memory_mib": 10**6}]}}
-    with caplog.at_level(logging.WARNING, logger="numapore.execution.numa"):
-        numa.startup_check(write_host(tmp_path, big, "big.yaml"), machine=machine)
+    with caplog.at_level(logging.WARNING, logger="numapore.execution.hosts"):
+        hosts.startup_check(write_host(tmp_path, big, "big.yaml"), machine=machine)
     assert "node 0 declares 1000000 MiB but the machine has 31941 MiB" in caplog.text
 
 
-def test_check_cli_reports_error_for_xeon_here(machine: numa.Topology) -> None:
-    """`python -m numapore.execution.numa check` exits 2 with the message on a mismatching host."""
-    ok = run([PYTHON, "-m", "numapore.execution.numa", "check", "single-node"])
+def test_check_cli_reports_error_for_xeon_here(machine: topology.Topology) -> None:
+    """`python -m numapore.execution.probe check` exits 2 with the message on a mismatching host."""
+    ok = run([PYTHON, "-m", "numapore.execution.probe", "check", "single-node"])
     assert ok.returncode == 0 and ": OK: " in ok.stdout
     if len(machine.nodes) == 1:
-        bad = run([PYTHON, "-m", "numapore.execution.numa", "check", "xeon-2socket"])
+        bad = run([PYTHON, "-m", "numapore.execution.probe", "check", "xeon-2socket"])
         assert bad.returncode == 2 and "xeon-2socket.yaml does not match" in bad.stderr
 
 
 # --- advisor ----------------------------------------------------------------------------------
 
 
-def test_advise_one_node_is_none(topologies: dict[str, numa.Topology]) -> None:
+def test_advise_one_node_is_none(topologies: dict[str, topology.Topology]) -> None:
     """On one node there is nothing to place, whatever the index size."""
     for size in (0, 10**9, 10**12):
-        strategy, why = numa.advise(numa.parse_numactl_hardware(NUMACTL_1_NODE), size)
+        strategy, why = advisor.advise(topology.parse_numactl_hardware(NUMACTL_1_NODE), size)
         assert strategy == "none" and why["nodes"] == 1
     if len(topologies["single-node"].nodes) == 1:
-        assert numa.advise(topologies["single-node"], 5 * 2**30)[0] == "none"
+        assert advisor.advise(topologies["single-node"], 5 * 2**30)[0] == "none"
 
 
 @pytest.mark.parametrize(
@@ -501,10 +509,14 @@ def test_advise_one_node_is_none(topologies: dict[str, numa.Topology]) -> None:
     ],
 )
 def test_advise_multi_node(
-    topologies: dict[str, numa.Topology], host: str, index_gib: float, per_node: int, expected: str
+    topologies: dict[str, topology.Topology],
+    host: str,
+    index_gib: float,
+    per_node: int,
+    expected: str,
 ) -> None:
     """Instances when the index copies fit in 40 % of the smallest node, else interleave."""
-    strategy, why = numa.advise(topologies[host], int(index_gib * 2**30), per_node)
+    strategy, why = advisor.advise(topologies[host], int(index_gib * 2**30), per_node)
     assert strategy == expected == why["strategy"]
     node_mib = min(n.memory_mib for n in topologies[host].nodes)
     assert why["smallest_node_memory_mib"] == node_mib
@@ -514,26 +526,28 @@ def test_advise_multi_node(
 
 
 def test_advise_logs_its_numbers(
-    caplog: pytest.LogCaptureFixture, topologies: dict[str, numa.Topology]
+    caplog: pytest.LogCaptureFixture, topologies: dict[str, topology.Topology]
 ) -> None:
-    """The decision and the numbers behind it go to the numapore.execution.numa logger."""
-    with caplog.at_level(logging.INFO, logger="numapore.execution.numa"):
-        numa.advise(topologies["opteron-6376"], 20 * 2**30)
+    """The decision and the numbers behind it go to the numapore.execution.advisor logger."""
+    with caplog.at_level(logging.INFO, logger="numapore.execution.advisor"):
+        advisor.advise(topologies["opteron-6376"], 20 * 2**30)
     line = caplog.records[-1].getMessage()
     assert line.startswith("NUMA advisor: interleave")
     assert '"smallest_node_memory_mib": 32768' in line and '"index_bytes": 21474836480' in line
 
 
-def test_resolve_strategy_uses_config_or_advisor(topologies: dict[str, numa.Topology]) -> None:
+def test_resolve_strategy_uses_config_or_advisor(topologies: dict[str, topology.Topology]) -> None:
     """Configured strategies are returned as is; auto goes to the advisor."""
-    opt = numa.load_host_config("opteron-6376")
-    assert numa.resolve_strategy(opt, "alignment", topologies["opteron-6376"])[0] == "instances"
-    xeon = numa.load_host_config("xeon-2socket")
-    assert numa.resolve_strategy(xeon, "methylation", topologies["xeon-2socket"])[0] == "interleave"
-    big = numa.resolve_strategy(xeon, "alignment", topologies["xeon-2socket"], 100 * 2**30)
+    opt = hosts.load_host_config("opteron-6376")
+    assert advisor.resolve_strategy(opt, "alignment", topologies["opteron-6376"])[0] == "instances"
+    xeon = hosts.load_host_config("xeon-2socket")
+    assert (
+        advisor.resolve_strategy(xeon, "methylation", topologies["xeon-2socket"])[0] == "interleave"
+    )
+    big = advisor.resolve_strategy(xeon, "alignment", topologies["xeon-2socket"], 100 * 2**30)
     assert big[0] == "interleave" and "smallest_node_memory_mib" in big[1]
     with pytest.raises(ValueError, match="unknown step"):
-        numa.resolve_strategy(xeon, "basecalling", topologies["xeon-2socket"])
+        advisor.resolve_strategy(xeon, "basecalling", topologies["xeon-2socket"])
 
 
 # --- command building -------------------------------------------------------------------------
@@ -545,10 +559,10 @@ def minimap2_shard(i: int, n: int, t: int) -> list[str]:
 
 
 @pytest.mark.parametrize("host", EXAMPLE_HOSTS)
-@pytest.mark.parametrize("step", numa.STEPS)
-@pytest.mark.parametrize("strategy", numa.STRATEGIES)
+@pytest.mark.parametrize("step", hosts.STEPS)
+@pytest.mark.parametrize("strategy", hosts.STRATEGIES)
 def test_plans_for_every_host_step_strategy(
-    topologies: dict[str, numa.Topology], host: str, step: str, strategy: str
+    topologies: dict[str, topology.Topology], host: str, step: str, strategy: str
 ) -> None:
     """Each strategy yields the documented numactl form on every example host and step."""
     topo = topologies[host]
@@ -556,26 +570,26 @@ def test_plans_for_every_host_step_strategy(
     tool = ["minimap2", "-t", str(threads), "ref.mmi", "reads.fastq"]
     if strategy == "auto":
         with pytest.raises(ValueError, match="must be resolved first"):
-            numa.plan_step(
-                topo, step, strategy, threads, command=tool, shard_command=minimap2_shard
-            )
+            planner.plan_strategy(topo, step, strategy, threads)
         return
-    plan = numa.plan_step(topo, step, strategy, threads, command=tool, shard_command=minimap2_shard)
-    assert (plan.step, plan.strategy, plan.threads) == (step, strategy, threads)
-    nodes = numa.format_cpulist(topo.node_ids)
+    plan = planner.plan_strategy(topo, step, strategy, threads)
+    assert (plan.step, plan.strategy, sum(plan.threads)) == (step, strategy, threads)
+    nodes = topology.format_cpulist(topo.node_ids)
     if strategy == "none":
-        assert plan.command == tool and not plan.instances
+        assert plan.commands(tool) == [tool] and plan.nodes == (None,)
     elif strategy == "interleave":
-        assert plan.command == ["numactl", f"--interleave={nodes}", *tool]
+        assert plan.commands(tool) == [["numactl", f"--interleave={nodes}", *tool]]
     elif strategy == "localalloc":
-        assert plan.command == ["numactl", "--localalloc", *tool]
+        assert plan.commands(tool) == [["numactl", "--localalloc", *tool]]
     else:
-        assert plan.command is None
-        assert [i.node for i in plan.instances] == list(topo.node_ids)
-        assert sum(i.threads for i in plan.instances) == threads
+        with pytest.raises(ValueError, match="several commands"):
+            plan.commands(tool)
+        assert list(plan.nodes) == list(topo.node_ids)
+        assert sum(plan.threads) == threads
         n = len(topo.nodes)
-        for k, inst in enumerate(plan.instances):
-            node, cpus, t, cmd = inst  # unpacks as (node, cpus, threads, command)
+        commands = plan.commands(minimap2_shard)
+        for k, (slot, cmd) in enumerate(zip(plan.slots, commands, strict=True)):
+            node, cpus, t = slot.node, slot.cpus, slot.threads
             assert cpus == topo.node(node).cpus and t == len(cpus)
             assert cmd == [
                 "numactl",
@@ -583,15 +597,15 @@ def test_plans_for_every_host_step_strategy(
                 f"--membind={node}",
                 *minimap2_shard(k, n, t),
             ]
-        assert plan.commands == [i.command for i in plan.instances]
+        assert commands == [
+            plan.command(k, minimap2_shard(k, n, t)) for k, t in enumerate(plan.threads)
+        ]
 
 
-def test_opteron_instances_alignment_64_threads(topologies: dict[str, numa.Topology]) -> None:
+def test_opteron_instances_alignment_64_threads(topologies: dict[str, topology.Topology]) -> None:
     """The study's case: 8 bound minimap2 processes of 8 threads, one per die."""
-    plan = numa.plan_step(
-        topologies["opteron-6376"], "alignment", "instances", 64, shard_command=minimap2_shard
-    )
-    assert [(i.node, numa.format_cpulist(i.cpus), i.threads) for i in plan.instances] == [
+    plan = planner.plan_strategy(topologies["opteron-6376"], "alignment", "instances", 64)
+    assert [(s.node, topology.format_cpulist(s.cpus), s.threads) for s in plan.slots] == [
         (0, "0-7", 8),
         (1, "8-15", 8),
         (2, "32-39", 8),
@@ -601,111 +615,122 @@ def test_opteron_instances_alignment_64_threads(topologies: dict[str, numa.Topol
         (6, "48-55", 8),
         (7, "56-63", 8),
     ]
-    assert plan.instances[2].command[:3] == ["numactl", "--cpunodebind=2", "--membind=2"]
+    assert plan.commands(minimap2_shard)[2][:3] == ["numactl", "--cpunodebind=2", "--membind=2"]
 
 
-def test_instances_per_node_and_uneven_threads(topologies: dict[str, numa.Topology]) -> None:
+def test_instances_per_node_and_uneven_threads(topologies: dict[str, topology.Topology]) -> None:
     """Several instances per node share its threads; leftovers go to the first shards."""
     xeon = topologies["xeon-2socket"]
-    inst = numa.instance_commands(xeon, 64, minimap2_shard, instances_per_node=2)
-    assert [(i.node, i.threads) for i in inst] == [(0, 16), (0, 16), (1, 16), (1, 16)]
-    assert inst[3].command[-1] == "reads.3-of-4.fastq"
-    assert numa.split_threads(topologies["opteron-6376"], 10) == [2, 2, 1, 1, 1, 1, 1, 1]
-    assert numa.split_threads(topologies["opteron-6376"], 4) == [1] * 8  # min one each
-    assert numa.split_threads(xeon, 7, 3) == [2, 1, 1, 1, 1, 1]
+    plan = planner.plan_strategy(xeon, "alignment", "instances", 64, instances_per_node=2)
+    assert [(s.node, s.threads) for s in plan.slots] == [(0, 16), (0, 16), (1, 16), (1, 16)]
+    assert plan.commands(minimap2_shard)[3][-1] == "reads.3-of-4.fastq"
+    assert planner.split_threads(topologies["opteron-6376"], 10) == [2, 2, 1, 1, 1, 1, 1, 1]
+    assert planner.split_threads(topologies["opteron-6376"], 4) == [1] * 8  # min one each
+    assert planner.split_threads(xeon, 7, 3) == [2, 1, 1, 1, 1, 1]
     with pytest.raises(ValueError):
-        numa.split_threads(xeon, 0)
+        planner.split_threads(xeon, 0)
 
 
-def test_string_commands(topologies: dict[str, numa.Topology]) -> None:
+def test_string_commands(topologies: dict[str, topology.Topology]) -> None:
     """Shell strings get a text prefix; pipelines run under bash so every stage is bound."""
     opt = topologies["opteron-6376"]
+
+    def single_command(strategy: str, command: str) -> str:
+        """The one command of a single-process plan on the Opteron."""
+        return planner.plan_strategy(opt, "alignment", strategy, 64).command(0, command)
+
     simple = "minimap2 -t 64 ref.mmi reads.fastq > out.sam 2> log.txt"
-    assert numa.single_command(opt, "none", simple) == simple
-    assert numa.single_command(opt, "interleave", simple) == "numactl --interleave=0-7 " + simple
+    assert single_command("none", simple) == simple
+    assert single_command("interleave", simple) == "numactl --interleave=0-7 " + simple
     piped = "minimap2 -t 64 ref.mmi 'a b.fastq' | samtools sort -o out.bam"
-    got = numa.single_command(opt, "localalloc", piped)
+    got = single_command("localalloc", piped)
     assert shlex.split(got) == ["numactl", "--localalloc", "bash", "-o", "pipefail", "-c", piped]
     quoted = "echo 'a | b' > x"  # the pipe is quoted: a simple command
-    assert numa.single_command(opt, "localalloc", quoted) == "numactl --localalloc " + quoted
-    inst = numa.instance_commands(opt, 64, lambda i, n, t: f"tool -t {t} shard{i} | gzip > o{i}")
-    assert shlex.split(inst[1].command)[:3] == ["numactl", "--cpunodebind=1", "--membind=1"]
-    assert shlex.split(inst[1].command)[-1] == "tool -t 8 shard1 | gzip > o1"
+    assert single_command("localalloc", quoted) == "numactl --localalloc " + quoted
+    inst = planner.plan_strategy(opt, "alignment", "instances", 64).commands(
+        lambda i, n, t: f"tool -t {t} shard{i} | gzip > o{i}"
+    )
+    assert shlex.split(inst[1])[:3] == ["numactl", "--cpunodebind=1", "--membind=1"]
+    assert shlex.split(inst[1])[-1] == "tool -t 8 shard1 | gzip > o1"
 
 
-def test_plan_argument_errors(topologies: dict[str, numa.Topology]) -> None:
+def test_plan_argument_errors(topologies: dict[str, topology.Topology]) -> None:
     """Missing shard builders, unknown strategies and steps are reported."""
     topo = topologies["xeon-2socket"]
     with pytest.raises(ValueError, match="needs shard_command"):
-        numa.plan_step(topo, "alignment", "instances", 4, command=["x"])
+        planner.plan_strategy(topo, "alignment", "instances", 4).commands(["x"])
     with pytest.raises(ValueError, match="unknown strategy"):
-        numa.plan_step(topo, "alignment", "spread", 4, command=["x"])
+        planner.plan_strategy(topo, "alignment", "spread", 4)
     with pytest.raises(ValueError, match="unknown step"):
-        numa.plan_step(topo, "assembly", "none", 4, command=["x"])
+        planner.plan_strategy(topo, "assembly", "none", 4)
+    with pytest.raises(ValueError, match="unknown step 'conversion'"):
+        planner.plan_strategy(topo, "conversion", "none", 4)  # runs without numactl
     with pytest.raises(ValueError, match="several commands"):
-        numa.single_command(topo, "instances", ["x"])
-    plan = numa.plan_step(topo, "methylation", "interleave", 6, shard_command=minimap2_shard)
-    assert plan.command == ["numactl", "--interleave=0-1", *minimap2_shard(0, 1, 6)]
+        planner.plan_strategy(topo, "alignment", "instances", 4).commands(["x"])
+    with pytest.raises(ValueError, match="several commands"):
+        planner.plan_strategy(topo, "methylation", "none", 4, pool=2).commands(["x"])
+    plan = planner.plan_strategy(topo, "methylation", "interleave", 6)
+    assert plan.commands(minimap2_shard) == [
+        ["numactl", "--interleave=0-1", *minimap2_shard(0, 1, 6)]
+    ]
 
 
 # --- real numactl on this machine -------------------------------------------------------------
 
 
-def test_numactl_commands_run_here(machine: numa.Topology) -> None:
+def test_numactl_commands_run_here(machine: topology.Topology) -> None:
     """The literal forms from the brief run with the real numactl."""
     node = machine.node_ids[0]
     assert run(["numactl", f"--interleave={node}", "true"]).returncode == 0
     res = run(["numactl", f"--cpunodebind={node}", f"--membind={node}", "cat", "/proc/self/status"])
     assert res.returncode == 0
-    allowed = numa.parse_proc_status(res.stdout)["Cpus_allowed_list"]
+    allowed = probe.parse_proc_status(res.stdout)["Cpus_allowed_list"]
     assert set(allowed) <= set(machine.node(node).cpus)
 
 
 @pytest.mark.parametrize("strategy", ["none", "interleave", "localalloc", "instances"])
-def test_planned_commands_run_here(machine: numa.Topology, strategy: str) -> None:
+def test_planned_commands_run_here(machine: topology.Topology, strategy: str) -> None:
     """Every planned command runs under real numactl and numactl --show reports its policy."""
     show = ["numactl", "--show"]
-    plan = numa.plan_step(
-        machine, "alignment", strategy, 2, command=show, shard_command=lambda i, n, t: show
-    )
+    plan = planner.plan_strategy(machine, "alignment", strategy, 2)
     expected = {"none": "default", "interleave": "interleave", "localalloc": "local"}
-    for cmd in plan.commands:
+    for cmd in plan.commands(lambda i, n, t: show):
         res = run(cmd)
         assert res.returncode == 0, res.stderr
-        shown = numa.parse_numactl_show(res.stdout)
+        shown = probe.parse_numactl_show(res.stdout)
         assert shown["policy"] == expected.get(strategy, "bind")
         if strategy == "interleave":
             assert shown["interleavemask"] == list(machine.node_ids)
-    for inst in plan.instances:
-        res = run([*inst.command[:3], "cat", "/proc/self/status"])
-        assert set(numa.parse_proc_status(res.stdout)["Cpus_allowed_list"]) <= set(inst.cpus)
+    for i, slot in enumerate(plan.slots if strategy == "instances" else ()):
+        res = run([*plan.prefix(i), "cat", "/proc/self/status"])
+        assert set(probe.parse_proc_status(res.stdout)["Cpus_allowed_list"]) <= set(slot.cpus)
 
 
-def test_planned_pipeline_string_runs_here(machine: numa.Topology, tmp_path: Path) -> None:
+def test_planned_pipeline_string_runs_here(machine: topology.Topology, tmp_path: Path) -> None:
     """A pipeline string from the planner runs in bash and both stages inherit the policy."""
     cmd = "numactl --show | grep -c '^policy: interleave' > " + shlex.quote(str(tmp_path / "n"))
-    planned = numa.single_command(machine, "interleave", cmd)
+    planned = planner.plan_strategy(machine, "alignment", "interleave", 1).command(0, cmd)
     res = run(planned)
     assert res.returncode == 0, res.stderr
     assert (tmp_path / "n").read_text().strip() == "1"
 
 
-def test_policy_in_force_under_numactl(machine: numa.Topology) -> None:
+def test_policy_in_force_under_numactl(machine: topology.Topology) -> None:
     """policy_in_force, run under a real binding, reports bind, its node and its CPUs."""
     node = machine.node_ids[-1]
     res = run(
         ["numactl", f"--cpunodebind={node}", f"--membind={node}"]
-        + [PYTHON, "-m", "numapore.execution.numa", "policy", "--json"]
+        + [PYTHON, "-m", "numapore.execution.probe", "policy", "--json"]
     )
     assert res.returncode == 0, res.stderr
     pol = json.loads(res.stdout)
     assert pol["policy"] == "bind" and pol["membind"] == [node]
     assert set(pol["cpus_allowed"]) <= set(machine.node(node).cpus)
-    line = numa.format_policy(pol)
+    line = probe.format_policy(pol)
     assert f"policy=bind membind={node}" in line and "cpus_allowed=" in line
-    here = numa.policy_in_force()
+    here = probe.policy_in_force()
     assert here["pid"] == os.getpid() and here["policy"] in {"default", "bind", "interleave"}
-    other = numa.policy_in_force(pid=1)  # another process: only what /proc shows
+    other = probe.policy_in_force(pid=1)  # another process: only what /proc shows
     assert "cpus_allowed" in other and "policy" not in other
 
 
@@ -713,7 +738,7 @@ def test_parse_numactl_show_variants() -> None:
     """numactl 2.0.16 output, including its missing newline under --localalloc."""
     local = "policy: local\npreferred node: physcpubind: 0 1 \ncpubind: 0 \nnodebind: 0 \n"
     local += "membind: 0 \npreferred: \n"
-    assert numa.parse_numactl_show(local) == {
+    assert probe.parse_numactl_show(local) == {
         "policy": "local",
         "preferred_node": "",
         "physcpubind": [0, 1],
@@ -725,10 +750,10 @@ def test_parse_numactl_show_variants() -> None:
     inter = "policy: interleave\npreferred node: 0 (interleave next)\ninterleavemask: 0 1 \n"
     inter += "interleavenode: 0\nphyscpubind: 0 1 2 3 \ncpubind: 0 1 \nnodebind: 0 1 \n"
     inter += "membind: 0 1 \npreferred: 0 \n"
-    got = numa.parse_numactl_show(inter)
+    got = probe.parse_numactl_show(inter)
     assert got["interleavemask"] == [0, 1] and got["preferred_node"] == "0 (interleave next)"
     status = "Name:\tcat\nCpus_allowed:\t3\nCpus_allowed_list:\t0-1\nMems_allowed_list:\t0\n"
-    assert numa.parse_proc_status(status) == {
+    assert probe.parse_proc_status(status) == {
         "Cpus_allowed_list": (0, 1),
         "Mems_allowed_list": (0,),
     }

@@ -20,7 +20,7 @@ import pytest
 import yaml
 from conftest import REPO, call_set, primary_mapped, run_workflow
 
-from numapore.execution import numa
+from numapore.execution import probe
 from project import write_project
 
 import numa_guest
@@ -73,7 +73,7 @@ def host_yaml(path: Path, strategy: str) -> Path:
     path.write_text(yaml.safe_dump({
         "description": f"2-node NUMA guest, {strategy}",
         "topology": "auto",
-        "strategy": {"alignment": strategy, "methylation": strategy, "conversion": "none"},
+        "strategy": {"alignment": strategy, "methylation": strategy},
     }))  # fmt: skip
     return path
 
@@ -86,8 +86,10 @@ GUEST_DRIVER = """
 import sys
 from pathlib import Path
 import pysam
+from numapore.execution.hosts import load_host_config
 from numapore.execution.steps import run_alignment, run_methylation
-inputs, out, host, strategy = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3], sys.argv[4]
+inputs, out, strategy = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[4]
+host = load_host_config(sys.argv[3])
 out.mkdir(parents=True)
 ref = inputs / "results/references/region/region.fa"
 mmi = inputs / "results/references/region/minimap2/region.map-ont.mmi"
@@ -99,8 +101,8 @@ with open(out / "align.log", "w") as log:
 pysam.index(str(out / "aln.bam"))
 with open(out / "call_methylation.log", "w") as log:
     sys.stderr = log
-    run_methylation(host, reads, out / "aln.bam", ref, out / "calls.tsv", 2, 20, 2,
-                    out / "call_methylation.run.json")
+    run_methylation(host, reads, out / "aln.bam", ref, out / "calls.tsv", 2, 20,
+                    host.io_mode, 2, out / "call_methylation.run.json")
 """
 
 
@@ -199,20 +201,21 @@ def test_numa_guest_outputs_equal_none(guest_runs, none_run, strategy):
 PROBE_SCRIPT = r"""
 export PYTHONPATH={pythonpath} PYTHONDONTWRITEBYTECODE=1
 echo '=== hardware'; numactl --hardware
-echo '=== topology'; {python} -m numapore.execution.numa topology --json
+echo '=== topology'; {python} -m numapore.execution.probe topology --json
 echo '=== status'; numactl --cpunodebind=1 --membind=1 cat /proc/self/status
 echo '=== show'; numactl --cpunodebind=1 --membind=1 numactl --show
 echo '=== policy'; numactl --cpunodebind=1 --membind=1 \
-    {python} -m numapore.execution.numa policy --json
+    {python} -m numapore.execution.probe policy --json
 echo '=== instances'; {python} -c '
 import subprocess
-from numapore.execution import numa
-t = numa.detect_topology()
+from numapore.execution.plan import plan_strategy
+from numapore.execution.topology import detect_topology
+t = detect_topology()
 probe = "grep allowed_list /proc/self/status; numactl --show | grep -e ^policy -e ^membind"
-plan = numa.plan_step(t, "alignment", "instances", 2, shard_command=lambda i, n, th: probe)
-for inst in plan.instances:
-    print("--- node", inst.node, "threads", inst.threads, flush=True)
-    subprocess.run(inst.command, shell=True, check=True)
+plan = plan_strategy(t, "alignment", "instances", 2)
+for slot, command in zip(plan.slots, plan.commands(lambda i, n, th: probe)):
+    print("--- node", slot.node, "threads", slot.threads, flush=True)
+    subprocess.run(command, shell=True, check=True)
 '
 """
 
@@ -251,10 +254,10 @@ def test_numa_guest_binding_to_node_1(guest_run: subprocess.CompletedProcess[str
     # Mems_allowed_list in /proc is the cpuset's and stays 0-1 under --membind; the memory
     # binding is what numactl --show (get_mempolicy) reports.
     out = _sections(guest_run.stdout)
-    status = numa.parse_proc_status(out["status"])
+    status = probe.parse_proc_status(out["status"])
     assert status["Cpus_allowed_list"] == (1,)
     assert status["Mems_allowed_list"] == (0, 1)
-    show = numa.parse_numactl_show(out["show"])
+    show = probe.parse_numactl_show(out["show"])
     assert show["policy"] == "bind" and show["membind"] == [1] and show["physcpubind"] == [1]
     pol = json.loads(out["policy"])
     assert pol["policy"] == "bind" and pol["membind"] == [1] and pol["cpus_allowed"] == [1]

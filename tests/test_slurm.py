@@ -33,7 +33,8 @@ from slurm_cluster import (
 from test_workflow import shortest_reads
 
 from numapore.execution.cluster import host_cpus, job_cpus, needs_whole_node, node_request
-from numapore.execution.numa import detect_topology, load_host_config
+from numapore.execution.hosts import load_host_config
+from numapore.execution.topology import detect_topology
 from project import snakemake_command, write_project
 
 BAM = "results/ecoli/align/ecoli.minimap2.bam"
@@ -143,7 +144,7 @@ def instances_host(path: Path) -> Path:
     host = {
         "description": "test: this machine, methylation as NUMA instances",
         "topology": detect_topology().to_dict(),
-        "strategy": {"alignment": "none", "methylation": "instances", "conversion": "none"},
+        "strategy": {"alignment": "none", "methylation": "instances"},
         "instances_per_node": 2,
         "io_mode": "fast5",
     }
@@ -268,7 +269,6 @@ def test_cancelled_slurm_job_resumes_to_the_results_of_an_uninterrupted_run(runs
         ("opteron-6376", "alignment", True, 64),  # instances on 8 nodes
         ("xeon-2socket", "alignment", True, 64),  # auto on a 2-node layout: may pick instances
         ("xeon-2socket", "methylation", True, 64),  # interleave spreads over every node
-        ("xeon-2socket", "conversion", False, 64),
         ("single-node", "methylation", True, None),  # auto, layout unknown until the job runs
         ("shared-node", "alignment", False, None),
         ("shared-node", "methylation", False, None),
@@ -280,6 +280,12 @@ def test_whole_node_request_follows_the_host_file(host, step, whole_node, cpus):
     assert host_cpus(config) == cpus
     assert node_request(config, step) == ("--exclusive" if whole_node else None)
     assert job_cpus(config, step, 8) == (max(8, cpus or 0) if whole_node else 8)
+
+
+def test_conversion_is_not_a_host_file_step():
+    """The FAST5 conversion runs without numactl: a host file has no strategy for it."""
+    with pytest.raises(ValueError, match="unknown step 'conversion'"):
+        needs_whole_node(load_host_config("xeon-2socket"), "conversion")
 
 
 def job_resources(dry_run: str, rule: str) -> list[str]:

@@ -11,9 +11,9 @@ from snakemake.utils import validate
 sys.path.insert(0, str(Path(workflow.basedir).parent / "scripts"))
 from numapore.execution.cluster import job_cpus, node_request  # noqa: E402
 from numapore.compare.cells import Cell, matrix  # noqa: E402
-from numapore.execution.launch import host_file_for  # noqa: E402
 from numapore.methylation.motifs import MOTIFS  # noqa: E402
-from numapore.execution.numa import NumaError, load_host_config, startup_check  # noqa: E402
+from numapore.execution.hosts import host_path, load_host_config, startup_check  # noqa: E402
+from numapore.execution.topology import NumaError  # noqa: E402
 from numapore.inputs.sheet import (  # noqa: E402
     InputError,
     check_signal_io_mode,
@@ -47,19 +47,24 @@ try:
         simulated_samples(config["simulate"], Path.cwd()),
         _sheet,
     )
-    # The host file: its NUMA layout must exist on this machine before any job starts. Jobs
-    # sent to a cluster check it on their node instead; the submitting host only reads it.
-    HOST_FILE = str(host_file_for(config["host"]))
+    # The host file: config/hosts/ of the working directory (the user's own), else the
+    # workflow's shipped one (numapore.execution.hosts.host_path). Its NUMA layout must exist
+    # on this machine before any job starts. Jobs sent to a cluster check it on their node
+    # instead; the submitting host only reads it.
+    HOST_FILE = str(host_path(config["host"]).absolute())
     if workflow.is_main_process and config["host_check"] == "jobs":
         HOST = load_host_config(HOST_FILE)
     else:
         HOST = startup_check(HOST_FILE)[0]
-    if HOST.io_mode == "slow5":
+    # Decided once, here: the rules get the I/O mode as a param (steps never re-read it).
+    IO_MODE = HOST.io_mode
+    if IO_MODE == "slow5":
         check_nanopolish_compatible(config["slow5"]["signal_compression"])
-    check_signal_io_mode(SAMPLES.values(), HOST.io_mode, HOST_FILE)
+    check_signal_io_mode(SAMPLES.values(), IO_MODE, HOST_FILE)
 except (InputError, NumaError, ValueError) as err:
     raise WorkflowError(f"numapore: {err}")
 if workflow.is_main_process:
+    logger.info(f"numapore: host file {HOST_FILE} (I/O mode {IO_MODE})")
     for _note in (n for s in SAMPLES.values() for n in s.notes):
         logger.warning(f"numapore: {_note}")
 
@@ -165,7 +170,7 @@ def staged_reads(wildcards, io_mode=None):
     """The sample's reads as staged for an I/O mode (default: the host's), with nanopolish's
     read index beside them pointing at that mode's signal files."""
     sample = SAMPLES[wildcards.sample]
-    signal = signal_kind(io_mode or HOST.io_mode)
+    signal = signal_kind(io_mode or IO_MODE)
     return f"results/{sample.name}/reads/{signal}/{sample.name}.{sample.reads_format}"
 
 
@@ -410,7 +415,7 @@ def accounting_inputs(wildcards):
         "bam": f"{prefix}/align/{name}.bam",
         "calls": f"{prefix}/methylation/{name}.{ACCOUNTING_MOTIF}.calls.tsv",
     }
-    if HOST.io_mode == "slow5":
+    if IO_MODE == "slow5":
         inputs["blow5_index"] = f"{prefix}/signal/{wildcards.sample}.blow5.idx"
         inputs["rejected"] = f"{prefix}/signal/{wildcards.sample}.blow5.rejected.tsv"
     return inputs

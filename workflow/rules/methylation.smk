@@ -160,6 +160,7 @@ rule call_methylation:
     params:
         min_mapq=config["methylation"]["min_mapping_quality"],
         host=HOST_FILE,
+        io_mode=IO_MODE,
         io_processes=io_processes,
     script:
         "../../scripts/call_methylation.py"

@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from numapore.compare.cells import Cell
-from numapore.execution.numa import format_cpulist, parse_numactl_show, parse_proc_status
+from numapore.execution.probe import parse_numactl_show, parse_proc_status
+from numapore.execution.topology import format_cpulist
 
 SUMMARY_COLUMNS = [
     "step",

@@ -58,7 +58,7 @@ def cell_host_config(base_file: str | os.PathLike, cell: Cell):
     I/O mode (cells.cell_host), validated once; errors name the base host file."""
     import yaml
 
-    from numapore.execution.numa import host_config_from_dict
+    from numapore.execution.hosts import host_config_from_dict
 
     path = Path(base_file)
     data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
@@ -91,8 +91,8 @@ def run_cell(request: Mapping[str, Any]) -> dict[str, Any]:
         def call(reads: Path) -> None:
             """nanopolish on the cell's alignments, one process per thread in fast5-pool."""
             run_methylation(
-                host, reads, Path(request["bam"]), Path(request["genome"]),
-                workdir / "calls.tsv", cell.threads, request["min_mapq"], cell.threads, record,
+                host, reads, Path(request["bam"]), Path(request["genome"]), workdir / "calls.tsv",
+                cell.threads, request["min_mapq"], cell.io_mode, cell.threads, record,
             )  # fmt: skip
 
         if latency:

@@ -9,7 +9,7 @@ executor plugin. Jobs of the other strategies share nodes and ask for their thre
 
 from __future__ import annotations
 
-from numapore.execution.numa import HostConfig
+from numapore.execution.hosts import HostConfig
 
 # Strategies that bind to, or spread over, every NUMA node of the machine.
 NODE_WIDE_STRATEGIES = frozenset({"instances", "interleave"})

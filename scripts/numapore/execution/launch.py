@@ -1,22 +1,20 @@
-"""Run one heavy step under the host's execution strategy.
+"""The launcher: run one planned step (numapore.execution.plan) and record what ran.
 
 A step is an unchanged tool command (a shell string built per shard: input, output, threads).
-The launcher decides how many processes run it and how each is started:
+Its plan says how many processes run it and how each is started:
   none / interleave / localalloc  one process, with the numactl prefix of the strategy;
   instances                       one process per NUMA node (x instances_per_node), bound to it
                                   with numactl --cpunodebind=N --membind=N, on a shard of the input;
   a process pool (fast5-pool)     K processes with threads/K threads each, on K shards, so each
                                   has its own HDF5 library (and its own global lock).
-Shards are split by read and merged in shard order (numapore.execution.shards), and every process
-records
-the NUMA policy it actually runs under, which goes to the job's log with its command line.
+The launcher splits the input by read, starts every process, merges the outputs in shard order
+(numapore.execution.shards), and logs the NUMA policy each process actually ran under.
 """
 
 from __future__ import annotations
 
 import resource
 import shlex
-import socket
 import subprocess
 import sys
 import time
@@ -25,38 +23,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
-from numapore.execution.numa import (
-    HOSTS_DIR,
-    HostConfig,
-    Topology,
-    host_path,
-    instance_slots,
-    parse_numactl_show,
-    parse_proc_status,
-    plan_step,
-    resolve_strategy,
-)
-
-# The host file used when none is named for this machine: layout read from the kernel.
-FALLBACK_HOST = "single-node"
+from numapore.execution.plan import StepPlan
+from numapore.execution.probe import POLICY_PROBE, format_policy, read_policy
 
 # Builds the tool command for one shard: (input path, output path, threads) -> shell string.
 ToolCommand = Callable[[Path, Path, int], str]
 # Splits the step's input into the given shard paths / merges shard outputs into one path.
 Split = Callable[[Path, Sequence[Path]], object]
 Merge = Callable[[Sequence[Path], Path], object]
-
-# Run first inside every launched process: what the kernel says this process may use.
-POLICY_PROBE = "{{ numactl --show; grep -E '^(Cpus|Mems)_allowed_list' /proc/self/status; }} > {}"
-
-
-def host_file_for(name: str, hosts_dir: Path = HOSTS_DIR) -> Path:
-    """The host file for config `host`: a name or path, or 'auto' for this machine's own file
-    (config/hosts/<hostname>.yaml) with the kernel-detected fallback when there is none."""
-    if name != "auto":
-        return host_path(name, hosts_dir)
-    own = hosts_dir / f"{socket.gethostname().split('.')[0]}.yaml"
-    return own if own.is_file() else host_path(FALLBACK_HOST, hosts_dir)
 
 
 @dataclass(frozen=True)
@@ -82,75 +56,25 @@ class StepRun:
     cpu_seconds: float
 
 
-@dataclass(frozen=True)
-class StepLayout:
-    """How a step runs: the concrete strategy, why, and how many processes with what threads."""
-
-    step: str
-    strategy: str
-    reasons: dict
-    nodes: tuple[int | None, ...]
-    threads: tuple[int, ...]
-    instances_per_node: int = 1
-
-
-def layout_step(
-    host: HostConfig,
-    topology: Topology,
-    step: str,
-    threads: int,
-    index_bytes: int = 0,
-    pool: int = 1,
-) -> StepLayout:
-    """Decide the strategy and the processes of a step (pool > 1: a process pool, unbound)."""
-    strategy, reasons = resolve_strategy(host, step, topology, index_bytes)
-    if strategy == "instances":
-        slots = instance_slots(topology, threads, host.instances_per_node)
-        nodes, shares = tuple(n.id for n, _ in slots), tuple(t for _, t in slots)
-        return StepLayout(step, strategy, reasons, nodes, shares, host.instances_per_node)
-    pool = max(1, pool)
-    shares = [threads // pool + (1 if i < threads % pool else 0) for i in range(pool)]
-    return StepLayout(step, strategy, reasons, (None,) * pool, tuple(max(1, s) for s in shares))
-
-
 def plan_processes(
-    layout: StepLayout,
-    topology: Topology,
+    plan: StepPlan,
     tool: ToolCommand,
     inputs: Sequence[Path],
     outputs: Sequence[Path],
     workdir: Path,
 ) -> list[Process]:
-    """The command line of every process, from the NUMA planner (numapore.execution.numa.plan_step):
-    the strategy's numactl prefix around the policy probe and the unchanged tool command."""
-    policy_files = [workdir / f"policy.{i + 1}.txt" for i in range(len(layout.nodes))]
-
-    def shard_command(i: int, n: int, threads: int) -> str:
-        """Policy probe, then the tool on shard i."""
-        probe = POLICY_PROBE.format(shlex.quote(str(policy_files[i])))
-        return f"{probe}; {tool(inputs[i], outputs[i], threads)}"
-
-    if layout.strategy == "instances":
-        plan = plan_step(
-            topology, layout.step, "instances", sum(layout.threads),
-            shard_command=shard_command, instances_per_node=layout.instances_per_node,
-        )  # fmt: skip
-        commands = [instance.command for instance in plan.instances]
-    else:  # one process, or an unbound pool: each gets the strategy's prefix
-        n = len(layout.threads)
-        commands = [
-            plan_step(
-                topology, layout.step, layout.strategy, t, command=shard_command(i, n, t)
-            ).command
-            for i, t in enumerate(layout.threads)
-        ]
+    """Every process of a planned step (numapore.execution.plan) with its command line: the
+    strategy's numactl prefix around the policy probe and the unchanged tool command."""
     processes = []
-    for i, (node, threads, command) in enumerate(
-        zip(layout.nodes, layout.threads, commands, strict=True)
-    ):
+    for i, slot in enumerate(plan.slots):
+        policy_file = workdir / f"policy.{i + 1}.txt"
+        probe = POLICY_PROBE.format(shlex.quote(str(policy_file)))
+        command = plan.command(i, f"{probe}; {tool(inputs[i], outputs[i], slot.threads)}")
         if not command.startswith("numactl "):  # no prefix: still one shell with pipefail
             command = f"bash -o pipefail -c {shlex.quote(command)}"
-        processes.append(Process(i, node, threads, command, inputs[i], outputs[i], policy_files[i]))
+        processes.append(
+            Process(i, slot.node, slot.threads, command, inputs[i], outputs[i], policy_file)
+        )
     return processes
 
 
@@ -188,26 +112,15 @@ def run_processes(
 
 
 def describe_policy(process: Process) -> str:
-    """The policy a process recorded, as one log line (node binding it asked for included)."""
+    """The policy a process recorded, as one log line (with the node it asked for)."""
     if not process.policy_file.is_file():
         return "policy: not recorded"
-    text = process.policy_file.read_text()
-    show = parse_numactl_show(text)
-    status = parse_proc_status(text)
-    cpus = ",".join(map(str, status.get("Cpus_allowed_list", ())))
-    mems = ",".join(map(str, status.get("Mems_allowed_list", ())))
-    membind = show.get("membind", "")
-    membind = ",".join(map(str, membind)) if isinstance(membind, list) else membind
-    asked = "" if process.node is None else f"asked node={process.node} "
-    return (
-        f"policy: {asked}policy={show.get('policy', '?')} membind={membind} "
-        f"cpus_allowed={cpus} mems_allowed={mems} threads={process.threads}"
-    )
+    policy = read_policy(process.policy_file.read_text())
+    return "policy: " + format_policy(policy, process.node, process.threads)
 
 
 def run_step(
-    layout: StepLayout,
-    topology: Topology,
+    plan: StepPlan,
     tool: ToolCommand,
     source: Path,
     output: Path,
@@ -226,23 +139,23 @@ def run_step(
     """
     log = log or sys.stderr
     workdir.mkdir(parents=True, exist_ok=True)
-    n = len(layout.nodes)
-    print(f"strategy: {layout.strategy} ({layout.reasons.get('why', '')})", file=log)
-    print(f"processes: {n}, threads each: {list(layout.threads)}", file=log, flush=True)
+    n = len(plan.nodes)
+    print(f"strategy: {plan.strategy} ({plan.reasons.get('why', '')})", file=log)
+    print(f"processes: {n}, threads each: {list(plan.threads)}", file=log, flush=True)
     if n == 1:
         inputs, outputs = [source], [output]
     else:
         inputs = [workdir / f"in.{i + 1}{shard_suffixes[0]}" for i in range(n)]
         outputs = [workdir / f"out.{i + 1}{shard_suffixes[1]}" for i in range(n)]
         split(source, inputs)
-    processes = plan_processes(layout, topology, tool, inputs, outputs, workdir)
+    processes = plan_processes(plan, tool, inputs, outputs, workdir)
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     run_processes(processes, log, progress)
     wall = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    threads = sum(layout.threads)
+    threads = sum(plan.threads)
     print(
         f"tool processes: wall {wall:.1f} s, CPU {cpu:.1f} s, "
         f"CPU utilisation {cpu / (wall * threads):.2f} of {threads} threads",
@@ -254,14 +167,23 @@ def run_step(
     return StepRun(processes, wall, cpu)
 
 
-def write_record(path: Path, layout: StepLayout, run: StepRun) -> None:
-    """Write what ran as JSON: strategy, reasons, cost, and per process its command and policy."""
+def write_record(
+    path: Path,
+    plan: StepPlan,
+    run: StepRun,
+    host_file: Path | None = None,
+    io_mode: str | None = None,
+) -> None:
+    """Write what ran as JSON: the host file, strategy, reasons, I/O mode (steps that read raw
+    signal), cost, and per process its command and NUMA policy."""
     import json
 
     record = {
-        "strategy": layout.strategy,
-        "reasons": layout.reasons,
-        "threads": sum(layout.threads),
+        "host_file": str(host_file) if host_file else None,
+        "strategy": plan.strategy,
+        "io_mode": io_mode,
+        "reasons": plan.reasons,
+        "threads": sum(plan.threads),
         "wall_seconds": round(run.wall_seconds, 3),
         "cpu_seconds": round(run.cpu_seconds, 3),
         "processes": [

@@ -1,9 +1,11 @@
 """The heavy steps as functions: what the align and call_methylation rules run.
 
-Each one takes the host (a host file, or a host object its caller made: a comparison cell's),
-checks it against the machine the job runs on, lays the step out (numapore.execution.launch), runs
-the unchanged tool command (numapore.execution.tools) in every process, merges, and writes the
-record of what ran. The rule scripts are thin callers; tests call these too.
+Each one takes the host object (numapore.execution.hosts.HostConfig, loaded once by the rule
+script), checks its layout against the machine the job runs on, plans the step
+(numapore.execution.plan), runs the unchanged tool command (numapore.execution.tools) in every
+process (numapore.execution.launch), merges, and writes the record of what ran. The I/O mode and
+the pool size come from the workflow (the rule's params), decided once at DAG time. The rule
+scripts are thin callers; tests and the comparison's cells call these too.
 """
 
 from __future__ import annotations
@@ -12,31 +14,18 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from numapore.run.atomic import atomic_output, scratch_dir
-from numapore.signal.hdf5plugin import vbz_plugin_env
-from numapore.execution.launch import Process, StepRun, layout_step, run_step, write_record
-from numapore.execution.numa import (
-    HostConfig,
-    Topology,
-    check_host_against_machine,
-    detect_topology,
-    startup_check,
-)
-from numapore.inputs.sheet import reads_format
+from numapore.execution.hosts import HostConfig, check_host_against_machine
+from numapore.execution.launch import Process, StepRun, run_step, write_record
+from numapore.execution.plan import plan_step
 from numapore.execution.shards import concat_tables, merge_bams, split_bam, split_fastx
 from numapore.execution.tools import align_command, call_methylation_command
-
-
-def checked_host(host: str | HostConfig) -> tuple[HostConfig, Topology]:
-    """A host (a host file's name or path, or a host object) and the layout it runs on, checked
-    against this machine."""
-    if isinstance(host, HostConfig):
-        return host, check_host_against_machine(host, detect_topology())
-    return startup_check(host)
+from numapore.inputs.sheet import reads_format
+from numapore.run.atomic import atomic_output, scratch_dir
+from numapore.signal.hdf5plugin import vbz_plugin_env
 
 
 def run_alignment(
-    host_file: str | HostConfig,
+    host: HostConfig,
     aligner: str,
     index: str,
     index_files: Sequence[Path],
@@ -46,13 +35,13 @@ def run_alignment(
     record: Path,
 ) -> StepRun:
     """Align reads into a sorted BAM under the host's alignment strategy."""
-    host, topology = checked_host(host_file)
+    topology = check_host_against_machine(host)
+    print(f"host file: {host.path or host.name}", file=sys.stderr)
     index_bytes = sum(Path(p).stat().st_size for p in index_files)
-    layout = layout_step(host, topology, "alignment", threads, index_bytes)
+    plan = plan_step(host, topology, "alignment", threads, index_bytes)
     with scratch_dir(output) as workdir, atomic_output(output) as partial:
         run = run_step(
-            layout,
-            topology,
+            plan,
             lambda src, out, t: align_command(aligner, index, src, out, t),
             reads,
             partial,
@@ -61,7 +50,7 @@ def run_alignment(
             workdir=Path(workdir),
             shard_suffixes=("." + reads_format(reads).removesuffix(".gz"), ".bam"),
         )
-        write_record(record, layout, run)
+        write_record(record, plan, run, host.path)
     return run
 
 
@@ -108,23 +97,26 @@ class CalledReads:
 
 
 def run_methylation(
-    host_file: str | HostConfig,
+    host: HostConfig,
     reads: Path,
     bam: Path,
     genome: Path,
     output: Path,
     threads: int,
     min_mapq: int,
+    io_mode: str,
     io_processes: int,
     record: Path,
     motif: str = "cpg",
 ) -> StepRun:
-    """Call methylation of one motif per read under the host's strategy and I/O mode."""
-    host, topology = checked_host(host_file)
+    """Call methylation of one motif per read under the host's strategy and the I/O mode the
+    workflow resolved (io_mode, io_processes: the fast5-pool size)."""
+    topology = check_host_against_machine(host)
+    print(f"host file: {host.path or host.name}", file=sys.stderr)
     # fast5-pool: K nanopolish processes on K shards of the reads, each with its own HDF5.
-    pool = io_processes if host.io_mode == "fast5-pool" else 1
-    layout = layout_step(host, topology, "methylation", threads, genome.stat().st_size, pool)
-    print(f"I/O mode: {host.io_mode}", file=sys.stderr)
+    pool = io_processes if io_mode == "fast5-pool" else 1
+    plan = plan_step(host, topology, "methylation", threads, genome.stat().st_size, pool)
+    print(f"I/O mode: {io_mode}", file=sys.stderr)
 
     def tool(shard_bam: Path, shard_out: Path, t: int) -> str:
         """The unchanged nanopolish command for one shard."""
@@ -137,8 +129,7 @@ def run_methylation(
         atomic_output(output) as partial,
     ):
         run = run_step(
-            layout,
-            topology,
+            plan,
             tool,
             bam,
             partial,
@@ -149,5 +140,5 @@ def run_methylation(
             # nanopolish 0.14's --progress prints nothing when it reads a BAM: count its output.
             progress=CalledReads(reads_to_call(bam, min_mapq)),
         )
-        write_record(record, layout, run)
+        write_record(record, plan, run, host.path, io_mode)
     return run

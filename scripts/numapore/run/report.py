@@ -27,7 +27,6 @@ import matplotlib.pyplot as plt  # noqa: E402
 from numapore.run.accounting import COLUMNS as ACCOUNTING_COLUMNS  # noqa: E402
 from numapore.methylation.accuracy import label_calls, per_site, roc_auc  # noqa: E402
 from numapore.run.atomic import atomic_output  # noqa: E402
-from numapore.execution.numa import load_host_config  # noqa: E402
 from numapore.compare.plots import save  # noqa: E402
 
 BINS = 200  # bins along the reference (coverage, methylation)
@@ -385,7 +384,6 @@ def provenance_page(
     *.run.json) the strategy, each process's command line and NUMA policy; tool versions.
     Nothing that changes from run to run (times), so a rerun writes the same bytes."""
     host_text = Path(host_file).read_text()
-    io_mode = load_host_config(host_file).io_mode
     steps = {}
     for step, paths in records.items():
         steps[step] = []
@@ -395,7 +393,7 @@ def provenance_page(
                 {
                     "record": str(path),
                     "strategy": rec.get("strategy"),
-                    "io_mode": io_mode if step == "methylation" else None,
+                    "io_mode": rec.get("io_mode"),
                     "why": rec.get("reasons", {}).get("why"),
                     "threads": rec.get("threads"),
                     "processes": [

@@ -1,0 +1,276 @@
+"""Host files (config/hosts/<name>.yaml): finding one, validating it with Snakemake's JSON-schema
+machinery (workflow/schemas/host.schema.yaml, which carries the defaults), the host object the
+steps take, and the check of its layout against the machine a job runs on."""
+
+from __future__ import annotations
+
+import copy
+import logging
+import os
+import socket
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from numapore.execution.topology import (
+    NumaError,
+    Node,
+    Topology,
+    TopologyError,
+    default_distance,
+    detect_topology,
+    format_cpulist,
+    parse_cpulist,
+)
+
+log = logging.getLogger("numapore.execution.hosts")
+
+REPO = Path(__file__).resolve().parents[3]
+SCHEMA_PATH = REPO / "workflow" / "schemas" / "host.schema.yaml"
+# The host files shipped with the workflow; a user's own config/hosts/ (under the directory
+# Snakemake runs in, like config/) is searched first.
+SHIPPED_HOSTS_DIR = REPO / "config" / "hosts"
+# The host file used when none is named for this machine: layout read from the kernel.
+FALLBACK_HOST = "single-node"
+
+STEPS = ("alignment", "methylation")
+STRATEGIES = ("none", "interleave", "localalloc", "instances", "auto")
+IO_MODES = ("fast5", "fast5-pool", "slow5")
+
+
+class HostConfigError(NumaError):
+    """A host file is missing, malformed, or does not match the machine."""
+
+
+@dataclass(frozen=True)
+class HostConfig:
+    """A loaded host file: explicit topology (None = auto) and the per-step NUMA settings."""
+
+    name: str
+    path: Path | None
+    topology: Topology | None
+    strategy: Mapping[str, str] = field(default_factory=dict)
+    instances_per_node: int = 1
+    io_mode: str = "fast5"
+    io_processes: int | None = None
+    description: str = ""
+
+    def strategy_for(self, step: str) -> str:
+        """Configured strategy for a step (may be 'auto')."""
+        if step not in STEPS:
+            raise ValueError(f"unknown step {step!r}; steps are {', '.join(STEPS)}")
+        return self.strategy[step]
+
+
+# ---------------------------------------------------------------------------------------------
+# Finding a host file
+
+
+def host_dirs(workdir: Path | None = None) -> list[Path]:
+    """Where host names are looked up: config/hosts/ of the working directory (the user's own),
+    then the workflow's shipped config/hosts/."""
+    own = (workdir or Path.cwd()).absolute() / "config" / "hosts"
+    return list(dict.fromkeys([own, SHIPPED_HOSTS_DIR]))
+
+
+def host_path(name_or_path: str | os.PathLike[str], dirs: Sequence[Path] | None = None) -> Path:
+    """The host file for config `host`: a path, a name (<dir>/<name>.yaml, first of dirs that
+    has it), or 'auto': this machine's own file (<hostname>.yaml), else single-node.yaml."""
+    dirs = host_dirs() if dirs is None else list(dirs)
+    p = Path(name_or_path)
+    if p.suffix in (".yaml", ".yml") or p.exists():
+        if not p.exists():
+            raise HostConfigError(f"{p}: host file not found")
+        return p
+    if str(name_or_path) == "auto":
+        own = _find(f"{socket.gethostname().split('.')[0]}.yaml", dirs)
+        return own or host_path(FALLBACK_HOST, dirs)
+    found = _find(f"{name_or_path}.yaml", dirs)
+    if found is None:
+        known = sorted({q.stem for d in dirs for q in d.glob("*.yaml")})
+        looked = ", ".join(str(d / f"{name_or_path}.yaml") for d in dirs)
+        raise HostConfigError(
+            f"host {str(name_or_path)!r}: {looked} not found (known hosts: {', '.join(known)})"
+        )
+    return found
+
+
+def _find(filename: str, dirs: Iterable[Path]) -> Path | None:
+    """The first dirs/filename that is a file."""
+    return next((d / filename for d in dirs if (d / filename).is_file()), None)
+
+
+# ---------------------------------------------------------------------------------------------
+# Loading and validation
+
+
+def load_schema(path: Path = SCHEMA_PATH) -> dict[str, Any]:
+    """Load the host-file JSON schema (YAML form)."""
+    import yaml  # imported here so topology/policy work (e.g. in the guest) without PyYAML
+
+    with open(path, encoding="utf-8") as fh:
+        return yaml.safe_load(fh)
+
+
+def _where(path: Sequence[Any]) -> str:
+    """Render a jsonschema error path like strategy.alignment or topology.nodes[1].cpus."""
+    text = ""
+    for p in path:
+        text += f"[{p}]" if isinstance(p, int) else (f".{p}" if text else str(p))
+    return text or "(top level)"
+
+
+def _describe_errors(data: Any, source: str, schema: Mapping[str, Any]) -> HostConfigError:
+    """One HostConfigError line naming the file and every offending key with its reason."""
+    import jsonschema
+
+    validator = jsonschema.Draft202012Validator(schema)
+    errors = sorted(validator.iter_errors(data), key=lambda e: list(map(str, e.absolute_path)))
+    lines = []
+    for err in errors:
+        # oneOf failures hide the useful reason in their sub-errors: show the closest one.
+        best = jsonschema.exceptions.best_match([err]) if err.context else err
+        hint = ""
+        if best.validator == "oneOf":  # say what the alternatives are
+            alts = [a.get("description", "") for a in best.schema.get("oneOf", [])]
+            hint = " (expected one of: " + " | ".join(alts) + ")"
+        lines.append(f"{_where(best.absolute_path)}: {best.message}{hint}")
+    # One line: Snakemake shows a multi-line error's first line only in some places.
+    return HostConfigError(f"{source}: invalid host file: " + "; ".join(lines))
+
+
+def validate_host_data(data: Any, source: str) -> dict[str, Any]:
+    """Validate parsed host-file data with snakemake.utils.validate (as the config is), which
+    fills in the schema's defaults; return the completed data or raise one HostConfigError
+    line listing every error."""
+    from snakemake.exceptions import WorkflowError
+    from snakemake.utils import validate
+
+    if not isinstance(data, dict):  # validate() takes a mapping (or a data frame)
+        raise _describe_errors(data, source, load_schema())
+    full = copy.deepcopy(data)
+    try:
+        validate(full, str(SCHEMA_PATH), set_default=True)
+    except WorkflowError:
+        # Snakemake's message names the first error only; ours lists them all, on one line.
+        raise _describe_errors(data, source, load_schema()) from None
+    return full
+
+
+def _topology_from_host_nodes(nodes: Sequence[Mapping[str, Any]], source: str) -> Topology:
+    """Build a Topology from the `topology.nodes` list of a host file."""
+    ordered = sorted(nodes, key=lambda n: n["id"])
+    ids = [n["id"] for n in ordered]
+    if len(set(ids)) != len(ids):
+        raise TopologyError(f"{source}: node ids repeat: {ids}")
+    built = []
+    for n in ordered:
+        cpus = n["cpus"]
+        cpu_tuple = parse_cpulist(cpus) if isinstance(cpus, str) else tuple(sorted(cpus))
+        dist = n.get("distances")
+        row = tuple(dist) if dist is not None else tuple(default_distance(n["id"], o) for o in ids)
+        built.append(Node(n["id"], cpu_tuple, n["memory_mib"], row))
+    return Topology(tuple(built), source)
+
+
+def host_config_from_dict(
+    data: Any, source: str = "<dict>", name: str | None = None, path: Path | None = None
+) -> HostConfig:
+    """Validate a parsed host file (defaults filled in by the schema) into a HostConfig."""
+    full = validate_host_data({} if data is None else data, source)
+    topo = full["topology"]
+    topology = None
+    if topo != "auto":
+        try:
+            topology = _topology_from_host_nodes(topo["nodes"], source)
+        except (TopologyError, ValueError) as exc:
+            raise HostConfigError(str(exc)) from exc
+    return HostConfig(
+        name=name or (path.stem if path else source),
+        path=path,
+        topology=topology,
+        strategy=dict(full["strategy"]),
+        instances_per_node=full["instances_per_node"],
+        io_mode=full["io_mode"],
+        io_processes=full["io_processes"],
+        description=full["description"],
+    )
+
+
+def load_host_config(
+    name_or_path: str | os.PathLike[str], dirs: Sequence[Path] | None = None
+) -> HostConfig:
+    """Find (host_path) and validate a host file into a HostConfig."""
+    import yaml
+
+    path = host_path(name_or_path, dirs)
+    if path.is_dir():
+        raise HostConfigError(f"{path}: host file is a folder, not a file")
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise HostConfigError(f"{path}: host file cannot be read: {exc.strerror}") from exc
+    except yaml.YAMLError as exc:
+        raise HostConfigError(f"{path}: not valid YAML: {exc}") from exc
+    return host_config_from_dict(data, source=str(path), name=path.stem, path=path)
+
+
+# ---------------------------------------------------------------------------------------------
+# Checking a host file against the machine
+
+
+def check_host_against_machine(host: HostConfig, machine: Topology | None = None) -> Topology:
+    """The layout a host's jobs run on, checked against the machine (detected when None);
+    raise HostConfigError naming each problem."""
+    machine = machine if machine is not None else detect_topology()
+    # `topology: auto` is the machine's own layout by definition.
+    if host.topology is None:
+        return machine
+    where = str(host.path) if host.path else host.name
+    machine_cpu_node = machine.cpu_node()
+    problems: list[str] = []
+    for n in host.topology.nodes:
+        if n.id not in machine.node_ids:
+            problems.append(
+                f"node {n.id} (CPUs {format_cpulist(n.cpus) or 'none'}) does not exist on this "
+                f"machine, which has node(s) {format_cpulist(machine.node_ids)}"
+            )
+            continue
+        missing = [c for c in n.cpus if c not in machine_cpu_node]
+        if missing:
+            problems.append(
+                f"node {n.id} lists CPU(s) {format_cpulist(missing)} that this machine does not "
+                f"have (its CPUs are {format_cpulist(machine.cpus)})"
+            )
+        moved = [c for c in n.cpus if c in machine_cpu_node and machine_cpu_node[c] != n.id]
+        for c in moved:
+            problems.append(
+                f"node {n.id} lists CPU {c}, which belongs to node {machine_cpu_node[c]} "
+                "on this machine"
+            )
+    if problems:
+        raise HostConfigError(
+            f"{where} does not match this machine ({machine.summary()}):\n  - "
+            + "\n  - ".join(problems)
+        )
+    for n in host.topology.nodes:
+        real = machine.node(n.id).memory_mib
+        if real and n.memory_mib > real * 1.05:
+            log.warning(
+                "%s: node %d declares %d MiB but the machine has %d MiB; advisor uses %d MiB",
+                where, n.id, n.memory_mib, real, n.memory_mib,
+            )  # fmt: skip
+    return host.topology
+
+
+def startup_check(
+    name_or_path: str | os.PathLike[str],
+    machine: Topology | None = None,
+    dirs: Sequence[Path] | None = None,
+) -> tuple[HostConfig, Topology]:
+    """Load a host file and check it against this machine; the workflow calls this before jobs."""
+    host = load_host_config(name_or_path, dirs)
+    topology = check_host_against_machine(host, machine)
+    log.info("host %s (%s): %s", host.name, host.path, topology.summary())
+    return host, topology
