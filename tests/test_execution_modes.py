@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import call_set, ecoli_row, host_file, primary_mapped, run_workflow
+from conftest import REPO, call_set, ecoli_row, host_file, primary_mapped, run_workflow
 
 from project import write_project
 
@@ -64,6 +64,8 @@ def test_io_mode_gives_same_calls_as_fast5(tmp_path, ecoli_dir, dh10b, minimap2_
     assert call_set(work / CALLS) == call_set(minimap2_run / CALLS)
     record = run_record(work, "call_methylation")
     assert len(record["processes"]) == (2 if io_mode == "fast5-pool" else 1)
+    # The I/O mode the workflow resolved and the host file it used, as the job recorded them.
+    assert record["io_mode"] == io_mode and record["host_file"] == str(host)
     signal = "blow5" if io_mode == "slow5" else "fast5"
     readdb = (work / f"results/ecoli/reads/{signal}/ecoli.fasta.index.readdb").read_text()
     if io_mode == "slow5":
@@ -80,3 +82,20 @@ def test_svb_zd_signal_is_refused_for_nanopolish(tmp_path, ecoli_dir, dh10b):
     result = run_workflow(work, "--dry-run", "--config", f"host={host}", check=False)
     assert result.returncode != 0
     assert "segfaults on svb-zd" in result.stdout + result.stderr
+
+
+def test_host_files_come_from_the_working_directory(tmp_path, ecoli_dir, dh10b):
+    """A host name is looked up in config/hosts/ of the directory Snakemake runs in (a user's
+    own file, even one named like a shipped file) before the workflow's shipped files; the
+    run's log says which file it uses."""
+    work = write_project(tmp_path / "run", [ecoli_row(ecoli_dir, dh10b)])
+    (work / "config/hosts").mkdir()
+    own = host_file(work / "config/hosts/shared-node.yaml", "none", "slow5")
+    result = run_workflow(work, "--dry-run", "--config", "host=shared-node")
+    log = result.stdout + result.stderr
+    assert f"numapore: host file {own} (I/O mode slow5)" in log
+    assert "fast5_to_blow5" in log  # the user's file's io_mode: slow5, not the shipped fast5
+    shipped = run_workflow(work, "--dry-run", "--config", "host=opteron-6376", check=False)
+    assert f"{REPO}/config/hosts/opteron-6376.yaml does not match this machine" in (
+        shipped.stdout + shipped.stderr
+    )

@@ -65,15 +65,19 @@ def plan_processes(
 ) -> list[Process]:
     """Every process of a planned step (numapore.execution.plan) with its command line: the
     strategy's numactl prefix around the policy probe and the unchanged tool command."""
+    policy_files = [workdir / f"policy.{i + 1}.txt" for i in range(len(plan.slots))]
+
+    def shard_command(i: int, n: int, threads: int) -> str:
+        """Policy probe, then the tool on shard i."""
+        probe = POLICY_PROBE.format(shlex.quote(str(policy_files[i])))
+        return f"{probe}; {tool(inputs[i], outputs[i], threads)}"
+
     processes = []
-    for i, slot in enumerate(plan.slots):
-        policy_file = workdir / f"policy.{i + 1}.txt"
-        probe = POLICY_PROBE.format(shlex.quote(str(policy_file)))
-        command = plan.command(i, f"{probe}; {tool(inputs[i], outputs[i], slot.threads)}")
+    for i, (slot, command) in enumerate(zip(plan.slots, plan.commands(shard_command), strict=True)):
         if not command.startswith("numactl "):  # no prefix: still one shell with pipefail
             command = f"bash -o pipefail -c {shlex.quote(command)}"
         processes.append(
-            Process(i, slot.node, slot.threads, command, inputs[i], outputs[i], policy_file)
+            Process(i, slot.node, slot.threads, command, inputs[i], outputs[i], policy_files[i])
         )
     return processes
 

@@ -6,8 +6,10 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import pandas as pd
+if TYPE_CHECKING:  # pandas only where a sheet is read: jobs import reads_format without it
+    import pandas as pd
 
 from numapore.errors import InputError
 from numapore.inputs.seqcheck import open_text
@@ -220,6 +222,8 @@ def read_sheet(sheet: Path) -> pd.DataFrame:
                 )
         rows.append(fields)
         lines.append(number)
+    import pandas as pd
+
     table = pd.DataFrame(rows, columns=header or [], dtype=str)
     table.attrs["lines"] = lines
     return table
