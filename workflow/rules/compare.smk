@@ -60,7 +60,7 @@ rule compare_cell:
     benchmark:
         "results/benchmarks/compare_cell/{cell}.tsv"
     conda:
-        "../../envs/python.yaml"
+        "../../envs/compare.yaml"
     threads: lambda wc: Cell.parse(wc.cell).threads
     params:
         host=HOST_FILE,

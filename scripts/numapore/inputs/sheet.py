@@ -6,8 +6,10 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import pandas as pd
+if TYPE_CHECKING:  # pandas is imported where the sheet is read (DAG time), not by the jobs
+    import pandas as pd
 
 from numapore.errors import InputError
 from numapore.inputs.seqcheck import open_text
@@ -191,6 +193,8 @@ def read_sheet(sheet: Path) -> pd.DataFrame:
     """Read the sample sheet TSV as strings. Lines starting with '#' are comments ('#' inside a
     value is kept: paths may hold it); every row has the header's fields; no value starts or
     ends with a blank. The file line of each row is in table.attrs['lines']."""
+    import pandas as pd
+
     sheet = Path(sheet)
     if not sheet.is_file():
         raise InputError(missing_reason(sheet, "sample sheet"))
