@@ -42,7 +42,7 @@ rule merge_alignment_shards:
     benchmark:
         "results/benchmarks/merge_alignment_shards/{sample}.{aligner}.tsv"
     conda:
-        "../../envs/samtools.yaml"
+        "../../envs/python.yaml"
     threads: RUN_CORES
     script:
         "../../scripts/merge_bams.py"

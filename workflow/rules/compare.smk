@@ -62,7 +62,7 @@ rule compare_cell:
     # One cell at a time (`compare`: the run's limit is 1), in matrix order (priority).
     priority: cell_priority
     conda:
-        "../../envs/python.yaml"
+        "../../envs/compare.yaml"
     threads: lambda wc: Cell.parse(wc.cell).threads
     resources:
         compare=1,
