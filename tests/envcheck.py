@@ -30,6 +30,9 @@ IMPORT_PACKAGES = {
     "vbz_h5py_plugin": "vbz-h5py-plugin",
     "_cffi_backend": "cffi",
     "lib_pod5": "lib-pod5",
+    # a script: job finds the running Snakemake's own package (its preamble puts it on the
+    # path); what numapore uses of it, snakemake.utils.validate, needs jsonschema in the env
+    "snakemake": "jsonschema",
 }
 # Executables in command position -> the conda package that provides them. A word not listed
 # here is not a tool numapore needs from an env (coreutils, grep, bash builtins).
@@ -310,8 +313,7 @@ def script_needs(script: Path) -> dict[str, str]:
                 # a compiled module without Python source (cffi, built by setup.sh)
                 if _compiled(imported):
                     needs.setdefault("cffi", f"import {imported} (compiled with cffi)")
-        elif top and top not in sys.stdlib_module_names and top not in {"__future__", "snakemake"}:
-            # snakemake: the script: directive's own object, not an env need
+        elif top and top not in sys.stdlib_module_names and top != "__future__":
             where = script.name if by == "__script__" else by
             needs.setdefault(IMPORT_PACKAGES.get(top, top).lower(), f"import {top} ({where})")
 
