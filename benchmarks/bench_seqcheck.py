@@ -1,6 +1,6 @@
 """Benchmark: the reads check (numapore.inputs.seqcheck) on the real E. coli reads repeated to a
-given
-size, plain and gzip-compressed FASTQ. Prints throughput and peak memory; measures, never asserts.
+given size, plain and gzip-compressed FASTQ. Prints throughput and peak memory; measures, never
+asserts.
 
     .venv/bin/python benchmarks/bench_seqcheck.py [--copies 200]
 """

@@ -80,8 +80,8 @@ def host_yaml(path: Path, strategy: str) -> Path:
 
 # Runs inside the guest: the align and call_methylation steps exactly as their rules run them
 # (numapore.execution.steps), on the inputs the host's `none` run prepared. Snakemake itself is
-# left out:
-# under software emulation it needs ~80 s just to start, and every job would pay that again.
+# left out: under software emulation it needs ~80 s just to start, and every job would pay that
+# again.
 GUEST_DRIVER = """
 import sys
 from pathlib import Path

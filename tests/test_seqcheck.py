@@ -1,6 +1,5 @@
 """numapore.inputs.seqcheck on broken copies of the real E. coli reads: each problem is named with
-the
-file, the line and the record; what the tools can use once tidied is tidied, and only then."""
+the file, the line and the record; what the tools can use once tidied is tidied, and only then."""
 
 from __future__ import annotations
 

@@ -1,7 +1,6 @@
 """VBZ-compressed multi-read FAST5, as MinKNOW writes it: nanopolish finds the VBZ HDF5 plugin
 (numapore.signal.hdf5plugin) and the calls equal those of the same reads' gzip FAST5 in every I/O
-mode.
-The VBZ set is made from the real E. coli reads by ONT's own converter (ont-fast5-api)."""
+mode. The VBZ set is made from the real E. coli reads by ONT's own converter (ont-fast5-api)."""
 
 from __future__ import annotations
 

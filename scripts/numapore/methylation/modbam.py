@@ -2,9 +2,8 @@
 
 nanopolish runs once (its per-read call table); each call's log-likelihood ratio becomes an ML
 probability (numapore.methylation.frequency.llr_to_ml) on every motif site of its group, at the
-read base
-the alignment puts on the modified base of the read's own strand (aligned pairs: reference ->
-query). Every call is tagged, confident or not: readers apply their own thresholds.
+read base the alignment puts on the modified base of the read's own strand (aligned pairs: reference
+-> query). Every call is tagged, confident or not: readers apply their own thresholds.
 
 Both inputs are streamed, grouped by read name (GNU sort on disk, bytewise order for both), so
 memory holds one read's alignments and calls at a time whatever the size of the tables. Reads

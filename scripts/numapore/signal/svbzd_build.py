@@ -3,9 +3,8 @@
     PYTHONPATH=scripts .venv/bin/python -m numapore.signal.svbzd_build
 
 ./setup.sh runs it. numapore.signal.slow5.svb_zd_encode uses the module it builds
-(numapore.signal._svbzd)
-and falls back on numpy without it: the same bytes (tests/test_convert.py compares the two and
-both against slow5tools), about ten times slower (1 ms per 50,000-sample read).
+(numapore.signal._svbzd) and falls back on numpy without it: the same bytes (tests/test_convert.py
+compares the two and both against slow5tools), about ten times slower (1 ms per 50,000-sample read).
 """
 
 from __future__ import annotations

@@ -3,8 +3,7 @@
 Reads are drawn from a reference FASTA (log-normal lengths, both strands), each CpG of a read is
 methylated or not according to a deterministic per-site methylated fraction, and the raw signal
 is made from tombo's 6-mer pore model (see numapore.simulate.poremodel): one level per 6-mer, plus
-the
-CpG model's shift for every 5mC, a per-base level jitter, a per-read shift/scale, gamma dwell
+the CpG model's shift for every 5mC, a per-base level jitter, a per-read shift/scale, gamma dwell
 times and Gaussian per-sample noise, then digitised like a MinION (8192 levels over ~1445 pA).
 tombo's sd (one value, 3.3 pA) is the spread of per-base mean levels, wider than the per-sample
 noise of real R9.4 reads (1.7-2.0 pA in ../shared/data/ecoli_r94), so by default per-sample noise
@@ -24,12 +23,15 @@ truth.tsv (read_id, chromosome, position = 0-based forward-strand C of the CpG a
 call-methylation's `start`, strand, methylated), single-read FAST5 files (fast5_single/<batch>/),
 multi-read FAST5 files (fast5_multi/batch_<n>.fast5), BLOW5 (reads.blow5 and its .idx, written
 through numapore.signal.slow5; zlib records and uncompressed signal by default, which nanopolish
-0.14
-reads), and simulation.json (the parameters).
+0.14 reads), and simulation.json (the parameters).
 
 Determinism: read i uses numpy's default_rng([seed, i]), so outputs are byte-identical for a
 given seed whatever the number of processes; batches of reads_per_file reads are the unit of
 work and of multi-read files.
+
+Why one ~700-line module: the read model (sequence, methylation, signal) and its three writers
+(FASTQ + truth, FAST5 single/multi, BLOW5) share SimRead and SimConfig, and the process-pool
+driver runs them together; the pore model is apart (numapore.simulate.poremodel).
 """
 
 from __future__ import annotations
