@@ -45,7 +45,7 @@ rule merge_alignment_shards:
         "../../envs/python.yaml"
     threads: RUN_CORES
     script:
-        "../../scripts/merge_bams.py"
+        "../../scripts/merge_alignment_shards.py"
 
 
 rule index_bam:

@@ -137,7 +137,7 @@ rule split_alignments:
     conda:
         "../../envs/python.yaml"
     script:
-        "../../scripts/split_bam_by_read.py"
+        "../../scripts/split_alignments.py"
 
 
 rule call_methylation:
@@ -182,7 +182,7 @@ rule merge_methylation_calls:
     conda:
         "../../envs/python.yaml"
     script:
-        "../../scripts/merge_call_tables.py"
+        "../../scripts/merge_methylation_calls.py"
 
 
 rule methylation_frequency:
