@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import os
 import shlex
 import shutil
 import statistics
@@ -111,7 +112,7 @@ def main() -> None:
                 [sys.executable, "-m", "numapore.simulate.reads", "--reference",
                  str(args.reference), "--out", str(sim), "--reads", str(args.simulate),
                  "--processes", str(args.threads), "--quiet"],
-                check=True,
+                check=True, env={**os.environ, "PYTHONPATH": str(REPO / "scripts")},
             )  # fmt: skip
             args.fast5, args.reads = sim / "fast5_single", sim / "reads.fastq"
         inputs = (args.fast5.resolve(), args.reads.resolve(), args.reference.resolve())

@@ -27,6 +27,9 @@ CLI::
     PYTHONPATH=scripts python -m numapore.signal.convert FAST5_DIR_OR_FILE... -o sample.blow5 \\
         [--to blow5|slow5] [-c zlib|zstd|none] [-s none|svb-zd] [-p K] \\
         [--on-bad-fast5 fail|skip] [--allow-duplicate-ids] [--no-index] [--quiet]
+
+Why one ~600-line module: the pool, the batching, the output order, bad-file handling and
+the progress line all act on one converter state (_Converter); split, they would hand it round.
 """
 
 from __future__ import annotations

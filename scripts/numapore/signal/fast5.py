@@ -13,6 +13,10 @@ signal, an attribute type SLOW5 has no column type for.
 
 VBZ-compressed signal is read through the ``vbz_h5py_plugin`` package when installed, else via
 an ``HDF5_PLUGIN_PATH`` that holds the vbz filter.
+
+Why one ~500-line module: the traversal and the attribute routing mirror slow5tools' f2s
+rules as one set of cases (file versions 0.6-2.3, single/multi-read, end_reason types); kept
+together they are checked as one against slow5tools' own test inputs (tests/test_convert.py).
 """
 
 from __future__ import annotations

@@ -24,6 +24,9 @@ carry a ``run_id``.  ``aux_fields`` fixes the order and types of the per-read au
 ``"char*"`` or ``"enum"`` plus labels); a value missing from ``Record.aux`` is written as missing.
 The output format follows the suffix (``.blow5``/``.slow5``); for record-by-record writing use
 ``Slow5Writer`` (``add_read_group``, ``write_record``, ``close``) directly.
+
+Why one ~650-line module: SLOW5 text and BLOW5 binary share the header and record model and
+the field types; the record and signal encoders and the index follow slow5lib's one byte layout.
 """
 
 from __future__ import annotations
