@@ -54,7 +54,11 @@ TOOL_PACKAGES = {
 # default) only with ONT's HDF5 filter plugin (numapore.signal.hdf5plugin finds it in the env).
 TOOL_COMPANIONS = {"nanopolish": ["ont_vbz_hdf_plugin"]}
 # Where a rule takes its aligner from the wildcard, the other aligners' commands are not run.
-ALIGNERS = ("minimap2", "bwa", "bowtie2")
+ALIGNERS = tuple(
+    yaml.safe_load((REPO / "workflow" / "schemas" / "config.schema.yaml").read_text())[
+        "properties"
+    ]["aligner"]["enum"]
+)  # the config schema's aligners: an {aligner} env is checked for each
 # Modules whose tool use is optional by design, with the reason (not counted as needs).
 OPTIONAL_TOOLS = {
     # provenance asks every tool for its version and says "not found" where one is absent
