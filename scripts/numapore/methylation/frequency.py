@@ -14,10 +14,17 @@ call rows; percentages are formatted by Python's % on each distinct ratio, as th
 from __future__ import annotations
 
 import math
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+
+import duckdb
 import numpy as np
 import polars as pl
+import pyarrow as pa
+from polars.io.plugins import register_io_source
 
 from numapore.methylation.motifs import Motif
 
@@ -69,74 +76,155 @@ class FrequencySummary:
     confident_unmethylated: int
 
 
-def scan_calls(path: Path) -> pl.LazyFrame:
-    """A call table's columns the per-site outputs need, lazily; a clear error if the header is
-    not nanopolish's."""
+READ_BLOCK = 64 << 20  # bytes of call table parsed at a time
+DUCKDB_MEMORY = "2GB"  # DuckDB's own limit for the per-group aggregation
+
+
+def text_blocks(path: Path, skip_header: bool = True) -> Iterator[bytes]:
+    """A text file's contents in blocks of about READ_BLOCK bytes, each ending at a line end,
+    read with plain reads: a memory-mapped table (polars' scan_csv) would count whole toward
+    the process's resident memory, 5 GB for a 50 M-row table."""
+    with open(path, "rb") as handle:
+        if skip_header:
+            handle.readline()
+        rest = b""
+        while block := handle.read(READ_BLOCK):
+            block = rest + block
+            cut = block.rfind(b"\n") + 1
+            rest = block[cut:]
+            if cut:
+                yield block[:cut]
+        if rest:
+            yield rest
+
+
+def table_blocks(path: Path, types: dict[str, pl.DataType]) -> Iterator[pl.DataFrame]:
+    """The columns `types` names of a tab-separated table with a header, a block of rows at a
+    time (text_blocks), parsed by polars."""
+    with open(path) as handle:
+        header = handle.readline().rstrip("\n").split("\t")
+    indices = sorted(header.index(name) for name in types)  # polars keeps the file's order
+    names = [header[i] for i in indices]
+    for block in text_blocks(path):
+        yield pl.read_csv(
+            block,
+            has_header=False,
+            separator="\t",
+            quote_char=None,
+            columns=indices,
+            new_columns=names,
+            schema_overrides={name: types[name] for name in names},
+        ).select(list(types))
+
+
+def scan_table(path: Path, types: dict[str, pl.DataType]) -> pl.LazyFrame:
+    """table_blocks as a LazyFrame: polars' streaming engine takes the blocks as they come."""
+    return register_io_source(lambda *_: table_blocks(path, types), schema=pl.Schema(types))
+
+
+CALL_TYPES = {
+    "chromosome": pl.String(),
+    "start": pl.Int64(),
+    "end": pl.Int64(),
+    "num_motifs": pl.Int64(),
+    "log_lik_ratio": pl.Float64(),
+    "sequence": pl.String(),
+}  # the call table's columns the per-site outputs need
+
+
+def check_call_header(path: Path) -> None:
+    """A clear error if a call table's header is not nanopolish's."""
     with open(path) as handle:
         header = handle.readline().rstrip("\n").split("\t")
     missing = set(CALL_COLUMNS) - set(header)
     if missing:
         raise ValueError(f"{path}: not a nanopolish call table, missing {sorted(missing)}")
-    types = {
-        "chromosome": pl.Categorical,  # few names: a small integer per row
-        "start": pl.Int64,
-        "end": pl.Int64,
-        "num_motifs": pl.Int64,
-        "log_lik_ratio": pl.Float64,
-    }
-    return pl.scan_csv(
-        path, separator="\t", quote_char=None, infer_schema=False, schema_overrides=types
-    ).select("chromosome", "start", "end", "num_motifs", "log_lik_ratio", "sequence")
 
 
-def group_counts(path: Path, threshold: float, first_rows: bool = True) -> pl.DataFrame:
+def call_batches(path: Path, row_numbers: bool) -> pa.RecordBatchReader:
+    """The call table's CALL_TYPES columns as Arrow batches (with each row's number if asked),
+    for DuckDB to aggregate: polars parses a block at a time, DuckDB never sees the text."""
+    check_call_header(path)
+    schema = pl.Schema({"row": pl.Int64(), **CALL_TYPES} if row_numbers else CALL_TYPES)
+
+    def batches() -> Iterator[pa.RecordBatch]:
+        row = 0
+        for block in table_blocks(path, CALL_TYPES):
+            if row_numbers:
+                block = block.with_row_index("row", offset=row).cast({"row": pl.Int64})
+            row += block.height
+            yield from block.to_arrow().to_batches()
+
+    arrow_schema = pl.DataFrame(schema=schema).to_arrow().schema
+    return pa.RecordBatchReader.from_batches(arrow_schema, batches())
+
+
+@contextmanager
+def duckdb_session(scratch: Path | None) -> Iterator[duckdb.DuckDBPyConnection]:
+    """An in-memory DuckDB held to DUCKDB_MEMORY (it spills to a temporary folder in scratch,
+    or the system's, beyond that)."""
+    with tempfile.TemporaryDirectory(dir=scratch, prefix="numapore-duckdb.") as spill:
+        config = {
+            "memory_limit": DUCKDB_MEMORY,
+            "temp_directory": spill,
+            "preserve_insertion_order": False,
+        }
+        con = duckdb.connect(config=config)
+        try:
+            yield con
+        finally:
+            con.close()
+
+
+def group_counts(
+    path: Path, threshold: float, first_rows: bool = True, scratch: Path | None = None
+) -> pl.DataFrame:
     """One row per group of a call table (chromosome, start, end, sequence, num_motifs): the
     index of its first confident row (nanopolish's script keeps that call's group size and
     sequence), confident calls (|llr| >= threshold x num_motifs), methylated ones among them,
     the others (failed), the per-call figures, and the chromosome's rank in sorted order.
 
-    Streamed: memory grows with groups, never with rows. A key (chromosome, start, end) has one
-    sequence and group size in nanopolish's tables (they are the reference's); only if one has
-    several does a second pass keep them apart. first_rows=False leaves first_row null when the
-    keys need no order (no split groups): less to hold per group.
+    Streamed (DuckDB's aggregation over polars-parsed blocks, DUCKDB_MEMORY at most, spilling
+    to scratch beyond): memory holds numbers and one sequence per group, never the rows. A key
+    (chromosome, start, end) has one sequence and group size in nanopolish's tables (they are
+    the reference's); only if one has several (by their hashes) does a second pass keep them
+    apart. first_rows=False leaves first_row null when the keys need no order (no split
+    groups): less to hold per group.
     """
-    llr = pl.col("log_lik_ratio")
-    confident = llr.abs() >= threshold * pl.col("num_motifs")
-    strong = llr.abs() >= threshold
-    first_row = pl.col("row").filter(confident).min().alias("first_row")
-    counts = [
-        confident.sum().cast(pl.UInt32).alias("valid"),
-        (confident & (llr > 0)).sum().cast(pl.UInt32).alias("methylated"),
-        (~confident).sum().cast(pl.UInt32).alias("failed"),
-        pl.len().cast(pl.UInt32).alias("calls"),
-        strong.sum().cast(pl.UInt32).alias("strong"),
-        (strong & (llr <= 0)).sum().cast(pl.UInt32).alias("strong_unmethylated"),
-    ]
-    calls = scan_calls(path).with_row_index("row")
+    confident = f"abs(log_lik_ratio) >= {float(threshold)!r} * num_motifs"
+    strong = f"abs(log_lik_ratio) >= {float(threshold)!r}"
+    counts = f"""
+        count(*) FILTER ({confident})::UINTEGER AS valid,
+        count(*) FILTER ({confident} AND log_lik_ratio > 0)::UINTEGER AS methylated,
+        count(*) FILTER (NOT ({confident}))::UINTEGER AS failed,
+        count(*)::UINTEGER AS calls,
+        count(*) FILTER ({strong})::UINTEGER AS strong,
+        count(*) FILTER ({strong} AND log_lik_ratio <= 0)::UINTEGER AS strong_unmethylated,
+        {"min(row) FILTER (" + confident + ")" if first_rows else "NULL::BIGINT"} AS first_row"""
+    # One pass: the sequence is carried, its hash tells whether a key has several.
+    single = f"""
+        SELECT chromosome, start, "end", {counts},
+            any_value(sequence) AS sequence,
+            min(hash(sequence)) FILTER (sequence IS NOT NULL)
+                != max(hash(sequence)) FILTER (sequence IS NOT NULL)
+                OR min(num_motifs) != max(num_motifs) AS mixed,
+            min(num_motifs) AS num_motifs
+        FROM calls GROUP BY chromosome, start, "end" """
+    several = f"""
+        SELECT chromosome, start, "end", sequence, num_motifs, {counts}, false AS mixed
+        FROM calls GROUP BY chromosome, start, "end", sequence, num_motifs"""
     try:
-        groups = (
-            (calls if first_rows else scan_calls(path))
-            .group_by("chromosome", "start", "end")
-            .agg(
-                *counts,
-                first_row if first_rows else pl.lit(None, pl.UInt32).alias("first_row"),
-                pl.col("sequence").min(),
-                pl.col("sequence").max().alias("other_sequence"),
-                pl.col("num_motifs").min(),
-                pl.col("num_motifs").max().alias("other_num_motifs"),
-            )
-            .collect(engine="streaming")
-        )
-        mixed = (pl.col("sequence") != pl.col("other_sequence")) | (
-            pl.col("num_motifs") != pl.col("other_num_motifs")
-        )
-        if groups.select(mixed.any()).item():
-            keys = ["chromosome", "start", "end", "sequence", "num_motifs"]
-            groups = calls.group_by(keys).agg(*counts, first_row).collect(engine="streaming")
-        else:
-            groups = groups.drop("other_sequence", "other_num_motifs")
-    except (pl.exceptions.ComputeError, pl.exceptions.InvalidOperationError) as err:
+        with duckdb_session(scratch) as con:
+            calls = call_batches(path, first_rows)  # noqa: F841 (DuckDB reads it by name)
+            groups = con.sql(single).pl()
+            if groups["mixed"].any():  # a second pass keeps each sequence's calls apart
+                calls = call_batches(path, first_rows)  # noqa: F841
+                groups = con.sql(several).pl()
+    except (duckdb.Error, pl.exceptions.PolarsError, pa.ArrowException) as err:
         raise ValueError(f"{path}: not a readable nanopolish call table: {err}") from err
+    groups = groups.drop("mixed").with_columns(
+        pl.col("chromosome").cast(pl.Categorical()), pl.col("num_motifs").cast(pl.Int64)
+    )
     # Rank of each chromosome in Python's (the reference's) string order, for integer sorts.
     names = groups.select(pl.col("chromosome").unique()).select(
         pl.col("chromosome").to_physical().alias("id"), pl.col("chromosome").cast(pl.String)
@@ -314,7 +402,7 @@ def frequency_outputs(
 ) -> FrequencySummary:
     """Write the frequency table (tsv) and the plain bedMethyl (bed) of a call table, in one
     streamed pass over its rows; memory holds one entry per group and per site."""
-    groups = group_counts(calls, threshold, first_rows=split_groups)
+    groups = group_counts(calls, threshold, first_rows=split_groups, scratch=tsv.parent)
     totals = groups.select(pl.col("calls", "strong", "strong_unmethylated").cast(pl.Int64).sum())
     frequency = frequency_table(groups, motif, split_groups)
     write_table(frequency, tsv, header=True)
