@@ -135,7 +135,9 @@ STEPS = {
         "from numapore.execution.shards import concat_tables;"
         "concat_tables([Path(p) for p in a[2:]], Path(a[0]))"
     ),
-    "accounting": "from numapore.run.accounting import called_reads; called_reads(a[0])",
+    "accounting": (
+        "from numapore.run.accounting import called_read_names; called_read_names(a[0])"
+    ),
     "modbam": (
         "from numapore.methylation.motifs import MOTIFS;"
         "from numapore.methylation.modbam import tag_alignments;"

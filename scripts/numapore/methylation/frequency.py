@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 import tempfile
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -76,7 +77,7 @@ class FrequencySummary:
     confident_unmethylated: int
 
 
-READ_BLOCK = 64 << 20  # bytes of call table parsed at a time
+READ_BLOCK = 8 << 20  # bytes of call table parsed at a time
 DUCKDB_MEMORY = "2GB"  # DuckDB's own limit for the per-group aggregation
 
 
@@ -105,8 +106,9 @@ def table_blocks(path: Path, types: dict[str, pl.DataType]) -> Iterator[pl.DataF
         header = handle.readline().rstrip("\n").split("\t")
     indices = sorted(header.index(name) for name in types)  # polars keeps the file's order
     names = [header[i] for i in indices]
-    for block in text_blocks(path):
-        yield pl.read_csv(
+
+    def parse(block: bytes) -> pl.DataFrame:
+        return pl.read_csv(
             block,
             has_header=False,
             separator="\t",
@@ -115,6 +117,17 @@ def table_blocks(path: Path, types: dict[str, pl.DataType]) -> Iterator[pl.DataF
             new_columns=names,
             schema_overrides={name: types[name] for name in names},
         ).select(list(types))
+
+    # The next block is parsed while the consumer works on this one (polars frees the GIL).
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        pending = None
+        for block in text_blocks(path):
+            parsed = pool.submit(parse, block)
+            if pending is not None:
+                yield pending.result()
+            pending = parsed
+        if pending is not None:
+            yield pending.result()
 
 
 def scan_table(path: Path, types: dict[str, pl.DataType]) -> pl.LazyFrame:
@@ -141,11 +154,17 @@ def check_call_header(path: Path) -> None:
         raise ValueError(f"{path}: not a nanopolish call table, missing {sorted(missing)}")
 
 
-def call_batches(path: Path, row_numbers: bool) -> pa.RecordBatchReader:
+def call_batches(
+    path: Path, row_numbers: bool, chromosomes: dict[str, int] | None = None
+) -> pa.RecordBatchReader:
     """The call table's CALL_TYPES columns as Arrow batches (with each row's number if asked),
-    for DuckDB to aggregate: polars parses a block at a time, DuckDB never sees the text."""
+    for DuckDB to aggregate: polars parses a block at a time, DuckDB never sees the text.
+    With `chromosomes` (filled as names come), the chromosome is its number there, and the
+    sequence's hash is added: numbers make DuckDB's group keys small and quick to compare."""
     check_call_header(path)
     schema = pl.Schema({"row": pl.Int64(), **CALL_TYPES} if row_numbers else CALL_TYPES)
+    if chromosomes is not None:
+        schema.update(chromosome=pl.UInt32(), sequence_hash=pl.UInt64())
 
     def batches() -> Iterator[pa.RecordBatch]:
         row = 0
@@ -153,7 +172,15 @@ def call_batches(path: Path, row_numbers: bool) -> pa.RecordBatchReader:
             if row_numbers:
                 block = block.with_row_index("row", offset=row).cast({"row": pl.Int64})
             row += block.height
-            yield from block.to_arrow().to_batches()
+            if chromosomes is not None:
+                for name in block["chromosome"].unique():
+                    chromosomes.setdefault(name, len(chromosomes))
+                sequence = pl.col("sequence")
+                block = block.with_columns(
+                    pl.col("chromosome").replace_strict(chromosomes, return_dtype=pl.UInt32),
+                    sequence_hash=pl.when(sequence.is_not_null()).then(sequence.hash()),
+                )
+            yield from block.select(schema.names()).to_arrow().to_batches()
 
     arrow_schema = pl.DataFrame(schema=schema).to_arrow().schema
     return pa.RecordBatchReader.from_batches(arrow_schema, batches())
@@ -200,25 +227,30 @@ def group_counts(
         count(*)::UINTEGER AS calls,
         count(*) FILTER ({strong})::UINTEGER AS strong,
         count(*) FILTER ({strong} AND log_lik_ratio <= 0)::UINTEGER AS strong_unmethylated,
-        {"min(row) FILTER (" + confident + ")" if first_rows else "NULL::BIGINT"} AS first_row"""
+        {{first_row}} AS first_row"""
+    first_row = f"min(row) FILTER ({confident})"
     # One pass: the sequence is carried, its hash tells whether a key has several.
     single = f"""
-        SELECT chromosome, start, "end", {counts},
+        SELECT chromosome, start, "end",
+            {counts.format(first_row=first_row if first_rows else "NULL::BIGINT")},
             any_value(sequence) AS sequence,
-            min(hash(sequence)) FILTER (sequence IS NOT NULL)
-                != max(hash(sequence)) FILTER (sequence IS NOT NULL)
-                OR min(num_motifs) != max(num_motifs) AS mixed,
+            min(sequence_hash) != max(sequence_hash) OR min(num_motifs) != max(num_motifs)
+                AS mixed,
             min(num_motifs) AS num_motifs
         FROM calls GROUP BY chromosome, start, "end" """
     several = f"""
-        SELECT chromosome, start, "end", sequence, num_motifs, {counts}, false AS mixed
+        SELECT chromosome, start, "end", sequence, num_motifs, {counts.format(first_row=first_row)},
+            false AS mixed
         FROM calls GROUP BY chromosome, start, "end", sequence, num_motifs"""
     try:
         with duckdb_session(scratch) as con:
-            calls = call_batches(path, first_rows)  # noqa: F841 (DuckDB reads it by name)
+            numbers: dict[str, int] = {}  # chromosome -> its number in DuckDB's keys
+            calls = call_batches(path, first_rows, numbers)  # noqa: F841 (read by name)
             groups = con.sql(single).pl()
+            names = pl.Series(list(numbers), dtype=pl.String)
+            groups = groups.with_columns(chromosome=names.gather(groups["chromosome"]))
             if groups["mixed"].any():  # a second pass keeps each sequence's calls apart
-                calls = call_batches(path, first_rows)  # noqa: F841
+                calls = call_batches(path, True)  # noqa: F841 (the order matters then)
                 groups = con.sql(several).pl()
     except (duckdb.Error, pl.exceptions.PolarsError, pa.ArrowException) as err:
         raise ValueError(f"{path}: not a readable nanopolish call table: {err}") from err
@@ -255,15 +287,16 @@ def motif_offsets(motif: Motif) -> pl.Expr:
 
 
 def frequency_table(groups: pl.DataFrame, motif: Motif, split_groups: bool) -> pl.DataFrame:
-    """nanopolish's frequency rows from group_counts, sorted as its script sorts them."""
-    called = groups.lazy().filter(pl.col("valid") > 0)
+    """nanopolish's frequency rows from group_counts, sorted as its script sorts them, numbers
+    only: `group` is the row of groups whose sequence the row shows (null: "split-group")."""
+    called = groups.lazy().with_row_index("group").filter(pl.col("valid") > 0)
     key = ["rank", "start", "end"]
     whole = called.select(
         "chromosome",
         *key,
         "first_row",
         group_size="num_motifs",
-        group_sequence="sequence",
+        group=pl.col("group"),
         called=pl.col("valid") * pl.col("num_motifs"),
         methylated=pl.col("methylated") * pl.col("num_motifs"),
     )
@@ -280,22 +313,37 @@ def frequency_table(groups: pl.DataFrame, motif: Motif, split_groups: bool) -> p
                 end=pl.col("start") + pl.col("offset"),
                 first_row="first_row",
                 group_size=pl.lit(1, pl.Int64),
-                group_sequence=pl.lit("split-group"),
+                group=pl.lit(None, pl.UInt32),
                 called=pl.col("valid").cast(pl.Int64),
                 methylated=pl.col("methylated").cast(pl.Int64),
             )
         )
         whole = pl.concat([whole.filter(pl.col("group_size") <= 1), split])
-    if split_groups or groups.select(pl.struct(key).is_duplicated().any()).item():
+    table = whole.sort(key).collect()
+    repeated = pl.all_horizontal(pl.col(k) == pl.col(k).shift() for k in key).any()
+    if table.select(repeated).item():
         # Keys seen through several groups: nanopolish's script keeps the first call's.
-        whole = whole.group_by(key).agg(
-            pl.col("chromosome").first(),
-            pl.col("group_size", "group_sequence").sort_by("first_row").first(),
-            pl.col("called", "methylated").sum(),
+        table = (
+            table.lazy()
+            .group_by(key)
+            .agg(
+                pl.col("chromosome").first(),
+                pl.col("group_size", "group").sort_by("first_row").first(),
+                pl.col("called", "methylated").sum(),
+            )
+            .sort(key)
+            .collect()
         )
-    table = whole.filter(pl.col("called") > 0).sort(key).collect()
-    text = formatted(table, "methylated", "called", "%.3f")
-    return table.join(text, on=["methylated", "called"], how="left", maintain_order="left").select(
+    return table.filter(pl.col("called") > 0).select(
+        "chromosome", "start", "end", "group_size", "called", "methylated", "group"
+    )
+
+
+def frequency_rows(chunk: pl.DataFrame, sequences: pl.Series, text: pl.DataFrame) -> pl.DataFrame:
+    """frequency_table rows as nanopolish's columns: each group's sequence, the frequency as
+    text (formatted's pairs)."""
+    sequence = sequences.gather(chunk["group"].fill_null(0))
+    return chunk.join(text, on=["methylated", "called"], how="left", maintain_order="left").select(
         "chromosome",
         "start",
         "end",
@@ -303,64 +351,82 @@ def frequency_table(groups: pl.DataFrame, motif: Motif, split_groups: bool) -> p
         called_sites="called",
         called_sites_methylated="methylated",
         methylated_frequency="text",
-        group_sequence="group_sequence",
+        group_sequence=pl.when(pl.col("group").is_null())
+        .then(pl.lit("split-group"))
+        .otherwise(sequence),
     )
 
 
+def motif_sites(groups: pl.DataFrame, motif: Motif) -> dict[str, np.ndarray]:
+    """Every motif site of the groups as `locus` (LOCUS_BITS) with its group's valid, methylated
+    and failed calls, in numpy arrays sorted by locus; groups are exploded a slice at a time."""
+    parts = []
+    for chunk in groups.iter_slices(WRITE_CHUNK):
+        parts.append(
+            chunk.lazy()
+            .select(
+                locus=pl.col("rank") * (1 << LOCUS_BITS)
+                + pl.col("start")
+                + motif.forward_offset
+                + motif_offsets(motif),
+                valid="valid",
+                methylated="methylated",
+                failed="failed",
+            )
+            .explode("locus", empty_as_null=True)
+            .drop_nulls("locus")
+            .collect()
+        )
+    exploded = pl.concat(parts) if parts else pl.DataFrame(schema=parts_schema())
+    del parts
+    locus = exploded["locus"].to_numpy()
+    order = np.argsort(locus, kind="stable")
+    sites = {"locus": locus[order]}
+    del locus
+    for name in ("valid", "methylated", "failed"):
+        sites[name] = exploded[name].to_numpy()[order]
+    return sites
+
+
+def parts_schema() -> dict[str, pl.DataType]:
+    """motif_sites' columns, for a table without groups."""
+    return {"locus": pl.Int64, "valid": pl.UInt32, "methylated": pl.UInt32, "failed": pl.UInt32}
+
+
 def bedmethyl_table(groups: pl.DataFrame, motif: Motif) -> pl.DataFrame:
-    """One bedMethyl row per motif site (modkit's 18 columns), sorted, from group_counts.
+    """One bedMethyl site per motif site (modkit's columns are bedmethyl_rows'), sorted, from
+    group_counts: locus, valid, methylated and failed calls, numbers only.
 
     Both strands are combined on the forward strand's modified base (strand '+', as modkit's
     --combine-strands); N_valid_cov = confident calls, N_fail = calls below the threshold; a
     site with only the latter is kept (percent 0) so no call is left out.
     """
-    exploded = (
-        groups.lazy()
-        .select(
-            locus=pl.col("rank") * (1 << LOCUS_BITS)
-            + pl.col("start")
-            + motif.forward_offset
-            + motif_offsets(motif),
-            valid="valid",
-            methylated="methylated",
-            failed="failed",
-        )
-        .explode("locus", empty_as_null=True)
-        .drop_nulls("locus")
-        .sort("locus")
-        .collect()
-    )
+    sites = motif_sites(groups, motif)
     # Sorted by site: sum each run of equal sites (a site in several groups) without a hash table.
-    locus = exploded["locus"].to_numpy()
+    locus = sites.pop("locus")
     first = np.flatnonzero(np.diff(locus, prepend=locus[:1] - 1))  # where each run starts
     sums = {
-        name: np.add.reduceat(exploded[name].to_numpy().astype(np.int64), first)
-        for name in ("valid", "methylated", "failed")
+        name: np.add.reduceat(values.astype(np.int64), first) if len(first) else values
+        for name, values in sites.items()
     }
-    del exploded
-    chromosomes = groups.select("rank", pl.col("chromosome").cast(pl.String)).unique().sort("rank")
+    return pl.DataFrame({"locus": locus[first], **sums}).cast(
+        {name: pl.Int64 for name in sums}
+    )
+
+
+def bedmethyl_rows(
+    sites: pl.DataFrame, motif: Motif, chromosomes: pl.DataFrame, percent: pl.DataFrame
+) -> pl.DataFrame:
+    """bedmethyl_table's sites as modkit's 18 bedMethyl columns: chromosomes maps rank to
+    name, percent is formatted's text of (hundred, valid)."""
     names = pl.Enum(chromosomes["chromosome"])
-    sites = pl.DataFrame({"locus": locus[first], **sums}).with_columns(
+    sites = sites.with_columns(
         chromosome=(pl.col("locus") // (1 << LOCUS_BITS)).replace_strict(
             chromosomes["rank"], chromosomes["chromosome"], return_dtype=names
         ),
         pos=pl.col("locus") % (1 << LOCUS_BITS),
         hundred=100 * pl.col("methylated"),
-    )
-    del locus, first, sums
-    percent = formatted(sites.filter(pl.col("valid") > 0), "hundred", "valid", "%.2f")
-    return sites.join(percent, on=["hundred", "valid"], how="left", maintain_order="left").select(
-        "chromosome",
-        "pos",
-        "valid",
-        "methylated",
-        "failed",
-        percent=pl.col("text").fill_null("0.00"),
-    )
-
-
-def bedmethyl_rows(sites: pl.DataFrame, motif: Motif) -> pl.DataFrame:
-    """bedmethyl_table's sites as modkit's 18 bedMethyl columns."""
+    ).join(percent, on=["hundred", "valid"], how="left", maintain_order="left")
     pos, end = pl.col("pos"), pl.col("pos") + 1
     return sites.select(
         "chromosome",
@@ -373,7 +439,7 @@ def bedmethyl_rows(sites: pl.DataFrame, motif: Motif) -> pl.DataFrame:
         thick_end=end,
         color=pl.lit("255,0,0"),
         n_valid="valid",
-        percent="percent",
+        percent=pl.col("text").fill_null("0.00"),
         n_mod="methylated",
         n_canonical=pl.col("valid") - pl.col("methylated"),
         n_other=pl.lit(0),
@@ -401,17 +467,26 @@ def frequency_outputs(
     calls: Path, motif: Motif, threshold: float, split_groups: bool, tsv: Path, bed: Path
 ) -> FrequencySummary:
     """Write the frequency table (tsv) and the plain bedMethyl (bed) of a call table, in one
-    streamed pass over its rows; memory holds one entry per group and per site."""
+    streamed pass over its rows; memory holds one entry per group and per site (numbers, and
+    a sequence per group), the text is made a chunk of rows at a time."""
     groups = group_counts(calls, threshold, first_rows=split_groups, scratch=tsv.parent)
     totals = groups.select(pl.col("calls", "strong", "strong_unmethylated").cast(pl.Int64).sum())
     frequency = frequency_table(groups, motif, split_groups)
-    write_table(frequency, tsv, header=True)
-    rows = frequency.height
-    del frequency
+    text = formatted(frequency, "methylated", "called", "%.3f")
+    sequences = groups["sequence"]
+    rows = lambda chunk: frequency_rows(chunk, sequences, text)  # noqa: E731
+    write_table(frequency, tsv, header=True, rows=rows)
+    frequency_rows_written = frequency.height
+    del frequency, sequences
+    chromosomes = groups.select("rank", pl.col("chromosome").cast(pl.String)).unique().sort("rank")
     sites = bedmethyl_table(groups, motif)
     del groups
-    write_table(sites, bed, header=False, rows=lambda chunk: bedmethyl_rows(chunk, motif))
-    return FrequencySummary(rows, sites.height, *totals.row(0))
+    valid = sites.filter(pl.col("valid") > 0).select("valid", hundred=100 * pl.col("methylated"))
+    percent = formatted(valid, "hundred", "valid", "%.2f")
+    del valid
+    rows = lambda chunk: bedmethyl_rows(chunk, motif, chromosomes, percent)  # noqa: E731
+    write_table(sites, bed, header=False, rows=rows)
+    return FrequencySummary(frequency_rows_written, sites.height, *totals.row(0))
 
 
 def llr_to_ml(llr: float) -> int:
