@@ -7,8 +7,10 @@ with split_groups, one site per motif of its sequence (that script splits on "CG
 motif; here each motif splits on its own pattern, so non-CpG tables agree with it unsplit only).
 
 The bedMethyl table has one row per motif site (groups always split), 18 columns in modkit's
-order. The calls are streamed (polars): only per-group and per-site counters are kept, never the
-call rows; percentages are formatted by Python's % on each distinct ratio, as the reference does.
+order. The calls are read a block at a time (polars parses, DuckDB aggregates within a memory
+limit): only per-group counters and sequences are kept, never the call rows, and the text is
+written a chunk of rows at a time; percentages are formatted by Python's % on each distinct
+ratio, as the reference does.
 """
 
 from __future__ import annotations
@@ -25,7 +27,6 @@ import duckdb
 import numpy as np
 import polars as pl
 import pyarrow as pa
-from polars.io.plugins import register_io_source
 
 from numapore.methylation.motifs import Motif
 
@@ -130,11 +131,6 @@ def table_blocks(path: Path, types: dict[str, pl.DataType]) -> Iterator[pl.DataF
             yield pending.result()
 
 
-def scan_table(path: Path, types: dict[str, pl.DataType]) -> pl.LazyFrame:
-    """table_blocks as a LazyFrame: polars' streaming engine takes the blocks as they come."""
-    return register_io_source(lambda *_: table_blocks(path, types), schema=pl.Schema(types))
-
-
 CALL_TYPES = {
     "chromosome": pl.String(),
     "start": pl.Int64(),
@@ -195,6 +191,7 @@ def duckdb_session(scratch: Path | None) -> Iterator[duckdb.DuckDBPyConnection]:
             "memory_limit": DUCKDB_MEMORY,
             "temp_directory": spill,
             "preserve_insertion_order": False,
+            "enable_progress_bar": False,
         }
         con = duckdb.connect(config=config)
         try:
@@ -357,6 +354,9 @@ def frequency_rows(chunk: pl.DataFrame, sequences: pl.Series, text: pl.DataFrame
     )
 
 
+SITE_COLUMNS = {"locus": pl.Int64, "valid": pl.UInt32, "methylated": pl.UInt32, "failed": pl.UInt32}
+
+
 def motif_sites(groups: pl.DataFrame, motif: Motif) -> dict[str, np.ndarray]:
     """Every motif site of the groups as `locus` (LOCUS_BITS) with its group's valid, methylated
     and failed calls, in numpy arrays sorted by locus; groups are exploded a slice at a time."""
@@ -377,7 +377,7 @@ def motif_sites(groups: pl.DataFrame, motif: Motif) -> dict[str, np.ndarray]:
             .drop_nulls("locus")
             .collect()
         )
-    exploded = pl.concat(parts) if parts else pl.DataFrame(schema=parts_schema())
+    exploded = pl.concat(parts) if parts else pl.DataFrame(schema=SITE_COLUMNS)
     del parts
     locus = exploded["locus"].to_numpy()
     order = np.argsort(locus, kind="stable")
@@ -386,11 +386,6 @@ def motif_sites(groups: pl.DataFrame, motif: Motif) -> dict[str, np.ndarray]:
     for name in ("valid", "methylated", "failed"):
         sites[name] = exploded[name].to_numpy()[order]
     return sites
-
-
-def parts_schema() -> dict[str, pl.DataType]:
-    """motif_sites' columns, for a table without groups."""
-    return {"locus": pl.Int64, "valid": pl.UInt32, "methylated": pl.UInt32, "failed": pl.UInt32}
 
 
 def bedmethyl_table(groups: pl.DataFrame, motif: Motif) -> pl.DataFrame:

@@ -25,7 +25,7 @@ from pathlib import Path
 import polars as pl
 import pysam
 
-from numapore.methylation.frequency import scan_table
+from numapore.methylation.frequency import table_blocks
 from numapore.run.atomic import atomic_output
 from numapore.signal.fast5 import list_fast5, read_layout
 from numapore.signal.slow5 import INDEX_EOF, INDEX_HEADER_SIZE, INDEX_MAGIC, iter_index_entries
@@ -182,13 +182,21 @@ def primary_alignments(bam: str | os.PathLike) -> dict[str, int]:
 
 def called_read_names(calls: str | os.PathLike) -> pl.Series:
     """Names of the reads with at least one call in a nanopolish call-methylation table,
-    sorted, each once: a streamed pass (polars), so memory holds the names, not the rows."""
-    names = scan_table(Path(calls), {"read_name": pl.String()})
+    sorted, each once. The table is read a block at a time; the distinct names of the blocks
+    are merged whenever they pile up, so memory holds about the names, never the rows."""
+    parts: list[pl.Series] = []
+    held = kept = 0
     try:
-        unique = names.unique().collect(engine="streaming").to_series()
-    except (pl.exceptions.ComputeError, pl.exceptions.InvalidOperationError) as err:
+        for block in table_blocks(Path(calls), {"read_name": pl.String()}):
+            parts.append(block["read_name"].unique())
+            held += len(parts[-1])
+            if held > 2 * kept + 1_000_000:
+                parts = [pl.concat(parts).unique()]
+                held = kept = len(parts[0])
+    except (ValueError, pl.exceptions.PolarsError) as err:
         raise AccountingError(f"{calls}: not a readable nanopolish call table: {err}") from err
-    return unique.drop_nulls().sort()  # a blank line has no name
+    names = pl.concat(parts).unique() if parts else pl.Series([], dtype=pl.String)
+    return names.drop_nulls().sort()  # a blank line has no name
 
 
 def called_reads(calls: str | os.PathLike) -> set[str]:
