@@ -191,9 +191,9 @@ def duckdb_session(scratch: Path | None) -> Iterator[duckdb.DuckDBPyConnection]:
             "memory_limit": DUCKDB_MEMORY,
             "temp_directory": spill,
             "preserve_insertion_order": False,
-            "enable_progress_bar": False,
         }
         con = duckdb.connect(config=config)
+        con.execute("SET enable_progress_bar = false")  # a rule log is no terminal
         try:
             yield con
         finally:
@@ -310,7 +310,7 @@ def frequency_table(groups: pl.DataFrame, motif: Motif, split_groups: bool) -> p
                 end=pl.col("start") + pl.col("offset"),
                 first_row="first_row",
                 group_size=pl.lit(1, pl.Int64),
-                group=pl.lit(None, pl.UInt32),
+                group=pl.lit(None, pl.get_index_type()),
                 called=pl.col("valid").cast(pl.Int64),
                 methylated=pl.col("methylated").cast(pl.Int64),
             )
