@@ -21,6 +21,7 @@ from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 import duckdb
@@ -404,9 +405,7 @@ def bedmethyl_table(groups: pl.DataFrame, motif: Motif) -> pl.DataFrame:
         name: np.add.reduceat(values.astype(np.int64), first) if len(first) else values
         for name, values in sites.items()
     }
-    return pl.DataFrame({"locus": locus[first], **sums}).cast(
-        {name: pl.Int64 for name in sums}
-    )
+    return pl.DataFrame({"locus": locus[first], **sums}).cast({name: pl.Int64 for name in sums})
 
 
 def bedmethyl_rows(
@@ -468,18 +467,17 @@ def frequency_outputs(
     totals = groups.select(pl.col("calls", "strong", "strong_unmethylated").cast(pl.Int64).sum())
     frequency = frequency_table(groups, motif, split_groups)
     text = formatted(frequency, "methylated", "called", "%.3f")
-    sequences = groups["sequence"]
-    rows = lambda chunk: frequency_rows(chunk, sequences, text)  # noqa: E731
+    rows = partial(frequency_rows, sequences=groups["sequence"], text=text)
     write_table(frequency, tsv, header=True, rows=rows)
     frequency_rows_written = frequency.height
-    del frequency, sequences
+    del frequency, rows
     chromosomes = groups.select("rank", pl.col("chromosome").cast(pl.String)).unique().sort("rank")
     sites = bedmethyl_table(groups, motif)
     del groups
     valid = sites.filter(pl.col("valid") > 0).select("valid", hundred=100 * pl.col("methylated"))
     percent = formatted(valid, "hundred", "valid", "%.2f")
     del valid
-    rows = lambda chunk: bedmethyl_rows(chunk, motif, chromosomes, percent)  # noqa: E731
+    rows = partial(bedmethyl_rows, motif=motif, chromosomes=chromosomes, percent=percent)
     write_table(sites, bed, header=False, rows=rows)
     return FrequencySummary(frequency_rows_written, sites.height, *totals.row(0))
 

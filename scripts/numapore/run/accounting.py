@@ -307,7 +307,7 @@ def account(inp: AccountingInputs) -> list[Row]:
         ("alignment", "unmapped", len(basecalled - set(aligned)), ""),
     ]
     fates: Counter[str] = Counter()
-    for rid, has_calls in zip(ids, basecalled_names.is_in(called.implode())):
+    for rid, has_calls in zip(ids, basecalled_names.is_in(called.implode()), strict=True):
         if has_calls:
             continue
         if rid not in aligned:
