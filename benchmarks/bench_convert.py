@@ -118,6 +118,12 @@ def main() -> None:
     parser.add_argument("--fast5", type=Path, help="an existing folder of FAST5 files")
     parser.add_argument("--slow5tools", default=shutil.which("slow5tools"))
     parser.add_argument("--processes", type=int, nargs="+", default=[1, 2])
+    parser.add_argument(
+        "--compressions",
+        nargs="+",
+        default=[f"{r}+{s}" for r, s in COMPRESSIONS],
+        help="record+signal compressions to run (default: %(default)s)",
+    )
     parser.add_argument("--baseline", type=Path, help="scripts/ of another numapore version")
     parser.add_argument("--breakdown", action="store_true", help="time numapore's stages")
     args = parser.parse_args()
@@ -131,7 +137,8 @@ def main() -> None:
             tools["numapore-baseline"] = None
         if args.slow5tools:
             tools["slow5tools"] = args.slow5tools
-        configs = [(t, c, k) for c in COMPRESSIONS for k in args.processes for t in tools]
+        compressions = [tuple(c.split("+")) for c in args.compressions]
+        configs = [(t, c, k) for c in compressions for k in args.processes for t in tools]
         times: dict[tuple, list[tuple[float, float]]] = {c: [] for c in configs}
         for _ in range(args.repeats):
             for tool, (record, signal), k in configs:
