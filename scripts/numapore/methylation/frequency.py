@@ -183,6 +183,30 @@ def call_batches(
     return pa.RecordBatchReader.from_batches(arrow_schema, batches())
 
 
+SQL_TYPES = {
+    "chromosome": "VARCHAR",
+    "start": "BIGINT",
+    "end": "BIGINT",
+    "num_motifs": "BIGINT",
+    "log_lik_ratio": "DOUBLE",
+    "sequence": "VARCHAR",
+}  # fmt: skip  (CALL_TYPES in SQL)
+
+
+def call_table_scan(path: Path) -> str:
+    """DuckDB's own reader over a call table, as SQL: parallel, streamed, typed as nanopolish
+    writes it (CALL_TYPES' columns; the others read as text and left alone), with each
+    sequence's hash. Used where the rows' order does not matter (no split groups)."""
+    check_call_header(path)
+    with open(path) as handle:
+        header = handle.readline().rstrip("\n").split("\t")
+    columns = ", ".join(f"'{name}': '{SQL_TYPES.get(name, 'VARCHAR')}'" for name in header)
+    quoted = str(path).replace("'", "''")
+    return f"""(SELECT *, hash(sequence) AS sequence_hash FROM read_csv('{quoted}',
+        delim = '\t', header = true, quote = '', escape = '', auto_detect = false,
+        columns = {{{columns}}}))"""
+
+
 @contextmanager
 def duckdb_session(scratch: Path | None) -> Iterator[duckdb.DuckDBPyConnection]:
     """An in-memory DuckDB held to DUCKDB_MEMORY (it spills to a temporary folder in scratch,
@@ -228,25 +252,29 @@ def group_counts(
         {{first_row}} AS first_row"""
     first_row = f"min(row) FILTER ({confident})"
     # One pass: the sequence is carried, its hash tells whether a key has several.
-    single = f"""
-        SELECT chromosome, start, "end",
-            {counts.format(first_row=first_row if first_rows else "NULL::BIGINT")},
-            any_value(sequence) AS sequence,
+    single = """
+        SELECT chromosome, start, "end", {counts}, any_value(sequence) AS sequence,
             min(sequence_hash) != max(sequence_hash) OR min(num_motifs) != max(num_motifs)
                 AS mixed,
             min(num_motifs) AS num_motifs
-        FROM calls GROUP BY chromosome, start, "end" """
+        FROM {source} GROUP BY chromosome, start, "end" """
     several = f"""
         SELECT chromosome, start, "end", sequence, num_motifs, {counts.format(first_row=first_row)},
             false AS mixed
         FROM calls GROUP BY chromosome, start, "end", sequence, num_motifs"""
     try:
         with duckdb_session(scratch) as con:
-            numbers: dict[str, int] = {}  # chromosome -> its number in DuckDB's keys
-            calls = call_batches(path, first_rows, numbers)  # noqa: F841 (read by name)
-            groups = con.sql(single).pl()
-            names = pl.Series(list(numbers), dtype=pl.String)
-            groups = groups.with_columns(chromosome=names.gather(groups["chromosome"]))
+            if first_rows:  # rows numbered in file order: polars parses, DuckDB aggregates
+                numbers: dict[str, int] = {}  # chromosome -> its number in DuckDB's keys
+                calls = call_batches(path, True, numbers)  # noqa: F841 (read by name)
+                query = single.format(counts=counts.format(first_row=first_row), source="calls")
+                groups = con.sql(query).pl()
+                names = pl.Series(list(numbers), dtype=pl.String)
+                groups = groups.with_columns(chromosome=names.gather(groups["chromosome"]))
+            else:  # any order will do: DuckDB's own reader, on every core
+                first = counts.format(first_row="NULL::BIGINT")
+                source = call_table_scan(path)
+                groups = con.sql(single.format(counts=first, source=source)).pl()
             if groups["mixed"].any():  # a second pass keeps each sequence's calls apart
                 calls = call_batches(path, True)  # noqa: F841 (the order matters then)
                 groups = con.sql(several).pl()
