@@ -219,7 +219,9 @@ rule methylation_modbam:
         "results/benchmarks/methylation_modbam/{sample}.{aligner}.{motif}.tsv"
     conda:
         "../../envs/python.yaml"
-    threads: RUN_CORES
+    # Half the cores: the tagging is one Python process (the threads are samtools sort's), and
+    # the frequency and the accounting, one core each, run beside it on the same calls.
+    threads: max(1, RUN_CORES // 2)
     script:
         "../../scripts/methylation_modbam.py"
 
