@@ -11,8 +11,9 @@ cd "$repo"
 
 apt_packages=(samtools minimap2 bwa bowtie2 nanopolish numactl tabix nanook-examples
     libvbz-hdf-plugin0 tombo time python3-venv
-    # numapore's compiled svb-zd encoder (C through cffi: numapore/svbzd_build.py)
-    gcc python3-dev
+    # numapore's compiled svb-zd encoder and FAST5 reader (C through cffi:
+    # numapore/signal/svbzd_build.py, fast5_core_build.py; the reader links HDF5, libdeflate, zlib)
+    gcc python3-dev libhdf5-dev libdeflate-dev zlib1g-dev pkg-config
     # FUSE for the emulated slow storage (numapore.slowfs: libfuse3 and fusermount3)
     fuse3
     # the emulated 2-node NUMA guest of the tests (virtme-ng comes from PyPI)
@@ -59,6 +60,15 @@ svbzd=(scripts/numapore/signal/_svbzd.*.so)
 if [[ ! -e ${svbzd[0]} || scripts/numapore/signal/svbzd_build.py -nt ${svbzd[0]} ]]; then
     echo "setup: building the compiled svb-zd encoder"
     PYTHONPATH=scripts .venv/bin/python -m numapore.signal.svbzd_build
+fi
+# numapore's compiled FAST5 reader (numapore.signal.convert reads every file with the Python
+# reader without it): built when missing or older than its sources.
+core=(scripts/numapore/signal/_fast5_core.*.so)
+if [[ ! -e ${core[0]} ]] || [[ scripts/numapore/signal/fast5_core.c -nt ${core[0]} ]] ||
+    [[ scripts/numapore/signal/fast5_core_build.py -nt ${core[0]} ]] ||
+    [[ scripts/numapore/signal/svbzd_build.py -nt ${core[0]} ]]; then
+    echo "setup: building the compiled FAST5 reader"
+    PYTHONPATH=scripts .venv/bin/python -m numapore.signal.fast5_core_build
 fi
 
 # The E. coli K-12 DH10B genome (Debian nanook-examples): reference of the demo and the tests.

@@ -99,6 +99,14 @@ def breakdown(fast5: Path, files: int = 448) -> list[tuple[str, float]]:
         packed, _ = per_read(pack, records)
         rows.append((f"record packing + {record} ({sig} signal)", packed))
     rows.append(("(a copy of the signal, for scale)", signal))
+    from numapore.signal.fast5_core import CoreReader, lib
+
+    if lib is not None:  # the compiled reader: walk, attributes, signal and record in one C call
+        groups = {run: 0}
+        for record, sig in COMPRESSIONS:
+            core = CoreReader(record, sig, fields, groups)
+            ms, _ = per_read(lambda p, core=core: core.read(str(p)), paths)
+            rows.append((f"compiled reader: file to record, {record} ({sig} signal)", ms))
     return rows
 
 
@@ -110,6 +118,12 @@ def main() -> None:
     parser.add_argument("--fast5", type=Path, help="an existing folder of FAST5 files")
     parser.add_argument("--slow5tools", default=shutil.which("slow5tools"))
     parser.add_argument("--processes", type=int, nargs="+", default=[1, 2])
+    parser.add_argument(
+        "--compressions",
+        nargs="+",
+        default=[f"{r}+{s}" for r, s in COMPRESSIONS],
+        help="record+signal compressions to run (default: %(default)s)",
+    )
     parser.add_argument("--baseline", type=Path, help="scripts/ of another numapore version")
     parser.add_argument("--breakdown", action="store_true", help="time numapore's stages")
     args = parser.parse_args()
@@ -123,7 +137,8 @@ def main() -> None:
             tools["numapore-baseline"] = None
         if args.slow5tools:
             tools["slow5tools"] = args.slow5tools
-        configs = [(t, c, k) for c in COMPRESSIONS for k in args.processes for t in tools]
+        compressions = [tuple(c.split("+")) for c in args.compressions]
+        configs = [(t, c, k) for c in compressions for k in args.processes for t in tools]
         times: dict[tuple, list[tuple[float, float]]] = {c: [] for c in configs}
         for _ in range(args.repeats):
             for tool, (record, signal), k in configs:
@@ -155,7 +170,7 @@ def main() -> None:
         if args.breakdown:
             print("\nnumapore, CPU ms per read by stage (one process):")
             for label, ms in breakdown(fast5):
-                print(f"  {label:45s} {ms:6.2f}")
+                print(f"  {label:56s} {ms:6.2f}")
 
 
 if __name__ == "__main__":

@@ -15,8 +15,10 @@ lacks, or a value its column type cannot hold stops the run (fail) or is rejecte
 slow5tools does not check read ids; convert() does (allow_duplicate_ids=True reproduces
 slow5tools, e.g. for its test files).
 
-Workers read FAST5 files (each process has its own h5py/HDF5) and encode records, compression
-included, so the parent only checks read ids and appends bytes.  Results are written in input
+Workers read FAST5 files (each process has its own HDF5) and encode records, compression
+included, so the parent only checks read ids and appends bytes.  A worker reads a file with the
+compiled reader (numapore.signal.fast5_core: one C call from file to encoded records) and leaves
+what it cannot read like read_fast5 to read_fast5 (h5py), which gives the same bytes.  Results are written in input
 order, so the output does not depend on K.  A worker encodes only once it knows the output's aux
 columns and the read group of the run; the first file, and any file that brings a new run_id,
 comes back decoded and is encoded by the parent.  Multi-read files are split into slices of
@@ -53,6 +55,7 @@ import h5py
 
 from numapore.run.atomic import atomic_output
 from numapore.signal.fast5 import Fast5Error, Fast5Read, list_fast5, read_fast5
+from numapore.signal.fast5_core import core_reader
 from numapore.signal.slow5 import (  # noqa: F401 - check_nanopolish_compatible is re-exported
     RECORD_COMPRESSIONS,
     SIGNAL_COMPRESSIONS,
@@ -222,6 +225,16 @@ def _process_batch(tasks: list[_Task]) -> list[_Result]:
 
 def _process(task: _Task) -> _Result:
     """Worker entry point: read a FAST5 file (slice) and encode its reads when possible."""
+    reader = core_reader(
+        task.fmt,
+        task.record_compression,
+        task.signal_compression,
+        task.aux_fields,
+        task.read_groups,
+    )
+    got = reader.read(task.path, task.start, task.stop) if reader is not None else None
+    if got is not None:  # the compiled reader; None: a file it leaves to the Python reader
+        return _Result(task, groups=got.groups, encoded=got.encoded, decoded=got.decoded)
     result = _Result(task)
     try:
         contents = read_fast5(task.path, task.start, task.stop, task.read_groups.keys())

@@ -1,0 +1,106 @@
+"""Build numapore's compiled FAST5 reader (C through cffi, API mode) next to this file:
+
+    PYTHONPATH=scripts .venv/bin/python -m numapore.signal.fast5_core_build
+
+./setup.sh runs it. It links Debian's HDF5 (libhdf5-dev), libdeflate (libdeflate-dev) and zlib;
+the C source is fast5_core.c plus the svb-zd encoder of svbzd_build.py. numapore.signal.fast5_core
+uses the module it builds (numapore.signal._fast5_core) and, without it, converts with the Python
+reader alone (numapore.signal.fast5, h5py): the same bytes (tests/test_fast5_core.py), slower.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+import cffi
+
+from numapore.signal.svbzd_build import C_SOURCE as SVBZD_SOURCE
+
+PACKAGE = Path(__file__).resolve().parent
+SOURCE = PACKAGE / "fast5_core.c"
+C_DECLARATIONS = """
+typedef struct {
+    const char *name;
+    int type;
+    const char *labels;
+    int kind;
+    int64_t i;
+    uint64_t u;
+    double d;
+    const char *s;
+} np5_aux;
+
+typedef struct {
+    const char *read_id;
+    const char *run_id;
+    double digitisation, offset, range, sampling_rate;
+    const int16_t *signal;
+    size_t nsamples;
+    int naux;
+    np5_aux *aux;
+    int nheader;
+    const char **header_names;
+    const char **header_values;
+    size_t blob_offset, blob_size;
+} np5_read;
+
+typedef struct {
+    int nreads;
+    np5_read *reads;
+    int groups;
+    const char *reason;
+    unsigned char *out;
+    size_t out_len;
+    ...;
+} np5_ctx;
+
+np5_ctx *np5_new(int record_compression, int signal_compression);
+void np5_free(np5_ctx *ctx);
+int np5_add_field(np5_ctx *ctx, const char *name, int type, const char *labels);
+void np5_set_schema_known(np5_ctx *ctx);
+int np5_add_run(np5_ctx *ctx, const char *run_id, uint32_t group);
+int np5_register_filter(const char *library);
+int np5_read_file(np5_ctx *ctx, const char *path, int start, int stop);
+const char *np5_type_name(int type);
+"""
+
+
+def hdf5_flags() -> tuple[list[str], list[str]]:
+    """Include and library folders of Debian's HDF5 (serial build), from pkg-config if there."""
+    try:
+        out = subprocess.run(
+            ["pkg-config", "--cflags", "--libs", "hdf5"], capture_output=True, text=True, check=True
+        ).stdout.split()
+    except (OSError, subprocess.CalledProcessError):
+        out = ["-I/usr/include/hdf5/serial", "-L/usr/lib/x86_64-linux-gnu/hdf5/serial"]
+    includes = [f[2:] for f in out if f.startswith("-I")]
+    libdirs = [f[2:] for f in out if f.startswith("-L")]
+    return includes, libdirs
+
+
+def build(package: Path = PACKAGE) -> Path:
+    """Compile the reader into package/ (numapore/signal/_fast5_core.*.so); return its path."""
+    includes, libdirs = hdf5_flags()
+    ffi = cffi.FFI()
+    ffi.cdef(C_DECLARATIONS)
+    ffi.set_source(
+        "numapore.signal._fast5_core",
+        SVBZD_SOURCE + "\n" + SOURCE.read_text(),
+        include_dirs=includes,
+        library_dirs=libdirs,
+        runtime_library_dirs=libdirs,
+        libraries=["hdf5", "deflate", "z", "dl"],
+        extra_compile_args=["-O2", "-Wall", "-Wno-unused-function"],
+    )
+    with tempfile.TemporaryDirectory(prefix="numapore-build-") as tmp:
+        built = Path(ffi.compile(tmpdir=tmp))
+        target = package / built.name
+        shutil.copyfile(built, target)
+    return target
+
+
+if __name__ == "__main__":
+    print(f"built {build()}")
