@@ -1,5 +1,6 @@
 """Benchmark: the post-processing steps on a synthetic, human-like nanopolish CpG call table.
-Prints wall time and peak RSS per step, each run in a fresh process; measures, never asserts.
+Prints wall time, CPU time and peak RSS per step, each run in a fresh process; measures, never
+asserts.
 
     .venv/bin/python benchmarks/bench_postprocess.py \
         [--rows 50000000 --reads 5000000 --sites 20000000 --shards 4 --modbam-reads 20000]
@@ -135,7 +136,9 @@ STEPS = {
         "from numapore.execution.shards import concat_tables;"
         "concat_tables([Path(p) for p in a[2:]], Path(a[0]))"
     ),
-    "accounting": "from numapore.run.accounting import called_reads; called_reads(a[0])",
+    "accounting": (
+        "from numapore.run.accounting import called_read_names; called_read_names(a[0])"
+    ),
     "modbam": (
         "from numapore.methylation.motifs import MOTIFS;"
         "from numapore.methylation.modbam import tag_alignments;"
@@ -144,18 +147,19 @@ STEPS = {
 }
 
 
-def run_step(name: str, *args: Path) -> tuple[float, float]:
-    """Run one step in a fresh process: wall seconds and the child's peak RSS in MiB."""
+def run_step(name: str, *args: Path) -> tuple[float, float, float]:
+    """Run one step in a fresh process: wall seconds, CPU seconds (user + system; on a shared
+    machine the steadier figure) and the child's peak RSS in MiB."""
     code = "import sys; from pathlib import Path; a = sys.argv[1:];" + STEPS[name]
     env = {"PYTHONPATH": str(REPO / "scripts"), "PATH": os.environ["PATH"]}
     with tempfile.NamedTemporaryFile("r") as report:
         # GNU time: the step's own peak RSS (a forked child's would start at this process's).
-        command = ["/usr/bin/time", "-f", "%e %M", "-o", report.name]
+        command = ["/usr/bin/time", "-f", "%e %U %S %M", "-o", report.name]
         done = subprocess.run([*command, sys.executable, "-c", code, *map(str, args)], env=env)
         if done.returncode != 0:
             sys.exit(f"numapore: benchmark step {name} failed (exit {done.returncode})")
-        seconds, rss_kb = report.read().split()[-2:]
-    return float(seconds), int(rss_kb) / 1024
+        seconds, user, system, rss_kb = report.read().split()[-4:]
+    return float(seconds), float(user) + float(system), int(rss_kb) / 1024
 
 
 def shards_of(calls: Path, n: int, tmp: Path) -> list[Path]:
@@ -233,10 +237,16 @@ def main() -> None:
             f"call table: {rows} rows, {args.reads} reads, {args.sites} CpG sites, {size:.2f} GB"
             f" ({'reused' if reused else 'generated'} in {time.perf_counter() - start:.0f} s)"
         )
-        print(f"{'step':12} {'rows':>11} {'wall s':>8} {'rows/s':>11} {'peak RSS MiB':>13}")
+        print(
+            f"{'step':12} {'rows':>11} {'wall s':>8} {'rows/s':>11} {'CPU s':>8}"
+            f" {'peak RSS MiB':>13}"
+        )
 
-        def show(step: str, n: int, seconds: float, rss: float) -> None:
-            print(f"{step:12} {n:11d} {seconds:8.1f} {n / seconds:11.0f} {rss:13.0f}", flush=True)
+        def show(step: str, n: int, seconds: float, cpu: float, rss: float) -> None:
+            print(
+                f"{step:12} {n:11d} {seconds:8.1f} {n / seconds:11.0f} {cpu:8.1f} {rss:13.0f}",
+                flush=True,
+            )
 
         subprocess.run(["cat", str(calls)], stdout=subprocess.DEVNULL, check=True)  # warm cache
         if "frequency" in steps:

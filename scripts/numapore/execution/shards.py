@@ -124,13 +124,17 @@ def index_and_report(bam: Path, outputs: dict[str, Path], threads: int, log: IO[
             tmp.write_text(text)
 
 
+COPY_BLOCK = 16 << 20  # bytes copied at a time when concatenating tables
+
+
 def concat_tables(inputs: Sequence[Path], output: Path) -> int:
-    """Concatenate TSV shards in order, keeping the first header only; return data rows."""
+    """Concatenate TSV shards in order, keeping the first header only; return data rows.
+    The rows are copied as bytes, a block at a time: memory stays flat whatever their number."""
     rows = 0
     header = None
-    with atomic_output(output) as tmp, open(tmp, "w") as out:
+    with atomic_output(output) as tmp, open(tmp, "wb") as out:
         for path in inputs:
-            with open(path) as handle:
+            with open(path, "rb") as handle:
                 first = handle.readline()
                 if not first:
                     continue  # a shard with no alignments: nanopolish wrote nothing
@@ -139,7 +143,10 @@ def concat_tables(inputs: Sequence[Path], output: Path) -> int:
                     out.write(first)
                 elif first != header:
                     raise ValueError(f"{path}: header differs from the first shard's")
-                for line in handle:
-                    out.write(line)
-                    rows += 1
+                last = b"\n"
+                while block := handle.read(COPY_BLOCK):
+                    out.write(block)
+                    rows += block.count(b"\n")
+                    last = block[-1:]
+                rows += last != b"\n"  # a last row without its line end is a row too
     return rows

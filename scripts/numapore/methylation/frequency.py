@@ -7,17 +7,27 @@ with split_groups, one site per motif of its sequence (that script splits on "CG
 motif; here each motif splits on its own pattern, so non-CpG tables agree with it unsplit only).
 
 The bedMethyl table has one row per motif site (groups always split), 18 columns in modkit's
-order. The calls are streamed (polars): only per-group and per-site counters are kept, never the
-call rows; percentages are formatted by Python's % on each distinct ratio, as the reference does.
+order. The calls are read a block at a time (polars parses, DuckDB aggregates within a memory
+limit): only per-group counters and sequences are kept, never the call rows, and the text is
+written a chunk of rows at a time; percentages are formatted by Python's % on each distinct
+ratio, as the reference does.
 """
 
 from __future__ import annotations
 
 import math
+import tempfile
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
+
+import duckdb
 import numpy as np
 import polars as pl
+import pyarrow as pa
 
 from numapore.methylation.motifs import Motif
 
@@ -69,74 +79,182 @@ class FrequencySummary:
     confident_unmethylated: int
 
 
-def scan_calls(path: Path) -> pl.LazyFrame:
-    """A call table's columns the per-site outputs need, lazily; a clear error if the header is
-    not nanopolish's."""
+READ_BLOCK = 8 << 20  # bytes of call table parsed at a time
+DUCKDB_MEMORY = "2GB"  # DuckDB's own limit for the per-group aggregation
+
+
+def text_blocks(path: Path, skip_header: bool = True) -> Iterator[bytes]:
+    """A text file's contents in blocks of about READ_BLOCK bytes, each ending at a line end,
+    read with plain reads: a memory-mapped table (polars' scan_csv) would count whole toward
+    the process's resident memory, 5 GB for a 50 M-row table."""
+    with open(path, "rb") as handle:
+        if skip_header:
+            handle.readline()
+        rest = b""
+        while block := handle.read(READ_BLOCK):
+            block = rest + block
+            cut = block.rfind(b"\n") + 1
+            rest = block[cut:]
+            if cut:
+                yield block[:cut]
+        if rest:
+            yield rest
+
+
+def table_blocks(path: Path, types: dict[str, pl.DataType]) -> Iterator[pl.DataFrame]:
+    """The columns `types` names of a tab-separated table with a header, a block of rows at a
+    time (text_blocks), parsed by polars."""
+    with open(path) as handle:
+        header = handle.readline().rstrip("\n").split("\t")
+    indices = sorted(header.index(name) for name in types)  # polars keeps the file's order
+    names = [header[i] for i in indices]
+
+    def parse(block: bytes) -> pl.DataFrame:
+        return pl.read_csv(
+            block,
+            has_header=False,
+            separator="\t",
+            quote_char=None,
+            columns=indices,
+            new_columns=names,
+            schema_overrides={name: types[name] for name in names},
+        ).select(list(types))
+
+    # The next block is parsed while the consumer works on this one (polars frees the GIL).
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        pending = None
+        for block in text_blocks(path):
+            parsed = pool.submit(parse, block)
+            if pending is not None:
+                yield pending.result()
+            pending = parsed
+        if pending is not None:
+            yield pending.result()
+
+
+CALL_TYPES = {
+    "chromosome": pl.String(),
+    "start": pl.Int64(),
+    "end": pl.Int64(),
+    "num_motifs": pl.Int64(),
+    "log_lik_ratio": pl.Float64(),
+    "sequence": pl.String(),
+}  # the call table's columns the per-site outputs need
+
+
+def check_call_header(path: Path) -> None:
+    """A clear error if a call table's header is not nanopolish's."""
     with open(path) as handle:
         header = handle.readline().rstrip("\n").split("\t")
     missing = set(CALL_COLUMNS) - set(header)
     if missing:
         raise ValueError(f"{path}: not a nanopolish call table, missing {sorted(missing)}")
-    types = {
-        "chromosome": pl.Categorical,  # few names: a small integer per row
-        "start": pl.Int64,
-        "end": pl.Int64,
-        "num_motifs": pl.Int64,
-        "log_lik_ratio": pl.Float64,
-    }
-    return pl.scan_csv(
-        path, separator="\t", quote_char=None, infer_schema=False, schema_overrides=types
-    ).select("chromosome", "start", "end", "num_motifs", "log_lik_ratio", "sequence")
 
 
-def group_counts(path: Path, threshold: float, first_rows: bool = True) -> pl.DataFrame:
+def call_batches(
+    path: Path, row_numbers: bool, chromosomes: dict[str, int] | None = None
+) -> pa.RecordBatchReader:
+    """The call table's CALL_TYPES columns as Arrow batches (with each row's number if asked),
+    for DuckDB to aggregate: polars parses a block at a time, DuckDB never sees the text.
+    With `chromosomes` (filled as names come), the chromosome is its number there, and the
+    sequence's hash is added: numbers make DuckDB's group keys small and quick to compare."""
+    check_call_header(path)
+    schema = pl.Schema({"row": pl.Int64(), **CALL_TYPES} if row_numbers else CALL_TYPES)
+    if chromosomes is not None:
+        schema.update(chromosome=pl.UInt32(), sequence_hash=pl.UInt64())
+
+    def batches() -> Iterator[pa.RecordBatch]:
+        row = 0
+        for block in table_blocks(path, CALL_TYPES):
+            if row_numbers:
+                block = block.with_row_index("row", offset=row).cast({"row": pl.Int64})
+            row += block.height
+            if chromosomes is not None:
+                for name in block["chromosome"].unique():
+                    chromosomes.setdefault(name, len(chromosomes))
+                sequence = pl.col("sequence")
+                block = block.with_columns(
+                    pl.col("chromosome").replace_strict(chromosomes, return_dtype=pl.UInt32),
+                    sequence_hash=pl.when(sequence.is_not_null()).then(sequence.hash()),
+                )
+            yield from block.select(schema.names()).to_arrow().to_batches()
+
+    arrow_schema = pl.DataFrame(schema=schema).to_arrow().schema
+    return pa.RecordBatchReader.from_batches(arrow_schema, batches())
+
+
+@contextmanager
+def duckdb_session(scratch: Path | None) -> Iterator[duckdb.DuckDBPyConnection]:
+    """An in-memory DuckDB held to DUCKDB_MEMORY (it spills to a temporary folder in scratch,
+    or the system's, beyond that)."""
+    with tempfile.TemporaryDirectory(dir=scratch, prefix="numapore-duckdb.") as spill:
+        config = {
+            "memory_limit": DUCKDB_MEMORY,
+            "temp_directory": spill,
+            "preserve_insertion_order": False,
+        }
+        con = duckdb.connect(config=config)
+        con.execute("SET enable_progress_bar = false")  # a rule log is no terminal
+        try:
+            yield con
+        finally:
+            con.close()
+
+
+def group_counts(
+    path: Path, threshold: float, first_rows: bool = True, scratch: Path | None = None
+) -> pl.DataFrame:
     """One row per group of a call table (chromosome, start, end, sequence, num_motifs): the
     index of its first confident row (nanopolish's script keeps that call's group size and
     sequence), confident calls (|llr| >= threshold x num_motifs), methylated ones among them,
     the others (failed), the per-call figures, and the chromosome's rank in sorted order.
 
-    Streamed: memory grows with groups, never with rows. A key (chromosome, start, end) has one
-    sequence and group size in nanopolish's tables (they are the reference's); only if one has
-    several does a second pass keep them apart. first_rows=False leaves first_row null when the
-    keys need no order (no split groups): less to hold per group.
+    Streamed (DuckDB's aggregation over polars-parsed blocks, DUCKDB_MEMORY at most, spilling
+    to scratch beyond): memory holds numbers and one sequence per group, never the rows. A key
+    (chromosome, start, end) has one sequence and group size in nanopolish's tables (they are
+    the reference's); only if one has several (by their hashes) does a second pass keep them
+    apart. first_rows=False leaves first_row null when the keys need no order (no split
+    groups): less to hold per group.
     """
-    llr = pl.col("log_lik_ratio")
-    confident = llr.abs() >= threshold * pl.col("num_motifs")
-    strong = llr.abs() >= threshold
-    first_row = pl.col("row").filter(confident).min().alias("first_row")
-    counts = [
-        confident.sum().cast(pl.UInt32).alias("valid"),
-        (confident & (llr > 0)).sum().cast(pl.UInt32).alias("methylated"),
-        (~confident).sum().cast(pl.UInt32).alias("failed"),
-        pl.len().cast(pl.UInt32).alias("calls"),
-        strong.sum().cast(pl.UInt32).alias("strong"),
-        (strong & (llr <= 0)).sum().cast(pl.UInt32).alias("strong_unmethylated"),
-    ]
-    calls = scan_calls(path).with_row_index("row")
+    confident = f"abs(log_lik_ratio) >= {float(threshold)!r} * num_motifs"
+    strong = f"abs(log_lik_ratio) >= {float(threshold)!r}"
+    counts = f"""
+        count(*) FILTER ({confident})::UINTEGER AS valid,
+        count(*) FILTER ({confident} AND log_lik_ratio > 0)::UINTEGER AS methylated,
+        count(*) FILTER (NOT ({confident}))::UINTEGER AS failed,
+        count(*)::UINTEGER AS calls,
+        count(*) FILTER ({strong})::UINTEGER AS strong,
+        count(*) FILTER ({strong} AND log_lik_ratio <= 0)::UINTEGER AS strong_unmethylated,
+        {{first_row}} AS first_row"""
+    first_row = f"min(row) FILTER ({confident})"
+    # One pass: the sequence is carried, its hash tells whether a key has several.
+    single = f"""
+        SELECT chromosome, start, "end",
+            {counts.format(first_row=first_row if first_rows else "NULL::BIGINT")},
+            any_value(sequence) AS sequence,
+            min(sequence_hash) != max(sequence_hash) OR min(num_motifs) != max(num_motifs)
+                AS mixed,
+            min(num_motifs) AS num_motifs
+        FROM calls GROUP BY chromosome, start, "end" """
+    several = f"""
+        SELECT chromosome, start, "end", sequence, num_motifs, {counts.format(first_row=first_row)},
+            false AS mixed
+        FROM calls GROUP BY chromosome, start, "end", sequence, num_motifs"""
     try:
-        groups = (
-            (calls if first_rows else scan_calls(path))
-            .group_by("chromosome", "start", "end")
-            .agg(
-                *counts,
-                first_row if first_rows else pl.lit(None, pl.UInt32).alias("first_row"),
-                pl.col("sequence").min(),
-                pl.col("sequence").max().alias("other_sequence"),
-                pl.col("num_motifs").min(),
-                pl.col("num_motifs").max().alias("other_num_motifs"),
-            )
-            .collect(engine="streaming")
-        )
-        mixed = (pl.col("sequence") != pl.col("other_sequence")) | (
-            pl.col("num_motifs") != pl.col("other_num_motifs")
-        )
-        if groups.select(mixed.any()).item():
-            keys = ["chromosome", "start", "end", "sequence", "num_motifs"]
-            groups = calls.group_by(keys).agg(*counts, first_row).collect(engine="streaming")
-        else:
-            groups = groups.drop("other_sequence", "other_num_motifs")
-    except (pl.exceptions.ComputeError, pl.exceptions.InvalidOperationError) as err:
+        with duckdb_session(scratch) as con:
+            numbers: dict[str, int] = {}  # chromosome -> its number in DuckDB's keys
+            calls = call_batches(path, first_rows, numbers)  # noqa: F841 (read by name)
+            groups = con.sql(single).pl()
+            names = pl.Series(list(numbers), dtype=pl.String)
+            groups = groups.with_columns(chromosome=names.gather(groups["chromosome"]))
+            if groups["mixed"].any():  # a second pass keeps each sequence's calls apart
+                calls = call_batches(path, True)  # noqa: F841 (the order matters then)
+                groups = con.sql(several).pl()
+    except (duckdb.Error, pl.exceptions.PolarsError, pa.ArrowException) as err:
         raise ValueError(f"{path}: not a readable nanopolish call table: {err}") from err
+    groups = groups.drop("mixed").with_columns(
+        pl.col("chromosome").cast(pl.Categorical()), pl.col("num_motifs").cast(pl.Int64)
+    )
     # Rank of each chromosome in Python's (the reference's) string order, for integer sorts.
     names = groups.select(pl.col("chromosome").unique()).select(
         pl.col("chromosome").to_physical().alias("id"), pl.col("chromosome").cast(pl.String)
@@ -167,15 +285,16 @@ def motif_offsets(motif: Motif) -> pl.Expr:
 
 
 def frequency_table(groups: pl.DataFrame, motif: Motif, split_groups: bool) -> pl.DataFrame:
-    """nanopolish's frequency rows from group_counts, sorted as its script sorts them."""
-    called = groups.lazy().filter(pl.col("valid") > 0)
+    """nanopolish's frequency rows from group_counts, sorted as its script sorts them, numbers
+    only: `group` is the row of groups whose sequence the row shows (null: "split-group")."""
+    called = groups.lazy().with_row_index("group").filter(pl.col("valid") > 0)
     key = ["rank", "start", "end"]
     whole = called.select(
         "chromosome",
         *key,
         "first_row",
         group_size="num_motifs",
-        group_sequence="sequence",
+        group=pl.col("group"),
         called=pl.col("valid") * pl.col("num_motifs"),
         methylated=pl.col("methylated") * pl.col("num_motifs"),
     )
@@ -192,22 +311,37 @@ def frequency_table(groups: pl.DataFrame, motif: Motif, split_groups: bool) -> p
                 end=pl.col("start") + pl.col("offset"),
                 first_row="first_row",
                 group_size=pl.lit(1, pl.Int64),
-                group_sequence=pl.lit("split-group"),
+                group=pl.lit(None, pl.get_index_type()),
                 called=pl.col("valid").cast(pl.Int64),
                 methylated=pl.col("methylated").cast(pl.Int64),
             )
         )
         whole = pl.concat([whole.filter(pl.col("group_size") <= 1), split])
-    if split_groups or groups.select(pl.struct(key).is_duplicated().any()).item():
+    table = whole.sort(key).collect()
+    repeated = pl.all_horizontal(pl.col(k) == pl.col(k).shift() for k in key).any()
+    if table.select(repeated).item():
         # Keys seen through several groups: nanopolish's script keeps the first call's.
-        whole = whole.group_by(key).agg(
-            pl.col("chromosome").first(),
-            pl.col("group_size", "group_sequence").sort_by("first_row").first(),
-            pl.col("called", "methylated").sum(),
+        table = (
+            table.lazy()
+            .group_by(key)
+            .agg(
+                pl.col("chromosome").first(),
+                pl.col("group_size", "group").sort_by("first_row").first(),
+                pl.col("called", "methylated").sum(),
+            )
+            .sort(key)
+            .collect()
         )
-    table = whole.filter(pl.col("called") > 0).sort(key).collect()
-    text = formatted(table, "methylated", "called", "%.3f")
-    return table.join(text, on=["methylated", "called"], how="left", maintain_order="left").select(
+    return table.filter(pl.col("called") > 0).select(
+        "chromosome", "start", "end", "group_size", "called", "methylated", "group"
+    )
+
+
+def frequency_rows(chunk: pl.DataFrame, sequences: pl.Series, text: pl.DataFrame) -> pl.DataFrame:
+    """frequency_table rows as nanopolish's columns: each group's sequence, the frequency as
+    text (formatted's pairs)."""
+    sequence = sequences.gather(chunk["group"].fill_null(0))
+    return chunk.join(text, on=["methylated", "called"], how="left", maintain_order="left").select(
         "chromosome",
         "start",
         "end",
@@ -215,64 +349,78 @@ def frequency_table(groups: pl.DataFrame, motif: Motif, split_groups: bool) -> p
         called_sites="called",
         called_sites_methylated="methylated",
         methylated_frequency="text",
-        group_sequence="group_sequence",
+        group_sequence=pl.when(pl.col("group").is_null())
+        .then(pl.lit("split-group"))
+        .otherwise(sequence),
     )
 
 
+SITE_COLUMNS = {"locus": pl.Int64, "valid": pl.UInt32, "methylated": pl.UInt32, "failed": pl.UInt32}
+
+
+def motif_sites(groups: pl.DataFrame, motif: Motif) -> dict[str, np.ndarray]:
+    """Every motif site of the groups as `locus` (LOCUS_BITS) with its group's valid, methylated
+    and failed calls, in numpy arrays sorted by locus; groups are exploded a slice at a time."""
+    parts = []
+    for chunk in groups.iter_slices(WRITE_CHUNK):
+        parts.append(
+            chunk.lazy()
+            .select(
+                locus=pl.col("rank") * (1 << LOCUS_BITS)
+                + pl.col("start")
+                + motif.forward_offset
+                + motif_offsets(motif),
+                valid="valid",
+                methylated="methylated",
+                failed="failed",
+            )
+            .explode("locus", empty_as_null=True)
+            .drop_nulls("locus")
+            .collect()
+        )
+    exploded = pl.concat(parts) if parts else pl.DataFrame(schema=SITE_COLUMNS)
+    del parts
+    locus = exploded["locus"].to_numpy()
+    order = np.argsort(locus, kind="stable")
+    sites = {"locus": locus[order]}
+    del locus
+    for name in ("valid", "methylated", "failed"):
+        sites[name] = exploded[name].to_numpy()[order]
+    return sites
+
+
 def bedmethyl_table(groups: pl.DataFrame, motif: Motif) -> pl.DataFrame:
-    """One bedMethyl row per motif site (modkit's 18 columns), sorted, from group_counts.
+    """One bedMethyl site per motif site (modkit's columns are bedmethyl_rows'), sorted, from
+    group_counts: locus, valid, methylated and failed calls, numbers only.
 
     Both strands are combined on the forward strand's modified base (strand '+', as modkit's
     --combine-strands); N_valid_cov = confident calls, N_fail = calls below the threshold; a
     site with only the latter is kept (percent 0) so no call is left out.
     """
-    exploded = (
-        groups.lazy()
-        .select(
-            locus=pl.col("rank") * (1 << LOCUS_BITS)
-            + pl.col("start")
-            + motif.forward_offset
-            + motif_offsets(motif),
-            valid="valid",
-            methylated="methylated",
-            failed="failed",
-        )
-        .explode("locus", empty_as_null=True)
-        .drop_nulls("locus")
-        .sort("locus")
-        .collect()
-    )
+    sites = motif_sites(groups, motif)
     # Sorted by site: sum each run of equal sites (a site in several groups) without a hash table.
-    locus = exploded["locus"].to_numpy()
+    locus = sites.pop("locus")
     first = np.flatnonzero(np.diff(locus, prepend=locus[:1] - 1))  # where each run starts
     sums = {
-        name: np.add.reduceat(exploded[name].to_numpy().astype(np.int64), first)
-        for name in ("valid", "methylated", "failed")
+        name: np.add.reduceat(values.astype(np.int64), first) if len(first) else values
+        for name, values in sites.items()
     }
-    del exploded
-    chromosomes = groups.select("rank", pl.col("chromosome").cast(pl.String)).unique().sort("rank")
+    return pl.DataFrame({"locus": locus[first], **sums}).cast({name: pl.Int64 for name in sums})
+
+
+def bedmethyl_rows(
+    sites: pl.DataFrame, motif: Motif, chromosomes: pl.DataFrame, percent: pl.DataFrame
+) -> pl.DataFrame:
+    """bedmethyl_table's sites as modkit's 18 bedMethyl columns: chromosomes maps rank to
+    name, percent is formatted's text of (hundred, valid)."""
     names = pl.Enum(chromosomes["chromosome"])
-    sites = pl.DataFrame({"locus": locus[first], **sums}).with_columns(
+    sites = sites.with_columns(
         chromosome=(pl.col("locus") // (1 << LOCUS_BITS)).replace_strict(
             chromosomes["rank"], chromosomes["chromosome"], return_dtype=names
         ),
         pos=pl.col("locus") % (1 << LOCUS_BITS),
         hundred=100 * pl.col("methylated"),
-    )
-    del locus, first, sums
-    percent = formatted(sites.filter(pl.col("valid") > 0), "hundred", "valid", "%.2f")
-    return sites.join(percent, on=["hundred", "valid"], how="left", maintain_order="left").select(
-        "chromosome",
-        "pos",
-        "valid",
-        "methylated",
-        "failed",
-        percent=pl.col("text").fill_null("0.00"),
-    )
-
-
-def bedmethyl_rows(sites: pl.DataFrame, motif: Motif) -> pl.DataFrame:
-    """bedmethyl_table's sites as modkit's 18 bedMethyl columns."""
+    ).join(percent, on=["hundred", "valid"], how="left", maintain_order="left")
     pos, end = pl.col("pos"), pl.col("pos") + 1
     return sites.select(
         "chromosome",
@@ -285,7 +433,7 @@ def bedmethyl_rows(sites: pl.DataFrame, motif: Motif) -> pl.DataFrame:
         thick_end=end,
         color=pl.lit("255,0,0"),
         n_valid="valid",
-        percent="percent",
+        percent=pl.col("text").fill_null("0.00"),
         n_mod="methylated",
         n_canonical=pl.col("valid") - pl.col("methylated"),
         n_other=pl.lit(0),
@@ -313,17 +461,25 @@ def frequency_outputs(
     calls: Path, motif: Motif, threshold: float, split_groups: bool, tsv: Path, bed: Path
 ) -> FrequencySummary:
     """Write the frequency table (tsv) and the plain bedMethyl (bed) of a call table, in one
-    streamed pass over its rows; memory holds one entry per group and per site."""
-    groups = group_counts(calls, threshold, first_rows=split_groups)
+    streamed pass over its rows; memory holds one entry per group and per site (numbers, and
+    a sequence per group), the text is made a chunk of rows at a time."""
+    groups = group_counts(calls, threshold, first_rows=split_groups, scratch=tsv.parent)
     totals = groups.select(pl.col("calls", "strong", "strong_unmethylated").cast(pl.Int64).sum())
     frequency = frequency_table(groups, motif, split_groups)
-    write_table(frequency, tsv, header=True)
-    rows = frequency.height
-    del frequency
+    text = formatted(frequency, "methylated", "called", "%.3f")
+    rows = partial(frequency_rows, sequences=groups["sequence"], text=text)
+    write_table(frequency, tsv, header=True, rows=rows)
+    frequency_rows_written = frequency.height
+    del frequency, rows
+    chromosomes = groups.select("rank", pl.col("chromosome").cast(pl.String)).unique().sort("rank")
     sites = bedmethyl_table(groups, motif)
     del groups
-    write_table(sites, bed, header=False, rows=lambda chunk: bedmethyl_rows(chunk, motif))
-    return FrequencySummary(rows, sites.height, *totals.row(0))
+    valid = sites.filter(pl.col("valid") > 0).select("valid", hundred=100 * pl.col("methylated"))
+    percent = formatted(valid, "hundred", "valid", "%.2f")
+    del valid
+    rows = partial(bedmethyl_rows, motif=motif, chromosomes=chromosomes, percent=percent)
+    write_table(sites, bed, header=False, rows=rows)
+    return FrequencySummary(frequency_rows_written, sites.height, *totals.row(0))
 
 
 def llr_to_ml(llr: float) -> int:

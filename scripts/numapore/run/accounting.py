@@ -22,8 +22,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import polars as pl
 import pysam
 
+from numapore.methylation.frequency import table_blocks
 from numapore.run.atomic import atomic_output
 from numapore.signal.fast5 import list_fast5, read_layout
 from numapore.signal.slow5 import INDEX_EOF, INDEX_HEADER_SIZE, INDEX_MAGIC, iter_index_entries
@@ -178,12 +180,28 @@ def primary_alignments(bam: str | os.PathLike) -> dict[str, int]:
     return out
 
 
+def called_read_names(calls: str | os.PathLike) -> pl.Series:
+    """Names of the reads with at least one call in a nanopolish call-methylation table,
+    sorted, each once. The table is read a block at a time; the distinct names of the blocks
+    are merged whenever they pile up, so memory holds about the names, never the rows."""
+    parts: list[pl.Series] = []
+    held = kept = 0
+    try:
+        for block in table_blocks(Path(calls), {"read_name": pl.String()}):
+            parts.append(block["read_name"].unique())
+            held += len(parts[-1])
+            if held > 2 * kept + 1_000_000:
+                parts = [pl.concat(parts).unique()]
+                held = kept = len(parts[0])
+    except (ValueError, pl.exceptions.PolarsError) as err:
+        raise AccountingError(f"{calls}: not a readable nanopolish call table: {err}") from err
+    names = pl.concat(parts).unique() if parts else pl.Series([], dtype=pl.String)
+    return names.drop_nulls().sort()  # a blank line has no name
+
+
 def called_reads(calls: str | os.PathLike) -> set[str]:
     """Names of the reads with at least one call in a nanopolish call-methylation table."""
-    with open(calls) as handle:
-        header = handle.readline().rstrip("\n").split("\t")
-        column = header.index("read_name")
-        return {line.rstrip("\n").split("\t")[column] for line in handle if line.strip()}
+    return set(called_read_names(calls))
 
 
 @dataclass
@@ -270,8 +288,11 @@ def account(inp: AccountingInputs) -> list[Row]:
     else:
         with_signal = converted
     aligned = primary_alignments(inp.bam)
-    called = called_reads(inp.calls)
-    strangers = (set(aligned) | called) - basecalled
+    # The called reads stay a sorted polars column (compact), compared by joins, not a set.
+    called = called_read_names(inp.calls)
+    basecalled_names = pl.Series(ids, dtype=pl.String)
+    strangers = set(aligned) - basecalled
+    strangers.update(called.filter(~called.is_in(basecalled_names.implode())))
     if strangers:
         raise AccountingError(
             f"sample '{inp.sample}': {len(strangers)} read(s) in {inp.bam} or {inp.calls} are "
@@ -286,8 +307,8 @@ def account(inp: AccountingInputs) -> list[Row]:
         ("alignment", "unmapped", len(basecalled - set(aligned)), ""),
     ]
     fates: Counter[str] = Counter()
-    for rid in ids:
-        if rid in called:
+    for rid, has_calls in zip(ids, basecalled_names.is_in(called.implode()), strict=True):
+        if has_calls:
             continue
         if rid not in aligned:
             fates["unmapped"] += 1
@@ -297,11 +318,12 @@ def account(inp: AccountingInputs) -> list[Row]:
             fates[f"mapping quality below {inp.min_mapq}"] += 1
         else:
             fates[NO_CALL] += 1
-    odd = {r for r in called if r not in aligned or r not in with_signal}
-    if odd:
+    usable = pl.Series([r for r in aligned if r in with_signal], dtype=pl.String)
+    odd = called.filter(~called.is_in(usable.implode()))
+    if len(odd):
         raise AccountingError(
             f"sample '{inp.sample}': {len(odd)} read(s) have calls but no primary alignment or "
-            f"no raw signal (e.g. {sorted(odd)[0]})"
+            f"no raw signal (e.g. {odd[0]})"
         )
     rows.append(("methylation", "reads with calls", len(called), ""))
     rows += [("methylation", "reads without calls", n, f) for f, n in sorted(fates.items())]
