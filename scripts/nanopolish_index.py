@@ -1,10 +1,15 @@
-"""Rule nanopolish_index: check a BLOW5 is whole, then index the reads' signal with nanopolish."""
+"""Rule nanopolish_index: check a BLOW5 is whole, then index the reads' signal with nanopolish.
 
+nanopolish writes its index beside the reads it is given: a link to them in a scratch folder,
+so that the files get their final names (a rename) only once all are complete."""
+
+import os
 import subprocess
 import sys
 from pathlib import Path
 
 from numapore.signal.hdf5plugin import vbz_plugin_env
+from numapore.run.atomic import scratch_dir
 from numapore.run.rulelog import redirect_to_log
 from numapore.signal.slow5 import blow5_problem
 from numapore.execution.tools import nanopolish_index_command
@@ -16,8 +21,15 @@ blow5 = Path(smk.input.signal[0]) if smk.wildcards.signal == "blow5" else None
 problem = blow5_problem(blow5) if blow5 else None
 if problem:
     sys.exit(f"numapore: {blow5}: {problem}. Delete it and rerun to convert the FAST5 again.")
-command = nanopolish_index_command(Path(smk.input.reads), list(smk.input.signal), blow5)
-print(command, flush=True)
-with vbz_plugin_env(sys.stdout):  # multi-read FAST5 may be VBZ-compressed
-    done = subprocess.run(command, shell=True, stdout=sys.stdout, stderr=sys.stderr)
-sys.exit(done.returncode)
+reads = Path(smk.input.reads)
+with scratch_dir(smk.output[0]) as scratch:
+    link = scratch / reads.name
+    link.symlink_to(os.path.relpath(reads, scratch))
+    command = nanopolish_index_command(link, list(smk.input.signal), blow5)
+    print(command, flush=True)
+    with vbz_plugin_env(sys.stdout):  # multi-read FAST5 may be VBZ-compressed
+        done = subprocess.run(command, shell=True, stdout=sys.stdout, stderr=sys.stderr)
+    if done.returncode != 0:
+        sys.exit(done.returncode)
+    for output in map(Path, smk.output):
+        os.replace(scratch / output.name, output)

@@ -20,7 +20,7 @@ from numapore.methylation.frequency import (
     frequency_outputs,
     llr_to_ml,
 )
-from numapore.methylation.modbam import mm_ml, tag_alignments
+from numapore.methylation.modbam import AlignedBlocks, mm_ml, tag_alignments
 from numapore.methylation.motifs import MOTIFS
 
 OUT = "results/ecoli/methylation/ecoli.minimap2"
@@ -132,6 +132,23 @@ def test_mm_ml_read_back_by_pysam():
         seg.set_tag("ML", ml)
         ((_, calls),) = seg.modified_bases.items()
         assert dict(calls) == sites
+
+
+@pytest.mark.parametrize(
+    "cigar", ["3S4M2I3=1D2X5N4M3S", "2H5M3D4M2H", "10M", "4S6M", "3M2P2I3M", "1I5M1D1I", "3M2B3M"]
+)
+def test_aligned_blocks_are_pysams_aligned_pairs(cigar):
+    """The modBAM's reference -> query lookup gives exactly pysam's matched pairs, and None
+    everywhere else (deletions, skips, outside the alignment)."""
+    header = pysam.AlignmentHeader.from_dict({"SQ": [{"SN": "c", "LN": 1000}]})
+    seg = pysam.AlignedSegment(header)
+    seg.query_name, seg.reference_id, seg.reference_start, seg.cigarstring = "r", 0, 100, cigar
+    seg.query_sequence = "A" * seg.infer_query_length()
+    pairs = {r: q for q, r in seg.get_aligned_pairs(matches_only=True)}
+    blocks = AlignedBlocks(seg)
+    assert pairs and {r: blocks.query(r) for r in range(90, 150)} == {
+        r: pairs.get(r) for r in range(90, 150)
+    }
 
 
 def test_reference_script_lookup(tmp_path):

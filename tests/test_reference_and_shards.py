@@ -2,6 +2,7 @@
 
 import gzip
 import io
+import subprocess
 from pathlib import Path
 
 import pysam
@@ -11,6 +12,7 @@ from numapore.inputs.reference import check_contigs, prepare_reference
 from numapore.inputs.sheet import InputError
 from numapore.execution.shards import (
     concat_tables,
+    index_and_report,
     link_or_copy,
     merge_bams,
     shard_of_read,
@@ -90,6 +92,29 @@ def test_single_shard_is_linked_not_rewritten(tmp_path):
     assert out.stat().st_ino == bam.stat().st_ino
     link_or_copy(bam, out)  # again: replaces, does not fail
     assert out.read_bytes() == bam.read_bytes()
+
+
+def test_index_and_reports_are_samtools_own_outputs(tmp_path, monkeypatch):
+    """The merge's index, flagstat (JSON, text) and stats: the bytes samtools writes when run
+    by hand as the rules ran it before (stats records its command line: same relative path)."""
+    monkeypatch.chdir(tmp_path)
+    bam = make_bam(tmp_path / "all.bam", [(f"r{i}", 10 * i) for i in range(20)]).name
+    by_hand = {
+        "flagstat": ["samtools", "flagstat", "-@", "2", "-O", "json", bam],
+        "flagstat_text": ["samtools", "flagstat", "-@", "2", bam],
+        "stats": ["samtools", "stats", "-@", "2", bam],
+    }
+    expected = {
+        k: subprocess.run(c, capture_output=True, check=True).stdout for k, c in by_hand.items()
+    }
+    subprocess.run(["samtools", "index", bam, "hand.bai"], check=True)
+    outputs = {k: tmp_path / f"out.{k}" for k in ["bai", *by_hand]}
+    log = io.StringIO()
+    index_and_report(Path(bam), outputs, 2, log)
+    assert outputs["bai"].read_bytes() == (tmp_path / "hand.bai").read_bytes()
+    assert {k: outputs[k].read_bytes() for k in by_hand} == expected
+    assert "samtools stats -@ 2 all.bam" in log.getvalue()
+    assert not list(tmp_path.glob(".tmp.*"))
 
 
 def test_concat_tables_keeps_one_header_in_shard_order(tmp_path):

@@ -48,7 +48,7 @@ SITE_ENV = {"NUMAPORE_SLURM_PARTITION": PARTITION, "NUMAPORE_SLURM_ACCOUNT": ACC
 # 40 s); it then backs off by 10 s per check while no job finished (most jobs here take 10-20 s).
 POLLING = ["--slurm-init-seconds-before-status-checks", "5", "--seconds-between-status-checks", "5"]
 # Rules that never go to Slurm in these runs (localrules of workflow/Snakefile).
-LOCAL_RULES = {"merge_alignment_shards", "split_alignments", "merge_methylation_calls"}
+LOCAL_RULES = {"split_alignments", "merge_methylation_calls"}
 TIMEOUT = 600
 
 
@@ -249,11 +249,11 @@ def test_cancelled_slurm_job_resumes_to_the_results_of_an_uninterrupted_run(runs
     (cancelled,) = [j for j in cluster.jobs() if j["JobID"] == jobid]
     assert cancelled["State"].startswith("CANCELLED"), cancelled
     # The same command again: only the cancelled shard goes to Slurm again, then the merges and
-    # the modBAM made from the merged calls (methylation_modbam, index_bam).
+    # the modBAM made from the merged calls (methylation_modbam, which also indexes it).
     rerun = Run(runs.killed.workdir, runs.killed.cmd, runs.killed.env, name="rerun").wait()
     again = list(submitted_jobs(rerun).values())
     assert again.count("call_methylation") == 1, rerun
-    assert set(again) == {"call_methylation", "methylation_modbam", "index_bam"}, rerun
+    assert set(again) == {"call_methylation", "methylation_modbam"}, rerun
     assert "rule_call_methylation/ecoli_minimap2_cpg_1-of-2/" in rerun
     runs.whole.wait()
     same_results(runs.killed.workdir, runs.whole.workdir)

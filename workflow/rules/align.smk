@@ -28,6 +28,10 @@ rule align:
         "../../scripts/align.py"
 
 
+# With the merge: the BAM's index and samtools flagstat (JSON, and the text MultiQC reads) and
+# stats, run by the merge's script (numapore.execution.shards.index_and_report): four tiny jobs
+# were four Snakemake jobs of ~1 s each around < 0.1 s of samtools. A killed job reruns all of
+# it; merging is a link when the alignment is not scattered.
 rule merge_alignment_shards:
     input:
         lambda wc: expand(
@@ -36,7 +40,11 @@ rule merge_alignment_shards:
             **wc,
         ),
     output:
-        "results/{sample}/align/{sample}.{aligner}.bam",
+        bam="results/{sample}/align/{sample}.{aligner}.bam",
+        bai="results/{sample}/align/{sample}.{aligner}.bam.bai",
+        flagstat="results/{sample}/align/{sample}.{aligner}.flagstat.json",
+        flagstat_text="results/{sample}/align/{sample}.{aligner}.flagstat.txt",
+        stats="results/{sample}/align/{sample}.{aligner}.stats.txt",
     log:
         "results/logs/merge_alignment_shards/{sample}.{aligner}.log",
     benchmark:
@@ -48,6 +56,9 @@ rule merge_alignment_shards:
         "../../scripts/merge_alignment_shards.py"
 
 
+# Other BAMs: the methylation shards' and the comparison's subsets (the sample's BAM and the
+# modBAM are indexed by the jobs that make them). The index is written under a hidden name and
+# renamed, so it is complete or absent.
 rule index_bam:
     input:
         "{prefix}.bam",
@@ -57,54 +68,16 @@ rule index_bam:
         "results/logs/index_bam/{prefix}.log",
     benchmark:
         "results/benchmarks/index_bam/{prefix}.tsv"
-    # Run in a shadow folder: outputs are moved into place (a rename) only when complete.
-    shadow:
-        "minimal"
     conda:
         "../../envs/samtools.yaml"
     threads: RUN_CORES
+    params:
+        tmp=hidden_temp,
     shell:
-        "samtools index -@ {threads} {input} 2> {log}"
+        "samtools index -@ {threads} {input} {params.tmp} 2> {log} && mv {params.tmp} {output}"
 
 
-rule alignment_flagstat:
-    input:
-        "results/{sample}/align/{sample}.{aligner}.bam",
-    output:
-        "results/{sample}/align/{sample}.{aligner}.flagstat.json",
-    log:
-        "results/logs/alignment_flagstat/{sample}.{aligner}.log",
-    benchmark:
-        "results/benchmarks/alignment_flagstat/{sample}.{aligner}.tsv"
-    # Run in a shadow folder: outputs are moved into place (a rename) only when complete.
-    shadow:
-        "minimal"
-    conda:
-        "../../envs/samtools.yaml"
-    threads: RUN_CORES
-    # samtools does not check its writes to stdout (exit 0, empty file on a full disk): cat does.
-    shell:
-        "samtools flagstat -@ {threads} -O json {input} 2> {log} | cat > {output}"
-
-
-rule alignment_stats:
-    input:
-        "results/{sample}/align/{sample}.{aligner}.bam",
-    output:
-        "results/{sample}/align/{sample}.{aligner}.stats.txt",
-    log:
-        "results/logs/alignment_stats/{sample}.{aligner}.log",
-    benchmark:
-        "results/benchmarks/alignment_stats/{sample}.{aligner}.tsv"
-    # Run in a shadow folder: outputs are moved into place (a rename) only when complete.
-    shadow:
-        "minimal"
-    conda:
-        "../../envs/samtools.yaml"
-    threads: RUN_CORES
-    # samtools does not check its writes to stdout (exit 0, empty file on a full disk): cat does.
-    shell:
-        "samtools stats -@ {threads} {input} 2> {log} | cat > {output}"
+ruleorder: merge_alignment_shards > index_bam
 
 
 rule alignment_summary:
@@ -123,23 +96,3 @@ rule alignment_summary:
         reference=lambda wc: str(SAMPLES[wc.sample].reference),
     script:
         "../../scripts/alignment_summary.py"
-
-
-rule alignment_flagstat_text:
-    input:
-        "results/{sample}/align/{sample}.{aligner}.bam",
-    output:
-        "results/{sample}/align/{sample}.{aligner}.flagstat.txt",
-    log:
-        "results/logs/alignment_flagstat_text/{sample}.{aligner}.log",
-    benchmark:
-        "results/benchmarks/alignment_flagstat_text/{sample}.{aligner}.tsv"
-    # Run in a shadow folder: outputs are moved into place (a rename) only when complete.
-    shadow:
-        "minimal"
-    conda:
-        "../../envs/samtools.yaml"
-    threads: RUN_CORES
-    # The text form, which MultiQC's samtools module reads (it does not read the JSON one).
-    shell:
-        "samtools flagstat -@ {threads} {input} 2> {log} | cat > {output}"

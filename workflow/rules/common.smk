@@ -23,6 +23,7 @@ from numapore.inputs.sheet import (  # noqa: E402
     signal_files,
     simulated_samples,
 )
+from numapore.run.atomic import temp_name  # noqa: E402
 from numapore.signal.slow5 import check_nanopolish_compatible  # noqa: E402
 from numapore.run.workdir import (  # noqa: E402
     check_writable,
@@ -118,6 +119,12 @@ def remove_killed_jobs_shadows():
             logger.warning(
                 "numapore: removed killed jobs' shadow folders: " + ", ".join(map(str, removed))
             )
+
+
+def hidden_temp(wildcards, output):
+    """A params function: the hidden name (numapore.run.atomic.temp_name) a shell rule's tool
+    writes its one output to before `mv` renames it, so the output is complete or absent."""
+    return str(temp_name(output[0]))
 
 
 def run_cores():

@@ -109,12 +109,11 @@ rule nanopolish_index:
         "results/logs/nanopolish_index/{sample}.{signal}.{fmt}.log",
     benchmark:
         "results/benchmarks/nanopolish_index/{sample}.{signal}.{fmt}.tsv"
-    # Run in a shadow folder: outputs are moved into place (a rename) only when complete.
-    shadow:
-        "minimal"
     conda:
         "../../envs/nanopolish.yaml"
-    # A script, not shell: a damaged BLOW5 is checked first, so the error gives the reason.
+    # A script, not shell: a damaged BLOW5 is checked first, so the error gives the reason; and
+    # nanopolish writes beside a link to the reads in a scratch folder, whose files are renamed
+    # into place once complete (no shadow folder: it costs a second Snakemake process per job).
     script:
         "../../scripts/nanopolish_index.py"
 
@@ -205,20 +204,26 @@ rule methylation_frequency:
         "../../scripts/methylation_frequency.py"
 
 
-# The alignments with MM/ML tags from the calls (nanopolish runs once), sorted (rule index_bam
-# indexes it): one modBAM per motif, since CpG, GpC and dcm would all be C+m tags in one file.
+# The alignments with MM/ML tags from the calls (nanopolish runs once), sorted and indexed:
+# one modBAM per motif, since CpG, GpC and dcm would all be C+m tags in one file.
 rule methylation_modbam:
     input:
         bam="results/{sample}/align/{sample}.{aligner}.bam",
         calls="results/{sample}/methylation/{sample}.{aligner}.{motif}.calls.tsv",
     output:
-        "results/{sample}/methylation/{sample}.{aligner}.{motif}.modbam.bam",
+        bam="results/{sample}/methylation/{sample}.{aligner}.{motif}.modbam.bam",
+        bai="results/{sample}/methylation/{sample}.{aligner}.{motif}.modbam.bam.bai",
     log:
         "results/logs/methylation_modbam/{sample}.{aligner}.{motif}.log",
     benchmark:
         "results/benchmarks/methylation_modbam/{sample}.{aligner}.{motif}.tsv"
     conda:
         "../../envs/python.yaml"
-    threads: RUN_CORES
+    # Half the cores: the tagging is one Python process (the threads are samtools sort's), and
+    # the frequency and the accounting, one core each, run beside it on the same calls.
+    threads: max(1, RUN_CORES // 2)
     script:
         "../../scripts/methylation_modbam.py"
+
+
+ruleorder: methylation_modbam > index_bam

@@ -27,14 +27,16 @@ rule minimap2_index:
         "results/logs/minimap2_index/{ref}.log",
     benchmark:
         "results/benchmarks/minimap2_index/{ref}.tsv"
-    # Run in a shadow folder: outputs are moved into place (a rename) only when complete.
-    shadow:
-        "minimal"
     conda:
         "../../envs/minimap2.yaml"
     threads: RUN_CORES
+    # Written under a hidden name and renamed: complete or absent (no shadow folder, which
+    # costs a second Snakemake process per job).
+    params:
+        tmp=hidden_temp,
     shell:
-        "minimap2 -x map-ont -t {threads} -d {output} {input} 2> {log}"
+        "minimap2 -x map-ont -t {threads} -d {params.tmp} {input} 2> {log}"
+        " && mv {params.tmp} {output}"
 
 
 rule bwa_index:

@@ -99,14 +99,17 @@ def run_processes(
         print(f"[shard {p.shard + 1}] {p.command}", file=log, flush=True)
         running.append((p, subprocess.Popen(p.command, shell=True, stdout=log, stderr=log)))
     start = next_line = time.monotonic()
-    while progress is not None and any(proc.poll() is None for _, proc in running):
-        time.sleep(min(interval, 1.0))
-        now = time.monotonic()
-        if now - next_line >= interval and any(proc.poll() is None for _, proc in running):
-            next_line = now
-            line = f"[progress after {now - start:.0f} s] {progress(processes)}"
-            for stream in dict.fromkeys((log, sys.__stderr__)):  # the log and the terminal
-                print(line, file=stream, flush=True)
+    while progress is not None and (alive := [proc for _, proc in running if proc.poll() is None]):
+        # Woken by a process's end, not by polling: the step ends when its last process does.
+        try:
+            alive[0].wait(timeout=max(0.0, next_line + interval - time.monotonic()))
+            continue
+        except subprocess.TimeoutExpired:
+            pass
+        now = next_line = time.monotonic()
+        line = f"[progress after {now - start:.0f} s] {progress(processes)}"
+        for stream in dict.fromkeys((log, sys.__stderr__)):  # the log and the terminal
+            print(line, file=stream, flush=True)
     failed = [f"shard {p.shard + 1} exited {code}" for p, proc in running if (code := proc.wait())]
     for p in processes:
         log.write(f"[shard {p.shard + 1}] {describe_policy(p)}\n")

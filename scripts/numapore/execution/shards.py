@@ -90,6 +90,40 @@ def merge_bams(inputs: Sequence[Path], output: Path, threads: int, log: IO[str])
             )
 
 
+# The sorted BAM's index and samtools reports, made by the job that makes the BAM (one job
+# instead of four), each complete or absent: (output key, samtools arguments before the BAM).
+BAM_REPORTS = [
+    ("flagstat", ["flagstat", "-O", "json"]),
+    ("flagstat_text", ["flagstat"]),  # the text form, which MultiQC's samtools module reads
+    ("stats", ["stats"]),
+]
+
+
+def index_and_report(bam: Path, outputs: dict[str, Path], threads: int, log: IO[str]) -> None:
+    """samtools index of bam into outputs['bai'], then flagstat (JSON and text) and stats into
+    outputs['flagstat'], ['flagstat_text'], ['stats']: the same bytes as the tools run by hand
+    on the same path (stats records its command line)."""
+
+    def samtools(args: list[str]) -> str:
+        """Run samtools with args, log its stderr, fail loudly; return its stdout."""
+        cmd = ["samtools", *args]
+        print(" ".join(cmd), file=log, flush=True)
+        result = subprocess.run(cmd, capture_output=True, text=True)
+        log.write(result.stderr)
+        if result.returncode != 0:
+            raise RuntimeError(f"{' '.join(cmd)} failed ({result.returncode}): {result.stderr}")
+        return result.stdout
+
+    with atomic_output(outputs["bai"]) as tmp:
+        samtools(["index", "-@", str(threads), str(bam), str(tmp)])
+    for key, args in BAM_REPORTS:
+        # Written from Python, not by samtools: its writes to stdout go unchecked (a full disk
+        # would give an empty report and exit 0).
+        text = samtools([*args[:1], "-@", str(threads), *args[1:], str(bam)])
+        with atomic_output(outputs[key]) as tmp:
+            tmp.write_text(text)
+
+
 COPY_BLOCK = 16 << 20  # bytes copied at a time when concatenating tables
 
 

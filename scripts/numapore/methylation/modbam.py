@@ -74,15 +74,57 @@ def mm_ml(seq: str, reverse: bool, motif: Motif, calls: dict[int, int]) -> tuple
     """MM and ML for one record: calls maps query positions (SEQ) to ML bytes. MM counts the
     motif's base on the read as sequenced: SEQ reverse-complemented for reverse alignments."""
     original = seq.translate(COMPLEMENT)[::-1] if reverse else seq
-    bases = [i for i, b in enumerate(original) if b == motif.base]
     skips, probs, previous = [], array("B"), -1
+    # rank: the motif bases before `where` on the read, counted on from the previous site (C's
+    # str.count, not a list of every base's position).
+    rank, start = 0, 0
     for where, ml in sorted((len(seq) - 1 - q if reverse else q, ml) for q, ml in calls.items()):
-        rank = bisect.bisect_left(bases, where)
+        rank += original.count(motif.base, start, where)
+        start = where
         skips.append(str(rank - previous - 1))
         probs.append(ml)
         previous = rank
     positions = "".join("," + skip for skip in skips)
     return f"{motif.base}+{motif.code}?{positions};", probs
+
+
+# CIGAR operations (pysam's codes) that move along the query, the reference or both.
+MATCH_OPS = frozenset({0, 7, 8})  # M, =, X: a query base aligned to a reference base
+QUERY_OPS = frozenset({1, 4, 6})  # I, S, and P as pysam.get_aligned_pairs counts it
+REFERENCE_OPS = frozenset({2, 3})  # D, N
+
+
+class AlignedBlocks:
+    """A record's reference -> query (SEQ index) positions of aligned bases, the pairs of
+    pysam's get_aligned_pairs(matches_only=True), kept as the CIGAR's match blocks (a lookup is
+    a bisection: no dict of every aligned base of a long read)."""
+
+    __slots__ = ("references", "queries", "lengths")
+
+    def __init__(self, record: pysam.AlignedSegment) -> None:
+        """The match blocks of record, in reference order."""
+        self.references: list[int] = []
+        self.queries: list[int] = []
+        self.lengths: list[int] = []
+        ref, query = record.reference_start, 0
+        for op, length in record.cigartuples or ():
+            if op in MATCH_OPS:
+                self.references.append(ref)
+                self.queries.append(query)
+                self.lengths.append(length)
+                ref += length
+                query += length
+            elif op in QUERY_OPS:
+                query += length
+            elif op in REFERENCE_OPS:
+                ref += length
+
+    def query(self, ref: int) -> int | None:
+        """The query position aligned to reference position ref, None if there is none."""
+        i = bisect.bisect_right(self.references, ref) - 1
+        if i >= 0 and ref - self.references[i] < self.lengths[i]:
+            return self.queries[i] + ref - self.references[i]
+        return None
 
 
 def read_sites(
@@ -98,26 +140,38 @@ def read_sites(
         (i for i, r in enumerate(records) if not r.is_unmapped and r.query_sequence),
         key=lambda i: (records[i].is_secondary, records[i].is_supplementary),
     )
-    pairs: dict[int, dict[int, int]] = {}
+    # Per candidate record, read once (pysam builds these on every access): its contig,
+    # strand, SEQ, and its aligned blocks when a site first needs them.
+    candidates = [
+        (i, records[i].reference_name, records[i].is_reverse, records[i].query_sequence)
+        for i in order
+    ]
+    blocks: dict[int, AlignedBlocks] = {}
     tagged: dict[int, dict[int, int]] = {}
+    strands = {
+        reverse: (
+            motif.reverse_offset if reverse else motif.forward_offset,
+            motif.base.translate(COMPLEMENT) if reverse else motif.base,
+        )
+        for reverse in (False, True)
+    }
+    chrom_col, strand_col, start_col = columns["chromosome"], columns["strand"], columns["start"]
+    llr_col, sequence_col = columns["log_lik_ratio"], columns["sequence"]
     for call in calls:
-        chrom, strand = call[columns["chromosome"]], call[columns["strand"]]
-        start = int(call[columns["start"]])
-        ml = llr_to_ml(float(call[columns["log_lik_ratio"]]))
-        reverse = strand == "-"
-        shift = motif.reverse_offset if reverse else motif.forward_offset
-        base = motif.base.translate(COMPLEMENT) if reverse else motif.base
-        for offset in motif.sites(call[columns["sequence"]]):
+        chrom, reverse = call[chrom_col], call[strand_col] == "-"
+        start = int(call[start_col])
+        ml = llr_to_ml(float(call[llr_col]))
+        shift, base = strands[reverse]
+        for offset in motif.sites(call[sequence_col]):
             ref = start + offset + shift
-            for i in order:
-                record = records[i]
-                if record.reference_name != chrom or record.is_reverse != reverse:
+            for i, record_chrom, record_reverse, sequence in candidates:
+                if record_chrom != chrom or record_reverse != reverse:
                     continue
-                if i not in pairs:
-                    pairs[i] = {r: q for q, r in record.get_aligned_pairs(matches_only=True)}
-                query = pairs[i].get(ref)
+                if i not in blocks:
+                    blocks[i] = AlignedBlocks(records[i])
+                query = blocks[i].query(ref)
                 if query is not None:
-                    if record.query_sequence[query] == base:
+                    if sequence[query] == base:
                         tagged.setdefault(i, {}).setdefault(query, ml)
                     else:
                         stats.sites_other_base += 1

@@ -15,13 +15,13 @@ lacks, or a value its column type cannot hold stops the run (fail) or is rejecte
 slow5tools does not check read ids; convert() does (allow_duplicate_ids=True reproduces
 slow5tools, e.g. for its test files).
 
-Workers read FAST5 files (each process has its own HDF5) and encode records, compression
-included, so the parent only checks read ids and appends bytes.  A worker reads a file with the
-compiled reader (numapore.signal.fast5_core: one C call from file to encoded records) and leaves
-what it cannot read like read_fast5 to read_fast5 (h5py), which gives the same bytes.  Results are written in input
-order, so the output does not depend on K.  A worker encodes only once it knows the output's aux
-columns and the read group of the run; the first file, and any file that brings a new run_id,
-comes back decoded and is encoded by the parent.  Multi-read files are split into slices of
+Workers read FAST5 files (each process has its own HDF5) and encode records, compression included,
+so the parent only checks read ids and appends bytes.  A worker reads a file with the compiled
+reader (numapore.signal.fast5_core: one C call from file to encoded records) and leaves what it
+cannot read like read_fast5 to read_fast5 (h5py), which gives the same bytes.  Results are written
+in input order, so the output does not depend on K.  A worker encodes only once it knows the
+output's aux columns and the read group of the run; the first file, and any file that brings a new
+run_id, comes back decoded and is encoded by the parent.  Multi-read files are split into slices of
 SLICE_READS read groups so that K workers share a big file.
 
 CLI::
