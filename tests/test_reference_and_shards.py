@@ -125,6 +125,9 @@ def test_concat_tables_keeps_one_header_in_shard_order(tmp_path):
     out = tmp_path / "out.tsv"
     assert concat_tables([a, empty, b], out) == 3
     assert out.read_text() == "h1\th2\n1\t2\n3\t4\n5\t6\n"
+    a.write_text("h1\th2\n1\t2")  # its last row without a line end: not run into b's first
+    assert concat_tables([a, b], out) == 3
+    assert out.read_text() == "h1\th2\n1\t2\n3\t4\n5\t6\n"
     c.write_text("x\ty\n")
     with pytest.raises(ValueError, match="header differs"):
         concat_tables([a, c], out)

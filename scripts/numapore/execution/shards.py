@@ -148,5 +148,7 @@ def concat_tables(inputs: Sequence[Path], output: Path) -> int:
                     out.write(block)
                     rows += block.count(b"\n")
                     last = block[-1:]
-                rows += last != b"\n"  # a last row without its line end is a row too
+                if last != b"\n":  # a last row without its line end: ended, not run on
+                    out.write(b"\n")
+                    rows += 1
     return rows
