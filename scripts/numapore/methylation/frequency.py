@@ -142,13 +142,14 @@ CALL_TYPES = {
 }  # the call table's columns the per-site outputs need
 
 
-def check_call_header(path: Path) -> None:
-    """A clear error if a call table's header is not nanopolish's."""
+def check_call_header(path: Path) -> list[str]:
+    """A call table's column names; a clear error if its header is not nanopolish's."""
     with open(path) as handle:
         header = handle.readline().rstrip("\n").split("\t")
     missing = set(CALL_COLUMNS) - set(header)
     if missing:
         raise ValueError(f"{path}: not a nanopolish call table, missing {sorted(missing)}")
+    return header
 
 
 def call_batches(
@@ -197,9 +198,7 @@ def call_table_scan(path: Path) -> str:
     """DuckDB's own reader over a call table, as SQL: parallel, streamed, typed as nanopolish
     writes it (CALL_TYPES' columns; the others read as text and left alone), with each
     sequence's hash. Used where the rows' order does not matter (no split groups)."""
-    check_call_header(path)
-    with open(path) as handle:
-        header = handle.readline().rstrip("\n").split("\t")
+    header = check_call_header(path)
     columns = ", ".join(f"'{name}': '{SQL_TYPES.get(name, 'VARCHAR')}'" for name in header)
     quoted = str(path).replace("'", "''")
     return f"""(SELECT *, hash(sequence) AS sequence_hash FROM read_csv('{quoted}',
