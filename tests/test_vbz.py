@@ -15,7 +15,13 @@ import pytest
 from conftest import REPO, call_set, host_file, run_workflow
 
 from numapore.signal.fast5 import VBZ_FILTER_ID
-from numapore.signal.hdf5plugin import PLUGIN_NAME, hdf5_plugin_path, holds_vbz, vbz_plugin_env
+from numapore.signal.hdf5plugin import (
+    PLUGIN_NAME,
+    hdf5_plugin_path,
+    holds_vbz,
+    vbz_plugin_env,
+    vbz_plugin_file,
+)
 from project import write_project
 
 SMALL_VBZ = REPO / "tests" / "data" / "vbz"
@@ -67,6 +73,18 @@ def test_user_path_is_kept_first(tmp_path, monkeypatch):
     monkeypatch.setenv("HDF5_PLUGIN_PATH", str(own))
     assert hdf5_plugin_path(tmp_path / "unused") == str(own)
     assert not (tmp_path / "unused").exists()
+
+
+def test_plugin_file_prefers_the_users_path(tmp_path, monkeypatch):
+    """The compiled FAST5 reader registers the user's plugin first, else the installed one."""
+    monkeypatch.delenv("CONDA_PREFIX", raising=False)
+    monkeypatch.setenv("HDF5_PLUGIN_PATH", str(tmp_path / "none"))
+    assert vbz_plugin_file().resolve() == DEBIAN_PLUGIN.resolve()
+    own = tmp_path / "own"
+    own.mkdir()
+    (own / PLUGIN_NAME).symlink_to(DEBIAN_PLUGIN)
+    monkeypatch.setenv("HDF5_PLUGIN_PATH", f"{tmp_path / 'none'}{os.pathsep}{own}")
+    assert vbz_plugin_file() == own / PLUGIN_NAME
 
 
 def test_bioconda_plugin_folder_is_used(tmp_path, monkeypatch):

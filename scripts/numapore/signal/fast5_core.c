@@ -37,6 +37,7 @@ enum { V_NONE, V_INT, V_UINT, V_DOUBLE, V_STR };
 #define MAX_HEADER 256
 #define MAX_RUNS 4096
 
+/* cffi: begin (fast5_core_build.py hands these two types to cffi as they are) */
 typedef struct {
     const char *name;
     int type;
@@ -61,6 +62,7 @@ typedef struct {
     const char **header_values;
     size_t blob_offset, blob_size; /* encoded record in the output buffer */
 } np5_read;
+/* cffi: end */
 
 typedef struct arena_block {
     struct arena_block *next;

@@ -16,17 +16,15 @@ module (not built) every file takes the Python reader.
 
 from __future__ import annotations
 
-import glob
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from numapore.signal.fast5 import Fast5Read
-from numapore.signal.hdf5plugin import PLUGIN_NAME, vbz_library
+from numapore.signal.hdf5plugin import vbz_plugin_file
 from numapore.signal.slow5 import AuxField, Record
 
 try:
@@ -177,8 +175,6 @@ def _register_vbz() -> None:
     if _VBZ_TRIED:
         return
     _VBZ_TRIED = True
-    own = [p for p in os.environ.get("HDF5_PLUGIN_PATH", "").split(os.pathsep) if p]
-    found = [f for p in own for f in sorted(glob.glob(str(Path(p) / f"{PLUGIN_NAME}*")))]
-    library = Path(found[0]) if found else vbz_library(os.environ)
+    library = vbz_plugin_file(os.environ)
     if library is not None:
         lib.np5_register_filter(os.fsencode(library))

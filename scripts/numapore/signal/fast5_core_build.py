@@ -10,43 +10,21 @@ reader alone (numapore.signal.fast5, h5py): the same bytes (tests/test_fast5_cor
 
 from __future__ import annotations
 
-import shutil
+import re
 import subprocess
-import tempfile
 from pathlib import Path
 
 import cffi
 
 from numapore.signal.svbzd_build import C_SOURCE as SVBZD_SOURCE
+from numapore.signal.svbzd_build import compile_module
 
 PACKAGE = Path(__file__).resolve().parent
 SOURCE = PACKAGE / "fast5_core.c"
+C_SHARED = re.compile(r"/\* cffi: begin .*?\*/\n(.*?)/\* cffi: end \*/", re.S)
+# np5_aux and np5_read come from fast5_core.c itself (between its "cffi:" markers); Python reads
+# these fields of np5_ctx and leaves the rest opaque.
 C_DECLARATIONS = """
-typedef struct {
-    const char *name;
-    int type;
-    const char *labels;
-    int kind;
-    int64_t i;
-    uint64_t u;
-    double d;
-    const char *s;
-} np5_aux;
-
-typedef struct {
-    const char *read_id;
-    const char *run_id;
-    double digitisation, offset, range, sampling_rate;
-    const int16_t *signal;
-    size_t nsamples;
-    int naux;
-    np5_aux *aux;
-    int nheader;
-    const char **header_names;
-    const char **header_values;
-    size_t blob_offset, blob_size;
-} np5_read;
-
 typedef struct {
     int nreads;
     np5_read *reads;
@@ -84,22 +62,19 @@ def hdf5_flags() -> tuple[list[str], list[str]]:
 def build(package: Path = PACKAGE) -> Path:
     """Compile the reader into package/ (numapore/signal/_fast5_core.*.so); return its path."""
     includes, libdirs = hdf5_flags()
+    source = SOURCE.read_text()
     ffi = cffi.FFI()
-    ffi.cdef(C_DECLARATIONS)
+    ffi.cdef(C_SHARED.search(source).group(1) + C_DECLARATIONS)
     ffi.set_source(
         "numapore.signal._fast5_core",
-        SVBZD_SOURCE + "\n" + SOURCE.read_text(),
+        SVBZD_SOURCE + "\n" + source,
         include_dirs=includes,
         library_dirs=libdirs,
         runtime_library_dirs=libdirs,
         libraries=["hdf5", "deflate", "z", "dl"],
         extra_compile_args=["-O2", "-Wall", "-Wno-unused-function"],
     )
-    with tempfile.TemporaryDirectory(prefix="numapore-build-") as tmp:
-        built = Path(ffi.compile(tmpdir=tmp))
-        target = package / built.name
-        shutil.copyfile(built, target)
-    return target
+    return compile_module(ffi, package)
 
 
 if __name__ == "__main__":

@@ -47,6 +47,17 @@ def vbz_library(environ: Mapping[str, str], root: str = "/") -> Path | None:
     return None
 
 
+def vbz_plugin_file(environ: Mapping[str, str] = os.environ) -> Path | None:
+    """The VBZ plugin library HDF5 would use: the first in the user's HDF5_PLUGIN_PATH, else
+    vbz_library's (a conda env or a system install); None when there is none."""
+    own = [Path(p) for p in environ.get("HDF5_PLUGIN_PATH", "").split(os.pathsep) if p]
+    for folder in own:
+        for name in sorted(glob.glob(str(folder / f"{PLUGIN_NAME}*"))):
+            if Path(name).is_file():
+                return Path(name)
+    return vbz_library(environ)
+
+
 def hdf5_plugin_path(
     private_dir: Path, environ: Mapping[str, str] = os.environ, root: str = "/"
 ) -> str | None:

@@ -52,16 +52,21 @@ size_t svbzd_encode(const int16_t *in, size_t n, uint8_t *out);
 PACKAGE = Path(__file__).resolve().parent
 
 
-def build(package: Path = PACKAGE) -> Path:
-    """Compile the encoder into package/ (numapore/signal/_svbzd.*.so); return the module's path."""
-    ffi = cffi.FFI()
-    ffi.cdef(C_DECLARATIONS)
-    ffi.set_source("numapore.signal._svbzd", C_SOURCE, extra_compile_args=["-O2"])
+def compile_module(ffi: cffi.FFI, package: Path) -> Path:
+    """Compile a cffi module (its cdef and source set) and copy it into package/; its path."""
     with tempfile.TemporaryDirectory(prefix="numapore-build-") as tmp:
         built = Path(ffi.compile(tmpdir=tmp))
         target = package / built.name
         shutil.copyfile(built, target)
     return target
+
+
+def build(package: Path = PACKAGE) -> Path:
+    """Compile the encoder into package/ (numapore/signal/_svbzd.*.so); return the module's path."""
+    ffi = cffi.FFI()
+    ffi.cdef(C_DECLARATIONS)
+    ffi.set_source("numapore.signal._svbzd", C_SOURCE, extra_compile_args=["-O2"])
+    return compile_module(ffi, package)
 
 
 if __name__ == "__main__":
