@@ -16,6 +16,7 @@ ratio, as the reference does.
 from __future__ import annotations
 
 import math
+import os
 import tempfile
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -30,6 +31,13 @@ import polars as pl
 import pyarrow as pa
 
 from numapore.methylation.motifs import Motif
+
+try:
+    from numapore.methylation._calls_core import ffi, lib
+except ImportError:  # not built (./setup.sh builds it): DuckDB counts the groups
+    ffi = lib = None
+
+ENABLED = lib is not None  # tests switch the compiled aggregator off to compare both
 
 FREQUENCY_COLUMNS = [
     "chromosome",
@@ -225,6 +233,69 @@ def duckdb_session(scratch: Path | None) -> Iterator[duckdb.DuckDBPyConnection]:
 
 
 def group_counts(
+    path: Path, threshold: float, first_rows: bool = True, scratch: Path | None = None
+) -> pl.DataFrame:
+    """group_counts_compiled when the compiled aggregator is built, else group_counts_duckdb."""
+    if ENABLED:
+        return group_counts_compiled(path, threshold)
+    return group_counts_duckdb(path, threshold, first_rows, scratch)
+
+
+# The compiled aggregator's group fields (calls_core.c's cc_group), as numpy reads them.
+GROUP_FIELDS = [
+    ("start", "<i8"), ("end", "<i8"), ("num_motifs", "<i8"), ("first_row", "<i8"),
+    ("hash", "<u8"), ("seq_off", "<u8"), ("seq_len", "<u4"), ("chrom", "<u4"),
+    ("valid", "<u4"), ("methylated", "<u4"), ("failed", "<u4"), ("calls", "<u4"),
+    ("strong", "<u4"), ("strong_unmethylated", "<u4"),
+]  # fmt: skip
+CALL_FIELDS = ["chromosome", "start", "end", "log_lik_ratio", "num_motifs", "sequence"]
+
+
+def group_counts_compiled(path: Path, threshold: float) -> pl.DataFrame:
+    """group_counts by the compiled aggregator (calls_core.c): one pass, one group per
+    (chromosome, start, end, num_motifs, sequence), first_row always set."""
+    header = check_call_header(path)
+    where = ffi.new("int[]", [CALL_FIELDS.index(n) if n in CALL_FIELDS else -1 for n in header])
+    table = ffi.new("cc_table *")
+    try:
+        if lib.cc_aggregate(table, os.fsencode(path), where, len(header), float(threshold)):
+            reason = ffi.string(table.reason).decode(errors="replace")
+            at = f" (data row {table.error_row})" if table.error_row else ""
+            raise ValueError(f"{path}: not a readable nanopolish call table{at}: {reason}")
+        n = table.ngroups
+        dtype = np.dtype(GROUP_FIELDS)
+        assert dtype.itemsize == ffi.sizeof("cc_group")
+        raw = np.frombuffer(ffi.buffer(table.groups, n * dtype.itemsize), dtype=dtype)
+        pool = np.frombuffer(ffi.buffer(table.pool, table.pool_len), dtype=np.uint8).copy()
+        names = [ffi.string(table.chroms[i]).decode() for i in range(table.nchroms)]
+        offsets = np.empty(n + 1, dtype=np.int64)
+        offsets[0] = 0
+        np.cumsum(raw["seq_len"], out=offsets[1:])  # the pool holds them in group order
+        sequence = pa.LargeStringArray.from_buffers(
+            n, pa.py_buffer(offsets), pa.py_buffer(pool)
+        )
+        counts = ["valid", "methylated", "failed", "calls", "strong", "strong_unmethylated"]
+        columns = {name: raw[name].copy() for name in ["start", "end", "num_motifs", *counts]}
+        first_row = raw["first_row"].copy()
+        chrom = raw["chrom"].copy()
+    finally:
+        lib.cc_free(table)
+    # Chromosomes numbered in Python's (the reference's) string order: the number is the rank.
+    order = sorted(range(len(names)), key=names.__getitem__)
+    rank = np.empty(len(names), dtype=np.int64)
+    rank[order] = np.arange(len(names))
+    sorted_names = [names[i] for i in order]
+    group_rank = pl.Series("rank", rank[chrom], dtype=pl.Int64)
+    enum = pl.Series(sorted_names, dtype=pl.Enum(sorted_names))
+    return pl.DataFrame(columns).with_columns(
+        chromosome=enum.gather(group_rank),
+        sequence=pl.from_arrow(sequence),
+        first_row=pl.Series(first_row).replace(-1, None),
+        rank=group_rank,
+    )
+
+
+def group_counts_duckdb(
     path: Path, threshold: float, first_rows: bool = True, scratch: Path | None = None
 ) -> pl.DataFrame:
     """One row per group of a call table (chromosome, start, end, sequence, num_motifs): the

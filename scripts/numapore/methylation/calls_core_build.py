@@ -1,0 +1,42 @@
+"""Build numapore's compiled call-table aggregator (C through cffi, API mode) next to this file:
+
+    PYTHONPATH=scripts .venv/bin/python -m numapore.methylation.calls_core_build
+
+./setup.sh runs it. numapore.methylation.frequency uses the module it builds
+(numapore.methylation._calls_core) to count a call table's groups and, without it, DuckDB: the
+same outputs (tests/test_frequency_core.py), about three times slower.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import cffi
+
+from numapore.signal.svbzd_build import compile_module
+
+PACKAGE = Path(__file__).resolve().parent
+SOURCE = PACKAGE / "calls_core.c"
+C_SHARED = re.compile(r"/\* cffi: begin .*?\*/\n(.*?)/\* cffi: end \*/", re.S)
+C_DECLARATIONS = """
+int cc_aggregate(cc_table *t, const char *path, const int *where, int ncols, double threshold);
+void cc_free(cc_table *t);
+"""
+
+
+def build(package: Path = PACKAGE) -> Path:
+    """Compile the aggregator into package/ (numapore/methylation/_calls_core.*.so); its path."""
+    source = SOURCE.read_text()
+    ffi = cffi.FFI()
+    ffi.cdef(C_SHARED.search(source).group(1) + C_DECLARATIONS)
+    ffi.set_source(
+        "numapore.methylation._calls_core",
+        source,
+        extra_compile_args=["-O2", "-Wall"],
+    )
+    return compile_module(ffi, package)
+
+
+if __name__ == "__main__":
+    print(f"built {build()}")
