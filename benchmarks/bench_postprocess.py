@@ -129,8 +129,7 @@ STEPS = {
     "frequency": (
         "from numapore.methylation.frequency import frequency_outputs;"
         "from numapore.methylation.motifs import MOTIFS;"
-        "frequency_outputs(Path(a[0]), MOTIFS['cpg'], 2.0, False, Path(a[1]), Path(a[2]));"
-        "import pysam; pysam.tabix_index(a[2], preset='bed', force=True)"
+        "frequency_outputs(Path(a[0]), MOTIFS['cpg'], 2.0, False, Path(a[1]), Path(a[2]))"
     ),
     "merge": (
         "from numapore.execution.shards import concat_tables;"
@@ -250,7 +249,7 @@ def main() -> None:
 
         subprocess.run(["cat", str(calls)], stdout=subprocess.DEVNULL, check=True)  # warm cache
         if "frequency" in steps:
-            out = (tmp / "frequency.tsv", tmp / "frequency.bedmethyl")
+            out = (tmp / "frequency.tsv", tmp / "frequency.bedmethyl.gz")  # + .tbi
             show("frequency", rows, *run_step("frequency", calls, *out))
         if "merge" in steps:
             shards = shards_of(calls, args.shards, tmp)

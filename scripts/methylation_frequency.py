@@ -2,8 +2,6 @@
 
 from pathlib import Path
 
-import pysam
-
 from numapore.run.atomic import atomic_outputs
 from numapore.methylation.frequency import frequency_outputs
 from numapore.methylation.motifs import MOTIFS
@@ -15,11 +13,9 @@ calls_path = Path(smk.input[0])
 motif = MOTIFS[smk.wildcards.motif]
 threshold = smk.params.threshold
 with atomic_outputs([smk.output.tsv, smk.output.bed, smk.output.tbi]) as (tsv, bed_gz, _tbi):
-    bed_plain = bed_gz.with_suffix("")  # .bedmethyl.gz -> .bedmethyl
-    done = frequency_outputs(calls_path, motif, threshold, smk.params.split_groups, tsv, bed_plain)
-    # tabix_index bgzips bed_plain into bed_gz (removing bed_plain) and writes bed_gz.tbi,
-    # which is _tbi: the temporary names keep the final ones' suffixes.
-    pysam.tabix_index(str(bed_plain), preset="bed", force=True)
+    # bed_gz is written bgzipped with its index bed_gz.tbi, which is _tbi: the temporary names
+    # keep the final ones' suffixes.
+    done = frequency_outputs(calls_path, motif, threshold, smk.params.split_groups, tsv, bed_gz)
 print(
     f"{done.rows} frequency rows (|llr| >= {threshold} x num_motifs), {done.sites} bedMethyl sites"
 )

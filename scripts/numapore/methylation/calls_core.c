@@ -7,6 +7,7 @@
  * groups (about 90 bytes and a sequence each), never the rows.
  */
 #include <errno.h>
+#include <libdeflate.h>
 #include <fcntl.h>
 #include <math.h>
 #include <stdint.h>
@@ -38,6 +39,18 @@ typedef struct {
     uint64_t nslots, groups_cap, pool_cap;
     int chroms_cap, last_chrom;
 } cc_table;
+
+typedef struct {
+    int64_t locus; /* chromosome rank << 40 | position */
+    uint32_t valid, methylated, failed, pad;
+} cc_site;
+
+typedef struct {
+    cc_site *sites;
+    int64_t nsites, next; /* next: the first site bed text has not written yet */
+    char code[8];
+    char **names; /* chromosome names by rank */
+} cc_bed;
 /* cffi: end */
 
 #define READ_BLOCK (8u << 20)
@@ -154,10 +167,7 @@ static int grow_slots(cc_table *t) {
 
 /* The group of a row's key, added (counts zero) if new; NULL when out of memory. */
 static cc_group *group_of(cc_table *t, uint32_t chrom, int64_t start, int64_t end,
-                          int64_t num_motifs, const char *seq, size_t seq_len) {
-    uint64_t h = mix((uint64_t)start * 0x9e3779b97f4a7c15ULL ^ (uint64_t)end ^
-                     ((uint64_t)chrom << 48) ^ ((uint64_t)num_motifs << 40));
-    h = bytes_hash(seq, seq_len, h);
+                          int64_t num_motifs, const char *seq, size_t seq_len, uint64_t h) {
     uint64_t mask = t->nslots - 1, i = h & mask;
     for (uint32_t s; (s = t->slots[i]); i = (i + 1) & mask) {
         cc_group *g = &t->groups[s - 1];
@@ -200,12 +210,26 @@ static cc_group *group_of(cc_table *t, uint32_t chrom, int64_t start, int64_t en
 
 enum { F_CHROM, F_START, F_END, F_LLR, F_MOTIFS, F_SEQ, NFIELDS };
 
-/* One data row (no line end): counted into its group; 0, or -1 with t->reason set. */
-static int add_row(cc_table *t, const char *s, const char *e, const int *where, int ncols,
-                   double threshold) {
+typedef struct {
+    const char *seq;
+    size_t seq_len;
+    int64_t start, end, num_motifs;
+    double llr;
+    uint64_t hash;
+    uint32_t chrom;
+} cc_row;
+
+static uint64_t key_hash(const cc_row *r) {
+    uint64_t h = mix((uint64_t)r->start * 0x9e3779b97f4a7c15ULL ^ (uint64_t)r->end ^
+                     ((uint64_t)r->chrom << 48) ^ ((uint64_t)r->num_motifs << 40));
+    return bytes_hash(r->seq, r->seq_len, h);
+}
+
+/* One data row (no line end) parsed into r; 0, or -1 with t->reason set. */
+static int parse_row(cc_table *t, const char *s, const char *e, const int *where, int ncols,
+                     int64_t row, cc_row *r) {
     const char *field[NFIELDS], *fend[NFIELDS];
     int col = 0;
-    int64_t row = t->rows + 1;
     for (const char *p = s;; col++) {
         const char *tab = memchr(p, '\t', (size_t)(e - p));
         const char *stop = tab ? tab : e;
@@ -221,26 +245,31 @@ static int add_row(cc_table *t, const char *s, const char *e, const int *where, 
         snprintf(what, sizeof what, "%d fields where the header has %d", col + 1, ncols);
         return fail(t, row, what);
     }
-    int64_t start, end, num_motifs;
-    double llr;
-    uint32_t chrom;
-    if (parse_int(field[F_START], fend[F_START], &start) ||
-        parse_int(field[F_END], fend[F_END], &end))
+    if (parse_int(field[F_START], fend[F_START], &r->start) ||
+        parse_int(field[F_END], fend[F_END], &r->end))
         return fail(t, row, "start or end is not an integer");
-    if (parse_int(field[F_MOTIFS], fend[F_MOTIFS], &num_motifs))
+    if (parse_int(field[F_MOTIFS], fend[F_MOTIFS], &r->num_motifs))
         return fail(t, row, "num_motifs is not an integer");
-    if (parse_double(field[F_LLR], fend[F_LLR], &llr))
+    if (parse_double(field[F_LLR], fend[F_LLR], &r->llr))
         return fail(t, row, "log_lik_ratio is not a number");
-    if (chrom_number(t, field[F_CHROM], (size_t)(fend[F_CHROM] - field[F_CHROM]), &chrom))
+    if (chrom_number(t, field[F_CHROM], (size_t)(fend[F_CHROM] - field[F_CHROM]), &r->chrom))
         return fail(t, row, "out of memory");
-    cc_group *g = group_of(t, chrom, start, end, num_motifs, field[F_SEQ],
-                           (size_t)(fend[F_SEQ] - field[F_SEQ]));
-    if (!g) return fail(t, row, "out of memory");
+    r->seq = field[F_SEQ];
+    r->seq_len = (size_t)(fend[F_SEQ] - field[F_SEQ]);
+    r->hash = key_hash(r);
+    return 0;
+}
+
+/* Count a parsed row into its group; 0, or -1 (out of memory). */
+static int count_row(cc_table *t, const cc_row *r, double threshold) {
+    cc_group *g = group_of(t, r->chrom, r->start, r->end, r->num_motifs, r->seq, r->seq_len,
+                           r->hash);
+    if (!g) return fail(t, t->rows + 1, "out of memory");
     /* nanopolish's script: a call counts when |llr| >= threshold x num_motifs (in doubles) */
-    double size = fabs(llr);
-    if (size >= threshold * (double)num_motifs) {
+    double size = fabs(r->llr);
+    if (size >= threshold * (double)r->num_motifs) {
         g->valid++;
-        g->methylated += llr > 0;
+        g->methylated += r->llr > 0;
         if (g->first_row < 0) g->first_row = t->rows;
     } else {
         g->failed++;
@@ -248,9 +277,30 @@ static int add_row(cc_table *t, const char *s, const char *e, const int *where, 
     g->calls++;
     if (size >= threshold) {
         g->strong++;
-        g->strong_unmethylated += llr <= 0;
+        g->strong_unmethylated += r->llr <= 0;
     }
     t->rows++;
+    return 0;
+}
+
+#define BATCH 16
+
+/* Count a batch of parsed rows, in order. The table is far larger than the caches: the slots,
+ * groups and sequences the batch needs are prefetched a stage at a time, so their memory
+ * latencies overlap instead of adding up row after row. */
+static int count_batch(cc_table *t, const cc_row *rows, int n, double threshold) {
+    uint64_t mask = t->nslots - 1;
+    for (int i = 0; i < n; i++) __builtin_prefetch(&t->slots[rows[i].hash & mask]);
+    for (int i = 0; i < n; i++) {
+        uint32_t s = t->slots[rows[i].hash & mask];
+        if (s) __builtin_prefetch(&t->groups[s - 1]);
+    }
+    for (int i = 0; i < n; i++) {
+        uint32_t s = t->slots[rows[i].hash & mask];
+        if (s) __builtin_prefetch(t->pool + t->groups[s - 1].seq_off);
+    }
+    for (int i = 0; i < n; i++)
+        if (count_row(t, &rows[i], threshold)) return -1;
     return 0;
 }
 
@@ -268,7 +318,8 @@ int cc_aggregate(cc_table *t, const char *path, const int *where, int ncols, dou
         return fail(t, 0, "out of memory");
     }
     size_t have = 0;
-    int header = 1, status = 0;
+    int header = 1, status = 0, pending = 0;
+    cc_row batch[BATCH];
     for (;;) {
         ssize_t got = read(fd, buf + have, READ_BLOCK - have);
         if (got < 0) {
@@ -285,14 +336,24 @@ int cc_aggregate(cc_table *t, const char *path, const int *where, int ncols, dou
                 nl = end; /* the last line has no line end */
             }
             char *stop = (nl > p && nl[-1] == '\r') ? nl - 1 : nl;
-            if (header)
+            if (header) {
                 header = 0;
-            else if (stop > p && add_row(t, p, stop, where, ncols, threshold)) {
-                status = -1;
-                break;
+            } else if (stop > p) {
+                if (parse_row(t, p, stop, where, ncols, t->rows + pending + 1, &batch[pending])) {
+                    status = -1;
+                    break;
+                }
+                if (++pending == BATCH) {
+                    status = count_batch(t, batch, pending, threshold);
+                    pending = 0;
+                    if (status) break;
+                }
             }
             p = nl + (nl < end);
         }
+        /* the batch points into buf: counted before buf moves */
+        if (!status && pending) status = count_batch(t, batch, pending, threshold);
+        pending = 0;
         if (status || last) break;
         have = (size_t)(end - p);
         if (have == READ_BLOCK) {
@@ -303,6 +364,9 @@ int cc_aggregate(cc_table *t, const char *path, const int *where, int ncols, dou
     }
     free(buf);
     close(fd);
+    free(t->slots); /* only lookups need them */
+    t->slots = NULL;
+    t->nslots = 0;
     return status;
 }
 
@@ -313,4 +377,204 @@ void cc_free(cc_table *t) {
     for (int i = 0; i < t->nchroms; i++) free(t->chroms[i]);
     free(t->chroms);
     memset(t, 0, sizeof *t);
+}
+
+/* LSD radix sort of sites by locus (non-negative), 16 bits a pass, as many passes as the
+ * largest locus needs: linear, where a comparison sort of 20 M sites is not. */
+static int sort_sites(cc_site *sites, int64_t n) {
+    int64_t top = 0;
+    for (int64_t i = 0; i < n; i++)
+        if (sites[i].locus > top) top = sites[i].locus;
+    cc_site *scratch = malloc((size_t)(n ? n : 1) * sizeof *scratch);
+    int64_t *count = malloc(65536 * sizeof *count);
+    if (!scratch || !count) {
+        free(scratch);
+        free(count);
+        return -1;
+    }
+    cc_site *src = sites, *dst = scratch;
+    for (int shift = 0; shift < 64 && (top >> shift) > 0; shift += 16) {
+        memset(count, 0, 65536 * sizeof *count);
+        for (int64_t i = 0; i < n; i++) count[((uint64_t)src[i].locus >> shift) & 0xffff]++;
+        int64_t sum = 0;
+        for (int d = 0; d < 65536; d++) {
+            int64_t c = count[d];
+            count[d] = sum;
+            sum += c;
+        }
+        for (int64_t i = 0; i < n; i++)
+            dst[count[((uint64_t)src[i].locus >> shift) & 0xffff]++] = src[i];
+        cc_site *swap = src;
+        src = dst;
+        dst = swap;
+    }
+    if (src != sites) memcpy(sites, src, (size_t)n * sizeof *sites);
+    free(scratch);
+    free(count);
+    return 0;
+}
+
+/* Every motif site of the groups (their sequences searched for each of the nlit literals of
+ * length len, overlapping), at rank[chrom] << 40 | start + forward_offset + its offset from
+ * the group's first site, with the group's counts; sorted, a site in several groups summed.
+ * What bedmethyl_table in frequency.py computes. 0, or -1 when out of memory. */
+int cc_bed_sites(const cc_table *t, cc_bed *bed, const char *const *literals, int nlit, int len,
+                 int forward_offset, const int64_t *rank) {
+    memset(bed, 0, sizeof *bed);
+    int64_t cap = t->ngroups + 1024, n = 0;
+    cc_site *sites = malloc((size_t)cap * sizeof *sites);
+    if (!sites) return -1;
+    for (int64_t gi = 0; gi < t->ngroups; gi++) {
+        const cc_group *g = &t->groups[gi];
+        const char *seq = t->pool + g->seq_off;
+        int64_t first = -1;
+        for (int64_t p = 0; p + len <= (int64_t)g->seq_len; p++)
+            for (int k = 0; k < nlit; k++)
+                if (memcmp(seq + p, literals[k], (size_t)len) == 0) {
+                    if (first < 0) first = p;
+                    if (n == cap) {
+                        cap += cap / 2;
+                        cc_site *grown = realloc(sites, (size_t)cap * sizeof *sites);
+                        if (!grown) {
+                            free(sites);
+                            return -1;
+                        }
+                        sites = grown;
+                    }
+                    cc_site *s = &sites[n++];
+                    s->locus = (rank[g->chrom] << 40) + g->start + forward_offset + p - first;
+                    s->valid = g->valid;
+                    s->methylated = g->methylated;
+                    s->failed = g->failed;
+                    s->pad = 0;
+                }
+    }
+    if (sort_sites(sites, n)) {
+        free(sites);
+        return -1;
+    }
+    int64_t m = 0; /* runs of one locus summed into their first */
+    for (int64_t i = 0; i < n; i++) {
+        if (m && sites[m - 1].locus == sites[i].locus) {
+            sites[m - 1].valid += sites[i].valid;
+            sites[m - 1].methylated += sites[i].methylated;
+            sites[m - 1].failed += sites[i].failed;
+        } else {
+            sites[m++] = sites[i];
+        }
+    }
+    bed->sites = sites;
+    bed->nsites = m;
+    return 0;
+}
+
+static char *put_int(char *p, int64_t v) {
+    char tmp[24];
+    int n = 0;
+    uint64_t u = v < 0 ? (uint64_t)(-v) : (uint64_t)v;
+    if (v < 0) *p++ = '-';
+    do tmp[n++] = (char)('0' + u % 10); while (u /= 10);
+    while (n) *p++ = tmp[--n];
+    return p;
+}
+
+#define PERCENT_MEMO 512 /* percentages of sites with fewer valid calls come from a table */
+
+/* 100 x methylated / valid as Python's "%.2f" formats it (glibc's printf rounds the same
+ * double the same way: both exactly), "0.00" without valid calls. */
+static int put_percent(char *p, uint32_t methylated, uint32_t valid) {
+    static char memo[PERCENT_MEMO][PERCENT_MEMO + 1][8];
+    static int ready[PERCENT_MEMO][PERCENT_MEMO + 1];
+    if (valid == 0) return (int)(memcpy(p, "0.00", 4), 4);
+    if (valid < PERCENT_MEMO && methylated <= valid) {
+        if (!ready[valid][methylated]) {
+            snprintf(memo[valid][methylated], 8, "%.2f",
+                     (double)(100 * (uint64_t)methylated) / (double)valid);
+            ready[valid][methylated] = 1;
+        }
+        size_t n = strlen(memo[valid][methylated]);
+        memcpy(p, memo[valid][methylated], n);
+        return (int)n;
+    }
+    return snprintf(p, 32, "%.2f", (double)(100 * (uint64_t)methylated) / (double)valid);
+}
+
+/* The next bedMethyl rows as text (modkit's 18 columns, as bedmethyl_rows in frequency.py)
+ * into out, whole rows while they fit in cap bytes; the bytes written, 0 after the last. */
+size_t cc_bed_text(cc_bed *bed, char *out, size_t cap) {
+    char *p = out;
+    size_t code_len = strlen(bed->code);
+    for (; bed->next < bed->nsites; bed->next++) {
+        const cc_site *s = &bed->sites[bed->next];
+        const char *name = bed->names[s->locus >> 40];
+        size_t name_len = strlen(name);
+        if ((size_t)(p - out) + name_len + code_len + 256 > cap) break;
+        int64_t pos = s->locus & ((INT64_C(1) << 40) - 1);
+        memcpy(p, name, name_len);
+        p += name_len;
+        *p++ = '\t';
+        p = put_int(p, pos);
+        *p++ = '\t';
+        p = put_int(p, pos + 1);
+        *p++ = '\t';
+        memcpy(p, bed->code, code_len);
+        p += code_len;
+        *p++ = '\t';
+        p = put_int(p, s->valid);
+        memcpy(p, "\t+\t", 3);
+        p += 3;
+        p = put_int(p, pos);
+        *p++ = '\t';
+        p = put_int(p, pos + 1);
+        memcpy(p, "\t255,0,0\t", 9);
+        p += 9;
+        p = put_int(p, s->valid);
+        *p++ = '\t';
+        p += put_percent(p, s->methylated, s->valid);
+        *p++ = '\t';
+        p = put_int(p, s->methylated);
+        *p++ = '\t';
+        p = put_int(p, (int64_t)s->valid - (int64_t)s->methylated);
+        memcpy(p, "\t0\t0\t", 5);
+        p += 5;
+        p = put_int(p, s->failed);
+        memcpy(p, "\t0\t0\n", 5);
+        p += 5;
+    }
+    return (size_t)(p - out);
+}
+
+void cc_bed_free(cc_bed *bed) {
+    free(bed->sites);
+    memset(bed, 0, sizeof *bed);
+}
+
+#define BGZF_HEADER 18
+#define BGZF_FOOTER 8
+
+/* One BGZF block of in[0..n) (n <= 65280) into out (65536 bytes): deflate at level, BGZF's
+ * gzip header and footer; its size. The compressor is the calling thread's own. */
+size_t cc_bgzf_block(const unsigned char *in, size_t n, unsigned char *out, int level) {
+    static __thread struct libdeflate_compressor *comp[13];
+    if (!comp[level] && !(comp[level] = libdeflate_alloc_compressor(level))) return 0;
+    size_t size = libdeflate_deflate_compress(comp[level], in, n, out + BGZF_HEADER,
+                                              65536 - BGZF_HEADER - BGZF_FOOTER);
+    if (size == 0) { /* incompressible: stored */
+        if (!comp[0] && !(comp[0] = libdeflate_alloc_compressor(0))) return 0;
+        size = libdeflate_deflate_compress(comp[0], in, n, out + BGZF_HEADER,
+                                           65536 - BGZF_HEADER - BGZF_FOOTER);
+        if (size == 0) return 0;
+    }
+    static const unsigned char header[16] = {31, 139, 8, 4, 0, 0, 0, 0, 0, 255, 6, 0, 66, 67, 2, 0};
+    size_t total = BGZF_HEADER + size + BGZF_FOOTER;
+    memcpy(out, header, 16);
+    out[16] = (unsigned char)((total - 1) & 0xff);
+    out[17] = (unsigned char)((total - 1) >> 8);
+    uint32_t crc = libdeflate_crc32(0, in, n);
+    unsigned char *f = out + BGZF_HEADER + size;
+    for (int i = 0; i < 4; i++) {
+        f[i] = (unsigned char)(crc >> (8 * i));
+        f[4 + i] = (unsigned char)((uint32_t)n >> (8 * i));
+    }
+    return total;
 }

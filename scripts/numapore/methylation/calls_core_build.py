@@ -22,6 +22,11 @@ C_SHARED = re.compile(r"/\* cffi: begin .*?\*/\n(.*?)/\* cffi: end \*/", re.S)
 C_DECLARATIONS = """
 int cc_aggregate(cc_table *t, const char *path, const int *where, int ncols, double threshold);
 void cc_free(cc_table *t);
+int cc_bed_sites(const cc_table *t, cc_bed *bed, const char *const *literals, int nlit, int len,
+                 int forward_offset, const int64_t *rank);
+size_t cc_bed_text(cc_bed *bed, char *out, size_t cap);
+void cc_bed_free(cc_bed *bed);
+size_t cc_bgzf_block(const unsigned char *in, size_t n, unsigned char *out, int level);
 """
 
 
@@ -33,6 +38,7 @@ def build(package: Path = PACKAGE) -> Path:
     ffi.set_source(
         "numapore.methylation._calls_core",
         source,
+        libraries=["deflate"],
         extra_compile_args=["-O2", "-Wall"],
     )
     return compile_module(ffi, package)

@@ -15,10 +15,10 @@ ratio, as the reference does.
 
 from __future__ import annotations
 
+import io
 import math
-import os
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -30,14 +30,9 @@ import numpy as np
 import polars as pl
 import pyarrow as pa
 
+from numapore.methylation import calls_core
+from numapore.methylation.bgzf import write_indexed_bed
 from numapore.methylation.motifs import Motif
-
-try:
-    from numapore.methylation._calls_core import ffi, lib
-except ImportError:  # not built (./setup.sh builds it): DuckDB counts the groups
-    ffi = lib = None
-
-ENABLED = lib is not None  # tests switch the compiled aggregator off to compare both
 
 FREQUENCY_COLUMNS = [
     "chromosome",
@@ -233,69 +228,6 @@ def duckdb_session(scratch: Path | None) -> Iterator[duckdb.DuckDBPyConnection]:
 
 
 def group_counts(
-    path: Path, threshold: float, first_rows: bool = True, scratch: Path | None = None
-) -> pl.DataFrame:
-    """group_counts_compiled when the compiled aggregator is built, else group_counts_duckdb."""
-    if ENABLED:
-        return group_counts_compiled(path, threshold)
-    return group_counts_duckdb(path, threshold, first_rows, scratch)
-
-
-# The compiled aggregator's group fields (calls_core.c's cc_group), as numpy reads them.
-GROUP_FIELDS = [
-    ("start", "<i8"), ("end", "<i8"), ("num_motifs", "<i8"), ("first_row", "<i8"),
-    ("hash", "<u8"), ("seq_off", "<u8"), ("seq_len", "<u4"), ("chrom", "<u4"),
-    ("valid", "<u4"), ("methylated", "<u4"), ("failed", "<u4"), ("calls", "<u4"),
-    ("strong", "<u4"), ("strong_unmethylated", "<u4"),
-]  # fmt: skip
-CALL_FIELDS = ["chromosome", "start", "end", "log_lik_ratio", "num_motifs", "sequence"]
-
-
-def group_counts_compiled(path: Path, threshold: float) -> pl.DataFrame:
-    """group_counts by the compiled aggregator (calls_core.c): one pass, one group per
-    (chromosome, start, end, num_motifs, sequence), first_row always set."""
-    header = check_call_header(path)
-    where = ffi.new("int[]", [CALL_FIELDS.index(n) if n in CALL_FIELDS else -1 for n in header])
-    table = ffi.new("cc_table *")
-    try:
-        if lib.cc_aggregate(table, os.fsencode(path), where, len(header), float(threshold)):
-            reason = ffi.string(table.reason).decode(errors="replace")
-            at = f" (data row {table.error_row})" if table.error_row else ""
-            raise ValueError(f"{path}: not a readable nanopolish call table{at}: {reason}")
-        n = table.ngroups
-        dtype = np.dtype(GROUP_FIELDS)
-        assert dtype.itemsize == ffi.sizeof("cc_group")
-        raw = np.frombuffer(ffi.buffer(table.groups, n * dtype.itemsize), dtype=dtype)
-        pool = np.frombuffer(ffi.buffer(table.pool, table.pool_len), dtype=np.uint8).copy()
-        names = [ffi.string(table.chroms[i]).decode() for i in range(table.nchroms)]
-        offsets = np.empty(n + 1, dtype=np.int64)
-        offsets[0] = 0
-        np.cumsum(raw["seq_len"], out=offsets[1:])  # the pool holds them in group order
-        sequence = pa.LargeStringArray.from_buffers(
-            n, pa.py_buffer(offsets), pa.py_buffer(pool)
-        )
-        counts = ["valid", "methylated", "failed", "calls", "strong", "strong_unmethylated"]
-        columns = {name: raw[name].copy() for name in ["start", "end", "num_motifs", *counts]}
-        first_row = raw["first_row"].copy()
-        chrom = raw["chrom"].copy()
-    finally:
-        lib.cc_free(table)
-    # Chromosomes numbered in Python's (the reference's) string order: the number is the rank.
-    order = sorted(range(len(names)), key=names.__getitem__)
-    rank = np.empty(len(names), dtype=np.int64)
-    rank[order] = np.arange(len(names))
-    sorted_names = [names[i] for i in order]
-    group_rank = pl.Series("rank", rank[chrom], dtype=pl.Int64)
-    enum = pl.Series(sorted_names, dtype=pl.Enum(sorted_names))
-    return pl.DataFrame(columns).with_columns(
-        chromosome=enum.gather(group_rank),
-        sequence=pl.from_arrow(sequence),
-        first_row=pl.Series(first_row).replace(-1, None),
-        rank=group_rank,
-    )
-
-
-def group_counts_duckdb(
     path: Path, threshold: float, first_rows: bool = True, scratch: Path | None = None
 ) -> pl.DataFrame:
     """One row per group of a call table (chromosome, start, end, sequence, num_motifs): the
@@ -545,39 +477,76 @@ def bedmethyl_rows(
 WRITE_CHUNK = 1_000_000  # rows formatted at a time: the text columns of a chunk, not the table's
 
 
-def write_table(table: pl.DataFrame, path: Path, header: bool, rows=lambda chunk: chunk) -> None:
-    """Write table as tab-separated text, unquoted, a chunk of rows(chunk) at a time."""
+def table_text(table: pl.DataFrame, header: bool, rows=lambda chunk: chunk) -> Iterator[bytes]:
+    """table as tab-separated text, unquoted, a chunk of rows(chunk) at a time."""
     options = {"separator": "\t", "quote_style": "never", "line_terminator": "\n"}
+    for i, chunk in enumerate(table.iter_slices(WRITE_CHUNK)):
+        text = io.BytesIO()
+        rows(chunk).write_csv(text, include_header=header and i == 0, **options)
+        yield text.getvalue()
+    if header and table.height == 0:
+        text = io.BytesIO()
+        rows(table).write_csv(text, include_header=True, **options)
+        yield text.getvalue()
+
+
+def write_text(path: Path, chunks: Iterable[bytes]) -> None:
+    """Write chunks of text to path: BGZF and its tabix index (path + '.tbi') if path ends
+    in .gz (a sorted BED-like text), else plain."""
+    if path.suffix == ".gz":
+        write_indexed_bed(path, chunks)
+        return
     with open(path, "wb") as out:
-        for i, chunk in enumerate(table.iter_slices(WRITE_CHUNK)):
-            rows(chunk).write_csv(out, include_header=header and i == 0, **options)
-        if header and table.height == 0:
-            rows(table).write_csv(out, include_header=True, **options)
+        for chunk in chunks:
+            out.write(chunk)
+
+
+def write_frequency(groups: pl.DataFrame, motif: Motif, split_groups: bool, tsv: Path) -> int:
+    """Write nanopolish's frequency table of group_counts' groups to tsv; its rows."""
+    frequency = frequency_table(groups, motif, split_groups)
+    text = formatted(frequency, "methylated", "called", "%.3f")
+    rows = partial(frequency_rows, sequences=groups["sequence"], text=text)
+    write_text(tsv, table_text(frequency, header=True, rows=rows))
+    return frequency.height
+
+
+def bedmethyl_text(groups: pl.DataFrame, motif: Motif) -> tuple[int, Iterator[bytes]]:
+    """The bedMethyl sites of group_counts' groups: how many, and their rows' text in chunks."""
+    chromosomes = groups.select("rank", pl.col("chromosome").cast(pl.String)).unique().sort("rank")
+    sites = bedmethyl_table(groups, motif)
+    valid = sites.filter(pl.col("valid") > 0).select("valid", hundred=100 * pl.col("methylated"))
+    percent = formatted(valid, "hundred", "valid", "%.2f")
+    rows = partial(bedmethyl_rows, motif=motif, chromosomes=chromosomes, percent=percent)
+    return sites.height, table_text(sites, header=False, rows=rows)
 
 
 def frequency_outputs(
     calls: Path, motif: Motif, threshold: float, split_groups: bool, tsv: Path, bed: Path
 ) -> FrequencySummary:
-    """Write the frequency table (tsv) and the plain bedMethyl (bed) of a call table, in one
-    streamed pass over its rows; memory holds one entry per group and per site (numbers, and
-    a sequence per group), the text is made a chunk of rows at a time."""
+    """Write the frequency table (tsv) and the bedMethyl (bed: BGZF with its tabix index,
+    bed + '.tbi', if its name ends in .gz, else plain text) of a call table, in one streamed
+    pass over its rows; memory holds one entry per group and per site (numbers, and a
+    sequence per group), the text is made a chunk of rows at a time. The compiled core
+    (calls_core) does the counting and the bedMethyl when it is built."""
+    header = check_call_header(calls)
+    totals = ["calls", "strong", "strong_unmethylated"]
+    if calls_core.ENABLED:
+        with calls_core.aggregated(calls, header, threshold) as table:
+            groups = calls_core.groups_frame(table)
+            counts = groups.select(pl.col(totals).cast(pl.Int64).sum()).row(0)
+            rows = write_frequency(groups, motif, split_groups, tsv)
+            del groups
+            with calls_core.bedmethyl_sites(table, motif) as sites:
+                write_text(bed, calls_core.bedmethyl_text(sites))
+                n_sites = sites.nsites
+        return FrequencySummary(rows, n_sites, *counts)
     groups = group_counts(calls, threshold, first_rows=split_groups, scratch=tsv.parent)
-    totals = groups.select(pl.col("calls", "strong", "strong_unmethylated").cast(pl.Int64).sum())
-    frequency = frequency_table(groups, motif, split_groups)
-    text = formatted(frequency, "methylated", "called", "%.3f")
-    rows = partial(frequency_rows, sequences=groups["sequence"], text=text)
-    write_table(frequency, tsv, header=True, rows=rows)
-    frequency_rows_written = frequency.height
-    del frequency, rows
-    chromosomes = groups.select("rank", pl.col("chromosome").cast(pl.String)).unique().sort("rank")
-    sites = bedmethyl_table(groups, motif)
+    counts = groups.select(pl.col(totals).cast(pl.Int64).sum()).row(0)
+    rows = write_frequency(groups, motif, split_groups, tsv)
+    n_sites, text = bedmethyl_text(groups, motif)
     del groups
-    valid = sites.filter(pl.col("valid") > 0).select("valid", hundred=100 * pl.col("methylated"))
-    percent = formatted(valid, "hundred", "valid", "%.2f")
-    del valid
-    rows = partial(bedmethyl_rows, motif=motif, chromosomes=chromosomes, percent=percent)
-    write_table(sites, bed, header=False, rows=rows)
-    return FrequencySummary(frequency_rows_written, sites.height, *totals.row(0))
+    write_text(bed, text)
+    return FrequencySummary(rows, n_sites, *counts)
 
 
 def llr_to_ml(llr: float) -> int:
