@@ -70,6 +70,14 @@ if [[ ! -e ${core[0]} ]] || [[ scripts/numapore/signal/fast5_core.c -nt ${core[0
     echo "setup: building the compiled FAST5 reader"
     PYTHONPATH=scripts .venv/bin/python -m numapore.signal.fast5_core_build
 fi
+# numapore's compiled call-table core (numapore.methylation.frequency uses DuckDB, polars and zlib
+# without it): built when missing or older than its sources.
+calls_core=(scripts/numapore/methylation/_calls_core.*.so)
+if [[ ! -e ${calls_core[0]} ]] || [[ scripts/numapore/methylation/calls_core.c -nt ${calls_core[0]} ]] ||
+    [[ scripts/numapore/methylation/calls_core_build.py -nt ${calls_core[0]} ]]; then
+    echo "setup: building the compiled call-table core"
+    PYTHONPATH=scripts .venv/bin/python -m numapore.methylation.calls_core_build
+fi
 
 # The E. coli K-12 DH10B genome (Debian nanook-examples): reference of the demo and the tests.
 genome=resources/ecoli_dh10b.fa

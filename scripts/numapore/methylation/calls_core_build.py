@@ -4,7 +4,7 @@
 
 ./setup.sh runs it. numapore.methylation.frequency uses the module it builds
 (numapore.methylation._calls_core) to count a call table's groups and, without it, DuckDB: the
-same outputs (tests/test_frequency_core.py), about three times slower.
+same outputs (tests/test_calls_core.py), slower (50 M call rows: 47 s against about 130 s).
 """
 
 from __future__ import annotations
