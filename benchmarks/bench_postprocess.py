@@ -237,7 +237,9 @@ def accounting_inputs(calls: Path, folder: Path) -> int:
                 if name not in unmapped:
                     mapq = 5 if name in low_mapq else 60
                     out.write(f"{name}\t0\tchr1\t1\t{mapq}\t4M\t*\t0\t0\tACGT\t*\n")
-        subprocess.run(["samtools", "view", "-b", "-o", str(folder / "reads.bam"), str(sam)])
+        subprocess.run(
+            ["samtools", "view", "-b", "-o", str(folder / "reads.bam"), str(sam)], check=True
+        )
         sam.unlink()
         entries = b"".join(index_entry(n, 64 + 100 * i, 100) for i, n in enumerate(names))
         (folder / "reads.blow5.idx").write_bytes(encode_index(entries))
@@ -300,7 +302,7 @@ def main() -> None:
             # Kept beside a kept table (made once: minutes), else in the scratch folder.
             folder = calls.parent / f"{calls.name}.accounting" if args.calls else tmp / "acc"
             reads = accounting_inputs(calls, folder)
-            print(f"accounting inputs: {reads} basecalled reads in {folder}", flush=True)
+            print(f"accounting inputs: {reads} basecalled reads in {folder}", file=sys.stderr)
             show("accounting", rows, *run_step("accounting", calls, folder))
         if "modbam" in steps:
             bam, small = modbam_inputs(calls, args.modbam_reads, tmp)
