@@ -220,8 +220,11 @@ rule methylation_modbam:
     conda:
         "../../envs/python.yaml"
     # Half the cores: the tagging is one Python process (the threads are samtools sort's), and
-    # the frequency and the accounting, one core each, run beside it on the same calls.
+    # the frequency and the accounting, one core each, run beside it on the same calls. First
+    # of the three (the longest): on 2 cores the other two then run one after the other beside
+    # it, not the modBAM after the frequency.
     threads: max(1, RUN_CORES // 2)
+    priority: 1
     script:
         "../../scripts/methylation_modbam.py"
 

@@ -139,6 +139,26 @@ def unique_read_ids(path: str | os.PathLike, sample: str) -> list[str]:
     return ids
 
 
+def alignment_summary(
+    flagstat: dict, reads: str | os.PathLike, sample: str, aligner: str, reference: str
+) -> str:
+    """The alignment check's table (reads in, primary alignments mapped) from samtools
+    flagstat's JSON; AccountingError when nothing mapped or the reads file repeats a read id
+    (before nanopolish would call such reads twice)."""
+    mapped = flagstat["QC-passed reads"]["primary mapped"]
+    reads_in = len(unique_read_ids(reads, sample))
+    if mapped == 0:
+        raise AccountingError(
+            f"sample '{sample}': none of its {reads_in} reads mapped to the reference "
+            f"{reference} with {aligner}: is it the right reference (do its contigs include the "
+            "sequenced genome)?"
+        )
+    return (
+        "sample\taligner\treads_in\tprimary_mapped\tprimary_mapped_fraction\n"
+        f"{sample}\t{aligner}\t{reads_in}\t{mapped}\t{mapped / reads_in:.4f}\n"
+    )
+
+
 def blow5_read_ids(idx: str | os.PathLike) -> list[str]:
     """The read ids listed in a slow5lib BLOW5 index (.idx), in file order."""
     data = Path(idx).read_bytes()
@@ -279,7 +299,7 @@ def account(inp: AccountingInputs) -> list[Row]:
     conversion, converted, why = _conversion(inp, census)
     rows += conversion
 
-    ids = read_ids(inp.reads)[0]  # repeated ids already stopped the run (alignment_summary)
+    ids = read_ids(inp.reads)[0]  # repeated ids already stopped the run (merge_alignment_shards)
     basecalled = set(ids)
     if inp.blow5_index is None:
         # nanopolish index names a file for a read even when that file lacks the signal.
