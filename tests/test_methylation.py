@@ -9,7 +9,6 @@ import sys
 import subprocess
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 import pysam
 import pytest
@@ -128,8 +127,7 @@ def test_mm_ml_read_back_by_pysam():
         seg.is_reverse = reverse
         # Forward: Cs of CG at 1, 5, 8. Reverse: the read's Cs are the Gs of SEQ (2, 6, 9).
         sites = {5: 200, 8: 10} if not reverse else {6: 200, 2: 10}
-        queries, mls = np.array(list(sites)), np.array(list(sites.values()))
-        mm, ml = mm_ml(seg.query_sequence, reverse, MOTIFS["cpg"], queries, mls)
+        mm, ml = mm_ml(seg.query_sequence, reverse, MOTIFS["cpg"], sites)
         seg.set_tag("MM", mm)
         seg.set_tag("ML", ml)
         ((_, calls),) = seg.modified_bases.items()

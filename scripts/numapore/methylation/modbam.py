@@ -12,7 +12,7 @@ without calls, and alignments without a SEQ, are written unchanged.
 
 from __future__ import annotations
 
-import functools
+import bisect
 import itertools
 import subprocess
 from array import array
@@ -22,7 +22,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from shlex import quote
 
-import numpy as np
 import pysam
 
 from numapore.methylation.frequency import CALL_COLUMNS, llr_to_ml
@@ -71,22 +70,21 @@ def by_name_command(body: str, column: int, scratch: Path) -> str:
     )
 
 
-def mm_ml(
-    seq: str, reverse: bool, motif: Motif, queries: np.ndarray, mls: np.ndarray
-) -> tuple[str, array]:
-    """MM and ML for one record: the ML byte mls[k] at query position queries[k] (SEQ index,
-    distinct positions). MM counts the motif's base on the read as sequenced: SEQ
-    reverse-complemented for reverse alignments."""
+def mm_ml(seq: str, reverse: bool, motif: Motif, calls: dict[int, int]) -> tuple[str, array]:
+    """MM and ML for one record: calls maps query positions (SEQ) to ML bytes. MM counts the
+    motif's base on the read as sequenced: SEQ reverse-complemented for reverse alignments."""
     original = seq.translate(COMPLEMENT)[::-1] if reverse else seq
-    where = len(seq) - 1 - queries if reverse else queries
-    order = np.argsort(where, kind="stable")
-    # rank: the motif bases on the read before each site; MM gives the bases skipped between
-    # one site and the next (the first: from the read's start).
-    is_base = np.frombuffer(original.encode("ascii"), dtype=np.uint8) == ord(motif.base)
-    ranks = np.concatenate(([0], np.cumsum(is_base)))[where[order]]
-    skips = np.diff(ranks, prepend=-1) - 1
-    positions = "".join("," + skip for skip in map(str, skips.tolist()))
-    probs = array("B", np.asarray(mls, dtype=np.uint8)[order].tobytes())
+    skips, probs, previous = [], array("B"), -1
+    # rank: the motif bases before `where` on the read, counted on from the previous site (C's
+    # str.count, not a list of every base's position).
+    rank, start = 0, 0
+    for where, ml in sorted((len(seq) - 1 - q if reverse else q, ml) for q, ml in calls.items()):
+        rank += original.count(motif.base, start, where)
+        start = where
+        skips.append(str(rank - previous - 1))
+        probs.append(ml)
+        previous = rank
+    positions = "".join("," + skip for skip in skips)
     return f"{motif.base}+{motif.code}?{positions};", probs
 
 
@@ -105,83 +103,28 @@ class AlignedBlocks:
 
     def __init__(self, record: pysam.AlignedSegment) -> None:
         """The match blocks of record, in reference order."""
-        references: list[int] = []
-        queries: list[int] = []
-        lengths: list[int] = []
+        self.references: list[int] = []
+        self.queries: list[int] = []
+        self.lengths: list[int] = []
         ref, query = record.reference_start, 0
         for op, length in record.cigartuples or ():
             if op in MATCH_OPS:
-                references.append(ref)
-                queries.append(query)
-                lengths.append(length)
+                self.references.append(ref)
+                self.queries.append(query)
+                self.lengths.append(length)
                 ref += length
                 query += length
             elif op in QUERY_OPS:
                 query += length
             elif op in REFERENCE_OPS:
                 ref += length
-        self.references = np.array(references, dtype=np.int64)
-        self.queries = np.array(queries, dtype=np.int64)
-        self.lengths = np.array(lengths, dtype=np.int64)
-
-    def query_of(self, refs: np.ndarray) -> np.ndarray:
-        """The query position aligned to each reference position of refs, -1 where none is."""
-        if not len(self.references):
-            return np.full(len(refs), -1, dtype=np.int64)
-        block = np.searchsorted(self.references, refs, side="right") - 1
-        inside = block >= 0
-        block[~inside] = 0
-        offset = refs - self.references[block]
-        inside &= offset < self.lengths[block]
-        return np.where(inside, self.queries[block] + offset, -1)
 
     def query(self, ref: int) -> int | None:
         """The query position aligned to reference position ref, None if there is none."""
-        found = int(self.query_of(np.array([ref], dtype=np.int64))[0])
-        return None if found < 0 else found
-
-
-@functools.lru_cache(maxsize=1 << 16)
-def site_offsets(motif: Motif, sequence: str) -> tuple[int, ...]:
-    """motif.sites of a call's sequence, remembered: the same group sequences recur."""
-    return tuple(motif.sites(sequence))
-
-
-class SiteGroup:
-    """The sites of a read's calls on one contig and strand, in call order: reference
-    positions, ML bytes, and whether an alignment has placed them yet."""
-
-    __slots__ = ("refs", "mls", "placed")
-
-    def __init__(self, refs: list[int], mls: list[int]) -> None:
-        """The sites' positions and ML bytes, none placed."""
-        self.refs = np.array(refs, dtype=np.int64)
-        self.mls = np.array(mls, dtype=np.uint8)
-        self.placed = np.zeros(len(refs), dtype=bool)
-
-
-def call_sites(
-    calls: list[list[str]], motif: Motif, columns: dict[str, int]
-) -> dict[tuple[str, bool], SiteGroup]:
-    """Every motif site of a read's calls, grouped by (contig, reverse strand), in call order:
-    the modified base's reference position on its strand, and the call's ML byte."""
-    chrom_col, strand_col, start_col = columns["chromosome"], columns["strand"], columns["start"]
-    llr_col, sequence_col = columns["log_lik_ratio"], columns["sequence"]
-    shifts = {False: motif.forward_offset, True: motif.reverse_offset}
-    sites: dict[tuple[str, bool], tuple[list[int], list[int]]] = {}
-    ml_of: dict[str, int] = {}  # per LLR as written: the same values recur
-    for call in calls:
-        key = (call[chrom_col], call[strand_col] == "-")
-        refs, mls = sites.get(key) or sites.setdefault(key, ([], []))
-        start = int(call[start_col]) + shifts[key[1]]
-        offsets = site_offsets(motif, call[sequence_col])
-        llr = call[llr_col]
-        ml = ml_of.get(llr)
-        if ml is None:
-            ml = ml_of[llr] = llr_to_ml(float(llr))
-        refs.extend([start + offset for offset in offsets])
-        mls.extend([ml] * len(offsets))
-    return {key: SiteGroup(refs, mls) for key, (refs, mls) in sites.items()}
+        i = bisect.bisect_right(self.references, ref) - 1
+        if i >= 0 and ref - self.references[i] < self.lengths[i]:
+            return self.queries[i] + ref - self.references[i]
+        return None
 
 
 def read_sites(
@@ -190,42 +133,55 @@ def read_sites(
     motif: Motif,
     columns: dict[str, int],
     stats: TagStats,
-) -> dict[int, tuple[np.ndarray, np.ndarray]]:
-    """Per record (index in records): the query positions of the calls' sites and their ML
-    bytes (the first call's where two calls share a site)."""
+) -> dict[int, dict[int, int]]:
+    """Per record (index in records): query position -> ML byte of every site of the calls."""
     # Primary first, then supplementary, then secondary: a site goes to the first that has it.
     order = sorted(
         (i for i, r in enumerate(records) if not r.is_unmapped and r.query_sequence),
         key=lambda i: (records[i].is_secondary, records[i].is_supplementary),
     )
-    groups = call_sites(calls, motif, columns)
-    bases = {False: ord(motif.base), True: ord(motif.base.translate(COMPLEMENT))}
-    tagged: dict[int, tuple[np.ndarray, np.ndarray]] = {}
-    for i in order:
-        record = records[i]
-        reverse = record.is_reverse
-        group = groups.get((record.reference_name, reverse))
-        if group is None or group.placed.all():
-            continue
-        waiting = np.flatnonzero(~group.placed)
-        query = AlignedBlocks(record).query_of(group.refs[waiting])
-        aligned = query >= 0
-        group.placed[waiting[aligned]] = True
-        query, mls = query[aligned], group.mls[waiting[aligned]]
-        sequence = np.frombuffer(record.query_sequence.encode("ascii"), dtype=np.uint8)
-        right_base = sequence[query] == bases[reverse]
-        stats.sites_other_base += int(len(query) - right_base.sum())
-        query, mls = query[right_base], mls[right_base]
-        if len(query):
-            # np.unique's first index of each position: the earliest call's site keeps it.
-            positions, first = np.unique(query, return_index=True)
-            tagged[i] = (positions, mls[first])
-    stats.sites_unaligned += sum(int(len(g.placed) - g.placed.sum()) for g in groups.values())
+    # Per candidate record, read once (pysam builds these on every access): its contig,
+    # strand, SEQ, and its aligned blocks when a site first needs them.
+    candidates = [
+        (i, records[i].reference_name, records[i].is_reverse, records[i].query_sequence)
+        for i in order
+    ]
+    blocks: dict[int, AlignedBlocks] = {}
+    tagged: dict[int, dict[int, int]] = {}
+    strands = {
+        reverse: (
+            motif.reverse_offset if reverse else motif.forward_offset,
+            motif.base.translate(COMPLEMENT) if reverse else motif.base,
+        )
+        for reverse in (False, True)
+    }
+    chrom_col, strand_col, start_col = columns["chromosome"], columns["strand"], columns["start"]
+    llr_col, sequence_col = columns["log_lik_ratio"], columns["sequence"]
+    for call in calls:
+        chrom, reverse = call[chrom_col], call[strand_col] == "-"
+        start = int(call[start_col])
+        ml = llr_to_ml(float(call[llr_col]))
+        shift, base = strands[reverse]
+        for offset in motif.sites(call[sequence_col]):
+            ref = start + offset + shift
+            for i, record_chrom, record_reverse, sequence in candidates:
+                if record_chrom != chrom or record_reverse != reverse:
+                    continue
+                if i not in blocks:
+                    blocks[i] = AlignedBlocks(records[i])
+                query = blocks[i].query(ref)
+                if query is not None:
+                    if sequence[query] == base:
+                        tagged.setdefault(i, {}).setdefault(query, ml)
+                    else:
+                        stats.sites_other_base += 1
+                    break
+            else:
+                stats.sites_unaligned += 1
     if not tagged and order:
         # Every site fell on a deletion or another base: the first alignment still says the
         # read was called, with no position (MM "C+m?;", empty ML: nothing known per base).
-        empty = np.zeros(0, dtype=np.int64)
-        tagged[order[0]] = (empty, empty.astype(np.uint8))
+        tagged[order[0]] = {}
     return tagged
 
 
@@ -262,14 +218,14 @@ def tag_alignments(bam: Path, calls: Path, motif: Motif, output: Path, scratch: 
                 stats.reads_with_calls += 1
                 tagged = read_sites(records, list(pending[1]), motif, columns, stats)
                 pending = next(call_groups, None)
-                for i, (queries, mls) in tagged.items():
+                for i, sites in tagged.items():
                     record = records[i]
-                    mm, ml = mm_ml(record.query_sequence, record.is_reverse, motif, queries, mls)
+                    mm, ml = mm_ml(record.query_sequence, record.is_reverse, motif, sites)
                     record.set_tag("MM", mm, "Z")
                     record.set_tag("ML", ml)
                     record.set_tag("MN", len(record.query_sequence), "i")
                     stats.tagged_records += 1
-                    stats.tagged_sites += len(queries)
+                    stats.tagged_sites += len(sites)
                 stats.tagged_reads += bool(tagged)
             for record in records:
                 out.write(record)
