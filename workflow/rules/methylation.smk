@@ -217,14 +217,14 @@ rule methylation_modbam:
         "results/logs/methylation_modbam/{sample}.{aligner}.{motif}.log",
     benchmark:
         "results/benchmarks/methylation_modbam/{sample}.{aligner}.{motif}.tsv"
+    # First of the three jobs on the calls (the longest): on 2 cores the frequency and the
+    # accounting then run one after the other beside it, not the modBAM after the frequency.
+    priority: 1
     conda:
         "../../envs/python.yaml"
     # Half the cores: the tagging is one Python process (the threads are samtools sort's), and
-    # the frequency and the accounting, one core each, run beside it on the same calls. First
-    # of the three (the longest): on 2 cores the other two then run one after the other beside
-    # it, not the modBAM after the frequency.
+    # the frequency and the accounting, one core each, run beside it on the same calls.
     threads: max(1, RUN_CORES // 2)
-    priority: 1
     script:
         "../../scripts/methylation_modbam.py"
 
