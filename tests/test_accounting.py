@@ -16,6 +16,7 @@ from numapore.run.accounting import (
     NA,
     NO_SIGNAL_DATASET,
     AccountingError,
+    alignment_summary,
     blow5_read_ids,
     called_reads,
     fast5_census,
@@ -156,6 +157,24 @@ def test_read_ids_and_duplicates(tmp_path):
         unique_read_ids(reads, "s")
     reads.write_text("@a\nAC\n+\nII\n")
     assert unique_read_ids(reads, "s") == ["a"]
+
+
+def test_alignment_summary_counts_and_stops(tmp_path):
+    """The merge job's alignment check: reads in and primary mapped from flagstat's JSON; no
+    table when nothing mapped or a read id repeats."""
+    reads = tmp_path / "r.fastq"
+    reads.write_text("@a\nAC\n+\nII\n@b\nAC\n+\nII\n@c\nAC\n+\nII\n")
+    flagstat = {"QC-passed reads": {"primary mapped": 2}}
+    assert alignment_summary(flagstat, reads, "s", "minimap2", "ref.fa").splitlines() == [
+        "sample\taligner\treads_in\tprimary_mapped\tprimary_mapped_fraction",
+        "s\tminimap2\t3\t2\t0.6667",
+    ]
+    nothing = {"QC-passed reads": {"primary mapped": 0}}
+    with pytest.raises(AccountingError, match="none of its 3 reads mapped to the reference ref.fa"):
+        alignment_summary(nothing, reads, "s", "minimap2", "ref.fa")
+    reads.write_text("@a\nAC\n+\nII\n@a\nAC\n+\nII\n")
+    with pytest.raises(AccountingError, match="repeats 1 read id"):
+        alignment_summary(flagstat, reads, "s", "minimap2", "ref.fa")
 
 
 def test_blow5_index_readdb_rejected_and_calls(f2s_dir, tmp_path):

@@ -15,7 +15,6 @@ ratio, as the reference does.
 
 from __future__ import annotations
 
-import math
 import tempfile
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -23,12 +22,16 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import duckdb
 import numpy as np
 import polars as pl
-import pyarrow as pa
 
+if TYPE_CHECKING:  # imported where used: the accounting reads call tables with polars alone
+    import duckdb
+    import pyarrow as pa
+
+from numapore.methylation.calls import CALL_COLUMNS
 from numapore.methylation.motifs import Motif
 
 FREQUENCY_COLUMNS = [
@@ -40,19 +43,6 @@ FREQUENCY_COLUMNS = [
     "called_sites_methylated",
     "methylated_frequency",
     "group_sequence",
-]
-CALL_COLUMNS = [
-    "chromosome",
-    "strand",
-    "start",
-    "end",
-    "read_name",
-    "log_lik_ratio",
-    "log_lik_methylated",
-    "log_lik_unmethylated",
-    "num_calling_strands",
-    "num_motifs",
-    "sequence",
 ]
 # modkit's bedMethyl columns (UCSC's bedMethyl documentation), after the BED9 ones.
 BEDMETHYL_COUNTS = [
@@ -159,6 +149,8 @@ def call_batches(
     for DuckDB to aggregate: polars parses a block at a time, DuckDB never sees the text.
     With `chromosomes` (filled as names come), the chromosome is its number there, and the
     sequence's hash is added: numbers make DuckDB's group keys small and quick to compare."""
+    import pyarrow as pa
+
     check_call_header(path)
     schema = pl.Schema({"row": pl.Int64(), **CALL_TYPES} if row_numbers else CALL_TYPES)
     if chromosomes is not None:
@@ -210,6 +202,8 @@ def call_table_scan(path: Path) -> str:
 def duckdb_session(scratch: Path | None) -> Iterator[duckdb.DuckDBPyConnection]:
     """An in-memory DuckDB held to DUCKDB_MEMORY (it spills to a temporary folder in scratch,
     or the system's, beyond that)."""
+    import duckdb
+
     with tempfile.TemporaryDirectory(dir=scratch, prefix="numapore-duckdb.") as spill:
         config = {
             "memory_limit": DUCKDB_MEMORY,
@@ -239,6 +233,9 @@ def group_counts(
     apart. first_rows=False leaves first_row null when the keys need no order (no split
     groups): less to hold per group.
     """
+    import duckdb
+    import pyarrow as pa
+
     confident = f"abs(log_lik_ratio) >= {float(threshold)!r} * num_motifs"
     strong = f"abs(log_lik_ratio) >= {float(threshold)!r}"
     counts = f"""
@@ -507,11 +504,3 @@ def frequency_outputs(
     rows = partial(bedmethyl_rows, motif=motif, chromosomes=chromosomes, percent=percent)
     write_table(sites, bed, header=False, rows=rows)
     return FrequencySummary(frequency_rows_written, sites.height, *totals.row(0))
-
-
-def llr_to_ml(llr: float) -> int:
-    """The SAM ML byte of a call: p = 1 / (1 + e^-LLR) (the posterior at even prior odds),
-    N = ceil(256 p) - 1, the bin (N/256, (N+1)/256] holding p; N >= 128 exactly when LLR > 0."""
-    p = 0.5 * (1 + math.tanh(llr / 2))  # = logistic(llr), without overflow
-    n = min(255, max(0, math.ceil(256 * p) - 1))
-    return max(n, 128) if llr > 0 else min(n, 127)

@@ -178,6 +178,26 @@ def unique_read_ids(path: str | os.PathLike, sample: str) -> list[str]:
     return ids
 
 
+def alignment_summary(
+    flagstat: dict, reads: str | os.PathLike, sample: str, aligner: str, reference: str
+) -> str:
+    """The alignment check's table (reads in, primary alignments mapped) from samtools
+    flagstat's JSON; AccountingError when nothing mapped or the reads file repeats a read id
+    (before nanopolish would call such reads twice)."""
+    mapped = flagstat["QC-passed reads"]["primary mapped"]
+    reads_in = len(unique_read_ids(reads, sample))
+    if mapped == 0:
+        raise AccountingError(
+            f"sample '{sample}': none of its {reads_in} reads mapped to the reference "
+            f"{reference} with {aligner}: is it the right reference (do its contigs include the "
+            "sequenced genome)?"
+        )
+    return (
+        "sample\taligner\treads_in\tprimary_mapped\tprimary_mapped_fraction\n"
+        f"{sample}\t{aligner}\t{reads_in}\t{mapped}\t{mapped / reads_in:.4f}\n"
+    )
+
+
 def read_id_column(path: str | os.PathLike) -> pl.Series:
     """The read ids of a FASTA/FASTQ file (gzip allowed), in order, as a polars column."""
     with pysam.FastxFile(str(path)) as fastx:
@@ -326,7 +346,7 @@ def account(inp: AccountingInputs) -> list[Row]:
     conversion, why = _conversion(inp, census, converted)
     rows += conversion
 
-    # Repeated ids already stopped the run (alignment_summary).
+    # Repeated ids already stopped the run (merge_alignment_shards).
     basecalled = read_id_column(inp.reads).unique()
     if converted is None:
         # nanopolish index names a file for a read even when that file lacks the signal.
