@@ -397,7 +397,7 @@ def odd_fast5_names(folder):
 def methylation_shard_inputs(wildcards):
     """What nanopolish needs for one shard: reads + their signal index, BAM shard, reference."""
     reads = staged_reads(wildcards)
-    if config["scatter"]["methylation"] == 1:
+    if ONE_CALL_SHARD:
         bam = f"results/{wildcards.sample}/align/{wildcards.sample}.{wildcards.aligner}.bam"
     else:
         bam = (
