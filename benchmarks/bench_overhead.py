@@ -2,7 +2,7 @@
 difference goes. Prints a table; measures, never asserts.
 
     .venv/bin/python benchmarks/bench_overhead.py [--simulate N | --replicate N] [--repeats R]
-        [--fast5 DIR --reads FASTA --reference FASTA]
+        [--fast5 DIR --reads FASTA --reference FASTA] [--baseline REPO]
 
 Defaults to the 112 E. coli reads in ../shared against the DH10B genome from ./setup.sh;
 --replicate N copies them N times with new read ids (27: 3,024 reads); --simulate N uses N
@@ -10,7 +10,8 @@ reads of numapore's simulator instead. The by-hand run makes
 the alignments and the calls; the workflow run is timed twice: its pipeline (everything but the
 report figures and MultiQC, which the hand run has no counterpart for: `--omit-from`), then the
 report rules alone (a second invocation on the finished pipeline). Runs are interleaved, R
-repeats, medians.
+repeats, medians. --baseline names another numapore checkout (e.g. /work/main, with its .venv)
+whose workflow runs too, in the same conditions: before/after figures side by side.
 """
 
 from __future__ import annotations
@@ -70,14 +71,13 @@ REPORT_RULES = [
 
 
 def workflow_run(
-    work: Path, fast5: Path, reads: Path, reference: Path, threads: int
+    work: Path, fast5: Path, reads: Path, reference: Path, threads: int, repo: Path = REPO
 ) -> tuple[float, float]:
-    """The workflow in a fresh project directory: wall seconds of its pipeline (no report
-    rules), then of the report rules run on the finished pipeline."""
-    write_project(
-        work, [{"sample": "bench", "fast5": fast5, "reads": reads, "reference": reference}]
-    )
-    command = snakemake_command(work, threads)
+    """The workflow of repo in a fresh project directory: wall seconds of its pipeline (no
+    report rules), then of the report rules run on the finished pipeline."""
+    row = {"sample": "bench", "fast5": fast5, "reads": reads, "reference": reference}
+    write_project(work, [row], repo=repo)
+    command = snakemake_command(work, threads, repo=repo)
     pipeline = timed(shlex.join([*command, "--omit-from", *REPORT_RULES]), work)
     return pipeline, timed(shlex.join(command), work)
 
@@ -92,8 +92,41 @@ def rule_seconds(work: Path) -> dict[str, float]:
     return totals
 
 
+Run = tuple[dict, float, float, dict]  # hand steps, pipeline s, report rules s, jobs' s
+
+
+def report(name: str, runs: list[Run]) -> None:
+    """Print one workflow version's figures against the hand runs of the same repeats."""
+    direct_total = statistics.median(sum(r[0].values()) for r in runs)
+    pipeline = statistics.median(r[1] for r in runs)
+    report_rules = statistics.median(r[2] for r in runs)
+    rules = runs[len(runs) // 2][3]
+    print(f"{name}:")
+    print(f"workflow pipeline:  {pipeline:7.1f} s  ratio {pipeline / direct_total:.2f}")
+    # call-methylation is most of both runs and the noisiest part on a shared machine: the cost
+    # the workflow adds is measured without it (each run's own call step taken out).
+    calls_by_hand = statistics.median(r[0]["call_methylation"] for r in runs)
+    calls_in_workflow = statistics.median(r[3].get("call_methylation", 0.0) for r in runs)
+    fixed = (pipeline - calls_in_workflow) - (direct_total - calls_by_hand)
+    print(
+        f"fixed cost:         {fixed:7.1f} s  (pipeline without its call-methylation job, "
+        f"{pipeline - calls_in_workflow:.1f} s, minus the hand run without it, "
+        f"{direct_total - calls_by_hand:.1f} s)"
+    )
+    print(f"report rules alone: {report_rules:7.1f} s  (figures, MultiQC: no hand-run counterpart)")
+    print("workflow jobs (benchmark: wall s):")
+    for rule, seconds in sorted(rules.items(), key=lambda kv: -kv[1]):
+        print(f"  {rule:28s} {seconds:7.2f}")
+    jobs = sum(v for k, v in rules.items() if k not in REPORT_RULES)
+    print(f"  {'sum of pipeline jobs':28s} {jobs:7.2f}")
+    print(
+        f"  {'scheduling, start-up, DAG':28s} {pipeline - jobs:7.2f}  (pipeline wall - its jobs;"
+        " jobs that run side by side make it smaller, even negative)"
+    )
+
+
 def main() -> None:
-    """Run both side by side and print the comparison."""
+    """Run the tools and the workflow(s) side by side and print the comparison."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--fast5", type=Path, default=ECOLI / "fast5")
     parser.add_argument("--reads", type=Path, default=ECOLI / "reads.fasta")
@@ -102,7 +135,11 @@ def main() -> None:
     parser.add_argument("--replicate", type=int, default=0, help="copies of the E. coli reads")
     parser.add_argument("--simulate", type=int, default=0, help="simulated reads instead")
     parser.add_argument("--repeats", type=int, default=1)
+    parser.add_argument("--baseline", type=Path, help="another numapore checkout, run beside")
     args = parser.parse_args()
+    versions = {"this checkout": REPO}
+    if args.baseline:
+        versions[f"baseline {args.baseline}"] = args.baseline.resolve()
     with tempfile.TemporaryDirectory() as tmp:
         if args.replicate:
             args.fast5, args.reads = replicate_reads(Path(tmp, "data"), args.replicate)
@@ -119,43 +156,25 @@ def main() -> None:
         with open(inputs[1]) as handle:  # FASTA or FASTQ records (FASTQ: every 4th line)
             lines = [line[:1] for line in handle]
         reads = lines.count(">") or len(lines) // 4
-        runs: list[tuple[dict, float, float, dict]] = []
-        for repeat in range(args.repeats):  # interleaved: a busy phase hits both alike
-            direct_dir, wf_dir = Path(tmp, f"direct{repeat}"), Path(tmp, f"workflow{repeat}")
+        runs: dict[str, list[Run]] = {name: [] for name in versions}
+        for repeat in range(args.repeats):  # interleaved: a busy phase hits all alike
+            direct_dir = Path(tmp, f"direct{repeat}")
             direct_dir.mkdir()
-            wf_dir.mkdir()
             steps = direct_run(direct_dir, *inputs, args.threads)
-            pipeline, report = workflow_run(wf_dir, *inputs, args.threads)
-            runs.append((steps, pipeline, report, rule_seconds(wf_dir)))
             shutil.rmtree(direct_dir)
-    direct_total = statistics.median(sum(r[0].values()) for r in runs)
-    pipeline = statistics.median(r[1] for r in runs)
-    report = statistics.median(r[2] for r in runs)
-    steps, rules = runs[len(runs) // 2][0], runs[len(runs) // 2][3]
-    parts = ", ".join(f"{k} {v:.1f}" for k, v in steps.items())
+            for number, (name, repo) in enumerate(versions.items()):
+                wf_dir = Path(tmp, f"workflow{repeat}.{number}")
+                wf_dir.mkdir()
+                pipeline, report_rules = workflow_run(wf_dir, *inputs, args.threads, repo)
+                runs[name].append((steps, pipeline, report_rules, rule_seconds(wf_dir)))
+                shutil.rmtree(wf_dir)
+    hand = next(iter(runs.values()))
+    direct_total = statistics.median(sum(r[0].values()) for r in hand)
+    parts = ", ".join(f"{k} {v:.1f}" for k, v in hand[len(hand) // 2][0].items())
     print(f"{reads} reads, {args.threads} threads, medians of {args.repeats}")
     print(f"direct tools:       {direct_total:7.1f} s  ({parts})")
-    print(f"workflow pipeline:  {pipeline:7.1f} s  ratio {pipeline / direct_total:.2f}")
-    # call-methylation is most of both runs and the noisiest part on a shared machine: the cost
-    # the workflow adds is measured without it (each run's own call step taken out).
-    calls_by_hand = statistics.median(r[0]["call_methylation"] for r in runs)
-    calls_in_workflow = statistics.median(r[3].get("call_methylation", 0.0) for r in runs)
-    fixed = (pipeline - calls_in_workflow) - (direct_total - calls_by_hand)
-    print(
-        f"fixed cost:         {fixed:7.1f} s  (pipeline without its call-methylation job, "
-        f"{pipeline - calls_in_workflow:.1f} s, minus the hand run without it, "
-        f"{direct_total - calls_by_hand:.1f} s)"
-    )
-    print(f"report rules alone: {report:7.1f} s  (figures, MultiQC: no hand-run counterpart)")
-    print("workflow jobs (benchmark: wall s):")
-    for rule, seconds in sorted(rules.items(), key=lambda kv: -kv[1]):
-        print(f"  {rule:28s} {seconds:7.2f}")
-    jobs = sum(v for k, v in rules.items() if k not in REPORT_RULES)
-    print(f"  {'sum of pipeline jobs':28s} {jobs:7.2f}")
-    print(
-        f"  {'scheduling, start-up, DAG':28s} {pipeline - jobs:7.2f}  (pipeline wall - its jobs;"
-        " jobs that run side by side make it smaller, even negative)"
-    )
+    for name, version_runs in runs.items():
+        report(name, version_runs)
     sys.stdout.flush()
 
 

@@ -11,11 +11,13 @@ REPO = Path(__file__).resolve().parents[1]
 SHEET_COLUMNS = ["sample", "fast5", "reads", "reference"]
 
 
-def write_project(workdir: Path, rows: list[dict[str, str]], config: dict | None = None) -> Path:
-    """Write config/config.yaml (the repository's, without its demo sample, updated by config)
-    and config/samples.tsv (rows) in workdir; return workdir."""
+def write_project(
+    workdir: Path, rows: list[dict[str, str]], config: dict | None = None, repo: Path = REPO
+) -> Path:
+    """Write config/config.yaml (repo's, by default this repository's, without its demo sample,
+    updated by config) and config/samples.tsv (rows) in workdir; return workdir."""
     (workdir / "config").mkdir(parents=True, exist_ok=True)
-    base = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
+    base = yaml.safe_load((repo / "config" / "config.yaml").read_text())
     base["simulate"] = {}  # no demo sample unless asked for
     base.update(config or {})
     (workdir / "config" / "config.yaml").write_text(yaml.safe_dump(base))
@@ -26,17 +28,21 @@ def write_project(workdir: Path, rows: list[dict[str, str]], config: dict | None
 
 
 def snakemake_command(
-    workdir: Path, cores: int | None, *args: str, profile: str | None = "hpc-numa"
+    workdir: Path,
+    cores: int | None,
+    *args: str,
+    profile: str | None = "hpc-numa",
+    repo: Path = REPO,
 ) -> list[str]:
-    """The command running the workflow in workdir with a profile of profiles/ (hpc-numa by
-    default; None: none) and the workflow's default profile; cores None leaves them to the
-    profile."""
+    """The command running the workflow of repo (by default this repository) in workdir with a
+    profile of its profiles/ (hpc-numa by default; None: none) and its default profile; cores
+    None leaves them to the profile."""
     return [
-        str(REPO / ".venv" / "bin" / "snakemake"),
-        "--snakefile", str(REPO / "workflow" / "Snakefile"),
+        str(repo / ".venv" / "bin" / "snakemake"),
+        "--snakefile", str(repo / "workflow" / "Snakefile"),
         "--directory", str(workdir),
-        *(["--profile", str(REPO / "profiles" / profile)] if profile else []),
-        "--workflow-profile", str(REPO / "profiles" / "default"),
+        *(["--profile", str(repo / "profiles" / profile)] if profile else []),
+        "--workflow-profile", str(repo / "profiles" / "default"),
         *(["--cores", str(cores)] if cores is not None else []),
         *args,
     ]  # fmt: skip

@@ -16,9 +16,11 @@ from numapore.run.accounting import (
     NA,
     NO_SIGNAL_DATASET,
     AccountingError,
+    alignment_summary,
     blow5_read_ids,
     called_reads,
     fast5_census,
+    read_id_column,
     read_ids,
     readdb_with_signal,
     rejected_rows,
@@ -62,9 +64,9 @@ def broken_inputs(tmp_path: Path, ecoli_dir: Path) -> tuple[Path, Path, dict[str
         broken = broken or folder / src.name
         shutil.copy(src, broken)
         broken.chmod(0o644)
-        ids[damage.__name__] = fast5_census([broken]).reads.popitem()[0]
+        ids[damage.__name__] = fast5_census([broken]).reads["read_id"][0]
         damage(broken)
-    ids["truncated"] = fast5_census([files[0]]).reads.popitem()[0]
+    ids["truncated"] = fast5_census([files[0]]).reads["read_id"][0]
     truncated.write_bytes(files[0].read_bytes()[: files[0].stat().st_size // 2])
     (folder / "zz_broken.fast5").write_bytes(b"this is not an HDF5 file\n")
     reads = tmp_path / "reads.fasta"
@@ -139,7 +141,8 @@ def test_fast5_census_counts_single_and_multi_read_files(f2s_dir, tmp_path):
     single = len(list((f2s_dir / "raw/single-fast5").glob("*.fast5")))
     assert census.files == single + len(list((f2s_dir / "raw/multi-fast5").glob("*.fast5")))
     assert census.total > census.files and not census.unreadable
-    assert all(has_signal for _, has_signal in census.reads.values())
+    assert census.reads["has_signal"].all() and census.reads["read_id"].is_unique().all()
+    assert census.repeated == census.total - census.reads.height
     bad = fast5_census([f2s_dir / "raw/err_fast5"])
     assert "not_a_fast5.fast5" in " ".join(bad.unreadable)
     assert bad.total == sum(bad.reads_per_file.values())
@@ -149,10 +152,29 @@ def test_read_ids_and_duplicates(tmp_path):
     reads = tmp_path / "r.fastq"
     reads.write_text("@a\nAC\n+\nII\n@b\nAC\n+\nII\n@a\nAC\n+\nII\n")
     assert read_ids(reads) == (["a", "b", "a"], ["a"])
+    assert read_id_column(reads).to_list() == ["a", "b", "a"]
     with pytest.raises(AccountingError, match=r"r.fastq repeats 1 read id\(s\) \(e.g. a\)"):
         unique_read_ids(reads, "s")
     reads.write_text("@a\nAC\n+\nII\n")
     assert unique_read_ids(reads, "s") == ["a"]
+
+
+def test_alignment_summary_counts_and_stops(tmp_path):
+    """The merge job's alignment check: reads in and primary mapped from flagstat's JSON; no
+    table when nothing mapped or a read id repeats."""
+    reads = tmp_path / "r.fastq"
+    reads.write_text("@a\nAC\n+\nII\n@b\nAC\n+\nII\n@c\nAC\n+\nII\n")
+    flagstat = {"QC-passed reads": {"primary mapped": 2}}
+    assert alignment_summary(flagstat, reads, "s", "minimap2", "ref.fa").splitlines() == [
+        "sample\taligner\treads_in\tprimary_mapped\tprimary_mapped_fraction",
+        "s\tminimap2\t3\t2\t0.6667",
+    ]
+    nothing = {"QC-passed reads": {"primary mapped": 0}}
+    with pytest.raises(AccountingError, match="none of its 3 reads mapped to the reference ref.fa"):
+        alignment_summary(nothing, reads, "s", "minimap2", "ref.fa")
+    reads.write_text("@a\nAC\n+\nII\n@a\nAC\n+\nII\n")
+    with pytest.raises(AccountingError, match="repeats 1 read id"):
+        alignment_summary(flagstat, reads, "s", "minimap2", "ref.fa")
 
 
 def test_blow5_index_readdb_rejected_and_calls(f2s_dir, tmp_path):
@@ -167,7 +189,7 @@ def test_blow5_index_readdb_rejected_and_calls(f2s_dir, tmp_path):
         allow_duplicate_ids=False,
     )
     ids = blow5_read_ids(Path(str(out) + ".idx"))
-    assert len(ids) == report.reads_written == len(set(ids))
+    assert len(ids) == report.reads_written == ids.n_unique()
     rows = rejected_rows(report.rejected_tsv)
     assert len(rows) == report.files_skipped + report.reads_skipped
     assert sum(r[1] == "." for r in rows) == report.files_skipped > 0
@@ -190,7 +212,7 @@ def test_blow5_index_readdb_rejected_and_calls(f2s_dir, tmp_path):
         blow5_read_ids(damaged)
     readdb = tmp_path / "r.readdb"
     readdb.write_text("a\tf5/a.fast5\nb\t\n")
-    assert readdb_with_signal(readdb) == {"a"}
+    assert readdb_with_signal(readdb).to_list() == ["a"]
     readdb.write_text("*\tx.blow5\n")
     assert readdb_with_signal(readdb) is None
     calls = tmp_path / "calls.tsv"

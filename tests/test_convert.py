@@ -592,17 +592,30 @@ def crash_on_sss2(task: convert_mod._Task) -> convert_mod._Result:
     return REAL_PROCESS(task)
 
 
-def test_crashed_worker_fails_instead_of_hanging(
-    f2s_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize("processes", [1, 2])
+def test_file_that_crashes_its_reader_is_a_bad_file(
+    f2s_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, processes: int
 ) -> None:
-    """A reader process that dies stops the conversion with an error naming the files."""
+    """A file that kills every reader process is refused by name (fail) or listed (skip); the
+    other files, in the dead worker's batch or beside it, still give the same output."""
     monkeypatch.setattr(convert_mod, "_process", crash_on_sss2)
     if convert_mod._pool_context().get_start_method() != "fork":
-        pytest.skip("the patched worker only reaches forked processes")
+        pytest.fail("the patched worker only reaches forked processes")
+    folder = f2s_dir / "raw/single-fast5"
     out = tmp_path / "crash.blow5"
-    with pytest.raises(ConversionError, match="reader process died.*sss2.fast5"):
-        convert([f2s_dir / "raw/single-fast5"], out, processes=2, allow_duplicate_ids=True)
+    kw = dict(processes=processes, allow_duplicate_ids=True, progress=None)
+    with pytest.raises(ConversionError, match=r"sss2\.fast5: unreadable FAST5 \(reading it crash"):
+        convert([folder], out, **kw)
     assert not out.exists() and not leftovers(tmp_path)
+    report = convert([folder], out, on_bad_fast5="skip", **kw)
+    rows = report.rejected_tsv.read_text().splitlines()[1:]
+    assert rows == [
+        f"{folder / 'sss2.fast5'}\t.\tunreadable FAST5 (reading it crashed the reader process)"
+    ]
+    others = [f for f in list_fast5([folder]) if f.name != "sss2.fast5"]
+    monkeypatch.setattr(convert_mod, "_process", REAL_PROCESS)
+    convert(others, tmp_path / "others.blow5", **kw)
+    assert out.read_bytes() == (tmp_path / "others.blow5").read_bytes()
 
 
 def test_failed_conversion_keeps_previous_output(f2s_dir: Path, tmp_path: Path) -> None:

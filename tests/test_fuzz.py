@@ -119,3 +119,37 @@ def test_mutate_is_seeded_and_damages(case):
     a, what = mutate(data, random.Random(case))
     assert (a, what) == mutate(data, random.Random(case))
     assert a != data and what
+
+
+# Found by this fuzz test (seed 260166592, case 32): one flipped byte in an attribute message of
+# a multi-read file makes Debian's HDF5 1.10 (the compiled reader's) read past a buffer and, after
+# h5py has opened the file in the same process, segfault. h5py's HDF5 refuses it cleanly.
+CRASHER = ("raw/multi-fast5/ssm1.fast5", 3648, 74)
+
+
+@pytest.mark.parametrize("processes", ["1", "2"])
+def test_file_that_crashes_debians_hdf5_is_refused_cleanly(tmp_path, f2s_dir, processes):
+    """The file kills the worker that reads it with the compiled reader, yet the converter
+    (after the census, as in the workflow) refuses it by name and converts the rest."""
+    name, offset, value = CRASHER
+    good = f2s_dir / name
+    data = bytearray(good.read_bytes())
+    data[offset] = value
+    bad = tmp_path / "damaged.fast5"
+    bad.write_bytes(data)
+    env = {**os.environ, "PYTHONPATH": str(REPO / "scripts")}
+    out = tmp_path / "out.blow5"
+    args = [str(bad), str(good), "-o", str(out), "-p", processes, "--on-bad-fast5"]
+    cmd = [sys.executable, "-c", DRIVER, *args]
+    failed = subprocess.run([*cmd, "fail"], capture_output=True, text=True, env=env, timeout=60)
+    assert failed.returncode == 1, failed.stderr
+    assert f"numapore.convert: error: {bad}: unreadable FAST5" in failed.stderr
+    skipped = subprocess.run([*cmd, "skip"], capture_output=True, text=True, env=env, timeout=60)
+    assert skipped.returncode == 0, skipped.stderr
+    # The compiled reader's process did die here (else this test no longer tests a crash).
+    assert "a reader process died" in skipped.stderr, skipped.stderr
+    rows = Path(f"{out}.rejected.tsv").read_text().splitlines()[1:]
+    assert len(rows) == 1 and rows[0].startswith(f"{bad}\t.\tunreadable FAST5 ("), rows
+    alone = tmp_path / "alone.blow5"
+    subprocess.run([*cmd[:3], str(good), "-o", str(alone), "-q"], env=env, check=True, timeout=60)
+    assert out.read_bytes() == alone.read_bytes()

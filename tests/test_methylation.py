@@ -15,11 +15,8 @@ import pytest
 from conftest import MOTIF_NAMES, REPO, numapore_output, reference_output
 from reference_tools import reference_frequency_script
 
-from numapore.methylation.frequency import (
-    CALL_COLUMNS,
-    frequency_outputs,
-    llr_to_ml,
-)
+from numapore.methylation.calls import CALL_COLUMNS, llr_to_ml
+from numapore.methylation.frequency import frequency_outputs
 from numapore.methylation.modbam import AlignedBlocks, mm_ml, tag_alignments
 from numapore.methylation.motifs import MOTIFS
 

@@ -29,22 +29,26 @@ rule align:
 
 
 # With the merge: the BAM's index and samtools flagstat (JSON, and the text MultiQC reads) and
-# stats, run by the merge's script (numapore.execution.shards.index_and_report): four tiny jobs
-# were four Snakemake jobs of ~1 s each around < 0.1 s of samtools. A killed job reruns all of
-# it; merging is a link when the alignment is not scattered.
+# stats, run by the merge's script (numapore.execution.shards.index_and_report), and the
+# alignment check (numapore.run.accounting.alignment_summary: reads in, primary alignments
+# mapped; the run stops here when none mapped or the reads repeat a read id, before methylation
+# calling): five tiny jobs were five Snakemake jobs of ~0.5-1 s each around < 0.1 s of samtools.
+# A killed job reruns all of it; merging is a link when the alignment is not scattered.
 rule merge_alignment_shards:
     input:
-        lambda wc: expand(
+        shards=lambda wc: expand(
             "results/{sample}/align/shards/{sample}.{aligner}.{shard}.bam",
             shard=shard_ids("alignment"),
             **wc,
         ),
+        reads=staged_reads,
     output:
         bam="results/{sample}/align/{sample}.{aligner}.bam",
         bai="results/{sample}/align/{sample}.{aligner}.bam.bai",
         flagstat="results/{sample}/align/{sample}.{aligner}.flagstat.json",
         flagstat_text="results/{sample}/align/{sample}.{aligner}.flagstat.txt",
         stats="results/{sample}/align/{sample}.{aligner}.stats.txt",
+        summary="results/{sample}/align/{sample}.{aligner}.summary.tsv",
     log:
         "results/logs/merge_alignment_shards/{sample}.{aligner}.log",
     benchmark:
@@ -52,6 +56,8 @@ rule merge_alignment_shards:
     conda:
         "../../envs/python.yaml"
     threads: RUN_CORES
+    params:
+        reference=lambda wc: str(SAMPLES[wc.sample].reference),
     script:
         "../../scripts/merge_alignment_shards.py"
 
@@ -78,21 +84,3 @@ rule index_bam:
 
 
 ruleorder: merge_alignment_shards > index_bam
-
-
-rule alignment_summary:
-    input:
-        flagstat="results/{sample}/align/{sample}.{aligner}.flagstat.json",
-        reads=staged_reads,
-    output:
-        "results/{sample}/align/{sample}.{aligner}.summary.tsv",
-    log:
-        "results/logs/alignment_summary/{sample}.{aligner}.log",
-    benchmark:
-        "results/benchmarks/alignment_summary/{sample}.{aligner}.tsv"
-    conda:
-        "../../envs/python.yaml"
-    params:
-        reference=lambda wc: str(SAMPLES[wc.sample].reference),
-    script:
-        "../../scripts/alignment_summary.py"

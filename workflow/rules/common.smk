@@ -168,6 +168,13 @@ def shard_ids(step):
     return [f"{i}-of-{n}" for i in range(1, n + 1)]
 
 
+# Methylation calling not scattered: nanopolish's job writes the sample's call table itself (a
+# merge job after it would only link it: a Python process for nothing); its shard is '1-of-1',
+# in its log names as in a scattered run's. Scattered: one table per shard, merged in order.
+ONE_CALL_SHARD = config["scatter"]["methylation"] == 1
+CALL_SHARD = "1-of-1" if ONE_CALL_SHARD else "{shard}"
+
+
 def signal_kind(io_mode):
     """Where nanopolish reads the raw signal from in an I/O mode: 'fast5' or 'blow5' files."""
     return "blow5" if io_mode == "slow5" else "fast5"
@@ -390,7 +397,7 @@ def odd_fast5_names(folder):
 def methylation_shard_inputs(wildcards):
     """What nanopolish needs for one shard: reads + their signal index, BAM shard, reference."""
     reads = staged_reads(wildcards)
-    if config["scatter"]["methylation"] == 1:
+    if ONE_CALL_SHARD:
         bam = f"results/{wildcards.sample}/align/{wildcards.sample}.{wildcards.aligner}.bam"
     else:
         bam = (

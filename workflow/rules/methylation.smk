@@ -143,12 +143,20 @@ rule call_methylation:
     input:
         unpack(methylation_shard_inputs),
     output:
-        temp("results/{sample}/methylation/shards/{sample}.{aligner}.{motif}.{shard}.calls.tsv"),
+        (
+            "results/{sample}/methylation/{sample}.{aligner}.{motif}.calls.tsv"
+            if ONE_CALL_SHARD
+            else temp(
+                "results/{sample}/methylation/shards/{sample}.{aligner}.{motif}.{shard}.calls.tsv"
+            )
+        ),
     log:
-        main="results/logs/call_methylation/{sample}.{aligner}.{motif}.{shard}.log",
-        record="results/logs/call_methylation/{sample}.{aligner}.{motif}.{shard}.run.json",
+        main=f"results/logs/call_methylation/{{sample}}.{{aligner}}.{{motif}}.{CALL_SHARD}.log",
+        record=(
+            f"results/logs/call_methylation/{{sample}}.{{aligner}}.{{motif}}.{CALL_SHARD}.run.json"
+        ),
     benchmark:
-        "results/benchmarks/call_methylation/{sample}.{aligner}.{motif}.{shard}.tsv"
+        f"results/benchmarks/call_methylation/{{sample}}.{{aligner}}.{{motif}}.{CALL_SHARD}.tsv"
     conda:
         "../../envs/nanopolish.yaml"
     threads: RUN_CORES
@@ -165,6 +173,7 @@ rule call_methylation:
         "../../scripts/call_methylation.py"
 
 
+# Only when the calling is scattered (ONE_CALL_SHARD: else call_methylation makes the table).
 rule merge_methylation_calls:
     input:
         lambda wc: expand(
@@ -182,6 +191,9 @@ rule merge_methylation_calls:
         "../../envs/python.yaml"
     script:
         "../../scripts/merge_methylation_calls.py"
+
+
+ruleorder: call_methylation > merge_methylation_calls
 
 
 rule methylation_frequency:
@@ -217,6 +229,9 @@ rule methylation_modbam:
         "results/logs/methylation_modbam/{sample}.{aligner}.{motif}.log",
     benchmark:
         "results/benchmarks/methylation_modbam/{sample}.{aligner}.{motif}.tsv"
+    # First of the three jobs on the calls (the longest): on 2 cores the frequency and the
+    # accounting then run one after the other beside it, not the modBAM after the frequency.
+    priority: 1
     conda:
         "../../envs/python.yaml"
     # Half the cores: the tagging is one Python process (the threads are samtools sort's), and

@@ -16,7 +16,6 @@ from pathlib import Path
 
 import numpy as np
 import polars as pl
-import pyarrow as pa
 
 from numapore.methylation.motifs import Motif
 
@@ -68,6 +67,8 @@ def chromosome_ranks(table) -> tuple[list[str], np.ndarray]:
 def groups_frame(table) -> pl.DataFrame:
     """An aggregated table's groups as frequency.group_counts returns them: one row per
     (chromosome, start, end, num_motifs, sequence), first_row always set."""
+    import pyarrow as pa  # here: the accounting imports the package without needing it
+
     n = table.ngroups
     dtype = np.dtype(GROUP_FIELDS)
     assert dtype.itemsize == ffi.sizeof("cc_group")

@@ -16,7 +16,6 @@ ratio, as the reference does.
 from __future__ import annotations
 
 import io
-import math
 import tempfile
 from collections.abc import Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -24,14 +23,18 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import duckdb
 import numpy as np
 import polars as pl
-import pyarrow as pa
+
+if TYPE_CHECKING:  # imported where used: the accounting reads call tables with polars alone
+    import duckdb
+    import pyarrow as pa
 
 from numapore.methylation import calls_core
 from numapore.methylation.bgzf import write_indexed_bed
+from numapore.methylation.calls import CALL_COLUMNS
 from numapore.methylation.motifs import Motif
 
 FREQUENCY_COLUMNS = [
@@ -43,19 +46,6 @@ FREQUENCY_COLUMNS = [
     "called_sites_methylated",
     "methylated_frequency",
     "group_sequence",
-]
-CALL_COLUMNS = [
-    "chromosome",
-    "strand",
-    "start",
-    "end",
-    "read_name",
-    "log_lik_ratio",
-    "log_lik_methylated",
-    "log_lik_unmethylated",
-    "num_calling_strands",
-    "num_motifs",
-    "sequence",
 ]
 # modkit's bedMethyl columns (UCSC's bedMethyl documentation), after the BED9 ones.
 BEDMETHYL_COUNTS = [
@@ -162,6 +152,8 @@ def call_batches(
     for DuckDB to aggregate: polars parses a block at a time, DuckDB never sees the text.
     With `chromosomes` (filled as names come), the chromosome is its number there, and the
     sequence's hash is added: numbers make DuckDB's group keys small and quick to compare."""
+    import pyarrow as pa
+
     check_call_header(path)
     schema = pl.Schema({"row": pl.Int64(), **CALL_TYPES} if row_numbers else CALL_TYPES)
     if chromosomes is not None:
@@ -213,6 +205,8 @@ def call_table_scan(path: Path) -> str:
 def duckdb_session(scratch: Path | None) -> Iterator[duckdb.DuckDBPyConnection]:
     """An in-memory DuckDB held to DUCKDB_MEMORY (it spills to a temporary folder in scratch,
     or the system's, beyond that)."""
+    import duckdb
+
     with tempfile.TemporaryDirectory(dir=scratch, prefix="numapore-duckdb.") as spill:
         config = {
             "memory_limit": DUCKDB_MEMORY,
@@ -242,6 +236,9 @@ def group_counts(
     apart. first_rows=False leaves first_row null when the keys need no order (no split
     groups): less to hold per group.
     """
+    import duckdb
+    import pyarrow as pa
+
     confident = f"abs(log_lik_ratio) >= {float(threshold)!r} * num_motifs"
     strong = f"abs(log_lik_ratio) >= {float(threshold)!r}"
     counts = f"""
@@ -547,11 +544,3 @@ def frequency_outputs(
     del groups
     write_text(bed, text)
     return FrequencySummary(rows, n_sites, *counts)
-
-
-def llr_to_ml(llr: float) -> int:
-    """The SAM ML byte of a call: p = 1 / (1 + e^-LLR) (the posterior at even prior odds),
-    N = ceil(256 p) - 1, the bin (N/256, (N+1)/256] holding p; N >= 128 exactly when LLR > 0."""
-    p = 0.5 * (1 + math.tanh(llr / 2))  # = logistic(llr), without overflow
-    n = min(255, max(0, math.ceil(256 * p) - 1))
-    return max(n, 128) if llr > 0 else min(n, 127)

@@ -1,7 +1,7 @@
 """modBAM: the alignments with SAM MM/ML base-modification tags made from nanopolish's calls.
 
 nanopolish runs once (its per-read call table); each call's log-likelihood ratio becomes an ML
-probability (numapore.methylation.frequency.llr_to_ml) on every motif site of its group, at the
+probability (numapore.methylation.calls.llr_to_ml) on every motif site of its group, at the
 read base the alignment puts on the modified base of the read's own strand (aligned pairs: reference
 -> query). Every call is tagged, confident or not: readers apply their own thresholds.
 
@@ -24,7 +24,7 @@ from shlex import quote
 
 import pysam
 
-from numapore.methylation.frequency import CALL_COLUMNS, llr_to_ml
+from numapore.methylation.calls import CALL_COLUMNS, llr_to_ml
 from numapore.methylation.motifs import Motif
 
 COMPLEMENT = str.maketrans("ACGTN", "TGCAN")

@@ -11,6 +11,10 @@ mapped with signal but no call (no CpG in the aligned part, or nanopolish could 
 signal to it).  The table's totals reconcile:
 FAST5 reads = converted + skipped (I/O mode slow5), basecalled = aligned + unmapped, and
 basecalled = with calls + every reason without; account() refuses to write a table that does not.
+
+Per-read state is kept as polars columns and the fates are found by joins, not in Python sets
+and dicts: at 5.5 M reads the sets took 4.4 GB (benchmarks/bench_postprocess.py --steps
+accounting).
 """
 
 from __future__ import annotations
@@ -18,7 +22,8 @@ from __future__ import annotations
 import os
 import struct
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from itertools import islice
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -34,6 +39,10 @@ COLUMNS = ("stage", "what", "reads", "detail")
 NA = "NA"
 NO_SIGNAL_DATASET = "no signal: its FAST5 file has no Signal dataset, or an empty one"
 NO_CALL = "no call: no CpG in the aligned part, or nanopolish could not align the signal"
+ABSENT = "no signal: absent from the FAST5 files (or in an unreadable one)"
+NOT_INDEXED = "no signal: nanopolish index found none for it"
+CENSUS_SCHEMA = {"read_id": pl.String, "file": pl.String, "has_signal": pl.Boolean}
+CHUNK = 500_000  # rows gathered in Python lists before they become a compact polars chunk
 
 
 class AccountingError(Exception):
@@ -42,11 +51,11 @@ class AccountingError(Exception):
 
 @dataclass
 class Fast5Census:
-    """The reads of a set of FAST5 files: id -> (file, has a non-empty Signal dataset),
-    unreadable files."""
+    """The reads of a set of FAST5 files: a table of read_id, file, has_signal (a non-empty
+    Signal dataset), each id once (its first file), and the unreadable files."""
 
     files: int = 0
-    reads: dict[str, tuple[str, bool]] = field(default_factory=dict)
+    reads: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=CENSUS_SCHEMA))
     reads_per_file: dict[str, int] = field(default_factory=dict)
     unreadable: dict[str, str] = field(default_factory=dict)
     repeated: int = 0  # read ids met again in a later file (the conversion rejects them)
@@ -56,23 +65,52 @@ class Fast5Census:
         """Reads in the readable files, repeated ids included."""
         return sum(self.reads_per_file.values())
 
+    def add_reads(self, rows: Iterable[tuple[str, str, bool]]) -> None:
+        """Take (read_id, file, has_signal) rows, in file order; a repeated id keeps its first."""
+        table = pl.concat([self.reads, _frame(rows, CENSUS_SCHEMA)])
+        self.reads = table.unique("read_id", keep="first", maintain_order=True)
+        self.repeated = table.height - self.reads.height
+
+
+def _chunks(items: Iterable, size: int = CHUNK) -> Iterator[list]:
+    """Items in lists of up to size."""
+    it = iter(items)
+    while chunk := list(islice(it, size)):
+        yield chunk
+
+
+def _frame(rows: Iterable[tuple], schema: dict[str, pl.DataType]) -> pl.DataFrame:
+    """Rows as one polars frame, built CHUNK rows at a time (memory holds compact columns,
+    never all the Python tuples)."""
+    parts = []
+    for chunk in _chunks(rows):
+        columns = zip(schema, zip(*chunk, strict=True), strict=True)  # row tuples -> columns
+        parts.append(pl.DataFrame(dict(columns), schema=schema))
+    return pl.concat(parts) if parts else pl.DataFrame(schema=schema)
+
+
+def _column(values: Iterable[str]) -> pl.Series:
+    """Strings as one compact polars column, built CHUNK values at a time."""
+    parts = [pl.Series(chunk, dtype=pl.String) for chunk in _chunks(values)]
+    return pl.concat(parts) if parts else pl.Series([], dtype=pl.String)
+
 
 def fast5_census(inputs: Iterable[str | os.PathLike]) -> Fast5Census:
     """Count and name the reads of FAST5 files/folders (layout only, the signal is not read)."""
     census = Fast5Census()
-    for path in map(str, list_fast5(inputs)):
-        census.files += 1
-        try:
-            reads = read_layout(path)
-        except Exception as err:  # noqa: BLE001 - any library error: the file is unreadable
-            census.unreadable[path] = f"{type(err).__name__}: {err}"
-            continue
-        census.reads_per_file[path] = len(reads)
-        for rid, has_signal in reads:
-            if rid in census.reads:
-                census.repeated += 1
-            else:
-                census.reads[rid] = (path, has_signal)
+
+    def rows() -> Iterator[tuple[str, str, bool]]:
+        for path in map(str, list_fast5(inputs)):
+            census.files += 1
+            try:
+                reads = read_layout(path)
+            except Exception as err:  # noqa: BLE001 - any library error: the file is unreadable
+                census.unreadable[path] = f"{type(err).__name__}: {err}"
+                continue
+            census.reads_per_file[path] = len(reads)
+            yield from ((rid, path, has_signal) for rid, has_signal in reads)
+
+    census.add_reads(rows())
     return census
 
 
@@ -83,32 +121,33 @@ def pod5_census(inputs: Iterable[str | os.PathLike]) -> Fast5Census:
     from numapore.signal.inputs import list_pod5
 
     census = Fast5Census()
-    for path in map(str, list_pod5([Path(p) for p in inputs])):
-        census.files += 1
-        try:
-            with pod5.Reader(path) as reader:
-                ids = [str(r.read_id) for r in reader.reads()]
-        except Exception as err:  # noqa: BLE001 - any library error: the file is unreadable
-            census.unreadable[path] = f"{type(err).__name__}: {err}"
-            continue
-        census.reads_per_file[path] = len(ids)
-        for rid in ids:
-            if rid in census.reads:
-                census.repeated += 1
-            else:
-                census.reads[rid] = (path, True)
+
+    def rows() -> Iterator[tuple[str, str, bool]]:
+        for path in map(str, list_pod5([Path(p) for p in inputs])):
+            census.files += 1
+            try:
+                with pod5.Reader(path) as reader:
+                    ids = [str(r.read_id) for r in reader.reads()]
+            except Exception as err:  # noqa: BLE001 - any library error: the file is unreadable
+                census.unreadable[path] = f"{type(err).__name__}: {err}"
+                continue
+            census.reads_per_file[path] = len(ids)
+            yield from ((rid, path, True) for rid in ids)
+
+    census.add_reads(rows())
     return census
 
 
-def signal_census(inp: AccountingInputs) -> Fast5Census:
+def signal_census(inp: AccountingInputs, blow5_ids: pl.Series | None = None) -> Fast5Census:
     """The reads of the sample's raw signal inputs, by kind: FAST5 or POD5 files, or the
-    BLOW5 input itself (its index lists its reads)."""
+    BLOW5 input itself (blow5_ids: the ids its index lists, read once by the caller)."""
     if inp.signal_kind == "pod5":
         return pod5_census(inp.fast5)
     if inp.signal_kind == "blow5":  # always I/O mode slow5: the index is the BLOW5's
-        ids = blow5_read_ids(inp.blow5_index) if inp.blow5_index else []
-        census = Fast5Census(files=1, reads={r: (str(inp.fast5[0]), True) for r in ids})
-        census.reads_per_file[str(inp.fast5[0])] = len(ids)
+        ids = _column([]) if blow5_ids is None else blow5_ids
+        path = str(inp.fast5[0])
+        census = Fast5Census(files=1, reads_per_file={path: len(ids)})
+        census.reads = pl.DataFrame({"read_id": ids, "file": path, "has_signal": True})
         return census
     return fast5_census(inp.fast5)
 
@@ -139,29 +178,50 @@ def unique_read_ids(path: str | os.PathLike, sample: str) -> list[str]:
     return ids
 
 
-def blow5_read_ids(idx: str | os.PathLike) -> list[str]:
+def alignment_summary(
+    flagstat: dict, reads: str | os.PathLike, sample: str, aligner: str, reference: str
+) -> str:
+    """The alignment check's table (reads in, primary alignments mapped) from samtools
+    flagstat's JSON; AccountingError when nothing mapped or the reads file repeats a read id
+    (before nanopolish would call such reads twice)."""
+    mapped = flagstat["QC-passed reads"]["primary mapped"]
+    reads_in = len(unique_read_ids(reads, sample))
+    if mapped == 0:
+        raise AccountingError(
+            f"sample '{sample}': none of its {reads_in} reads mapped to the reference "
+            f"{reference} with {aligner}: is it the right reference (do its contigs include the "
+            "sequenced genome)?"
+        )
+    return (
+        "sample\taligner\treads_in\tprimary_mapped\tprimary_mapped_fraction\n"
+        f"{sample}\t{aligner}\t{reads_in}\t{mapped}\t{mapped / reads_in:.4f}\n"
+    )
+
+
+def read_id_column(path: str | os.PathLike) -> pl.Series:
+    """The read ids of a FASTA/FASTQ file (gzip allowed), in order, as a polars column."""
+    with pysam.FastxFile(str(path)) as fastx:
+        return _column(rec.name for rec in fastx)
+
+
+def blow5_read_ids(idx: str | os.PathLike) -> pl.Series:
     """The read ids listed in a slow5lib BLOW5 index (.idx), in file order."""
     data = Path(idx).read_bytes()
     if not data.startswith(INDEX_MAGIC) or not data.endswith(INDEX_EOF):
         raise AccountingError(f"{idx}: not a complete slow5 index")
     entries = data[INDEX_HEADER_SIZE : -len(INDEX_EOF)]
     try:
-        return [rid.decode() for rid, _, _ in iter_index_entries(entries)]
+        return _column(rid.decode() for rid, _, _ in iter_index_entries(entries))
     except struct.error as err:
         raise AccountingError(f"{idx}: damaged slow5 index ({err})") from err
 
 
-def readdb_with_signal(readdb: str | os.PathLike) -> set[str] | None:
+def readdb_with_signal(readdb: str | os.PathLike) -> pl.Series | None:
     """Read ids nanopolish index found FAST5 signal for; None for a BLOW5 readdb ('*' lines)."""
-    found: set[str] = set()
     with open(readdb) as handle:
-        for line in handle:
-            rid, _, where = line.rstrip("\n").partition("\t")
-            if rid == "*":
-                return None
-            if where:
-                found.add(rid)
-    return found
+        lines = (line.rstrip("\n").partition("\t") for line in handle)
+        ids = _column(rid for rid, _, where in lines if where or rid == "*")
+    return None if (ids == "*").any() else ids
 
 
 def rejected_rows(listing: str | os.PathLike) -> list[tuple[str, str, str]]:
@@ -170,14 +230,17 @@ def rejected_rows(listing: str | os.PathLike) -> list[tuple[str, str, str]]:
     return [tuple(line.split("\t", 2)) for line in lines if line]  # type: ignore[misc]
 
 
-def primary_alignments(bam: str | os.PathLike) -> dict[str, int]:
-    """Mapping quality of every read's mapped primary alignment (read name -> MAPQ)."""
-    out: dict[str, int] = {}
+def primary_alignments(bam: str | os.PathLike) -> pl.DataFrame:
+    """Mapping quality of every read's mapped primary alignment: read_id, mapq."""
+    skip = 0x4 | 0x100 | 0x800  # unmapped, secondary, supplementary
     with pysam.AlignmentFile(str(bam)) as handle:
-        for r in handle.fetch(until_eof=True):
-            if not (r.is_unmapped or r.is_secondary or r.is_supplementary):
-                out[r.query_name] = r.mapping_quality
-    return out
+        rows = (
+            (r.query_name, r.mapping_quality)
+            for r in handle.fetch(until_eof=True)
+            if not r.flag & skip
+        )
+        table = _frame(rows, {"read_id": pl.String, "mapq": pl.Int64})
+    return table.unique("read_id", keep="last")  # as a dict would: the last wins
 
 
 def called_read_names(calls: str | os.PathLike) -> pl.Series:
@@ -224,24 +287,25 @@ class AccountingInputs:
 Row = tuple[str, str, object, str]
 
 
-def _conversion(inp: AccountingInputs, census: Fast5Census) -> tuple[list[Row], set, dict]:
-    """Rows of the conversion stage, the converted read ids and why reads were left out."""
-    if inp.blow5_index is None:
-        return [("conversion", "reads converted", NA, "I/O mode is not slow5")], set(), {}
-    converted = blow5_read_ids(inp.blow5_index)
-    why: dict[str, str] = {}  # read id -> reason it is not in the BLOW5
+def _conversion(
+    inp: AccountingInputs, census: Fast5Census, converted: pl.Series | None
+) -> tuple[list[Row], pl.DataFrame]:
+    """Rows of the conversion stage (converted: the BLOW5 index's read ids, None without one)
+    and why reads were left out (read_id, why: the listing's first reason for it or its file)."""
+    why = pl.DataFrame(schema={"read_id": pl.String, "why": pl.String})
+    if converted is None:
+        return [("conversion", "reads converted", NA, "I/O mode is not slow5")], why
     skipped: Counter[str] = Counter()
-    by_file: dict[str, list[str]] = {}
-    for rid, (where, _) in census.reads.items():
-        by_file.setdefault(where, []).append(rid)
-    for path, rid, reason in rejected_rows(inp.rejected) if inp.rejected else []:
+    listed: dict[str, list[tuple[int, str, str]]] = {"read_id": [], "file": []}
+    for order, (path, rid, reason) in enumerate(
+        rejected_rows(inp.rejected) if inp.rejected else []
+    ):
         if rid != ".":
             skipped[reason] += 1
-            why.setdefault(rid, f"skipped by the conversion: {reason}")
+            listed["read_id"].append((order, rid, reason))
         elif path in census.reads_per_file:  # a readable file the conversion left out whole
             skipped[reason] += census.reads_per_file[path]
-            for other in by_file.get(path, []):
-                why.setdefault(other, f"skipped by the conversion: {reason}")
+            listed["file"].append((order, path, reason))
     rows: list[Row] = [("conversion", "reads converted", len(converted), "")]
     rows += [("conversion", "reads skipped", n, reason) for reason, n in sorted(skipped.items())]
     total = len(converted) + sum(skipped.values())
@@ -251,74 +315,108 @@ def _conversion(inp: AccountingInputs, census: Fast5Census) -> tuple[list[Row], 
             f"conversion accounts for {total} ({len(converted)} converted + "
             f"{sum(skipped.values())} skipped, see {inp.rejected})"
         )
-    return rows, set(converted), why
-
-
-def _no_signal_reason(rid: str, census: Fast5Census, why: dict[str, str]) -> str:
-    """Why a basecalled read has no raw signal nanopolish can use."""
-    # A read without signal is "no signal" in every I/O mode, whatever the conversion said.
-    if rid in census.reads and not census.reads[rid][1]:
-        return NO_SIGNAL_DATASET
-    if rid in why:
-        return why[rid]
-    if rid not in census.reads:
-        return "no signal: absent from the FAST5 files (or in an unreadable one)"
-    return "no signal: nanopolish index found none for it"
+    by_read, by_file = (
+        pl.DataFrame(
+            listed[key], {"order": pl.Int64, key: pl.String, "reason": pl.String}, orient="row"
+        )
+        for key in ("read_id", "file")
+    )
+    # A whole file's reason goes to each of its reads (the census knows which they are).
+    by_file = by_file.join(census.reads.select("read_id", "file"), on="file").drop("file")
+    why = (
+        pl.concat([by_read, by_file.select(by_read.columns)])
+        .sort("order", maintain_order=True)
+        .unique("read_id", keep="first", maintain_order=True)
+        .select("read_id", why=pl.lit("skipped by the conversion: ") + pl.col("reason"))
+    )
+    return rows, why
 
 
 def account(inp: AccountingInputs) -> list[Row]:
     """Build the accounting table of one sample and aligner; raise AccountingError on a
     mismatch."""
-    census = signal_census(inp)
+    converted = blow5_read_ids(inp.blow5_index) if inp.blow5_index is not None else None
+    census = signal_census(inp, converted)
     kind = inp.signal_kind
     rows: list[Row] = [
         (kind, "files", census.files, ""),
         (kind, "reads", census.total, "in the readable files"),
     ]
     rows += [(kind, "unreadable file", NA, f"{p}: {e}") for p, e in census.unreadable.items()]
-    conversion, converted, why = _conversion(inp, census)
+    conversion, why = _conversion(inp, census, converted)
     rows += conversion
 
-    ids = read_ids(inp.reads)[0]  # repeated ids already stopped the run (alignment_summary)
-    basecalled = set(ids)
-    if inp.blow5_index is None:
+    # Repeated ids already stopped the run (merge_alignment_shards).
+    basecalled = read_id_column(inp.reads).unique()
+    if converted is None:
         # nanopolish index names a file for a read even when that file lacks the signal.
-        indexed = readdb_with_signal(inp.readdb) or set()
-        with_signal = {r for r in indexed if census.reads.get(r, ("", True))[1]}
+        indexed = readdb_with_signal(inp.readdb)
+        indexed = _column([]) if indexed is None else indexed
+        lacking = census.reads.filter(~pl.col("has_signal"))["read_id"]
+        with_signal = indexed.filter(~indexed.is_in(lacking.implode()))
     else:
         with_signal = converted
     aligned = primary_alignments(inp.bam)
-    # The called reads stay a sorted polars column (compact), compared by joins, not a set.
     called = called_read_names(inp.calls)
-    basecalled_names = pl.Series(ids, dtype=pl.String)
-    strangers = set(aligned) - basecalled
-    strangers.update(called.filter(~called.is_in(basecalled_names.implode())))
-    if strangers:
+    known = basecalled.implode()
+    strangers = pl.concat(
+        [
+            aligned["read_id"].filter(~aligned["read_id"].is_in(known)),
+            called.filter(~called.is_in(known)),
+        ]
+    )
+    if len(strangers):
         raise AccountingError(
-            f"sample '{inp.sample}': {len(strangers)} read(s) in {inp.bam} or {inp.calls} are "
-            f"not in the reads file {inp.reads} (e.g. {sorted(strangers)[0]})"
+            f"sample '{inp.sample}': {strangers.n_unique()} read(s) in {inp.bam} or {inp.calls} "
+            f"are not in the reads file {inp.reads} (e.g. {strangers.min()})"
         )
-    signal_only = len(set(census.reads) - basecalled)
+    census_ids = census.reads["read_id"]
     rows += [
         ("basecalled", "reads", len(basecalled), str(Path(inp.reads).resolve())),
-        ("basecalled", "reads with raw signal", len(basecalled & with_signal), ""),
-        (kind, "reads not in the basecalled file", signal_only, "not basecalled or filtered"),
-        ("alignment", "primary aligned", len(aligned), inp.aligner),
-        ("alignment", "unmapped", len(basecalled - set(aligned)), ""),
+        ("basecalled", "reads with raw signal", basecalled.is_in(with_signal.implode()).sum(), ""),
+        (
+            kind,
+            "reads not in the basecalled file",
+            (~census_ids.is_in(known)).sum(),
+            "not basecalled or filtered",
+        ),
+        ("alignment", "primary aligned", aligned.height, inp.aligner),
+        ("alignment", "unmapped", (~basecalled.is_in(aligned["read_id"].implode())).sum(), ""),
     ]
-    fates: Counter[str] = Counter()
-    for rid, has_calls in zip(ids, basecalled_names.is_in(called.implode()), strict=True):
-        if has_calls:
-            continue
-        if rid not in aligned:
-            fates["unmapped"] += 1
-        elif rid not in with_signal:
-            fates[_no_signal_reason(rid, census, why)] += 1
-        elif aligned[rid] < inp.min_mapq:
-            fates[f"mapping quality below {inp.min_mapq}"] += 1
-        else:
-            fates[NO_CALL] += 1
-    usable = pl.Series([r for r in aligned if r in with_signal], dtype=pl.String)
+    # Each basecalled read's one fate, in the order the module docstring gives.
+    reads = (
+        pl.DataFrame({"read_id": basecalled})
+        .with_columns(
+            called=pl.col("read_id").is_in(called.implode()),
+            with_signal=pl.col("read_id").is_in(with_signal.implode()),
+        )
+        .join(aligned, on="read_id", how="left")
+        .join(census.reads.select("read_id", "has_signal"), on="read_id", how="left")
+        .join(why, on="read_id", how="left")
+    )
+    # A read without signal is "no signal" in every I/O mode, whatever the conversion said.
+    no_signal = (
+        pl.when(pl.col("has_signal").not_())
+        .then(pl.lit(NO_SIGNAL_DATASET))
+        .when(pl.col("why").is_not_null())
+        .then(pl.col("why"))
+        .when(pl.col("has_signal").is_null())
+        .then(pl.lit(ABSENT))
+        .otherwise(pl.lit(NOT_INDEXED))
+    )
+    fate = (
+        pl.when(pl.col("called"))
+        .then(None)
+        .when(pl.col("mapq").is_null())
+        .then(pl.lit("unmapped"))
+        .when(pl.col("with_signal").not_())
+        .then(no_signal)
+        .when(pl.col("mapq") < inp.min_mapq)
+        .then(pl.lit(f"mapping quality below {inp.min_mapq}"))
+        .otherwise(pl.lit(NO_CALL))
+    )
+    fates = dict(reads.select(fate=fate)["fate"].drop_nulls().value_counts().iter_rows())
+    usable = aligned["read_id"].filter(aligned["read_id"].is_in(with_signal.implode()))
     odd = called.filter(~called.is_in(usable.implode()))
     if len(odd):
         raise AccountingError(

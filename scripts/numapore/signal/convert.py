@@ -24,6 +24,12 @@ output's aux columns and the read group of the run; the first file, and any file
 run_id, comes back decoded and is encoded by the parent.  Multi-read files are split into slices of
 SLICE_READS read groups so that K workers share a big file.
 
+Reading happens only in worker processes, also at K=1, because a damaged file can crash an HDF5
+library (Debian's 1.10 segfaults on some flipped bytes that h5py's newer HDF5 refuses cleanly).
+A crash costs the worker, not the conversion: the files it held are read again by read_fast5 in
+a fresh process, one by one if that dies too, and a file that still kills its reader is a bad
+file (fail: the error names it; skip: it is listed with that reason).
+
 CLI::
 
     PYTHONPATH=scripts python -m numapore.signal.convert FAST5_DIR_OR_FILE... -o sample.blow5 \\
@@ -138,6 +144,7 @@ class _Task:
     signal_compression: str
     aux_fields: tuple[AuxField, ...] | None
     read_groups: dict[str, int]
+    compiled: bool = True  # False: read_fast5 only (a retry after a reader process died)
 
 
 @dataclass
@@ -225,14 +232,14 @@ def _process_batch(tasks: list[_Task]) -> list[_Result]:
 
 def _process(task: _Task) -> _Result:
     """Worker entry point: read a FAST5 file (slice) and encode its reads when possible."""
-    reader = core_reader(
+    reader = task.compiled and core_reader(
         task.fmt,
         task.record_compression,
         task.signal_compression,
         task.aux_fields,
         task.read_groups,
     )
-    got = reader.read(task.path, task.start, task.stop) if reader is not None else None
+    got = reader.read(task.path, task.start, task.stop) if reader else None
     if got is not None:  # the compiled reader; None: a file it leaves to the Python reader
         return _Result(task, groups=got.groups, encoded=got.encoded, decoded=got.decoded)
     result = _Result(task)
@@ -384,6 +391,11 @@ class _Converter:
         self.report.reads_written += 1
         self.report.samples += samples
 
+    def note(self, text: str) -> None:
+        """Tell the user something on the progress stream (when there is one)."""
+        if self.progress is not None:
+            print(f"[numapore.convert] {text}", file=self.progress, flush=True)
+
     def maybe_progress(self, final: bool = False) -> None:
         """Print progress to stderr at most once per progress_interval seconds."""
         now = time.monotonic()
@@ -409,20 +421,12 @@ class _Converter:
             return []
         return [(s, s + SLICE_READS) for s in range(SLICE_READS, result.groups, SLICE_READS)]
 
-    def run_serial(self, files: list[str]) -> None:
-        """Convert in this process (K=1)."""
-        for path in files:
-            result = _process(self.task(path, 0, SLICE_READS))
-            self.handle(result)
-            for start, stop in self.slices(result):
-                self.handle(_process(self.task(path, start, stop)))
-
     def run_pool(self, files: list[str], processes: int) -> None:
         """Convert with K worker processes, writing results in input order."""
         window = 2 * processes  # batches in flight: keeps workers busy, bounds memory
         todo = deque(files)
         # Batches in input order: a future of a batch's results, or results already in hand.
-        pending: deque[tuple[list[str], Future | list[_Result]]] = deque()
+        pending: deque[tuple[list[_Task], Future | list[_Result]]] = deque()
         # A process pool that notices dead workers: a crash inside HDF5 must not hang us.
         pool = ProcessPoolExecutor(processes, mp_context=_pool_context())
         try:
@@ -431,34 +435,61 @@ class _Converter:
                 # workers can encode only once they know them.
                 while todo and len(pending) < window and (self.schema is not None or not pending):
                     tasks = self.batch(todo)
-                    pending.append(([t.path for t in tasks], pool.submit(_process_batch, tasks)))
-                paths, batch = pending.popleft()
+                    pending.append((tasks, pool.submit(_process_batch, tasks)))
+                tasks, batch = pending.popleft()
                 try:
                     results = batch if isinstance(batch, list) else batch.result()
-                except BrokenProcessPool as err:
-                    paths += [p for more, _ in pending for p in more]
-                    raise ConversionError(
-                        "a reader process died (a crash inside HDF5?) while converting one of "
-                        + ", ".join(dict.fromkeys(paths))
-                    ) from err
+                except BrokenProcessPool:
+                    # A worker died: this batch's or one running beside it. Read this batch
+                    # again apart; resubmit the others as they were to a new pool.
+                    pool.shutdown(wait=True, cancel_futures=True)
+                    self.note(
+                        f"a reader process died (in HDF5?): rereading its {len(tasks)} file(s)"
+                    )
+                    results = _isolated(tasks)
+                    pool = ProcessPoolExecutor(processes, mp_context=_pool_context())
+                    pending = deque((t, _resubmit(pool, t, f)) for t, f in pending)
                 for i, result in enumerate(results):
                     slices = self.slices(result)
                     if slices:
                         # The other slices of a big multi-read file go right after its first
                         # slice, before the rest of its batch.
                         path = result.task.path
-                        more = [
-                            ([path], pool.submit(_process_batch, [self.task(path, start, stop)]))
-                            for start, stop in slices
-                        ]
+                        slice_tasks = [self.task(path, start, stop) for start, stop in slices]
+                        more = [([t], pool.submit(_process_batch, [t])) for t in slice_tasks]
                         rest = results[i + 1 :]
-                        more += [(paths[i + 1 :], rest)] if rest else []
+                        more += [(tasks[i + 1 :], rest)] if rest else []
                         pending.extendleft(reversed(more))
                     self.handle(result)
                     if slices:
                         break
         finally:
             pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _resubmit(
+    pool: ProcessPoolExecutor, tasks: list[_Task], batch: Future | list[_Result]
+) -> Future | list[_Result]:
+    """A pending batch after its pool broke: its results if it finished, else a new future."""
+    if isinstance(batch, list):
+        return batch
+    if batch.done() and not batch.cancelled() and batch.exception() is None:
+        return batch.result()
+    return pool.submit(_process_batch, tasks)
+
+
+def _isolated(tasks: list[_Task]) -> list[_Result]:
+    """Results of a batch whose worker died: read_fast5 (h5py's HDF5) reads it again in a fresh
+    process, one file per process once that dies too; a file that still kills it is bad input."""
+    retry = [replace(t, compiled=False) for t in tasks]
+    with ProcessPoolExecutor(1, mp_context=_pool_context()) as pool:
+        try:
+            return pool.submit(_process_batch, retry).result()
+        except BrokenProcessPool:
+            pass
+    if len(tasks) > 1:
+        return [result for task in tasks for result in _isolated([task])]
+    return [_Result(tasks[0], error="unreadable FAST5 (reading it crashed the reader process)")]
 
 
 def _file_size(path: str) -> int:
@@ -525,10 +556,7 @@ def convert(
         writer, report, on_bad_fast5, allow_duplicate_ids, progress, progress_interval
     )
     try:
-        if processes == 1:
-            conv.run_serial(files)
-        else:
-            conv.run_pool(files, processes)
+        conv.run_pool(files, processes)
         if report.reads_written == 0:
             raise ConversionError(f"no reads converted from {len(files)} FAST5 files")
         writer.close()
@@ -541,7 +569,7 @@ def convert(
     report.output_bytes = output.stat().st_size
     report.index = writer.index_path
     if fmt == "blow5" and write_index and report.index is None and progress is not None:
-        print("[numapore.convert] read ids repeat: no index written", file=progress)
+        conv.note("read ids repeat: no index written")
     if on_bad_fast5 == "skip":
         report.rejected_tsv = write_rejected(output, conv.rejected)
     if progress is not None:
