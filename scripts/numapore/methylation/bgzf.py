@@ -47,11 +47,13 @@ def compiled_block(data: bytes) -> bytes:
 
 def write_bgzf(path: Path, chunks: Iterable[bytes], threads: int | None = None) -> None:
     """Write chunks of text to path as BGZF (EOF block included), blocks compressed by
-    `threads` threads (every core by default) in order of the text."""
+    `threads` threads (by default one per core this process may run on: a Slurm job's or
+    taskset's share, not the whole host) in order of the text."""
     block = compiled_block if calls_core.ENABLED else zlib_block
     pending: deque = deque()
     rest = b""
-    with open(path, "wb") as out, ThreadPoolExecutor(threads or os.cpu_count() or 1) as pool:
+    threads = threads or len(os.sched_getaffinity(0))
+    with open(path, "wb") as out, ThreadPoolExecutor(threads) as pool:
         for chunk in chunks:
             data = rest + chunk if rest else chunk
             whole = len(data) - len(data) % BGZF_BLOCK
