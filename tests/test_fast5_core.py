@@ -146,3 +146,15 @@ def test_unusual_file_is_left_to_the_python_reader(f2s_dir: Path) -> None:
     assert reader.reason == "cannot open as HDF5"
     assert reader.read(str(f2s_dir / "raw/err_fast5/dupli_attrib.fast5")) is None
     assert reader.reason == "header attribute given twice: version"
+
+
+def test_shared_declarations_come_from_the_c_sources() -> None:
+    """Both compiled modules' shared C types are read from their sources' cffi markers."""
+    from numapore.methylation import calls_core_build
+    from numapore.signal import fast5_core_build
+    from numapore.signal.svbzd_build import shared_declarations
+
+    assert "} np5_read;" in shared_declarations(fast5_core_build.SOURCE.read_text())
+    assert "} cc_table;" in shared_declarations(calls_core_build.SOURCE.read_text())
+    with pytest.raises(ValueError, match="cffi: begin/end"):
+        shared_declarations("int f(void);")

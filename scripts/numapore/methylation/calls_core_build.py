@@ -9,16 +9,14 @@ same outputs (tests/test_calls_core.py), slower (50 M call rows: 47 s against ab
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import cffi
 
-from numapore.signal.svbzd_build import compile_module
+from numapore.signal.svbzd_build import compile_module, shared_declarations
 
 PACKAGE = Path(__file__).resolve().parent
 SOURCE = PACKAGE / "calls_core.c"
-C_SHARED = re.compile(r"/\* cffi: begin .*?\*/\n(.*?)/\* cffi: end \*/", re.S)
 C_DECLARATIONS = """
 int cc_aggregate(cc_table *t, const char *path, const int *where, int ncols, double threshold);
 void cc_free(cc_table *t);
@@ -34,7 +32,7 @@ def build(package: Path = PACKAGE) -> Path:
     """Compile the aggregator into package/ (numapore/methylation/_calls_core.*.so); its path."""
     source = SOURCE.read_text()
     ffi = cffi.FFI()
-    ffi.cdef(C_SHARED.search(source).group(1) + C_DECLARATIONS)
+    ffi.cdef(shared_declarations(source) + C_DECLARATIONS)
     ffi.set_source(
         "numapore.methylation._calls_core",
         source,

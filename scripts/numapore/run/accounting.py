@@ -152,25 +152,18 @@ def signal_census(inp: AccountingInputs, blow5_ids: pl.Series | None = None) -> 
     return fast5_census(inp.fast5)
 
 
-def read_ids(path: str | os.PathLike) -> tuple[list[str], list[str]]:
-    """The read ids of a FASTA/FASTQ file (gzip allowed) in order, and the ids seen twice."""
-    ids: list[str] = []
-    seen: set[str] = set()
-    repeated: list[str] = []
-    with pysam.FastxFile(str(path)) as fastx:
-        for rec in fastx:
-            if rec.name in seen:
-                repeated.append(rec.name)
-            seen.add(rec.name)
-            ids.append(rec.name)
-    return ids, repeated
+def read_ids(path: str | os.PathLike) -> tuple[pl.Series, pl.Series]:
+    """The read ids of a FASTA/FASTQ file in order, and each id's repeats (every occurrence
+    after its first), as polars columns."""
+    ids = read_id_column(path)
+    return ids, ids.filter(~ids.is_first_distinct())
 
 
-def unique_read_ids(path: str | os.PathLike, sample: str) -> list[str]:
+def unique_read_ids(path: str | os.PathLike, sample: str) -> pl.Series:
     """The read ids of a reads file; AccountingError naming the file if an id repeats."""
     ids, repeated = read_ids(path)
-    if repeated:
-        shown = ", ".join(sorted(set(repeated))[:3])
+    if len(repeated):
+        shown = ", ".join(repeated.unique().sort().head(3))
         raise AccountingError(
             f"sample '{sample}': reads file {Path(path).resolve()} repeats {len(repeated)} read "
             f"id(s) (e.g. {shown}); nanopolish would call such reads twice: remove the duplicates"

@@ -10,18 +10,16 @@ reader alone (numapore.signal.fast5, h5py): the same bytes (tests/test_fast5_cor
 
 from __future__ import annotations
 
-import re
 import subprocess
 from pathlib import Path
 
 import cffi
 
 from numapore.signal.svbzd_build import C_SOURCE as SVBZD_SOURCE
-from numapore.signal.svbzd_build import compile_module
+from numapore.signal.svbzd_build import compile_module, shared_declarations
 
 PACKAGE = Path(__file__).resolve().parent
 SOURCE = PACKAGE / "fast5_core.c"
-C_SHARED = re.compile(r"/\* cffi: begin .*?\*/\n(.*?)/\* cffi: end \*/", re.S)
 # np5_aux and np5_read come from fast5_core.c itself (between its "cffi:" markers); Python reads
 # these fields of np5_ctx and leaves the rest opaque.
 C_DECLARATIONS = """
@@ -64,7 +62,7 @@ def build(package: Path = PACKAGE) -> Path:
     includes, libdirs = hdf5_flags()
     source = SOURCE.read_text()
     ffi = cffi.FFI()
-    ffi.cdef(C_SHARED.search(source).group(1) + C_DECLARATIONS)
+    ffi.cdef(shared_declarations(source) + C_DECLARATIONS)
     ffi.set_source(
         "numapore.signal._fast5_core",
         SVBZD_SOURCE + "\n" + source,

@@ -9,6 +9,7 @@ compares the two and both against slow5tools), about ten times slower (1 ms per 
 
 from __future__ import annotations
 
+import re
 import shutil
 import tempfile
 from pathlib import Path
@@ -50,6 +51,18 @@ size_t svbzd_encode(const int16_t *in, size_t n, uint8_t *out);
 
 
 PACKAGE = Path(__file__).resolve().parent
+
+
+C_SHARED = re.compile(r"/\* cffi: begin .*?\*/\n(.*?)/\* cffi: end \*/", re.S)
+
+
+def shared_declarations(source: str) -> str:
+    """The C types a source shares with Python: its text between "/* cffi: begin ... */" and
+    "/* cffi: end */" (so a build's cdef never carries a copy of them)."""
+    found = C_SHARED.search(source)
+    if found is None:
+        raise ValueError("numapore: C source without /* cffi: begin/end */ markers")
+    return found.group(1)
 
 
 def compile_module(ffi: cffi.FFI, package: Path) -> Path:
