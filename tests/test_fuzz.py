@@ -123,14 +123,15 @@ def test_mutate_is_seeded_and_damages(case):
 
 # Found by this fuzz test (seed 260166592, case 32): one flipped byte in an attribute message of
 # a multi-read file makes Debian's HDF5 1.10 (the compiled reader's) read past a buffer and, after
-# h5py has opened the file in the same process, segfault. h5py's HDF5 refuses it cleanly.
+# h5py has opened the file in the same process, segfault (on this machine, not on every clone).
+# h5py's HDF5 refuses it cleanly.
 CRASHER = ("raw/multi-fast5/ssm1.fast5", 3648, 74)
 
 
 @pytest.mark.parametrize("processes", ["1", "2"])
 def test_file_that_crashes_debians_hdf5_is_refused_cleanly(tmp_path, f2s_dir, processes):
-    """The file kills the worker that reads it with the compiled reader, yet the converter
-    (after the census, as in the workflow) refuses it by name and converts the rest."""
+    """The file (which kills the compiled reader's worker here, depending on the heap layout)
+    is refused by name after the census, as in the workflow, and the rest is converted."""
     name, offset, value = CRASHER
     good = f2s_dir / name
     data = bytearray(good.read_bytes())
@@ -146,8 +147,9 @@ def test_file_that_crashes_debians_hdf5_is_refused_cleanly(tmp_path, f2s_dir, pr
     assert f"numapore.convert: error: {bad}: unreadable FAST5" in failed.stderr
     skipped = subprocess.run([*cmd, "skip"], capture_output=True, text=True, env=env, timeout=60)
     assert skipped.returncode == 0, skipped.stderr
-    # The compiled reader's process did die here (else this test no longer tests a crash).
-    assert "a reader process died" in skipped.stderr, skipped.stderr
+    # Whether Debian's HDF5 segfaults on it depends on the heap layout (a clean clone elsewhere
+    # refused it without a crash), so either path must give this outcome. The crash path itself
+    # is tested deterministically by test_convert's worker that dies of SIGSEGV.
     rows = Path(f"{out}.rejected.tsv").read_text().splitlines()[1:]
     assert len(rows) == 1 and rows[0].startswith(f"{bad}\t.\tunreadable FAST5 ("), rows
     alone = tmp_path / "alone.blow5"
