@@ -55,7 +55,8 @@ rule merge_alignment_shards:
         "results/benchmarks/merge_alignment_shards/{sample}.{aligner}.tsv"
     conda:
         "../../envs/python.yaml"
-    threads: RUN_CORES
+    # Half the run's cores (not all: nanopolish index, one thread, runs beside it, not after).
+    threads: max(1, RUN_CORES // 2)
     params:
         reference=lambda wc: str(SAMPLES[wc.sample].reference),
     script:
