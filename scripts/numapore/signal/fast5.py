@@ -483,7 +483,10 @@ def _has_signal(group: Any) -> bool:
         signal = h5py.h5o.open(group, b"Signal")
     except KeyError:  # a dangling link
         return False
-    return isinstance(signal, h5py.h5d.DatasetID) and signal.get_space().get_simple_extent_npoints() > 0
+    return (
+        isinstance(signal, h5py.h5d.DatasetID)
+        and signal.get_space().get_simple_extent_npoints() > 0
+    )
 
 
 def _open(path: str) -> h5py.File:
