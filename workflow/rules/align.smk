@@ -55,8 +55,7 @@ rule merge_alignment_shards:
         "results/benchmarks/merge_alignment_shards/{sample}.{aligner}.tsv"
     conda:
         "../../envs/python.yaml"
-    # Half the run's cores (not all: nanopolish index, one thread, runs beside it, not after).
-    threads: max(1, RUN_CORES // 2)
+    threads: RUN_CORES
     params:
         reference=lambda wc: str(SAMPLES[wc.sample].reference),
     script:
