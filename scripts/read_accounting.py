@@ -21,6 +21,11 @@ try:
             min_mapq=smk.params.min_mapq,
             blow5_index=smk.input.get("blow5_index"),
             rejected=smk.input.get("rejected"),
+            census=(
+                (smk.input.census_reads, smk.input.census_files)
+                if "census_reads" in smk.input.keys()
+                else None
+            ),
         )
     )
 except AccountingError as err:

@@ -20,11 +20,13 @@ from numapore.run.accounting import (
     blow5_read_ids,
     called_reads,
     fast5_census,
+    read_census,
     read_id_column,
     read_ids,
     readdb_with_signal,
     rejected_rows,
     unique_read_ids,
+    write_census,
 )
 from numapore.signal.convert import convert
 from project import write_project
@@ -146,6 +148,22 @@ def test_fast5_census_counts_single_and_multi_read_files(f2s_dir, tmp_path):
     bad = fast5_census([f2s_dir / "raw/err_fast5"])
     assert "not_a_fast5.fast5" in " ".join(bad.unreadable)
     assert bad.total == sum(bad.reads_per_file.values())
+
+
+def test_census_saved_and_loaded_whole(f2s_dir, tmp_path):
+    """A census (readable, unreadable and repeated reads, odd names) loads back the same."""
+    odd = tmp_path / "NA"  # a file named like the missing-value marker
+    odd.mkdir()
+    shutil.copy(f2s_dir / "raw/single-fast5/sss1.fast5", odd / "tab\tname.fast5")
+    folders = [f2s_dir / "raw/single-fast5", f2s_dir / "raw/multi-fast5", f2s_dir / "raw/err_fast5"]
+    census = fast5_census([*folders, odd])
+    assert census.unreadable and census.repeated and census.reads_per_file
+    write_census(census, tmp_path / "c.parquet", tmp_path / "c.files.tsv")
+    loaded = read_census(tmp_path / "c.parquet", tmp_path / "c.files.tsv")
+    assert loaded.reads.equals(census.reads)
+    assert list(loaded.reads_per_file.items()) == list(census.reads_per_file.items())
+    assert list(loaded.unreadable.items()) == list(census.unreadable.items())
+    assert (loaded.files, loaded.repeated) == (census.files, census.repeated)
 
 
 def test_read_ids_and_duplicates(tmp_path):

@@ -2,6 +2,28 @@
 # CpG calls (numapore.run.accounting); the job fails when the totals do not reconcile.
 
 
+# The reads of FAST5 or POD5 inputs, from the files' layout: a job of its own, which runs
+# beside nanopolish index (one thread) instead of after the calls.
+rule signal_census:
+    input:
+        lambda wc: [str(p) for p in SAMPLES[wc.sample].signal],
+    output:
+        reads="results/{sample}/signal/{sample}.census.parquet",
+        files="results/{sample}/signal/{sample}.census.files.tsv",
+    log:
+        "results/logs/signal_census/{sample}.log",
+    benchmark:
+        "results/benchmarks/signal_census/{sample}.tsv"
+    wildcard_constraints:
+        sample=f"{samples_of_kind('fast5')}|{samples_of_kind('pod5')}",
+    conda:
+        "../../envs/python.yaml"
+    params:
+        kind=lambda wc: SAMPLES[wc.sample].signal_kind,
+    script:
+        "../../scripts/signal_census.py"
+
+
 rule read_accounting:
     input:
         unpack(accounting_inputs),

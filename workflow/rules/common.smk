@@ -420,7 +420,7 @@ def methylation_shard_inputs(wildcards):
 
 def accounting_inputs(wildcards):
     """What the accounting reads: reads and their signal index, BAM, the first motif's calls
-    (+ the BLOW5's)."""
+    (+ the BLOW5's; + the census of FAST5/POD5 inputs)."""
     prefix = f"results/{wildcards.sample}"
     name = f"{wildcards.sample}.{wildcards.aligner}"
     reads = staged_reads(wildcards)
@@ -433,6 +433,9 @@ def accounting_inputs(wildcards):
     if IO_MODE == "slow5":
         inputs["blow5_index"] = f"{prefix}/signal/{wildcards.sample}.blow5.idx"
         inputs["rejected"] = f"{prefix}/signal/{wildcards.sample}.blow5.rejected.tsv"
+    if SAMPLES[wildcards.sample].signal_kind != "blow5":  # a BLOW5 input's index lists its reads
+        census = f"{prefix}/signal/{wildcards.sample}.census"
+        inputs |= {"census_reads": f"{census}.parquet", "census_files": f"{census}.files.tsv"}
     return inputs
 
 

@@ -42,6 +42,7 @@ NO_CALL = "no call: no CpG in the aligned part, or nanopolish could not align th
 ABSENT = "no signal: absent from the FAST5 files (or in an unreadable one)"
 NOT_INDEXED = "no signal: nanopolish index found none for it"
 CENSUS_SCHEMA = {"read_id": pl.String, "file": pl.String, "has_signal": pl.Boolean}
+CENSUS_FILES_SCHEMA = {"file": pl.String, "reads": pl.Int64, "unreadable": pl.String}
 CHUNK = 500_000  # rows gathered in Python lists before they become a compact polars chunk
 
 
@@ -150,6 +151,36 @@ def signal_census(inp: AccountingInputs, blow5_ids: pl.Series | None = None) -> 
         census.reads = pl.DataFrame({"read_id": ids, "file": path, "has_signal": True})
         return census
     return fast5_census(inp.fast5)
+
+
+def write_census(
+    census: Fast5Census, reads_path: str | os.PathLike, files_path: str | os.PathLike
+) -> None:
+    """Save a census (read_census loads it): its reads table as Parquet, and its files as a TSV
+    of file, reads, unreadable (why it could not be read; empty for a readable file)."""
+    files = [(path, n, "") for path, n in census.reads_per_file.items()]
+    files += [(path, None, why) for path, why in census.unreadable.items()]
+    table = pl.DataFrame(files, schema=CENSUS_FILES_SCHEMA, orient="row")
+    with atomic_output(reads_path) as tmp:
+        census.reads.write_parquet(tmp)
+    with atomic_output(files_path) as tmp:
+        table.write_csv(tmp, separator="\t", null_value="NA")
+
+
+def read_census(reads_path: str | os.PathLike, files_path: str | os.PathLike) -> Fast5Census:
+    """A census saved by write_census."""
+    files = pl.read_csv(
+        files_path,
+        separator="\t",
+        schema=CENSUS_FILES_SCHEMA,
+        null_values={"reads": "NA"},  # an unreadable file's (a file may be named NA)
+    )
+    readable = pl.col("unreadable").is_null()  # written empty: a reason never is
+    census = Fast5Census(files=files.height, reads=pl.read_parquet(reads_path))
+    census.reads_per_file = dict(files.filter(readable).select("file", "reads").iter_rows())
+    census.unreadable = dict(files.filter(~readable).select("file", "unreadable").iter_rows())
+    census.repeated = census.total - census.reads.height
+    return census
 
 
 def read_ids(path: str | os.PathLike) -> tuple[pl.Series, pl.Series]:
@@ -275,6 +306,8 @@ class AccountingInputs:
     blow5_index: str | os.PathLike | None = None  # I/O mode slow5 only
     rejected: str | os.PathLike | None = None  # I/O mode slow5 only
     signal_kind: str = "fast5"  # of the raw signal inputs (fast5): fast5, pod5 or blow5
+    # The census of the signal files, made before (write_census: reads, files); else made here.
+    census: tuple[str | os.PathLike, str | os.PathLike] | None = None
 
 
 Row = tuple[str, str, object, str]
@@ -329,7 +362,7 @@ def account(inp: AccountingInputs) -> list[Row]:
     """Build the accounting table of one sample and aligner; raise AccountingError on a
     mismatch."""
     converted = blow5_read_ids(inp.blow5_index) if inp.blow5_index is not None else None
-    census = signal_census(inp, converted)
+    census = read_census(*inp.census) if inp.census else signal_census(inp, converted)
     kind = inp.signal_kind
     rows: list[Row] = [
         (kind, "files", census.files, ""),
