@@ -61,11 +61,12 @@ class TagStats:
 
 
 @contextmanager
-def sorted_lines(command: str, source: Path, text: bool = True) -> Iterator:
-    """What a shell command prints (bash -o pipefail; lines of text, or a binary stream),
-    failing with source if it fails."""
+def sorted_lines(command: str, source: Path, text: bool = True, stdin=None) -> Iterator:
+    """What a shell command prints (bash -o pipefail; lines of text, or a binary stream; its
+    standard input stdin, a file), failing with source if it fails."""
     proc = subprocess.Popen(
         ["bash", "-o", "pipefail", "-c", command],
+        stdin=stdin,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=text,
@@ -83,10 +84,10 @@ def sorted_lines(command: str, source: Path, text: bool = True) -> Iterator:
 
 
 def by_name_command(body: str, column: int, scratch: Path) -> str:
-    """Shell: body's lines sorted by one tab-separated column, bytewise, stable, on disk."""
-    return (
-        f"{body} | LC_ALL=C sort -s -t $'\\t' -k{column},{column} -S 256M -T {quote(str(scratch))}"
-    )
+    """Shell: body's lines (standard input if body is empty) sorted by one tab-separated
+    column, bytewise, stable, on disk."""
+    sort = f"LC_ALL=C sort -s -t $'\\t' -k{column},{column} -S 256M -T {quote(str(scratch))}"
+    return f"{body} | {sort}" if body else sort
 
 
 def mm_ml(seq: str, reverse: bool, motif: Motif, calls: dict[int, int]) -> tuple[str, array]:
@@ -368,17 +369,18 @@ class CompiledTagger:
         lib.cc_tagger_free(self.t)
 
 
-def call_columns(calls: Path) -> tuple[dict[str, int], int]:
-    """Where each of CALL_COLUMNS is in the call table's header, and its column count."""
+def call_columns(calls: Path) -> tuple[dict[str, int], int, int]:
+    """Where each of CALL_COLUMNS is in the call table's header, its column count, and the
+    header line's length in bytes."""
     with open(calls, "rb") as handle:
-        first = handle.readline().rstrip(b"\n").removesuffix(b"\r")
-    header = first.decode(errors="replace").split("\t")
+        line = handle.readline()
+    header = line.rstrip(b"\n").removesuffix(b"\r").decode(errors="replace").split("\t")
     missing = set(CALL_COLUMNS) - set(header)
     if missing:
         raise ValueError(
             f"numapore: {calls}: not a nanopolish call table, missing {sorted(missing)}"
         )
-    return {name: header.index(name) for name in CALL_COLUMNS}, len(header)
+    return {name: header.index(name) for name in CALL_COLUMNS}, len(header), len(line)
 
 
 def missing_read(calls: Path, name: bytes, bam: Path) -> str:
@@ -389,17 +391,18 @@ def missing_read(calls: Path, name: bytes, bam: Path) -> str:
 
 def tag_alignments(bam: Path, calls: Path, motif: Motif, output: Path, scratch: Path) -> TagStats:
     """Write bam with MM/ML tags from the call table into output (unsorted BAM)."""
-    columns, ncols = call_columns(calls)
+    columns, ncols, header_bytes = call_columns(calls)
     stats = TagStats()
-    calls_cmd = by_name_command(
-        f"tail -n +2 {quote(str(calls))}", columns["read_name"] + 1, scratch
-    )
+    calls_cmd = by_name_command("", columns["read_name"] + 1, scratch)
     bam_cmd = by_name_command(f"samtools view {quote(str(bam))}", 1, scratch)
     name = None
+    rows = open(calls, "rb")  # sort reads the rows from the file, after the header: no pipe
+    rows.seek(header_bytes)
     with (
+        rows,
         pysam.AlignmentFile(str(bam)) as source,
-        pysam.AlignmentFile(str(output), "wb", template=source) as out,
-        sorted_lines(calls_cmd, calls, text=False) as call_stream,
+        pysam.AlignmentFile(str(output), "wb0", template=source) as out,
+        sorted_lines(calls_cmd, calls, text=False, stdin=rows) as call_stream,
         sorted_lines(bam_cmd, bam) as bam_lines,
     ):
         header = source.header
