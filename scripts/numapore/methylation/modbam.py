@@ -151,11 +151,16 @@ class BadCall(Exception):
     """A call line that cannot be read (the line, what is wrong): tag_alignments names the file."""
 
 
+def wrong_fields(n: int, ncols: int) -> str:
+    """What is wrong with a call line of n fields."""
+    return f"{n} field{'s' * (n != 1)} where the header has {ncols}"
+
+
 def line_fields(line: bytes, ncols: int) -> list[bytes]:
     """A call line's fields, exactly as many as the header has."""
     fields = line.split(b"\t")
     if len(fields) != ncols:
-        raise BadCall(line, f"{len(fields)} fields where the header has {ncols}")
+        raise BadCall(line, wrong_fields(len(fields), ncols))
     return fields
 
 
@@ -309,7 +314,7 @@ class CompiledTagger:
             return MemoryError("numapore: out of memory tagging the alignments")
         line = buf[at + t.error_at : at + t.error_at + t.error_len]
         if t.error == lib.CC_BAD_FIELDS:
-            return BadCall(line, f"{t.error_fields} fields where the header has {t.ncols}")
+            return BadCall(line, wrong_fields(t.error_fields, t.ncols))
         return BadCall(line, self.REASONS[t.error])
 
     def groups(self, stream) -> Iterator[tuple[bytes, tuple[bytes, int, int]]]:
