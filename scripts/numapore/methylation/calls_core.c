@@ -5,6 +5,9 @@
  * hash table. What it counts per group is what group_counts in frequency.py counts with DuckDB:
  * numapore.methylation.frequency turns the groups into the same DataFrame. Memory holds the
  * groups (about 90 bytes and a sequence each), never the rows.
+ *
+ * The modBAM part (cc_call_group, cc_tag_read, at the end) takes the call stream sorted by read
+ * name and one read's alignments at a time: what read_sites and mm_ml in modbam.py compute.
  */
 #include <errno.h>
 #include <libdeflate.h>
@@ -698,7 +701,7 @@ static int ready_fields(cc_tagger *t) {
 }
 
 /* The first read's calls in buf[0..n) (the call stream sorted by read name; blank lines
- * skipped): CC_GROUP with the blank bytes before them (*skip), the read name
+ * skipped, CRLF read as LF): CC_GROUP with the blank bytes before them (*skip), the read name
  * (buf[*name_at..+*name_len]) and the bytes of its lines (*group_len, from *skip); CC_MORE when
  * buf may end inside them (not eof); CC_END when nothing is left (eof); -1 for a line without
  * the header's field count (t->error...). Every line read is checked, the next read's first

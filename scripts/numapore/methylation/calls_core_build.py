@@ -5,6 +5,8 @@
 ./setup.sh runs it. numapore.methylation.frequency uses the module it builds
 (numapore.methylation._calls_core) to count a call table's groups and, without it, DuckDB: the
 same outputs (tests/test_calls_core.py), slower (50 M call rows: 47 s against about 130 s).
+numapore.methylation.modbam tags the alignments with it and, without it, in Python: the same
+BAM, about six times slower.
 """
 
 from __future__ import annotations

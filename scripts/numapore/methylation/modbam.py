@@ -395,7 +395,8 @@ def missing_read(calls: Path, name: bytes, bam: Path) -> str:
 
 
 def tag_alignments(bam: Path, calls: Path, motif: Motif, output: Path, scratch: Path) -> TagStats:
-    """Write bam with MM/ML tags from the call table into output (unsorted BAM)."""
+    """Write bam with MM/ML tags from the call table into output: unsorted, its BGZF blocks
+    stored uncompressed (samtools sort reads it next; deflating it took as long as tagging)."""
     columns, ncols, header_bytes = call_columns(calls)
     stats = TagStats()
     calls_cmd = by_name_command("", columns["read_name"] + 1, scratch)
