@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pysam
 import pytest
-from conftest import reference_output
+from conftest import MOTIF_NAMES, reference_output
 from test_methylation import CALLS, table
 
 from numapore.methylation import bgzf, calls_core, frequency, modbam
@@ -43,6 +43,7 @@ def run(tmp_path: Path, compiled: bool, split: bool, motif: str = "cpg") -> tupl
 def test_compiled_core_is_built() -> None:
     """./setup.sh builds numapore.methylation._calls_core on this machine."""
     assert calls_core.lib is not None and calls_core.ENABLED
+    assert modbam.COMPILED  # with the modBAM tagging in it
 
 
 @pytest.mark.parametrize("motif", ["cpg", "gpc"])
@@ -250,7 +251,7 @@ def test_modbam_both_paths_same_bam(tmp_path, motif):
     assert stats.sites_unaligned > 0 and stats.sites_other_base > 0
 
 
-@pytest.mark.parametrize("motif", ["cpg", "dam"])
+@pytest.mark.parametrize("motif", MOTIF_NAMES)
 def test_modbam_both_paths_on_the_workflow_run(minimap2_run, tmp_path, motif):
     """The E. coli run's alignments and calls: both paths give the same BAM, whose records
     sorted are the workflow's modBAM."""
