@@ -258,7 +258,7 @@ def test_modbam_both_paths_on_the_workflow_run(minimap2_run, tmp_path, motif):
     out = minimap2_run / f"results/ecoli/methylation/ecoli.minimap2.{motif}"
     bam = minimap2_run / "results/ecoli/align/ecoli.minimap2.bam"
     (compiled, stats), fallback = tag_both(bam, Path(f"{out}.calls.tsv"), motif, tmp_path)
-    assert (compiled, stats) == fallback and stats.tagged_sites > 1000
+    assert (compiled, stats) == fallback and stats.tagged_sites > 500
     with pysam.AlignmentFile(str(tmp_path / "tagged.True.bam")) as tagged:
         ours = sorted(r.to_string() for r in tagged)
     with pysam.AlignmentFile(f"{out}.modbam.bam") as workflow:
