@@ -5,11 +5,11 @@ from __future__ import annotations
 import io
 import json
 import os
-import signal
 import shutil
 import subprocess
 import sys
 from pathlib import Path
+from signal import SIGSEGV
 
 import h5py
 import numpy as np
@@ -589,7 +589,7 @@ REAL_PROCESS = convert_mod._process
 def crash_on_sss2(task: convert_mod._Task) -> convert_mod._Result:
     """Worker stand-in that dies of a segfault, as Debian's HDF5 does, on one file."""
     if "sss2" in task.path:
-        os.kill(os.getpid(), signal.SIGSEGV)
+        os.kill(os.getpid(), SIGSEGV)
     return REAL_PROCESS(task)
 
 

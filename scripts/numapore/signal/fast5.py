@@ -421,25 +421,72 @@ def read_layout(path: str | os.PathLike) -> list[tuple[str, bool]]:
     path = str(path)
     with _open(path) as h5:
         try:
-            root = {name: value for name, value, _ in _attributes(h5)}
-            if _is_multi_read(path, h5, root):
-                return [_group_layout(h5[name], name) for name in _read_group_names(h5)]
-            reads = h5["Raw/Reads"] if "Raw/Reads" in h5 else {}
-            return [(_text(reads[n].attrs.get("read_id", n)), _has_signal(reads[n])) for n in reads]
+            if _is_multi_read(path, h5, _RootAttributes(h5)):
+                groups = [(h5[name].id, name) for name in _read_group_names(h5)]
+                return [_multi_read_layout(group, name) for group, name in groups]
+            if "Raw/Reads" not in h5:
+                return []
+            reads = h5["Raw/Reads"].id
+            return [_single_read_layout(h5py.h5o.open(reads, name), name) for name in reads]
         except (ValueError, KeyError) as err:
             raise Fast5Error(path, str(err)) from err
 
 
-def _group_layout(group: h5py.Group, name: str) -> tuple[str, bool]:
-    """(read id, has signal) of a multi-read file's read group (id from its name if need be)."""
-    read_id = group["Raw"].attrs.get("read_id") if "Raw" in group else None
-    return _text(read_id) if read_id else name.removeprefix("read_"), _has_signal(group, "Raw/")
+class _RootAttributes:
+    """A file's root attributes, each read when asked for (a file's layout mostly needs none)."""
+
+    def __init__(self, h5: h5py.File) -> None:
+        """The root attributes of h5."""
+        self.oid = h5.id
+
+    def get(self, name: str, default: Any = None) -> Any:
+        """The attribute's value, default when absent or empty."""
+        raw = name.encode()
+        if not h5py.h5a.exists(self.oid, raw):
+            return default
+        value = _read_attribute(self.oid, raw)[0]
+        return default if value is None else value
 
 
-def _has_signal(group: h5py.Group, prefix: str = "") -> bool:
-    """Whether a read group holds a non-empty Signal dataset (its shape only is read)."""
-    signal = group.get(prefix + "Signal")
-    return isinstance(signal, h5py.Dataset) and bool(signal.size)
+# The census reads thousands of files per second: the low-level API (object and attribute
+# ids, no h5py.Group objects) takes a third of the high-level one's time.
+def _multi_read_layout(group: Any, name: str) -> tuple[str, bool]:
+    """(read id, has signal) of a multi-read file's read group (an id): the read_id of its Raw,
+    else the group's name without read_."""
+    raw = h5py.h5o.open(group, b"Raw") if _link(group, b"Raw") else None
+    read_id = _attribute(raw, b"read_id") if raw is not None else None
+    return (_text(read_id) if read_id else name.removeprefix("read_")), _has_signal(raw)
+
+
+def _single_read_layout(read: Any, name: bytes) -> tuple[str, bool]:
+    """(read id, has signal) of a single-read file's Raw/Reads/<name> (an id): its read_id,
+    else its name."""
+    read_id = _attribute(read, b"read_id")
+    return _text(name if read_id is None else read_id), _has_signal(read)
+
+
+def _attribute(oid: Any, name: bytes) -> Any:
+    """An object's attribute (by id), None when absent or empty."""
+    return _read_attribute(oid, name)[0] if h5py.h5a.exists(oid, name) else None
+
+
+def _link(group: Any, name: bytes) -> bool:
+    """Whether group (an id) is a group with a link of that name."""
+    return isinstance(group, h5py.h5g.GroupID) and group.links.exists(name)
+
+
+def _has_signal(group: Any) -> bool:
+    """Whether a group (an id) holds a non-empty Signal dataset (its shape only is read)."""
+    if not _link(group, b"Signal"):
+        return False
+    try:
+        signal = h5py.h5o.open(group, b"Signal")
+    except KeyError:  # a dangling link
+        return False
+    return (
+        isinstance(signal, h5py.h5d.DatasetID)
+        and signal.get_space().get_simple_extent_npoints() > 0
+    )
 
 
 def _open(path: str) -> h5py.File:
