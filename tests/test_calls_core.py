@@ -7,11 +7,13 @@ from __future__ import annotations
 import gzip
 import math
 import random
+import subprocess
+import sys
 from pathlib import Path
 
 import pysam
 import pytest
-from conftest import MOTIF_NAMES, reference_output
+from conftest import MOTIF_NAMES, REPO, reference_output
 from test_methylation import CALLS, table
 
 from numapore.methylation import bgzf, calls_core, frequency, modbam
@@ -315,3 +317,16 @@ def test_modbam_damaged_call_tables_same_outcome(tmp_path):
         assert compiled == fallback, trial
         errors += isinstance(compiled, str)
     assert 10 < errors < 50  # both kinds of outcome were tried
+
+
+def test_modbam_benchmark_runs_small(tmp_path):
+    """benchmarks/bench_modbam.py on the synthetic reads: every variant timed (figures printed,
+    not judged), the sorted outputs the same bytes."""
+    bam, calls = synthetic_reads(tmp_path)
+    bench = [sys.executable, str(REPO / "benchmarks" / "bench_modbam.py"), "--repeat", "1"]
+    bench += ["--bam", str(bam), "--calls", str(calls), "--baseline", str(REPO / "scripts")]
+    run = subprocess.run(bench, capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    rows = [line.split()[0] for line in run.stdout.splitlines()[2:5]]
+    assert rows == ["compiled", "python", "baseline"], run.stdout
+    assert "sorted outputs: the same bytes" in run.stdout
