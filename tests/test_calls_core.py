@@ -253,6 +253,18 @@ def test_modbam_both_paths_same_bam(tmp_path, motif):
     assert stats.sites_unaligned > 0 and stats.sites_other_base > 0
 
 
+def test_modbam_reads_split_across_chunks(tmp_path, monkeypatch):
+    """The sorted call stream read a few bytes at a time (reads' calls, lines, line ends split
+    between chunks): the same BAM as in one chunk."""
+    bam, calls = synthetic_reads(tmp_path)
+    (whole, _), _ = tag_both(bam, calls, "cpg", tmp_path)
+    for size in (1, 97, 4096):
+        monkeypatch.setattr(modbam, "CHUNK", size)
+        out = tmp_path / f"chunks{size}.bam"
+        modbam.tag_alignments(bam, calls, MOTIFS["cpg"], out, tmp_path)
+        assert out.read_bytes() == whole, size
+
+
 @pytest.mark.parametrize("motif", MOTIF_NAMES)
 def test_modbam_both_paths_on_the_workflow_run(minimap2_run, tmp_path, motif):
     """The E. coli run's alignments and calls: both paths give the same BAM, whose records
