@@ -316,6 +316,23 @@ def damaged(text: str, rng: random.Random) -> str:
     return "\n".join(lines)
 
 
+def test_modbam_bad_call_lines_are_clear_errors(tmp_path):
+    """A bad start, LLR or field count: both paths name the table, the reason and the line."""
+    bam, _ = synthetic_reads(tmp_path)
+    for row, reason in [
+        (("c1", "x", 10, "r001", 3.0, 1, "AACGT"), "start is not a whole number"),
+        (("c1", 10, 10, "r001", "nan", 1, "AACGT"), "log_lik_ratio is not a decimal number"),
+        (("c1", 10, 10, "r001", "1e3\tx", 1, "AACGT"), "12 fields where the header has 11"),
+    ]:
+        calls = table(tmp_path / "calls.tsv", row)
+        compiled, fallback = tag_both(bam, calls, "cpg", tmp_path)
+        assert compiled == fallback
+        assert (
+            compiled.startswith(f"numapore: {calls}: {reason}")
+            and "in the call line 'c1" in compiled
+        )
+
+
 def test_modbam_damaged_call_tables_same_outcome(tmp_path):
     """Damaged call tables (truncated lines, bad numbers, huge numbers, odd sequences, unknown
     reads, stray bytes): both paths give the same BAM or the same clear error, never a crash."""
