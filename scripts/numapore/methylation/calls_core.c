@@ -64,7 +64,8 @@ typedef struct {
     int tagged;
     int64_t nsites, mm_off, mm_len, ml_off;
     /* private */
-    int64_t scratch_off, blocks_off, nblocks;
+    int64_t scratch_off, blocks_off, nblocks, last_block;
+    int on_call; /* on the contig and strand of the call being placed */
 } cc_record;
 
 /* what cc_call_group returns, and what is wrong with a bad line (cc_tagger.error) */
@@ -757,18 +758,35 @@ static int grow(void **buf, int64_t *cap, int64_t need, size_t size) {
     return 0;
 }
 
-/* The query (SEQ) position a record aligns to reference position ref, -1 if none: bisect_right
- * on its match blocks' reference starts, as AlignedBlocks.query in modbam.py. */
-static int64_t query_of(const cc_tagger *t, const cc_record *r, int64_t ref) {
+/* Whether block i of n (reference starts every 3 int64s of b) is the last one starting at or
+ * before ref. */
+static int last_start(const int64_t *b, int64_t n, int64_t i, int64_t ref) {
+    return i < n && b[3 * i] <= ref && (i + 1 == n || b[3 * (i + 1)] > ref);
+}
+
+/* The query (SEQ) position a record aligns to reference position ref, -1 if none: the last
+ * match block starting at or before ref (bisect_right, as AlignedBlocks.query in modbam.py),
+ * tried first at the block of the record's previous site and the next one (sites come mostly
+ * in reference order). */
+static int64_t query_of(const cc_tagger *t, cc_record *r, int64_t ref) {
     const int64_t *b = t->blocks + 3 * r->blocks_off;
-    int64_t lo = 0, hi = r->nblocks;
-    while (lo < hi) {
-        int64_t mid = lo + (hi - lo) / 2;
-        if (ref < b[3 * mid]) hi = mid;
-        else lo = mid + 1;
+    int64_t n = r->nblocks, i = r->last_block;
+    if (!last_start(b, n, i, ref)) {
+        if (last_start(b, n, i + 1, ref)) {
+            i++;
+        } else {
+            int64_t lo = 0, hi = n;
+            while (lo < hi) {
+                int64_t mid = lo + (hi - lo) / 2;
+                if (ref < b[3 * mid]) hi = mid;
+                else lo = mid + 1;
+            }
+            i = lo - 1;
+            if (i < 0) return -1;
+        }
     }
-    int64_t i = lo - 1;
-    if (i >= 0 && ref - b[3 * i] < b[3 * i + 2]) return b[3 * i + 1] + ref - b[3 * i];
+    r->last_block = i;
+    if (ref - b[3 * i] < b[3 * i + 2]) return b[3 * i + 1] + ref - b[3 * i];
     return -1;
 }
 
@@ -789,6 +807,7 @@ static int prepare_records(cc_tagger *t, cc_record *rec, int nrec) {
         r->tagged = 0;
         r->nsites = r->mm_off = r->mm_len = r->ml_off = 0;
         r->blocks_off = nb;
+        r->last_block = 0;
         r->scratch_off = ns;
         memset(t->scratch + ns, 0xff, (size_t)r->seq_len * sizeof *t->scratch); /* -1: no site */
         ns += r->seq_len;
@@ -814,15 +833,12 @@ static int prepare_records(cc_tagger *t, cc_record *rec, int nrec) {
 }
 
 /* One site of a call: to the first record (in the order given) on the call's contig and strand
- * that aligns a base to ref; a base other than the motif's counts as such, no base anywhere as
- * unaligned. 0, or -1 when the CIGAR goes past SEQ. */
-static int place_site(cc_tagger *t, cc_record *rec, int nrec, const char *chrom,
-                      int64_t chrom_len, int reverse, int64_t ref, int ml) {
+ * (on_call) that aligns a base to ref; a base other than the motif's counts as such, no base
+ * anywhere as unaligned. 0, or -1 when the CIGAR goes past SEQ. */
+static int place_site(cc_tagger *t, cc_record *rec, int nrec, int reverse, int64_t ref, int ml) {
     for (int i = 0; i < nrec; i++) {
         cc_record *r = &rec[i];
-        if (r->reverse != reverse || r->chrom_len != chrom_len ||
-            memcmp(r->chrom, chrom, (size_t)chrom_len) != 0)
-            continue;
+        if (!r->on_call) continue;
         int64_t q = query_of(t, r, ref);
         if (q < 0) continue;
         if (q >= r->seq_len) return -1;
@@ -901,13 +917,17 @@ int cc_tag_read(cc_tagger *t, const char *calls, int64_t n, cc_record *rec, int 
             int64_t seq_len = t->fields[t->col_seq + 1] - 1 - seq;
 #undef FIELD
             int ml = cc_llr_to_ml(llr);
+            for (int i = 0; i < nrec; i++)
+                rec[i].on_call = rec[i].reverse == reverse && rec[i].chrom_len == chrom_len &&
+                                 memcmp(rec[i].chrom, chrom, (size_t)chrom_len) == 0;
             int64_t first = -1;
             for (int64_t at = 0; at + t->lit_len <= seq_len; at++)
                 for (int k = 0; k < t->nlit; k++)
-                    if (memcmp(seq + at, t->literals[k], (size_t)t->lit_len) == 0) {
+                    if (seq[at] == t->literals[k][0] &&
+                        memcmp(seq + at, t->literals[k], (size_t)t->lit_len) == 0) {
                         if (first < 0) first = at;
                         int64_t ref = start + (at - first) + t->offset[reverse];
-                        if (place_site(t, rec, nrec, chrom, chrom_len, reverse, ref, ml))
+                        if (place_site(t, rec, nrec, reverse, ref, ml))
                             return bad_line(t, calls, p, stop, nf, CC_BAD_CIGAR);
                         break;
                     }
