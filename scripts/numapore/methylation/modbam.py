@@ -46,6 +46,7 @@ CALL_START = re.compile(rb"[+-]?[0-9]{1,18}")
 CALL_LLR = re.compile(rb"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
 BAD_START = "start is not a whole number of at most 18 digits"
 BAD_LLR = "log_lik_ratio is not a decimal number"
+PAST_SEQ = "an alignment's CIGAR is longer than its SEQ"  # an error of the BAM, not the calls
 CHUNK = 4 << 20  # bytes of the sorted call stream read at a time
 
 
@@ -174,7 +175,8 @@ def read_sites(
     stats: TagStats,
 ) -> dict[int, dict[int, int]]:
     """Per record (index in records): query position -> ML byte of every site of the calls
-    (lines and their fields), on the records of order (candidates: their priority order)."""
+    (lines and their fields), on the records of order (candidates: their priority order).
+    BadCall for a start or LLR that cannot be read."""
     # Per candidate record, read once (pysam builds these on every access): its contig,
     # strand, SEQ, and its aligned blocks when a site first needs them.
     candidates = [
@@ -211,7 +213,7 @@ def read_sites(
                 query = blocks[i].query(ref)
                 if query is not None:
                     if query >= len(sequence):
-                        raise BadCall(line, "CIGAR")
+                        raise BadCall(line, PAST_SEQ)
                     if sequence[query] == base:
                         tagged.setdefault(i, {}).setdefault(query, ml)
                     else:
@@ -286,14 +288,12 @@ class PythonTagger:
 class CompiledTagger:
     """One read's calls on its records in C: calls_core.c's cc_call_group and cc_tag_read."""
 
-    REASONS = {1: "", 2: BAD_START, 3: BAD_LLR, 5: "CIGAR"}
-
     def __init__(
         self, motif: Motif, columns: dict[str, int], ncols: int, header: pysam.AlignmentHeader
     ) -> None:
         """For the motif, the call table's columns (ncols of them) and the BAM's header."""
         lengths = {len(s) for s in motif.literals}
-        assert len(lengths) == 1 and motif.base in "ACGT", "calls_core.c: one literal length"
+        assert len(lengths) == 1 and motif.base in "ACGT", "calls_core.c: one length, base ACGT"
         self.prefix = f"{motif.base}+{motif.code}?"
         self.t = t = ffi.new("cc_tagger *")
         self.literals = [ffi.new("char[]", s.encode()) for s in motif.literals]
@@ -316,7 +316,8 @@ class CompiledTagger:
         line = buf[at + t.error_at : at + t.error_at + t.error_len]
         if t.error == lib.CC_BAD_FIELDS:
             return BadCall(line, wrong_fields(t.error_fields, t.ncols))
-        return BadCall(line, self.REASONS[t.error])
+        reasons = {lib.CC_BAD_START: BAD_START, lib.CC_BAD_LLR: BAD_LLR, lib.CC_BAD_CIGAR: PAST_SEQ}
+        return BadCall(line, reasons[t.error])
 
     def groups(self, stream) -> Iterator[tuple[bytes, tuple[bytes, int, int]]]:
         """The sorted call stream (binary) by read: its name, and its lines as (bytes, where
@@ -433,10 +434,8 @@ def tag_alignments(bam: Path, calls: Path, motif: Motif, output: Path, scratch: 
                     out.write(record)
         except BadCall as bad:
             line, reason = bad.args
-            if reason == "CIGAR":
-                raise ValueError(
-                    f"numapore: {bam}: read {name!r}: an alignment's CIGAR is longer than its SEQ"
-                ) from None
+            if reason == PAST_SEQ:
+                raise ValueError(f"numapore: {bam}: read {name!r}: {PAST_SEQ}") from None
             shown = line[:200].decode(errors="replace")
             raise ValueError(f"numapore: {calls}: {reason} in the call line {shown!r}") from None
         finally:
