@@ -6,8 +6,7 @@ import json
 import sys
 from pathlib import Path
 
-from numapore.execution.shards import index_and_report, merge_bams
-from numapore.run.accounting import AccountingError, alignment_summary
+from numapore.execution.shards import merge_bams, start_index_and_reports
 from numapore.run.atomic import atomic_output
 from numapore.run.rulelog import redirect_to_log
 
@@ -17,7 +16,11 @@ bam = Path(smk.output.bam)
 merge_bams([Path(p) for p in smk.input.shards], bam, smk.threads, sys.stderr)
 reports = {key: Path(smk.output[key]) for key in ("bai", "flagstat", "flagstat_text", "stats")}
 # The BAM's path as the rule names it (relative): samtools stats records its command line.
-index_and_report(bam, reports, smk.threads, sys.stderr)
+reports_done = start_index_and_reports(bam, reports, smk.threads, sys.stderr)
+# Imported while samtools runs (polars takes a few tenths of a second to load).
+from numapore.run.accounting import AccountingError, alignment_summary  # noqa: E402
+
+reports_done()
 flagstat = json.loads(reports["flagstat"].read_text())
 sample, aligner = smk.wildcards.sample, smk.wildcards.aligner
 try:

@@ -29,7 +29,12 @@ from reliability import debris, project, small_data, snapshot
 
 from numapore.run.atomic import atomic_output, atomic_outputs, scratch_dir, temp_name
 from project import snakemake_command
-from numapore.run.workdir import RUN_LOCK, release_stale_locks, remove_dead_shadows
+from numapore.run.workdir import (
+    RUN_LOCK,
+    cancel_pending_timers,
+    release_stale_locks,
+    remove_dead_shadows,
+)
 
 N_READS = 30
 N_KILLS = 10
@@ -248,6 +253,19 @@ def test_stale_locks_are_removed_only_when_no_run_holds_the_flock(tmp_path):
     assert handle is not None and removed == [locks / "0.output.lock"]
     assert not list(locks.iterdir())
     handle.close()
+
+
+def test_pending_timers_are_cancelled():
+    """A pending timer (as Snakemake's rate limiter leaves one) ends without firing."""
+    fired = threading.Event()
+    timer = threading.Timer(60, fired.set)
+    timer.start()
+    other = threading.Thread(target=fired.wait, args=(1,))  # not a timer: left alone
+    other.start()
+    assert cancel_pending_timers() == 1
+    timer.join(5)
+    assert not timer.is_alive() and not fired.is_set()
+    other.join()
 
 
 def test_killed_jobs_shadow_folders_are_removed(tmp_path):

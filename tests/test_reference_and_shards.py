@@ -115,6 +115,13 @@ def test_index_and_reports_are_samtools_own_outputs(tmp_path, monkeypatch):
     assert {k: outputs[k].read_bytes() for k in by_hand} == expected
     assert "samtools stats -@ 2 all.bam" in log.getvalue()
     assert not list(tmp_path.glob(".tmp.*"))
+    # The four run side by side; a failure is raised once all have ended, and leaves no output.
+    broken = tmp_path / "broken.bam"
+    broken.write_bytes(b"not a BAM")
+    failed = {k: tmp_path / f"failed.{k}" for k in outputs}
+    with pytest.raises(RuntimeError, match=r"samtools \w+ .*broken\.bam.* failed \(1\)"):
+        index_and_report(broken, failed, 2, log)
+    assert not any(p.exists() for p in failed.values()) and not list(tmp_path.glob(".tmp.*"))
 
 
 def test_concat_tables_keeps_one_header_in_shard_order(tmp_path):

@@ -29,7 +29,7 @@ rule align:
 
 
 # With the merge: the BAM's index and samtools flagstat (JSON, and the text MultiQC reads) and
-# stats, run by the merge's script (numapore.execution.shards.index_and_report), and the
+# stats, run side by side by the merge's script (numapore.execution.shards), and the
 # alignment check (numapore.run.accounting.alignment_summary: reads in, primary alignments
 # mapped; the run stops here when none mapped or the reads repeat a read id, before methylation
 # calling): five tiny jobs were five Snakemake jobs of ~0.5-1 s each around < 0.1 s of samtools.

@@ -12,8 +12,9 @@ import shutil
 import subprocess
 import zlib
 from pathlib import Path
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import IO
-from collections.abc import Sequence
 
 import pysam
 
@@ -103,6 +104,15 @@ def index_and_report(bam: Path, outputs: dict[str, Path], threads: int, log: IO[
     """samtools index of bam into outputs['bai'], then flagstat (JSON and text) and stats into
     outputs['flagstat'], ['flagstat_text'], ['stats']: the same bytes as the tools run by hand
     on the same path (stats records its command line)."""
+    start_index_and_reports(bam, outputs, threads, log)()
+
+
+def start_index_and_reports(
+    bam: Path, outputs: dict[str, Path], threads: int, log: IO[str]
+) -> Callable[[], None]:
+    """Start index_and_report's four samtools runs side by side (stats takes the longest; the
+    caller goes on meanwhile); return the function that waits for them and raises the first
+    failure. Each output is complete or absent."""
 
     def samtools(args: list[str]) -> str:
         """Run samtools with args, log its stderr, fail loudly; return its stdout."""
@@ -114,14 +124,28 @@ def index_and_report(bam: Path, outputs: dict[str, Path], threads: int, log: IO[
             raise RuntimeError(f"{' '.join(cmd)} failed ({result.returncode}): {result.stderr}")
         return result.stdout
 
-    with atomic_output(outputs["bai"]) as tmp:
-        samtools(["index", "-@", str(threads), str(bam), str(tmp)])
-    for key, args in BAM_REPORTS:
-        # Written from Python, not by samtools: its writes to stdout go unchecked (a full disk
-        # would give an empty report and exit 0).
+    def index() -> None:
+        """The BAM's index, renamed into place once complete."""
+        with atomic_output(outputs["bai"]) as tmp:
+            samtools(["index", "-@", str(threads), str(bam), str(tmp)])
+
+    def report(key: str, args: list[str]) -> None:
+        """One report, written from Python, not by samtools: its writes to stdout go unchecked
+        (a full disk would give an empty report and exit 0)."""
         text = samtools([*args[:1], "-@", str(threads), *args[1:], str(bam)])
         with atomic_output(outputs[key]) as tmp:
             tmp.write_text(text)
+
+    pool = ThreadPoolExecutor(1 + len(BAM_REPORTS))
+    runs = [pool.submit(index)] + [pool.submit(report, k, a) for k, a in BAM_REPORTS]
+
+    def wait() -> None:
+        """Wait for the four runs; raise the first failure."""
+        pool.shutdown()
+        for run in runs:
+            run.result()
+
+    return wait
 
 
 COPY_BLOCK = 16 << 20  # bytes copied at a time when concatenating tables

@@ -14,6 +14,7 @@ import errno
 import fcntl
 import os
 import shutil
+import threading
 from pathlib import Path
 from typing import IO
 
@@ -98,3 +99,15 @@ def describe_write_error(err: OSError, outputs: list[str]) -> str | None:
         return None
     where = err.filename or ", ".join(outputs) or "its output"
     return f"numapore: cannot write {where}: {os.strerror(err.errno)}"
+
+
+def cancel_pending_timers() -> int:
+    """Cancel the process's pending threading.Timer threads; return how many (see below)."""
+    # Snakemake's job rate limiter starts a 1 s threading.Timer after every scheduling round to
+    # look again; the last one outlives the run, and as it is not a daemon thread the
+    # interpreter waits for it before exiting: up to a second added to every run. Called when
+    # the run has ended (onsuccess, onerror), when nothing is left to schedule.
+    timers = [t for t in threading.enumerate() if isinstance(t, threading.Timer)]
+    for timer in timers:
+        timer.cancel()
+    return len(timers)
