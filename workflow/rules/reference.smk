@@ -29,7 +29,9 @@ rule minimap2_index:
         "results/benchmarks/minimap2_index/{ref}.tsv"
     conda:
         "../../envs/minimap2.yaml"
-    threads: RUN_CORES
+    # minimap2 indexes with at most 3 threads; half the cores at most, so that on a small host
+    # the sample's nanopolish index (one thread) runs beside it.
+    threads: max(1, min(3, RUN_CORES // 2))
     # Written under a hidden name and renamed: complete or absent (no shadow folder, which
     # costs a second Snakemake process per job).
     params:
