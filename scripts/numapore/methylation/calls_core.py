@@ -1,6 +1,8 @@
 """numapore's compiled call-table core (calls_core.c through cffi, built by calls_core_build.py
 from ./setup.sh): counts a call table's groups in one pass, makes the bedMethyl sites and text,
-and compresses BGZF blocks with libdeflate.
+and compresses BGZF blocks with libdeflate; it also tags a read's alignments with MM/ML from its
+calls (numapore.methylation.modbam uses that part directly, without this module's numpy and
+polars).
 
 numapore.methylation.frequency uses it when it is built and falls back on DuckDB and polars
 (numapore.methylation.bgzf on zlib) without it: the same frequency table and bedMethyl text

@@ -8,12 +8,18 @@ read base the alignment puts on the modified base of the read's own strand (alig
 Both inputs are streamed, grouped by read name (GNU sort on disk, bytewise order for both), so
 memory holds one read's alignments and calls at a time whatever the size of the tables. Reads
 without calls, and alignments without a SEQ, are written unchanged.
+
+The per-call and per-site work (parsing, motif sites, the alignment lookup, MM and ML) is
+calls_core.c's cc_tag_read, a read at a time, when the compiled call-table core is built; without
+it, read_sites and mm_ml below do the same in Python: the same tags, the same errors
+(tests/test_calls_core.py runs both).
 """
 
 from __future__ import annotations
 
 import bisect
 import itertools
+import re
 import subprocess
 from array import array
 from collections.abc import Iterator
@@ -27,7 +33,21 @@ import pysam
 from numapore.methylation.calls import CALL_COLUMNS, llr_to_ml
 from numapore.methylation.motifs import Motif
 
+try:  # the module itself, not calls_core.py: that one imports numpy and polars
+    from numapore.methylation._calls_core import ffi, lib
+except ImportError:  # not built: read_sites and mm_ml do the work
+    ffi = lib = None
+
+# A module built before the tagging was added to it (./setup.sh not rerun) counts as not built.
+COMPILED = hasattr(lib, "cc_tag_read")  # tests switch the compiled tagging off to compare both
 COMPLEMENT = str.maketrans("ACGTN", "TGCAN")
+# What a call's start and log-likelihood ratio may be (calls_core.c's parse_start, parse_llr).
+CALL_START = re.compile(rb"[+-]?[0-9]{1,18}")
+CALL_LLR = re.compile(rb"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+BAD_START = "start is not a whole number of at most 18 digits"
+BAD_LLR = "log_lik_ratio is not a decimal number"
+PAST_SEQ = "an alignment's CIGAR is longer than its SEQ"  # an error of the BAM, not the calls
+CHUNK = 4 << 20  # bytes of the sorted call stream read at a time
 
 
 @dataclass
@@ -43,13 +63,15 @@ class TagStats:
 
 
 @contextmanager
-def sorted_lines(command: str, source: Path) -> Iterator[Iterator[str]]:
-    """The lines a shell command prints (bash -o pipefail), failing with source if it fails."""
+def sorted_lines(command: str, source: Path, text: bool = True, stdin=None) -> Iterator:
+    """What a shell command prints (bash -o pipefail; lines of text, or a binary stream; its
+    standard input stdin, a file), failing with source if it fails."""
     proc = subprocess.Popen(
         ["bash", "-o", "pipefail", "-c", command],
+        stdin=stdin,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
-        text=True,
+        text=text,
     )
     try:
         yield proc.stdout
@@ -64,10 +86,10 @@ def sorted_lines(command: str, source: Path) -> Iterator[Iterator[str]]:
 
 
 def by_name_command(body: str, column: int, scratch: Path) -> str:
-    """Shell: body's lines sorted by one tab-separated column, bytewise, stable, on disk."""
-    return (
-        f"{body} | LC_ALL=C sort -s -t $'\\t' -k{column},{column} -S 256M -T {quote(str(scratch))}"
-    )
+    """Shell: body's lines (standard input if body is empty) sorted by one tab-separated
+    column, bytewise, stable, on disk."""
+    sort = f"LC_ALL=C sort -s -t $'\\t' -k{column},{column} -S 256M -T {quote(str(scratch))}"
+    return f"{body} | {sort}" if body else sort
 
 
 def mm_ml(seq: str, reverse: bool, motif: Motif, calls: dict[int, int]) -> tuple[str, array]:
@@ -127,23 +149,38 @@ class AlignedBlocks:
         return None
 
 
+class BadCall(Exception):
+    """A call line that cannot be read (the line, what is wrong): tag_alignments names the file."""
+
+
+def wrong_fields(n: int, ncols: int) -> str:
+    """What is wrong with a call line of n fields."""
+    return f"{n} field{'s' * (n != 1)} where the header has {ncols}"
+
+
+def line_fields(line: bytes, ncols: int) -> list[bytes]:
+    """A call line's fields, exactly as many as the header has."""
+    fields = line.split(b"\t")
+    if len(fields) != ncols:
+        raise BadCall(line, wrong_fields(len(fields), ncols))
+    return fields
+
+
 def read_sites(
     records: list[pysam.AlignedSegment],
-    calls: list[list[str]],
+    order: list[int],
+    calls: list[tuple[bytes, list[bytes]]],
     motif: Motif,
     columns: dict[str, int],
     stats: TagStats,
 ) -> dict[int, dict[int, int]]:
-    """Per record (index in records): query position -> ML byte of every site of the calls."""
-    # Primary first, then supplementary, then secondary: a site goes to the first that has it.
-    order = sorted(
-        (i for i, r in enumerate(records) if not r.is_unmapped and r.query_sequence),
-        key=lambda i: (records[i].is_secondary, records[i].is_supplementary),
-    )
+    """Per record (index in records): query position -> ML byte of every site of the calls
+    (lines and their fields), on the records of order (candidates: their priority order).
+    BadCall for a start or LLR that cannot be read."""
     # Per candidate record, read once (pysam builds these on every access): its contig,
     # strand, SEQ, and its aligned blocks when a site first needs them.
     candidates = [
-        (i, records[i].reference_name, records[i].is_reverse, records[i].query_sequence)
+        (i, records[i].reference_name.encode(), records[i].is_reverse, records[i].query_sequence)
         for i in order
     ]
     blocks: dict[int, AlignedBlocks] = {}
@@ -157,8 +194,12 @@ def read_sites(
     }
     chrom_col, strand_col, start_col = columns["chromosome"], columns["strand"], columns["start"]
     llr_col, sequence_col = columns["log_lik_ratio"], columns["sequence"]
-    for call in calls:
-        chrom, reverse = call[chrom_col], call[strand_col] == "-"
+    for line, call in calls:
+        chrom, reverse = call[chrom_col], call[strand_col] == b"-"
+        if not CALL_START.fullmatch(call[start_col]):
+            raise BadCall(line, BAD_START)
+        if not CALL_LLR.fullmatch(call[llr_col]):
+            raise BadCall(line, BAD_LLR)
         start = int(call[start_col])
         ml = llr_to_ml(float(call[llr_col]))
         shift, base = strands[reverse]
@@ -171,6 +212,8 @@ def read_sites(
                     blocks[i] = AlignedBlocks(records[i])
                 query = blocks[i].query(ref)
                 if query is not None:
+                    if query >= len(sequence):
+                        raise BadCall(line, PAST_SEQ)
                     if sequence[query] == base:
                         tagged.setdefault(i, {}).setdefault(query, ml)
                     else:
@@ -185,50 +228,218 @@ def read_sites(
     return tagged
 
 
-def tag_alignments(bam: Path, calls: Path, motif: Motif, output: Path, scratch: Path) -> TagStats:
-    """Write bam with MM/ML tags from the call table into output (unsorted BAM)."""
-    with open(calls) as handle:
-        header = handle.readline().rstrip("\n").split("\t")
+def candidates(records: list[pysam.AlignedSegment]) -> list[int]:
+    """The records a call's sites can go to, mapped and with a SEQ, in the order a site goes
+    to the first that has it: primary, then supplementary, then secondary."""
+    return sorted(
+        (i for i, r in enumerate(records) if not r.is_unmapped and r.query_sequence),
+        key=lambda i: (records[i].is_secondary, records[i].is_supplementary),
+    )
+
+
+def set_tags(record: pysam.AlignedSegment, mm: str, ml: array, stats: TagStats) -> None:
+    """A record's MM, ML and MN (SEQ's length, so that readers know MM/ML are for this SEQ)."""
+    record.set_tag("MM", mm, "Z")
+    record.set_tag("ML", ml)
+    record.set_tag("MN", len(record.query_sequence), "i")
+    stats.tagged_records += 1
+    stats.tagged_sites += len(ml)
+
+
+class PythonTagger:
+    """One read's calls on its records in Python (read_sites, mm_ml): the fallback."""
+
+    def __init__(self, motif: Motif, columns: dict[str, int], ncols: int) -> None:
+        """For the motif and the call table's columns (their count: ncols)."""
+        self.motif, self.columns, self.ncols = motif, columns, ncols
+
+    def groups(self, stream) -> Iterator[tuple[bytes, list[tuple[bytes, list[bytes]]]]]:
+        """The sorted call stream (binary) by read: its name, its lines and their fields.
+        Blank lines are skipped, CRLF read as LF; every line read must have the header's
+        field count, the next read's first one included (as cc_call_group)."""
+        name_col, current, lines = self.columns["read_name"], None, []
+        for raw in stream:
+            line = raw.rstrip(b"\n")
+            line = line[:-1] if line.endswith(b"\r") else line
+            if not line:
+                continue
+            fields = line_fields(line, self.ncols)
+            if fields[name_col] != current:
+                if current is not None:
+                    yield current, lines
+                current, lines = fields[name_col], []
+            lines.append((line, fields))
+        if current is not None:
+            yield current, lines
+
+    def tag(self, records: list[pysam.AlignedSegment], calls, stats: TagStats) -> None:
+        """Tag the records of one read with its calls (a group of groups())."""
+        tagged = read_sites(records, candidates(records), calls, self.motif, self.columns, stats)
+        for i, sites in tagged.items():
+            record = records[i]
+            mm, ml = mm_ml(record.query_sequence, record.is_reverse, self.motif, sites)
+            set_tags(record, mm, ml, stats)
+        stats.tagged_reads += bool(tagged)
+
+    def close(self, stats: TagStats) -> None:
+        """Nothing to release."""
+
+
+class CompiledTagger:
+    """One read's calls on its records in C: calls_core.c's cc_call_group and cc_tag_read."""
+
+    def __init__(
+        self, motif: Motif, columns: dict[str, int], ncols: int, header: pysam.AlignmentHeader
+    ) -> None:
+        """For the motif, the call table's columns (ncols of them) and the BAM's header."""
+        lengths = {len(s) for s in motif.literals}
+        assert len(lengths) == 1 and motif.base in "ACGT", "calls_core.c: one length, base ACGT"
+        self.prefix = f"{motif.base}+{motif.code}?"
+        self.t = t = ffi.new("cc_tagger *")
+        self.literals = [ffi.new("char[]", s.encode()) for s in motif.literals]
+        self.literal_array = ffi.new("char *[]", self.literals)
+        t.literals, t.nlit, t.lit_len = self.literal_array, len(self.literals), lengths.pop()
+        t.offset = [motif.forward_offset, motif.reverse_offset]
+        t.base = [c.encode() for c in (motif.base, motif.base.translate(COMPLEMENT))]
+        t.ncols = ncols
+        t.col_chrom, t.col_strand = columns["chromosome"], columns["strand"]
+        t.col_start, t.col_llr = columns["start"], columns["log_lik_ratio"]
+        t.col_seq, t.col_name = columns["sequence"], columns["read_name"]
+        self.contigs = [ffi.new("char[]", name.encode()) for name in header.references]
+        self.out = [ffi.new("int64_t *") for _ in range(4)]
+
+    def error(self, buf: bytes, at: int) -> Exception:
+        """The error the tagger reported, its line at buf[at + error_at...]."""
+        t = self.t
+        if t.error == lib.CC_NO_MEMORY:
+            return MemoryError("numapore: out of memory tagging the alignments")
+        line = buf[at + t.error_at : at + t.error_at + t.error_len]
+        if t.error == lib.CC_BAD_FIELDS:
+            return BadCall(line, wrong_fields(t.error_fields, t.ncols))
+        reasons = {lib.CC_BAD_START: BAD_START, lib.CC_BAD_LLR: BAD_LLR, lib.CC_BAD_CIGAR: PAST_SEQ}
+        return BadCall(line, reasons[t.error])
+
+    def groups(self, stream) -> Iterator[tuple[bytes, tuple[bytes, int, int]]]:
+        """The sorted call stream (binary) by read: its name, and its lines as (bytes, where
+        they start, their length), read CHUNK bytes at a time."""
+        buf, pos, eof = b"", 0, False
+        skip, name_at, name_len, length = self.out
+        while True:
+            view = ffi.from_buffer(buf)
+            found = lib.cc_call_group(
+                self.t, view + pos, len(buf) - pos, eof, skip, name_at, name_len, length
+            )
+            if found == lib.CC_GROUP:
+                name = buf[pos + name_at[0] : pos + name_at[0] + name_len[0]]
+                pos += skip[0]
+                yield name, (buf, pos, length[0])
+                pos += length[0]
+            elif found == lib.CC_MORE:
+                chunk = stream.read(CHUNK)
+                buf, pos, eof = buf[pos:] + chunk, 0, not chunk
+            elif found == lib.CC_END:
+                return
+            else:
+                raise self.error(buf, pos)
+
+    def tag(self, records: list[pysam.AlignedSegment], calls, stats: TagStats) -> None:
+        """Tag the records of one read with its calls (a group of groups())."""
+        order = candidates(records)
+        cells = ffi.new("cc_record[]", len(order))
+        alive = []  # what the cells point to, kept until cc_tag_read has run
+        for cell, i in zip(cells, order, strict=True):
+            record = records[i]
+            seq = ffi.from_buffer(record.query_sequence.encode())
+            pairs = array("I", itertools.chain.from_iterable(record.cigartuples or ()))
+            cigar = ffi.from_buffer("uint32_t[]", pairs)
+            alive += (seq, cigar)
+            cell.chrom = contig = self.contigs[record.reference_id]
+            cell.chrom_len = len(contig) - 1
+            cell.seq, cell.seq_len = seq, len(seq)
+            cell.cigar, cell.ncigar = cigar, len(cigar) // 2
+            cell.ref_start, cell.reverse = record.reference_start, record.is_reverse
+        buf, at, length = calls
+        t = self.t
+        if lib.cc_tag_read(t, ffi.from_buffer(buf) + at, length, cells, len(order)):
+            raise self.error(buf, at)
+        for cell, i in zip(cells, order, strict=True):
+            if cell.tagged:
+                mm = ffi.buffer(t.mm + cell.mm_off, cell.mm_len)[:].decode()
+                ml = array("B", ffi.buffer(t.ml + cell.ml_off, cell.nsites)[:])
+                set_tags(records[i], f"{self.prefix}{mm};", ml, stats)
+        stats.tagged_reads += bool(order)
+
+    def close(self, stats: TagStats) -> None:
+        """The counts of sites left out into stats; the tagger's memory released."""
+        stats.sites_unaligned += self.t.sites_unaligned
+        stats.sites_other_base += self.t.sites_other_base
+        lib.cc_tagger_free(self.t)
+
+
+def call_columns(calls: Path) -> tuple[dict[str, int], int, int]:
+    """Where each of CALL_COLUMNS is in the call table's header, its column count, and the
+    header line's length in bytes."""
+    with open(calls, "rb") as handle:
+        line = handle.readline()
+    header = line.rstrip(b"\n").removesuffix(b"\r").decode(errors="replace").split("\t")
     missing = set(CALL_COLUMNS) - set(header)
     if missing:
-        raise ValueError(f"{calls}: not a nanopolish call table, missing {sorted(missing)}")
-    columns = {name: header.index(name) for name in CALL_COLUMNS}
-    name_col = columns["read_name"]
+        raise ValueError(
+            f"numapore: {calls}: not a nanopolish call table, missing {sorted(missing)}"
+        )
+    return {name: header.index(name) for name in CALL_COLUMNS}, len(header), len(line)
+
+
+def missing_read(calls: Path, name: bytes, bam: Path) -> str:
+    """The error for calls of a read that has no alignment."""
+    read = name.decode(errors="replace")
+    return f"numapore: {calls}: read {read!r} has calls but no alignment in {bam}"
+
+
+def tag_alignments(bam: Path, calls: Path, motif: Motif, output: Path, scratch: Path) -> TagStats:
+    """Write bam with MM/ML tags from the call table into output: unsorted, its BGZF blocks
+    stored uncompressed (samtools sort reads it next; deflating it took as long as tagging)."""
+    columns, ncols, header_bytes = call_columns(calls)
     stats = TagStats()
-    calls_cmd = by_name_command(f"tail -n +2 {quote(str(calls))}", name_col + 1, scratch)
+    calls_cmd = by_name_command("", columns["read_name"] + 1, scratch)
     bam_cmd = by_name_command(f"samtools view {quote(str(bam))}", 1, scratch)
+    name = None
+    rows = open(calls, "rb")  # sort reads the rows from the file, after the header: no pipe
+    rows.seek(header_bytes)
     with (
+        rows,
         pysam.AlignmentFile(str(bam)) as source,
-        pysam.AlignmentFile(str(output), "wb", template=source) as out,
-        sorted_lines(calls_cmd, calls) as call_lines,
+        pysam.AlignmentFile(str(output), "wb0", template=source) as out,
+        sorted_lines(calls_cmd, calls, text=False, stdin=rows) as call_stream,
         sorted_lines(bam_cmd, bam) as bam_lines,
     ):
-        header_obj = source.header
-        call_groups = itertools.groupby(
-            (line.rstrip("\n").split("\t") for line in call_lines), key=lambda f: f[name_col]
-        )
-        pending = next(call_groups, None)
-        for name, lines in itertools.groupby(bam_lines, key=lambda line: line.split("\t", 1)[0]):
-            records = [pysam.AlignedSegment.fromstring(ln.rstrip("\n"), header_obj) for ln in lines]
-            if pending is not None and pending[0] < name:
-                raise ValueError(
-                    f"{calls}: read {pending[0]!r} has calls but no alignment in {bam}"
-                )
-            if pending is not None and pending[0] == name:
-                stats.reads_with_calls += 1
-                tagged = read_sites(records, list(pending[1]), motif, columns, stats)
-                pending = next(call_groups, None)
-                for i, sites in tagged.items():
-                    record = records[i]
-                    mm, ml = mm_ml(record.query_sequence, record.is_reverse, motif, sites)
-                    record.set_tag("MM", mm, "Z")
-                    record.set_tag("ML", ml)
-                    record.set_tag("MN", len(record.query_sequence), "i")
-                    stats.tagged_records += 1
-                    stats.tagged_sites += len(sites)
-                stats.tagged_reads += bool(tagged)
-            for record in records:
-                out.write(record)
+        header = source.header
+        if COMPILED:
+            tagger = CompiledTagger(motif, columns, ncols, header)
+        else:
+            tagger = PythonTagger(motif, columns, ncols)
+        try:
+            call_groups = tagger.groups(call_stream)
+            pending = next(call_groups, None)
+            for name, lines in itertools.groupby(bam_lines, key=lambda ln: ln.split("\t", 1)[0]):
+                records = [pysam.AlignedSegment.fromstring(ln.rstrip("\n"), header) for ln in lines]
+                key = name.encode()
+                if pending is not None and pending[0] < key:
+                    raise ValueError(missing_read(calls, pending[0], bam))
+                if pending is not None and pending[0] == key:
+                    stats.reads_with_calls += 1
+                    tagger.tag(records, pending[1], stats)
+                    pending = next(call_groups, None)
+                for record in records:
+                    out.write(record)
+        except BadCall as bad:
+            line, reason = bad.args
+            if reason == PAST_SEQ:
+                raise ValueError(f"numapore: {bam}: read {name!r}: {PAST_SEQ}") from None
+            shown = line[:200].decode(errors="replace")
+            raise ValueError(f"numapore: {calls}: {reason} in the call line {shown!r}") from None
+        finally:
+            tagger.close(stats)
         if pending is not None:
-            raise ValueError(f"{calls}: read {pending[0]!r} has calls but no alignment in {bam}")
+            raise ValueError(missing_read(calls, pending[0], bam))
     return stats

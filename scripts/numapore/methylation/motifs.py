@@ -28,9 +28,16 @@ class Motif:
     forward_offset: int
     reverse_offset: int
 
-    def sites(self, sequence: str) -> list[int]:
-        """Offsets of every (possibly overlapping) motif in sequence, from its first one."""
-        hits = [m.start() for m in re.finditer(f"(?={self.pattern})", sequence)]
+    def sites(self, sequence: str | bytes) -> list[int]:
+        """Offsets of every (possibly overlapping) motif in sequence (text, or bytes: offsets
+        in bytes), from its first one."""
+        pattern = f"(?={self.pattern})"
+        hits = [
+            m.start()
+            for m in re.finditer(
+                pattern.encode() if isinstance(sequence, bytes) else pattern, sequence
+            )
+        ]
         return [h - hits[0] for h in hits]
 
     @property
