@@ -79,6 +79,11 @@ if [[ ! -e ${calls_core[0]} ]] || [[ scripts/numapore/methylation/calls_core.c -
     PYTHONPATH=scripts .venv/bin/python -m numapore.methylation.calls_core_build
 fi
 
+# Every rule script is a Python process that imports the package: its bytecode is written once
+# here, even where PYTHONDONTWRITEBYTECODE is set (Python then recompiles it in every job).
+# A source edited afterwards is compiled in memory as usual: a stale cache is never used.
+PYTHONDONTWRITEBYTECODE= .venv/bin/python -m compileall -q scripts benchmarks >/dev/null
+
 # The E. coli K-12 DH10B genome (Debian nanook-examples): reference of the demo and the tests.
 genome=resources/ecoli_dh10b.fa
 if [[ ! -s $genome ]]; then

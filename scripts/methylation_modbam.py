@@ -2,6 +2,7 @@
 indexed (the index renamed into place before the BAM: both complete or absent)."""
 
 import subprocess
+import sys
 from pathlib import Path
 
 from numapore.run.atomic import atomic_outputs, scratch_dir
@@ -13,12 +14,28 @@ smk = snakemake  # noqa: F821 (injected by the script directive)
 redirect_to_log(smk)
 output = [smk.output.bam, smk.output.bai]
 with scratch_dir(smk.output.bam) as scratch, atomic_outputs(output) as (bam, bai):
-    unsorted = scratch / "unsorted.bam"
-    stats = tag_alignments(
-        Path(smk.input.bam), Path(smk.input.calls), MOTIFS[smk.wildcards.motif], unsorted, scratch
-    )
-    # --no-PG: the header stays the aligner's, as every other field of the alignments.
+    # The tagged alignments go to samtools sort through a pipe: no unsorted copy on disk (its
+    # blocks are stored, not deflated, for sort to read straight back). --no-PG: the header
+    # stays the aligner's, as every other field of the alignments.
     sort = ["samtools", "sort", "--no-PG", "-@", str(smk.threads), "-T", str(scratch / "sort")]
-    subprocess.run([*sort, "-o", str(bam), str(unsorted)], check=True)
+    sorting = subprocess.Popen([*sort, "-o", str(bam), "-"], stdin=subprocess.PIPE)
+    try:
+        stats = tag_alignments(
+            Path(smk.input.bam),
+            Path(smk.input.calls),
+            MOTIFS[smk.wildcards.motif],
+            Path(f"/dev/fd/{sorting.stdin.fileno()}"),
+            scratch,
+        )
+    except BaseException:
+        if sorting.poll() not in (None, 0):  # sort failed first (its message is in the log)
+            sys.exit(f"numapore: samtools sort failed ({sorting.returncode}) sorting the modBAM")
+        sorting.kill()
+        raise
+    finally:
+        sorting.stdin.close()  # the end of the alignments for sort
+        code = sorting.wait()
+    if code:
+        sys.exit(f"numapore: samtools sort failed ({code}) sorting the modBAM")
     subprocess.run(["samtools", "index", "-@", str(smk.threads), str(bam), str(bai)], check=True)
 print(stats)

@@ -398,7 +398,7 @@ def missing_read(calls: Path, name: bytes, bam: Path) -> str:
 
 def tag_alignments(bam: Path, calls: Path, motif: Motif, output: Path, scratch: Path) -> TagStats:
     """Write bam with MM/ML tags from the call table into output: unsorted, its BGZF blocks
-    stored uncompressed (samtools sort reads it next; deflating it took as long as tagging)."""
+    stored, not deflated (the rule pipes it into samtools sort, which reads it straight back)."""
     columns, ncols, header_bytes = call_columns(calls)
     stats = TagStats()
     calls_cmd = by_name_command("", columns["read_name"] + 1, scratch)
