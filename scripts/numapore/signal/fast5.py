@@ -377,8 +377,9 @@ class _Fast5Walker:
         return np.asarray(data).reshape(-1).astype("<i2", copy=False)
 
 
-def _is_multi_read(path: str, h5: h5py.File, root: dict[str, Any]) -> bool:
-    """Tell multi-read from single-read FAST5 (layout first, then file_type/file_version)."""
+def _is_multi_read(path: str, h5: h5py.File, root: dict[str, Any] | _RootAttributes) -> bool:
+    """Tell multi-read from single-read FAST5 (layout first, then file_type/file_version; root:
+    the root attributes, read with .get)."""
     keys = set(h5.keys())
     if "Raw" in keys or "UniqueGlobalKey" in keys:
         return False
