@@ -12,12 +12,12 @@ from numapore.inputs.reference import check_contigs, prepare_reference
 from numapore.inputs.sheet import InputError
 from numapore.execution.shards import (
     concat_tables,
-    index_and_report,
     link_or_copy,
     merge_bams,
     shard_of_read,
     split_bam,
     split_fastx,
+    start_index_and_reports,
 )
 
 
@@ -110,7 +110,7 @@ def test_index_and_reports_are_samtools_own_outputs(tmp_path, monkeypatch):
     subprocess.run(["samtools", "index", bam, "hand.bai"], check=True)
     outputs = {k: tmp_path / f"out.{k}" for k in ["bai", *by_hand]}
     log = io.StringIO()
-    index_and_report(Path(bam), outputs, 2, log)
+    start_index_and_reports(Path(bam), outputs, 2, log)()
     assert outputs["bai"].read_bytes() == (tmp_path / "hand.bai").read_bytes()
     assert {k: outputs[k].read_bytes() for k in by_hand} == expected
     assert "samtools stats -@ 2 all.bam" in log.getvalue()
@@ -120,7 +120,7 @@ def test_index_and_reports_are_samtools_own_outputs(tmp_path, monkeypatch):
     broken.write_bytes(b"not a BAM")
     failed = {k: tmp_path / f"failed.{k}" for k in outputs}
     with pytest.raises(RuntimeError, match=r"samtools \w+ .*broken\.bam.* failed \(1\)"):
-        index_and_report(broken, failed, 2, log)
+        start_index_and_reports(broken, failed, 2, log)()
     assert not any(p.exists() for p in failed.values()) and not list(tmp_path.glob(".tmp.*"))
 
 

@@ -100,19 +100,14 @@ BAM_REPORTS = [
 ]
 
 
-def index_and_report(bam: Path, outputs: dict[str, Path], threads: int, log: IO[str]) -> None:
-    """samtools index of bam into outputs['bai'], then flagstat (JSON and text) and stats into
-    outputs['flagstat'], ['flagstat_text'], ['stats']: the same bytes as the tools run by hand
-    on the same path (stats records its command line)."""
-    start_index_and_reports(bam, outputs, threads, log)()
-
-
 def start_index_and_reports(
     bam: Path, outputs: dict[str, Path], threads: int, log: IO[str]
 ) -> Callable[[], None]:
-    """Start index_and_report's four samtools runs side by side (stats takes the longest; the
-    caller goes on meanwhile); return the function that waits for them and raises the first
-    failure. Each output is complete or absent."""
+    """Start samtools index of bam into outputs['bai'], flagstat (JSON and text) and stats into
+    outputs['flagstat'], ['flagstat_text'], ['stats'], side by side (stats takes the longest;
+    the caller goes on meanwhile): the same bytes as the tools run by hand on the same path
+    (stats records its command line). Returns the function that waits for them and raises the
+    first failure. Each output is complete or absent."""
 
     def samtools(args: list[str]) -> str:
         """Run samtools with args, log its stderr, fail loudly; return its stdout."""

@@ -635,11 +635,6 @@ int cc_llr_to_ml(double llr) {
     return n > 127 ? 127 : n;
 }
 
-/* A start: a decimal integer of at most 18 digits (CALL_START in modbam.py). */
-static int parse_start(const char *s, const char *e, int64_t *out) {
-    return parse_int(s, e, out);
-}
-
 /* A log-likelihood ratio: a decimal number, [+-]digits[.digits][e[+-]digits] (CALL_LLR in
  * modbam.py), correctly rounded as Python's float() rounds it. */
 static int parse_llr(const char *s, const char *e, double *out) {
@@ -907,7 +902,7 @@ int cc_tag_read(cc_tagger *t, const char *calls, int64_t n, cc_record *rec, int 
 #define FIELD(col) t->fields[col], t->fields[(col) + 1] - 1
             int64_t start;
             double llr;
-            if (parse_start(FIELD(t->col_start), &start))
+            if (parse_int(FIELD(t->col_start), &start)) /* CALL_START in modbam.py */
                 return bad_line(t, calls, p, stop, nf, CC_BAD_START);
             if (parse_llr(FIELD(t->col_llr), &llr)) return bad_line(t, calls, p, stop, nf, CC_BAD_LLR);
             const char *strand = t->fields[t->col_strand];

@@ -41,7 +41,7 @@ except ImportError:  # not built: read_sites and mm_ml do the work
 # A module built before the tagging was added to it (./setup.sh not rerun) counts as not built.
 COMPILED = hasattr(lib, "cc_tag_read")  # tests switch the compiled tagging off to compare both
 COMPLEMENT = str.maketrans("ACGTN", "TGCAN")
-# What a call's start and log-likelihood ratio may be (calls_core.c's parse_start, parse_llr).
+# What a call's start and log-likelihood ratio may be (calls_core.c's parse_int, parse_llr).
 CALL_START = re.compile(rb"[+-]?[0-9]{1,18}")
 CALL_LLR = re.compile(rb"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
 BAD_START = "start is not a whole number of at most 18 digits"

@@ -442,10 +442,7 @@ class _RootAttributes:
 
     def get(self, name: str, default: Any = None) -> Any:
         """The attribute's value, default when absent or empty."""
-        raw = name.encode()
-        if not h5py.h5a.exists(self.oid, raw):
-            return default
-        value = _read_attribute(self.oid, raw)[0]
+        value = _attribute(self.oid, name.encode())
         return default if value is None else value
 
 
