@@ -12,6 +12,7 @@ carry no process id). Logs and benchmarks (timings) are not compared.
 from __future__ import annotations
 
 import base64
+import gc
 import os
 import random
 import re
@@ -31,7 +32,7 @@ from numapore.run.atomic import atomic_output, atomic_outputs, scratch_dir, temp
 from project import snakemake_command
 from numapore.run.workdir import (
     RUN_LOCK,
-    cancel_pending_timers,
+    prepare_exit,
     release_stale_locks,
     remove_dead_shadows,
 )
@@ -265,14 +266,19 @@ def test_stale_locks_are_removed_only_when_no_run_holds_the_flock(tmp_path):
     handle.close()
 
 
-def test_pending_timers_are_cancelled():
-    """A pending timer (as Snakemake's rate limiter leaves one) ends without firing."""
+def test_prepare_exit_cancels_pending_timers_and_freezes_the_heap():
+    """A pending timer (as Snakemake's rate limiter leaves one) ends without firing, and the
+    objects alive now are out of the collector's reach (the interpreter's final collections)."""
     fired = threading.Event()
     timer = threading.Timer(60, fired.set)
     timer.start()
     other = threading.Thread(target=fired.wait, args=(1,))  # not a timer: left alone
     other.start()
-    assert cancel_pending_timers() == 1
+    try:
+        assert prepare_exit() == 1
+        assert gc.get_freeze_count() > 0
+    finally:
+        gc.unfreeze()
     timer.join(5)
     assert not timer.is_alive() and not fired.is_set()
     other.join()
