@@ -418,8 +418,17 @@ def read_fast5(
 
 def read_layout(path: str | os.PathLike) -> list[tuple[str, bool]]:
     """(read id, has a non-empty Signal dataset) of each read of a FAST5 file, from its layout alone
-    (no signal or header read); Fast5Error when the file cannot be opened."""
+    (no signal or header read); Fast5Error when the file cannot be opened.
+
+    The compiled layout (numapore.signal.fast5_core) reads the usual files; what it leaves
+    (anything unusual or broken) is read here, so results and errors stay this function's."""
+    from numapore.signal.fast5_core import core_layout  # (fast5_core imports this module)
+
     path = str(path)
+    compiled = core_layout()
+    reads = compiled.read(path) if compiled is not None else None
+    if reads is not None:
+        return reads
     with _open(path) as h5:
         try:
             if _is_multi_read(path, h5, _RootAttributes(h5)):

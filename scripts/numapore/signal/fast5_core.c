@@ -62,6 +62,11 @@ typedef struct {
     const char **header_values;
     size_t blob_offset, blob_size; /* encoded record in the output buffer */
 } np5_read;
+
+typedef struct {
+    const char *read_id;
+    int has_signal; /* a non-empty Signal dataset */
+} np5_layout_read;
 /* cffi: end */
 
 typedef struct arena_block {
@@ -89,6 +94,8 @@ typedef struct {
     /* results of the last call */
     int nreads, capreads;
     np5_read *reads;
+    int nlayout, caplayout; /* np5_layout */
+    np5_layout_read *layout;
     int groups;
     const char *reason;
     char reason_buf[256];
@@ -207,6 +214,7 @@ static void np5_free(np5_ctx *ctx) {
     arena_free(&ctx->arena);
     arena_free(&ctx->settings_arena);
     free(ctx->reads);
+    free(ctx->layout);
     free(ctx->out);
     free(ctx->raw);
     free(ctx->chunk);
@@ -1024,6 +1032,188 @@ static int walk_file(np5_ctx *ctx, hid_t fid, int start, int stop) {
         if (rc == 0) rc = visit_group(&w, gid, name);
         H5Oclose(gid);
         if (rc < 0 || finish(&w) < 0) return -1;
+    }
+    return 0;
+}
+
+/* ---------- layout (numapore.signal.fast5.read_layout) ---------- */
+
+static int add_layout(np5_ctx *ctx, const char *read_id, int has_signal) {
+    if (ctx->nlayout == ctx->caplayout) {
+        int cap = ctx->caplayout ? 2 * ctx->caplayout : 64;
+        np5_layout_read *layout = realloc(ctx->layout, cap * sizeof(np5_layout_read));
+        if (!layout) return -1;
+        ctx->layout = layout;
+        ctx->caplayout = cap;
+    }
+    ctx->layout[ctx->nlayout].read_id = read_id;
+    ctx->layout[ctx->nlayout++].has_signal = has_signal;
+    return 0;
+}
+
+/* The object a member of gid links to: 1 and it open, 0 when there is no such link, -1 to
+ * fall back (a soft or external link: the Python reader follows or refuses those its own way).
+ * The common case (the link is there) takes one lookup: its info, then the object by address. */
+static int open_hard_link(np5_ctx *ctx, hid_t gid, const char *name, hid_t *out) {
+    H5L_info_t info;
+    if (H5Lget_info(gid, name, &info, H5P_DEFAULT) < 0) {
+        htri_t has = H5Lexists(gid, name, H5P_DEFAULT);
+        return has == 0 ? 0 : fallback_named(ctx, "link lookup", name);
+    }
+    if (info.type != H5L_TYPE_HARD) return fallback_named(ctx, "soft or external link", name);
+    hid_t oid = H5Oopen_by_addr(gid, info.u.address);
+    if (oid < 0) return fallback_named(ctx, "member that cannot be opened", name);
+    *out = oid;
+    return 1;
+}
+
+/* A member of gid that must be a hard-linked group: as open_hard_link, and -1 for another
+ * kind of object. */
+static int open_member_group(np5_ctx *ctx, hid_t gid, const char *name, hid_t *out) {
+    int found = open_hard_link(ctx, gid, name, out);
+    if (found > 0 && H5Iget_type(*out) != H5I_GROUP) {
+        H5Oclose(*out);
+        return fallback_named(ctx, "member that is not a group", name);
+    }
+    return found;
+}
+
+/* fast5._has_signal: 1 when group holds a non-empty Signal dataset, 0 if not, -1 to fall back. */
+static int layout_signal(np5_ctx *ctx, hid_t gid) {
+    hid_t oid = -1;
+    int rc = open_hard_link(ctx, gid, "Signal", &oid);
+    if (rc <= 0) return rc;
+    if (H5Iget_type(oid) == H5I_DATASET) {
+        hid_t space = H5Dget_space(oid);
+        hssize_t npoints = space < 0 ? -1 : H5Sget_simple_extent_npoints(space);
+        if (space >= 0) H5Sclose(space);
+        rc = npoints < 0 ? fallback(ctx, "Signal dataspace") : npoints > 0;
+    } else {
+        rc = 0; /* a group or a named type: no signal */
+    }
+    H5Oclose(oid);
+    return rc;
+}
+
+/* fast5._attribute(oid, "read_id") as text: 1 and the text, 0 when absent or empty (null
+ * dataspace), -1 to fall back: anything but a scalar string _text takes as it is. */
+static int layout_read_id(walk *w, hid_t oid, const char **text) {
+    htri_t has = H5Aexists(oid, "read_id");
+    if (has < 0) return fallback(w->ctx, "read_id lookup");
+    if (!has) return 0;
+    hid_t aid = H5Aopen(oid, "read_id", H5P_DEFAULT);
+    if (aid < 0) return fallback(w->ctx, "read_id attribute");
+    hid_t space = H5Aget_space(aid);
+    H5S_class_t sclass = space < 0 ? H5S_NO_CLASS : H5Sget_simple_extent_type(space);
+    if (space >= 0) H5Sclose(space);
+    attr_value v;
+    int rc = sclass == H5S_NULL ? 0 : -1;
+    if (sclass == H5S_SCALAR) rc = read_attribute(w, aid, &v);
+    H5Aclose(aid);
+    if (rc < 0 || (rc == 1 && v.kind != A_STR))
+        return fallback(w->ctx, "read_id that is not a scalar string");
+    if (rc == 1) *text = v.s;
+    return rc;
+}
+
+/* fast5._multi_read_layout: the read_id of the group's Raw, else (absent or empty) the group's
+ * name without read_. */
+static int multi_read_layout(walk *w, hid_t gid, const char *name) {
+    np5_ctx *ctx = w->ctx;
+    hid_t raw = -1;
+    int has_raw = open_member_group(ctx, gid, "Raw", &raw);
+    if (has_raw < 0) return -1;
+    const char *read_id = NULL;
+    int has_signal = 0, rc = 0;
+    if (has_raw) {
+        rc = layout_read_id(w, raw, &read_id);
+        has_signal = rc < 0 ? -1 : layout_signal(ctx, raw);
+        H5Oclose(raw);
+    }
+    if (rc < 0 || has_signal < 0) return -1;
+    if (!rc || !*read_id) read_id = strncmp(name, "read_", 5) ? name : name + 5;
+    return add_layout(ctx, read_id, has_signal);
+}
+
+/* fast5._single_read_layout: Raw/Reads/<name>'s read_id (an empty one stays empty), else its
+ * name. */
+static int single_read_layout(walk *w, hid_t gid, const char *name) {
+    const char *read_id = NULL;
+    int rc = layout_read_id(w, gid, &read_id);
+    if (rc < 0) return -1;
+    if (!rc && !plain_text(name, strlen(name)))
+        return fallback_named(w->ctx, "read name with a tab or line break", name);
+    int has_signal = layout_signal(w->ctx, gid);
+    if (has_signal < 0) return -1;
+    return add_layout(w->ctx, rc ? read_id : name, has_signal);
+}
+
+/* Each read of members (all of them hard-linked groups) of gid, through one_read. */
+static int layout_reads(walk *w, hid_t gid, const link_list *members,
+                        int (*one_read)(walk *, hid_t, const char *)) {
+    for (int k = 0; k < members->n; k++) {
+        const char *name = members->names[k];
+        hid_t oid = H5Oopen(gid, name, H5P_DEFAULT);
+        if (oid < 0) return fallback_named(w->ctx, "read group that cannot be opened", name);
+        int rc = H5Iget_type(oid) == H5I_GROUP
+                     ? one_read(w, oid, name)
+                     : fallback_named(w->ctx, "read member not a group", name);
+        H5Oclose(oid);
+        if (rc < 0) return -1;
+    }
+    return 0;
+}
+
+/* fast5.read_layout on an open file (the layout told by its groups alone, else fall back). */
+static int layout_file(np5_ctx *ctx, hid_t fid) {
+    walk w;
+    memset(&w, 0, sizeof w);
+    w.ctx = ctx;
+    link_list top;
+    if (list_links(ctx, fid, &top) < 0) return -1;
+    int single = 0, multi = 0;
+    for (int k = 0; k < top.n; k++) {
+        single |= !strcmp(top.names[k], "Raw") || !strcmp(top.names[k], "UniqueGlobalKey");
+        multi |= !strncmp(top.names[k], "read_", 5);
+    }
+    if (single) {
+        hid_t raw = -1, reads = -1;
+        int found = open_member_group(ctx, fid, "Raw", &raw);
+        if (found > 0) {
+            found = open_member_group(ctx, raw, "Reads", &reads);
+            H5Oclose(raw);
+        }
+        if (found <= 0) return found; /* no Raw/Reads: no reads */
+        link_list members;
+        int rc = list_links(ctx, reads, &members);
+        if (rc == 0) rc = layout_reads(&w, reads, &members, single_read_layout);
+        H5Oclose(reads);
+        return rc;
+    }
+    if (!multi) return fallback(ctx, "layout told by file_type/file_version");
+    int n = 0;
+    for (int k = 0; k < top.n; k++)
+        if (!skipped_group(top.names[k])) top.names[n++] = top.names[k];
+    top.n = n;
+    return layout_reads(&w, fid, &top, multi_read_layout);
+}
+
+/* The reads of a FAST5 file from its layout alone (numapore.signal.fast5.read_layout): 0 and
+ * ctx->layout[0, nlayout), or NP5_FALLBACK with ctx->reason. */
+static int np5_layout(np5_ctx *ctx, const char *path) {
+    arena_reset(&ctx->arena);
+    ctx->nlayout = 0;
+    ctx->reason = NULL;
+    hid_t fid = H5Fopen(path, H5F_ACC_RDONLY, ctx->fapl);
+    if (fid < 0) {
+        fallback(ctx, "cannot open as HDF5");
+        return NP5_FALLBACK;
+    }
+    int rc = layout_file(ctx, fid);
+    H5Fclose(fid);
+    if (rc < 0) {
+        fallback(ctx, "out of memory");
+        return NP5_FALLBACK;
     }
     return 0;
 }

@@ -12,6 +12,11 @@ module (not built) every file takes the Python reader.
     got = reader.read(path, start, stop)  # None: use read_fast5
     got.encoded  # [(read_id, record bytes, samples)] when columns and runs are known
     got.decoded  # [Fast5Read] otherwise (the caller fixes columns and read groups)
+
+numapore.signal.fast5.read_layout (the census) takes the compiled layout first, the same way:
+
+    layout = core_layout()  # None: not built or switched off
+    layout.read(path)  # [(read_id, has_signal)], or None: the Python path reads the file
 """
 
 from __future__ import annotations
@@ -162,6 +167,41 @@ def _holds(aux_fields: Sequence[AuxField]) -> bool:
         aux.type in TYPE_CODES and not any("\n" in label for label in aux.labels)
         for aux in aux_fields
     )
+
+
+class CoreLayout:
+    """The compiled read_layout: the reads of a FAST5 file from its layout alone."""
+
+    def __init__(self) -> None:
+        """A C context for layouts (no output settings)."""
+        ctx = lib.np5_new(0, 0)
+        if ctx == ffi.NULL:
+            raise MemoryError("numapore: cannot set up the compiled FAST5 reader")
+        self.ctx = ffi.gc(ctx, lib.np5_free)
+        self.reason = ""  # why the last file was left to the Python reader
+
+    def read(self, path: str) -> list[tuple[str, bool]] | None:
+        """(read id, has a non-empty Signal) of each read; None: read it with the Python path."""
+        ctx = self.ctx
+        if lib.np5_layout(ctx, os.fsencode(path)) == FALLBACK:
+            self.reason = ffi.string(ctx.reason).decode(errors="replace")
+            return None
+        reads, string = ctx.layout, ffi.string
+        return [(string(reads[i].read_id).decode(), bool(reads[i].has_signal))
+                for i in range(ctx.nlayout)]  # fmt: skip
+
+
+_LAYOUT: CoreLayout | None = None
+
+
+def core_layout() -> CoreLayout | None:
+    """The compiled layout reader (one per process), or None when not built or switched off."""
+    global _LAYOUT
+    if not ENABLED:
+        return None
+    if _LAYOUT is None:
+        _LAYOUT = CoreLayout()
+    return _LAYOUT
 
 
 _VBZ_TRIED = False

@@ -20,12 +20,14 @@ from numapore.signal.svbzd_build import compile_module, shared_declarations
 
 PACKAGE = Path(__file__).resolve().parent
 SOURCE = PACKAGE / "fast5_core.c"
-# np5_aux and np5_read come from fast5_core.c itself (between its "cffi:" markers); Python reads
+# np5_aux, np5_read and np5_layout_read come from fast5_core.c itself (between its "cffi:" markers); Python reads
 # these fields of np5_ctx and leaves the rest opaque.
 C_DECLARATIONS = """
 typedef struct {
     int nreads;
     np5_read *reads;
+    int nlayout;
+    np5_layout_read *layout;
     int groups;
     const char *reason;
     unsigned char *out;
@@ -40,6 +42,7 @@ void np5_set_schema_known(np5_ctx *ctx);
 int np5_add_run(np5_ctx *ctx, const char *run_id, uint32_t group);
 int np5_register_filter(const char *library);
 int np5_read_file(np5_ctx *ctx, const char *path, int start, int stop);
+int np5_layout(np5_ctx *ctx, const char *path);
 const char *np5_type_name(int type);
 """
 
