@@ -236,6 +236,12 @@ def signal_group(h5: h5py.File) -> None:
     read.create_group("Signal")
 
 
+def soft_single_read(h5: h5py.File) -> None:
+    """A single-read file whose second read is a soft link to its first."""
+    single_read(h5, read_id="r1")
+    h5["Raw/Reads/Read_8"] = h5py.SoftLink("/Raw/Reads/Read_7")
+
+
 def soft_raw(h5: h5py.File) -> None:
     """A read group whose Raw is a soft link to a group beside it."""
     multi_read(h5, "read_real", read_id="r1")
@@ -252,11 +258,6 @@ def dangling_signal(h5: h5py.File) -> None:
 def multi_and(extra):
     """A multi-read file with read_ab plus whatever extra(h5) adds."""
     return lambda h5: (multi_read(h5, read_id="r1"), extra(h5))
-
-
-def single_and(extra):
-    """A single-read file with Raw/Reads/Read_7 plus whatever extra(h5) adds."""
-    return lambda h5: (single_read(h5, read_id="r1"), extra(h5))
 
 
 NOT_TEXT = "string attribute with a NUL, tab, line break or non-UTF-8 bytes"  # fixed length
@@ -297,10 +298,7 @@ LAYOUT_CASES = {
     ),
     "soft-linked Raw": (soft_raw, "soft or external link: Raw"),
     "dangling Signal": (dangling_signal, "soft or external link: Signal"),
-    "soft-linked single read": (
-        single_and(lambda h5: h5.__setitem__("Raw/Reads/Read_8", h5py.SoftLink("/Raw/Reads/Read_7"))),
-        "soft or external link: Read_8",
-    ),
+    "soft-linked single read": (soft_single_read, "soft or external link: Read_8"),
     "read group a dataset": (
         multi_and(lambda h5: h5.create_dataset("read_cd", data=[1])),
         "read member not a group: read_cd",

@@ -13,6 +13,10 @@
  * Gzip'd signal chunks are read raw (H5Dread_chunk) and inflated with libdeflate (the same
  * samples as HDF5's zlib filter, faster); other filters (VBZ through its registered plugin)
  * go through H5Dread. The svb-zd encoder (svbzd_encode) is prepended by the build.
+ *
+ * A second call (np5_layout) gives numapore.signal.fast5.read_layout's answer for the census
+ * (each read's id and whether it has a non-empty Signal, from the layout alone) under the same
+ * rule: the usual single- and multi-read layouts here, anything else NP5_FALLBACK.
  */
 #include <dlfcn.h>
 #include <hdf5.h>
@@ -740,8 +744,13 @@ static int visit_attributes(walk *w, hid_t oid, const char *group) {
 }
 
 typedef struct {
+    const char *name;
+    haddr_t addr; /* the object it links to (for H5Oopen_by_addr: no second name lookup) */
+} link_entry;
+
+typedef struct {
     np5_ctx *ctx;
-    const char **names;
+    link_entry *links;
     int n, cap;
 } link_list;
 
@@ -753,18 +762,19 @@ static herr_t link_visitor(hid_t gid, const char *name, const H5L_info_t *info, 
         return fallback(l->ctx, "group member name that is not UTF-8");
     if (l->n == l->cap) {
         int cap = l->cap ? 2 * l->cap : 16;
-        const char **names = arena_alloc(&l->ctx->arena, cap * sizeof(char *));
-        if (!names) return -1;
-        if (l->n) memcpy(names, l->names, l->n * sizeof(char *));
-        l->names = names;
+        link_entry *links = arena_alloc(&l->ctx->arena, cap * sizeof(link_entry));
+        if (!links) return -1;
+        if (l->n) memcpy(links, l->links, l->n * sizeof(link_entry));
+        l->links = links;
         l->cap = cap;
     }
-    l->names[l->n] = arena_strdup(&l->ctx->arena, name);
-    return l->names[l->n++] ? 0 : -1;
+    l->links[l->n].addr = info->u.address;
+    l->links[l->n].name = arena_strdup(&l->ctx->arena, name);
+    return l->links[l->n++].name ? 0 : -1;
 }
 
-static int cmp_str(const void *a, const void *b) {
-    return strcmp(*(const char *const *)a, *(const char *const *)b);
+static int cmp_link(const void *a, const void *b) {
+    return strcmp(((const link_entry *)a)->name, ((const link_entry *)b)->name);
 }
 
 /* The members of a group in byte order (all of them hard links), else fall back. */
@@ -774,7 +784,7 @@ static int list_links(np5_ctx *ctx, hid_t gid, link_list *l) {
     hsize_t idx = 0;
     if (H5Literate(gid, H5_INDEX_NAME, H5_ITER_NATIVE, &idx, link_visitor, l) < 0)
         return fallback(ctx, "group listing");
-    if (l->n > 1) qsort(l->names, l->n, sizeof(char *), cmp_str);
+    if (l->n > 1) qsort(l->links, l->n, sizeof(link_entry), cmp_link);
     return 0;
 }
 
@@ -876,7 +886,7 @@ static int visit_children(walk *w, hid_t gid) {
     link_list l;
     if (list_links(w->ctx, gid, &l) < 0) return -1;
     for (int k = 0; k < l.n; k++) {
-        const char *name = l.names[k];
+        const char *name = l.links[k].name;
         if (skipped_group(name)) continue;
         hid_t oid = H5Oopen(gid, name, H5P_DEFAULT);
         if (oid < 0) return fallback_named(w->ctx, "member that cannot be opened", name);
@@ -981,8 +991,8 @@ static int walk_file(np5_ctx *ctx, hid_t fid, int start, int stop) {
     if (list_links(ctx, fid, &top) < 0) return -1;
     int single = 0, multi = 0;
     for (int k = 0; k < top.n; k++) {
-        single |= !strcmp(top.names[k], "Raw") || !strcmp(top.names[k], "UniqueGlobalKey");
-        multi |= !strncmp(top.names[k], "read_", 5);
+        single |= !strcmp(top.links[k].name, "Raw") || !strcmp(top.links[k].name, "UniqueGlobalKey");
+        multi |= !strncmp(top.links[k].name, "read_", 5);
     }
     if (single) {
         ctx->groups = 1;
@@ -1006,11 +1016,11 @@ static int walk_file(np5_ctx *ctx, hid_t fid, int start, int stop) {
     if (!multi) return fallback(ctx, "layout told by file_type/file_version");
     int ngroups = 0;
     for (int k = 0; k < top.n; k++)
-        if (!skipped_group(top.names[k])) top.names[ngroups++] = top.names[k];
+        if (!skipped_group(top.links[k].name)) top.links[ngroups++] = top.links[k];
     ctx->groups = ngroups;
     if (stop < 0 || stop > ngroups) stop = ngroups;
     for (int k = start; k < stop; k++) {
-        const char *name = top.names[k];
+        const char *name = top.links[k].name;
         memset(&w, 0, sizeof w);
         w.ctx = ctx;
         w.rd = new_read(ctx, &root);
@@ -1152,8 +1162,8 @@ static int single_read_layout(walk *w, hid_t gid, const char *name) {
 static int layout_reads(walk *w, hid_t gid, const link_list *members,
                         int (*one_read)(walk *, hid_t, const char *)) {
     for (int k = 0; k < members->n; k++) {
-        const char *name = members->names[k];
-        hid_t oid = H5Oopen(gid, name, H5P_DEFAULT);
+        const char *name = members->links[k].name;
+        hid_t oid = H5Oopen_by_addr(gid, members->links[k].addr);
         if (oid < 0) return fallback_named(w->ctx, "read group that cannot be opened", name);
         int rc = H5Iget_type(oid) == H5I_GROUP
                      ? one_read(w, oid, name)
@@ -1173,8 +1183,8 @@ static int layout_file(np5_ctx *ctx, hid_t fid) {
     if (list_links(ctx, fid, &top) < 0) return -1;
     int single = 0, multi = 0;
     for (int k = 0; k < top.n; k++) {
-        single |= !strcmp(top.names[k], "Raw") || !strcmp(top.names[k], "UniqueGlobalKey");
-        multi |= !strncmp(top.names[k], "read_", 5);
+        single |= !strcmp(top.links[k].name, "Raw") || !strcmp(top.links[k].name, "UniqueGlobalKey");
+        multi |= !strncmp(top.links[k].name, "read_", 5);
     }
     if (single) {
         hid_t raw = -1, reads = -1;
@@ -1193,7 +1203,7 @@ static int layout_file(np5_ctx *ctx, hid_t fid) {
     if (!multi) return fallback(ctx, "layout told by file_type/file_version");
     int n = 0;
     for (int k = 0; k < top.n; k++)
-        if (!skipped_group(top.names[k])) top.names[n++] = top.names[k];
+        if (!skipped_group(top.links[k].name)) top.links[n++] = top.links[k];
     top.n = n;
     return layout_reads(&w, fid, &top, multi_read_layout);
 }

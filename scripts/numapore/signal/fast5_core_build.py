@@ -20,8 +20,8 @@ from numapore.signal.svbzd_build import compile_module, shared_declarations
 
 PACKAGE = Path(__file__).resolve().parent
 SOURCE = PACKAGE / "fast5_core.c"
-# np5_aux, np5_read and np5_layout_read come from fast5_core.c itself (between its "cffi:" markers); Python reads
-# these fields of np5_ctx and leaves the rest opaque.
+# np5_aux, np5_read and np5_layout_read come from fast5_core.c itself (between its "cffi:"
+# markers); Python reads these fields of np5_ctx and leaves the rest opaque.
 C_DECLARATIONS = """
 typedef struct {
     int nreads;
