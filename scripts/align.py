@@ -1,20 +1,31 @@
-"""Rule align: the chosen aligner | samtools sort, under the host's alignment strategy."""
+"""Rule align: the chosen aligner | samtools sort, under the host's alignment strategy. When the
+alignment is not scattered, this job makes the sample's BAM and finishes it as the merge job
+would (index, samtools reports, the alignment check): no second job for one shard."""
 
+import sys
 from pathlib import Path
 
 from numapore.execution.hosts import load_host_config
+from numapore.execution.shards import finish_sample_bam
 from numapore.execution.steps import run_alignment
 from numapore.run.rulelog import redirect_to_log
 
 smk = snakemake  # noqa: F821 (injected by the script directive)
 redirect_to_log(smk)
+bam = Path(smk.output.bam)
 run_alignment(
     host=load_host_config(smk.params.host),
     aligner=smk.wildcards.aligner,
     index=smk.params.index,
     index_files=[Path(p) for p in smk.input.index],
     reads=Path(smk.input.reads),
-    output=Path(smk.output[0]),
+    output=bam,
     threads=smk.threads,
     record=Path(smk.log.record),
 )
+if "summary" in smk.output.keys():  # the sample's BAM (common.smk: ONE_ALIGN_SHARD)
+    finish_sample_bam(
+        bam, {key: Path(path) for key, path in smk.output.items()}, smk.threads, sys.stderr,
+        reads=Path(smk.input.reads), sample=smk.wildcards.sample, aligner=smk.wildcards.aligner,
+        reference=smk.params.reference,
+    )  # fmt: skip

@@ -2,7 +2,8 @@
 
 import sys
 
-from numapore.run.accounting import AccountingError, AccountingInputs, account, write_table
+from numapore.errors import AccountingError
+from numapore.run.accounting import AccountingInputs, account, write_table
 from numapore.run.rulelog import redirect_to_log
 
 smk = snakemake  # noqa: F821 (injected by the script directive)

@@ -12,22 +12,17 @@ from conftest import host_file, run_workflow
 from tables import read_table
 from test_convert import conformance_table
 
+from numapore.errors import AccountingError
 from numapore.run.accounting import (
     NA,
     NO_SIGNAL_DATASET,
-    AccountingError,
-    alignment_summary,
     blow5_read_ids,
     called_reads,
-    fast5_census,
-    read_census,
-    read_id_column,
-    read_ids,
     readdb_with_signal,
     rejected_rows,
-    unique_read_ids,
-    write_census,
 )
+from numapore.run.census import fast5_census, read_census, write_census
+from numapore.run.readids import alignment_summary, read_id_column, read_ids, unique_read_ids
 from numapore.signal.convert import convert
 from project import write_project
 

@@ -10,7 +10,7 @@ import pyslow5
 import pytest
 from conftest import REPO, call_set, host_file, run_workflow
 from tables import read_table
-from numapore.run.accounting import pod5_census
+from numapore.run.census import pod5_census
 from numapore.signal.convert import convert
 from project import write_project
 from numapore.signal.inputs import (

@@ -1,6 +1,7 @@
-# Alignment with the aligner chosen in config, one job per read shard, merged into one sorted,
-# indexed BAM per sample; then QC. The aligner command (numapore.execution.tools) is run unchanged under
-# the host's alignment strategy (numapore.execution.launch).
+# Alignment with the aligner chosen in config: one job per read shard, merged into one sorted,
+# indexed BAM per sample (not scattered: the align job makes that BAM itself); then QC. The
+# aligner command (numapore.execution.tools) is run unchanged under the host's alignment strategy
+# (numapore.execution.launch).
 
 
 rule align:
@@ -8,12 +9,16 @@ rule align:
         reads=reads_shard,
         index=aligner_index_files,
     output:
-        temp("results/{sample}/align/shards/{sample}.{aligner}.{shard}.bam"),
+        **(
+            sample_bam_outputs()
+            if ONE_ALIGN_SHARD
+            else {"bam": temp("results/{sample}/align/shards/{sample}.{aligner}.{shard}.bam")}
+        ),
     log:
-        main="results/logs/align/{sample}.{aligner}.{shard}.log",
-        record="results/logs/align/{sample}.{aligner}.{shard}.run.json",
+        main=f"results/logs/align/{{sample}}.{{aligner}}.{ALIGN_SHARD}.log",
+        record=f"results/logs/align/{{sample}}.{{aligner}}.{ALIGN_SHARD}.run.json",
     benchmark:
-        "results/benchmarks/align/{sample}.{aligner}.{shard}.tsv"
+        f"results/benchmarks/align/{{sample}}.{{aligner}}.{ALIGN_SHARD}.tsv"
     conda:
         "../../envs/{aligner}.yaml"
     threads: RUN_CORES
@@ -24,16 +29,18 @@ rule align:
     params:
         index=aligner_index,
         host=HOST_FILE,
+        reference=lambda wc: str(SAMPLES[wc.sample].reference),
     script:
         "../../scripts/align.py"
 
 
-# With the merge: the BAM's index and samtools flagstat (JSON, and the text MultiQC reads) and
-# stats, run side by side by the merge's script (numapore.execution.shards), and the
-# alignment check (numapore.run.accounting.alignment_summary: reads in, primary alignments
-# mapped; the run stops here when none mapped or the reads repeat a read id, before methylation
-# calling): five tiny jobs were five Snakemake jobs of ~0.5-1 s each around < 0.1 s of samtools.
-# A killed job reruns all of it; merging is a link when the alignment is not scattered.
+# The sample's BAM is finished by the job that makes it (numapore.execution.shards.
+# finish_sample_bam): its index and samtools flagstat (JSON, and the text MultiQC reads) and stats,
+# run side by side, and the alignment check (numapore.run.readids.alignment_summary: reads in,
+# primary alignments mapped; the run stops here when none mapped or the reads repeat a read id,
+# before methylation calling). Five tiny jobs were five Snakemake jobs of ~0.5-1 s each around
+# < 0.1 s of samtools; a killed job reruns all of it. Only a scattered alignment has this merge
+# job (ruleorder below); otherwise the align job does it (ONE_ALIGN_SHARD).
 rule merge_alignment_shards:
     input:
         shards=lambda wc: expand(
@@ -43,12 +50,7 @@ rule merge_alignment_shards:
         ),
         reads=staged_reads,
     output:
-        bam="results/{sample}/align/{sample}.{aligner}.bam",
-        bai="results/{sample}/align/{sample}.{aligner}.bam.bai",
-        flagstat="results/{sample}/align/{sample}.{aligner}.flagstat.json",
-        flagstat_text="results/{sample}/align/{sample}.{aligner}.flagstat.txt",
-        stats="results/{sample}/align/{sample}.{aligner}.stats.txt",
-        summary="results/{sample}/align/{sample}.{aligner}.summary.tsv",
+        **sample_bam_outputs(),
     log:
         "results/logs/merge_alignment_shards/{sample}.{aligner}.log",
     benchmark:
@@ -83,4 +85,4 @@ rule index_bam:
         "samtools index -@ {threads} {input} {params.tmp} 2> {log} && mv {params.tmp} {output}"
 
 
-ruleorder: merge_alignment_shards > index_bam
+ruleorder: align > merge_alignment_shards > index_bam

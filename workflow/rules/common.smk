@@ -174,6 +174,24 @@ def shard_ids(step):
 # in its log names as in a scattered run's. Scattered: one table per shard, merged in order.
 ONE_CALL_SHARD = config["scatter"]["methylation"] == 1
 CALL_SHARD = "1-of-1" if ONE_CALL_SHARD else "{shard}"
+# The same for the alignment: not scattered, the align job makes the sample's BAM and finishes
+# it (index, samtools reports, alignment check) as merge_alignment_shards does for shards.
+ONE_ALIGN_SHARD = config["scatter"]["alignment"] == 1
+ALIGN_SHARD = "1-of-1" if ONE_ALIGN_SHARD else "{shard}"
+
+
+def sample_bam_outputs():
+    """The sample's sorted BAM and what its job makes with it: index, flagstat (JSON, text),
+    stats and the alignment check (summary), by output name."""
+    name = "results/{sample}/align/{sample}.{aligner}"
+    return {
+        "bam": f"{name}.bam",
+        "bai": f"{name}.bam.bai",
+        "flagstat": f"{name}.flagstat.json",
+        "flagstat_text": f"{name}.flagstat.txt",
+        "stats": f"{name}.stats.txt",
+        "summary": f"{name}.summary.tsv",
+    }
 
 
 def signal_kind(io_mode):

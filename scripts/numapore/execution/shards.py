@@ -7,6 +7,7 @@ output, always in shard order so the result is reproducible.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -141,6 +142,32 @@ def start_index_and_reports(
             run.result()
 
     return wait
+
+
+def finish_sample_bam(
+    bam: Path,
+    outputs: dict[str, Path],
+    threads: int,
+    log: IO[str],
+    *,
+    reads: Path,
+    sample: str,
+    aligner: str,
+    reference: str,
+) -> None:
+    """Index the sample's sorted BAM, write its samtools reports and the alignment check
+    (outputs['summary']: reads in, primary alignments mapped); AccountingError when nothing
+    mapped or the reads repeat a read id."""
+    reports = {key: outputs[key] for key in ("bai", "flagstat", "flagstat_text", "stats")}
+    reports_done = start_index_and_reports(bam, reports, threads, log)
+    # Imported while samtools runs (polars takes a few tenths of a second to load).
+    from numapore.run.readids import alignment_summary
+
+    reports_done()
+    flagstat = json.loads(outputs["flagstat"].read_text())
+    summary = alignment_summary(flagstat, reads, sample, aligner, reference)
+    with atomic_output(outputs["summary"]) as tmp:
+        tmp.write_text(summary)
 
 
 COPY_BLOCK = 16 << 20  # bytes copied at a time when concatenating tables

@@ -22,17 +22,18 @@ from __future__ import annotations
 import os
 import struct
 from collections import Counter
-from collections.abc import Iterable, Iterator, Sequence
-from itertools import islice
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import polars as pl
 import pysam
 
+from numapore.errors import AccountingError
 from numapore.methylation.frequency import table_blocks
 from numapore.run.atomic import atomic_output
-from numapore.signal.fast5 import list_fast5, read_layout
+from numapore.run.census import Fast5Census, fast5_census, pod5_census, read_census
+from numapore.run.readids import id_column, read_id_column, rows_frame
 from numapore.signal.slow5 import INDEX_EOF, INDEX_HEADER_SIZE, INDEX_MAGIC, iter_index_entries
 
 COLUMNS = ("stage", "what", "reads", "detail")
@@ -41,102 +42,6 @@ NO_SIGNAL_DATASET = "no signal: its FAST5 file has no Signal dataset, or an empt
 NO_CALL = "no call: no CpG in the aligned part, or nanopolish could not align the signal"
 ABSENT = "no signal: absent from the FAST5 files (or in an unreadable one)"
 NOT_INDEXED = "no signal: nanopolish index found none for it"
-CENSUS_SCHEMA = {"read_id": pl.String, "file": pl.String, "has_signal": pl.Boolean}
-CENSUS_FILES_SCHEMA = {"file": pl.String, "reads": pl.Int64, "unreadable": pl.String}
-CHUNK = 500_000  # rows gathered in Python lists before they become a compact polars chunk
-
-
-class AccountingError(Exception):
-    """The read counts do not reconcile (or an input cannot be read); the message says which."""
-
-
-@dataclass
-class Fast5Census:
-    """The reads of a set of FAST5 files: a table of read_id, file, has_signal (a non-empty
-    Signal dataset), each id once (its first file), and the unreadable files."""
-
-    files: int = 0
-    reads: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=CENSUS_SCHEMA))
-    reads_per_file: dict[str, int] = field(default_factory=dict)
-    unreadable: dict[str, str] = field(default_factory=dict)
-    repeated: int = 0  # read ids met again in a later file (the conversion rejects them)
-
-    @property
-    def total(self) -> int:
-        """Reads in the readable files, repeated ids included."""
-        return sum(self.reads_per_file.values())
-
-    def add_reads(self, rows: Iterable[tuple[str, str, bool]]) -> None:
-        """Take (read_id, file, has_signal) rows, in file order; a repeated id keeps its first."""
-        table = pl.concat([self.reads, _frame(rows, CENSUS_SCHEMA)])
-        self.reads = table.unique("read_id", keep="first", maintain_order=True)
-        self.repeated = table.height - self.reads.height
-
-
-def _chunks(items: Iterable, size: int = CHUNK) -> Iterator[list]:
-    """Items in lists of up to size."""
-    it = iter(items)
-    while chunk := list(islice(it, size)):
-        yield chunk
-
-
-def _frame(rows: Iterable[tuple], schema: dict[str, pl.DataType]) -> pl.DataFrame:
-    """Rows as one polars frame, built CHUNK rows at a time (memory holds compact columns,
-    never all the Python tuples)."""
-    parts = []
-    for chunk in _chunks(rows):
-        columns = zip(schema, zip(*chunk, strict=True), strict=True)  # row tuples -> columns
-        parts.append(pl.DataFrame(dict(columns), schema=schema))
-    return pl.concat(parts) if parts else pl.DataFrame(schema=schema)
-
-
-def _column(values: Iterable[str]) -> pl.Series:
-    """Strings as one compact polars column, built CHUNK values at a time."""
-    parts = [pl.Series(chunk, dtype=pl.String) for chunk in _chunks(values)]
-    return pl.concat(parts) if parts else pl.Series([], dtype=pl.String)
-
-
-def fast5_census(inputs: Iterable[str | os.PathLike]) -> Fast5Census:
-    """Count and name the reads of FAST5 files/folders (layout only, the signal is not read)."""
-    census = Fast5Census()
-
-    def rows() -> Iterator[tuple[str, str, bool]]:
-        for path in map(str, list_fast5(inputs)):
-            census.files += 1
-            try:
-                reads = read_layout(path)
-            except Exception as err:  # noqa: BLE001 - any library error: the file is unreadable
-                census.unreadable[path] = f"{type(err).__name__}: {err}"
-                continue
-            census.reads_per_file[path] = len(reads)
-            yield from ((rid, path, has_signal) for rid, has_signal in reads)
-
-    census.add_reads(rows())
-    return census
-
-
-def pod5_census(inputs: Iterable[str | os.PathLike]) -> Fast5Census:
-    """Count and name the reads of POD5 files/folders (with the pod5 library)."""
-    import pod5
-
-    from numapore.signal.inputs import list_pod5
-
-    census = Fast5Census()
-
-    def rows() -> Iterator[tuple[str, str, bool]]:
-        for path in map(str, list_pod5([Path(p) for p in inputs])):
-            census.files += 1
-            try:
-                with pod5.Reader(path) as reader:
-                    ids = [str(r.read_id) for r in reader.reads()]
-            except Exception as err:  # noqa: BLE001 - any library error: the file is unreadable
-                census.unreadable[path] = f"{type(err).__name__}: {err}"
-                continue
-            census.reads_per_file[path] = len(ids)
-            yield from ((rid, path, True) for rid in ids)
-
-    census.add_reads(rows())
-    return census
 
 
 def signal_census(inp: AccountingInputs, blow5_ids: pl.Series | None = None) -> Fast5Census:
@@ -145,87 +50,12 @@ def signal_census(inp: AccountingInputs, blow5_ids: pl.Series | None = None) -> 
     if inp.signal_kind == "pod5":
         return pod5_census(inp.fast5)
     if inp.signal_kind == "blow5":  # always I/O mode slow5: the index is the BLOW5's
-        ids = _column([]) if blow5_ids is None else blow5_ids
+        ids = id_column([]) if blow5_ids is None else blow5_ids
         path = str(inp.fast5[0])
         census = Fast5Census(files=1, reads_per_file={path: len(ids)})
         census.reads = pl.DataFrame({"read_id": ids, "file": path, "has_signal": True})
         return census
     return fast5_census(inp.fast5)
-
-
-def write_census(
-    census: Fast5Census, reads_path: str | os.PathLike, files_path: str | os.PathLike
-) -> None:
-    """Save a census (read_census loads it): its reads table as Parquet, and its files as a TSV
-    of file, reads, unreadable (why it could not be read; empty for a readable file)."""
-    files = [(path, n, "") for path, n in census.reads_per_file.items()]
-    files += [(path, None, why) for path, why in census.unreadable.items()]
-    table = pl.DataFrame(files, schema=CENSUS_FILES_SCHEMA, orient="row")
-    with atomic_output(reads_path) as tmp:
-        census.reads.write_parquet(tmp)
-    with atomic_output(files_path) as tmp:
-        table.write_csv(tmp, separator="\t", null_value="NA")
-
-
-def read_census(reads_path: str | os.PathLike, files_path: str | os.PathLike) -> Fast5Census:
-    """A census saved by write_census."""
-    files = pl.read_csv(
-        files_path,
-        separator="\t",
-        schema=CENSUS_FILES_SCHEMA,
-        null_values={"reads": "NA"},  # an unreadable file's (a file may be named NA)
-    )
-    readable = pl.col("unreadable").is_null()  # written empty: a reason never is
-    census = Fast5Census(files=files.height, reads=pl.read_parquet(reads_path))
-    census.reads_per_file = dict(files.filter(readable).select("file", "reads").iter_rows())
-    census.unreadable = dict(files.filter(~readable).select("file", "unreadable").iter_rows())
-    census.repeated = census.total - census.reads.height
-    return census
-
-
-def read_ids(path: str | os.PathLike) -> tuple[pl.Series, pl.Series]:
-    """The read ids of a FASTA/FASTQ file in order, and each id's repeats (every occurrence
-    after its first), as polars columns."""
-    ids = read_id_column(path)
-    return ids, ids.filter(~ids.is_first_distinct())
-
-
-def unique_read_ids(path: str | os.PathLike, sample: str) -> pl.Series:
-    """The read ids of a reads file; AccountingError naming the file if an id repeats."""
-    ids, repeated = read_ids(path)
-    if len(repeated):
-        shown = ", ".join(repeated.unique().sort().head(3))
-        raise AccountingError(
-            f"sample '{sample}': reads file {Path(path).resolve()} repeats {len(repeated)} read "
-            f"id(s) (e.g. {shown}); nanopolish would call such reads twice: remove the duplicates"
-        )
-    return ids
-
-
-def alignment_summary(
-    flagstat: dict, reads: str | os.PathLike, sample: str, aligner: str, reference: str
-) -> str:
-    """The alignment check's table (reads in, primary alignments mapped) from samtools
-    flagstat's JSON; AccountingError when nothing mapped or the reads file repeats a read id
-    (before nanopolish would call such reads twice)."""
-    mapped = flagstat["QC-passed reads"]["primary mapped"]
-    reads_in = len(unique_read_ids(reads, sample))
-    if mapped == 0:
-        raise AccountingError(
-            f"sample '{sample}': none of its {reads_in} reads mapped to the reference "
-            f"{reference} with {aligner}: is it the right reference (do its contigs include the "
-            "sequenced genome)?"
-        )
-    return (
-        "sample\taligner\treads_in\tprimary_mapped\tprimary_mapped_fraction\n"
-        f"{sample}\t{aligner}\t{reads_in}\t{mapped}\t{mapped / reads_in:.4f}\n"
-    )
-
-
-def read_id_column(path: str | os.PathLike) -> pl.Series:
-    """The read ids of a FASTA/FASTQ file (gzip allowed), in order, as a polars column."""
-    with pysam.FastxFile(str(path)) as fastx:
-        return _column(rec.name for rec in fastx)
 
 
 def blow5_read_ids(idx: str | os.PathLike) -> pl.Series:
@@ -235,7 +65,7 @@ def blow5_read_ids(idx: str | os.PathLike) -> pl.Series:
         raise AccountingError(f"{idx}: not a complete slow5 index")
     entries = data[INDEX_HEADER_SIZE : -len(INDEX_EOF)]
     try:
-        return _column(rid.decode() for rid, _, _ in iter_index_entries(entries))
+        return id_column(rid.decode() for rid, _, _ in iter_index_entries(entries))
     except struct.error as err:
         raise AccountingError(f"{idx}: damaged slow5 index ({err})") from err
 
@@ -244,7 +74,7 @@ def readdb_with_signal(readdb: str | os.PathLike) -> pl.Series | None:
     """Read ids nanopolish index found FAST5 signal for; None for a BLOW5 readdb ('*' lines)."""
     with open(readdb) as handle:
         lines = (line.rstrip("\n").partition("\t") for line in handle)
-        ids = _column(rid for rid, _, where in lines if where or rid == "*")
+        ids = id_column(rid for rid, _, where in lines if where or rid == "*")
     return None if (ids == "*").any() else ids
 
 
@@ -263,7 +93,7 @@ def primary_alignments(bam: str | os.PathLike) -> pl.DataFrame:
             for r in handle.fetch(until_eof=True)
             if not r.flag & skip
         )
-        table = _frame(rows, {"read_id": pl.String, "mapq": pl.Int64})
+        table = rows_frame(rows, {"read_id": pl.String, "mapq": pl.Int64})
     return table.unique("read_id", keep="last")  # as a dict would: the last wins
 
 
@@ -377,7 +207,7 @@ def account(inp: AccountingInputs) -> list[Row]:
     if converted is None:
         # nanopolish index names a file for a read even when that file lacks the signal.
         indexed = readdb_with_signal(inp.readdb)
-        indexed = _column([]) if indexed is None else indexed
+        indexed = id_column([]) if indexed is None else indexed
         lacking = census.reads.filter(~pl.col("has_signal"))["read_id"]
         with_signal = indexed.filter(~indexed.is_in(lacking.implode()))
     else:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from numapore.errors import InputError
+from numapore.errors import AccountingError, InputError
 from numapore.run.workdir import describe_write_error
 
 
@@ -17,9 +17,10 @@ def redirect_to_log(snakemake) -> None:
     default_hook = sys.excepthook
 
     def hook(kind, err, tb) -> None:
-        """A user's input problem: one numapore: line, no traceback. A full or read-only disk:
-        say so where Snakemake shows it (the log may be lost)."""
-        if isinstance(err, InputError):
+        """A user's input problem (or counts that do not add up): one numapore: line, no
+        traceback. A full or read-only disk: say so where Snakemake shows it (the log may be
+        lost)."""
+        if isinstance(err, (InputError, AccountingError)):
             print(f"numapore: {err}", file=sys.stderr, flush=True)
             return
         message = describe_write_error(err, outputs) if isinstance(err, OSError) else None

@@ -1,0 +1,86 @@
+"""Read ids as compact polars columns (built a chunk at a time: memory never holds every id as a
+Python string), and the alignment check that counts them (reads in, primary alignments mapped).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Iterator
+from itertools import islice
+from pathlib import Path
+
+import polars as pl
+
+from numapore.errors import AccountingError
+
+CHUNK = 500_000  # rows gathered in Python lists before they become a compact polars chunk
+
+
+def chunks(items: Iterable, size: int = CHUNK) -> Iterator[list]:
+    """Items in lists of up to size."""
+    it = iter(items)
+    while chunk := list(islice(it, size)):
+        yield chunk
+
+
+def rows_frame(rows: Iterable[tuple], schema: dict[str, pl.DataType]) -> pl.DataFrame:
+    """Rows as one polars frame, built CHUNK rows at a time (memory holds compact columns,
+    never all the Python tuples)."""
+    parts = []
+    for chunk in chunks(rows):
+        columns = zip(schema, zip(*chunk, strict=True), strict=True)  # row tuples -> columns
+        parts.append(pl.DataFrame(dict(columns), schema=schema))
+    return pl.concat(parts) if parts else pl.DataFrame(schema=schema)
+
+
+def id_column(values: Iterable[str]) -> pl.Series:
+    """Strings as one compact polars column, built CHUNK values at a time."""
+    parts = [pl.Series(chunk, dtype=pl.String) for chunk in chunks(values)]
+    return pl.concat(parts) if parts else pl.Series([], dtype=pl.String)
+
+
+def read_id_column(path: str | os.PathLike) -> pl.Series:
+    """The read ids of a FASTA/FASTQ file (gzip allowed), in order, as a polars column."""
+    import pysam  # here: the census job uses this module's columns and reads no reads file
+
+    with pysam.FastxFile(str(path)) as fastx:
+        return id_column(rec.name for rec in fastx)
+
+
+def read_ids(path: str | os.PathLike) -> tuple[pl.Series, pl.Series]:
+    """The read ids of a FASTA/FASTQ file in order, and each id's repeats (every occurrence
+    after its first), as polars columns."""
+    ids = read_id_column(path)
+    return ids, ids.filter(~ids.is_first_distinct())
+
+
+def unique_read_ids(path: str | os.PathLike, sample: str) -> pl.Series:
+    """The read ids of a reads file; AccountingError naming the file if an id repeats."""
+    ids, repeated = read_ids(path)
+    if len(repeated):
+        shown = ", ".join(repeated.unique().sort().head(3))
+        raise AccountingError(
+            f"sample '{sample}': reads file {Path(path).resolve()} repeats {len(repeated)} read "
+            f"id(s) (e.g. {shown}); nanopolish would call such reads twice: remove the duplicates"
+        )
+    return ids
+
+
+def alignment_summary(
+    flagstat: dict, reads: str | os.PathLike, sample: str, aligner: str, reference: str
+) -> str:
+    """The alignment check's table (reads in, primary alignments mapped) from samtools
+    flagstat's JSON; AccountingError when nothing mapped or the reads file repeats a read id
+    (before nanopolish would call such reads twice)."""
+    mapped = flagstat["QC-passed reads"]["primary mapped"]
+    reads_in = len(unique_read_ids(reads, sample))
+    if mapped == 0:
+        raise AccountingError(
+            f"sample '{sample}': none of its {reads_in} reads mapped to the reference "
+            f"{reference} with {aligner}: is it the right reference (do its contigs include the "
+            "sequenced genome)?"
+        )
+    return (
+        "sample\taligner\treads_in\tprimary_mapped\tprimary_mapped_fraction\n"
+        f"{sample}\t{aligner}\t{reads_in}\t{mapped}\t{mapped / reads_in:.4f}\n"
+    )
