@@ -103,8 +103,9 @@ def test_without_a_profile_heavy_rules_take_every_core(tmp_path, ecoli_dir):
     reads = shortest_reads(ecoli_dir / "reads.fasta", tmp_path / "short.fasta", 20)
     row = ecoli_row(ecoli_dir, ecoli_dir / "region.fa", reads)
     work = write_project(tmp_path / "project", [row])
-    target = "results/ecoli/methylation/ecoli.minimap2.cpg.calls.tsv"
-    cmd = snakemake_command(work, 2, target, profile=None)
+    targets = ["results/ecoli/methylation/ecoli.minimap2.cpg.calls.tsv"]
+    targets.append("results/ecoli/signal/ecoli.census.parquet")
+    cmd = snakemake_command(work, 2, *targets, profile=None)
     run = subprocess.run(cmd, capture_output=True, text=True)
     assert run.returncode == 0, f"{' '.join(cmd)}\n{run.stderr[-3000:]}"
     # The jobs' run records: threads given to the step, and the tools' command lines.
@@ -129,6 +130,8 @@ def test_without_a_profile_heavy_rules_take_every_core(tmp_path, ecoli_dir):
     # minimap2 indexes with at most 3 threads, and takes half the cores: nanopolish index
     # runs beside it.
     assert threads.get("minimap2_index") == 1, threads
+    # One thread of reading each, holding no core: they run beside the alignment.
+    assert threads.get("nanopolish_index") == 0 and threads.get("signal_census") == 0, threads
     assert threads.get("call_methylation") == 2, threads
 
 

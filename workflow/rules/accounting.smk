@@ -18,6 +18,9 @@ rule signal_census:
         sample=f"{samples_of_kind('fast5')}|{samples_of_kind('pod5')}",
     conda:
         "../../envs/python.yaml"
+    # One thread reading every FAST5/POD5 file's layout: beside the alignment, as nanopolish
+    # index (common.smk: IO_BOUND).
+    threads: IO_BOUND
     params:
         kind=lambda wc: SAMPLES[wc.sample].signal_kind,
     script:

@@ -141,6 +141,10 @@ def run_cores():
 # profile's set-threads overrides them (profiles/hpc-numa caps light steps; profiles/slurm,
 # whose runs have no --cores, sets the heavy steps' threads per cluster job).
 RUN_CORES = run_cores()
+# The threads of the one-thread steps that mostly read files (nanopolish index, the signal
+# census): none held, so they run beside the heavy step that holds every core rather than
+# before it (on a PromethION run they read for hours). Their one thread shares the cores.
+IO_BOUND = 0
 
 ALIGNERS = ["minimap2", "bwa", "bowtie2"]
 # The files each aligner's index consists of (after the reference's name).
