@@ -976,6 +976,25 @@ static int read_root(walk *w, hid_t fid, np5_read *root) {
     return 0;
 }
 
+/* fast5._is_multi_read from the root's members alone: single-read (Raw or UniqueGlobalKey),
+ * multi-read (read_* groups); neither: told by file_type/file_version (the callers fall back). */
+static void top_layout(const link_list *top, int *single, int *multi) {
+    *single = *multi = 0;
+    for (int k = 0; k < top->n; k++) {
+        const char *name = top->links[k].name;
+        *single |= !strcmp(name, "Raw") || !strcmp(name, "UniqueGlobalKey");
+        *multi |= !strncmp(name, "read_", 5);
+    }
+}
+
+/* Keep the read groups of a multi-read file's root members (in order); return how many. */
+static int keep_read_groups(link_list *top) {
+    int n = 0;
+    for (int k = 0; k < top->n; k++)
+        if (!skipped_group(top->links[k].name)) top->links[n++] = top->links[k];
+    return top->n = n;
+}
+
 static int walk_file(np5_ctx *ctx, hid_t fid, int start, int stop) {
     walk w;
     memset(&w, 0, sizeof w);
@@ -989,11 +1008,8 @@ static int walk_file(np5_ctx *ctx, hid_t fid, int start, int stop) {
     if (read_root(&w, fid, &root) < 0) return -1;
     link_list top;
     if (list_links(ctx, fid, &top) < 0) return -1;
-    int single = 0, multi = 0;
-    for (int k = 0; k < top.n; k++) {
-        single |= !strcmp(top.links[k].name, "Raw") || !strcmp(top.links[k].name, "UniqueGlobalKey");
-        multi |= !strncmp(top.links[k].name, "read_", 5);
-    }
+    int single, multi;
+    top_layout(&top, &single, &multi);
     if (single) {
         ctx->groups = 1;
         memset(&w, 0, sizeof w);
@@ -1014,9 +1030,7 @@ static int walk_file(np5_ctx *ctx, hid_t fid, int start, int stop) {
         return finish(&w);
     }
     if (!multi) return fallback(ctx, "layout told by file_type/file_version");
-    int ngroups = 0;
-    for (int k = 0; k < top.n; k++)
-        if (!skipped_group(top.links[k].name)) top.links[ngroups++] = top.links[k];
+    int ngroups = keep_read_groups(&top);
     ctx->groups = ngroups;
     if (stop < 0 || stop > ngroups) stop = ngroups;
     for (int k = start; k < stop; k++) {
@@ -1181,11 +1195,8 @@ static int layout_file(np5_ctx *ctx, hid_t fid) {
     w.ctx = ctx;
     link_list top;
     if (list_links(ctx, fid, &top) < 0) return -1;
-    int single = 0, multi = 0;
-    for (int k = 0; k < top.n; k++) {
-        single |= !strcmp(top.links[k].name, "Raw") || !strcmp(top.links[k].name, "UniqueGlobalKey");
-        multi |= !strncmp(top.links[k].name, "read_", 5);
-    }
+    int single, multi;
+    top_layout(&top, &single, &multi);
     if (single) {
         hid_t raw = -1, reads = -1;
         int found = open_member_group(ctx, fid, "Raw", &raw);
@@ -1201,10 +1212,7 @@ static int layout_file(np5_ctx *ctx, hid_t fid) {
         return rc;
     }
     if (!multi) return fallback(ctx, "layout told by file_type/file_version");
-    int n = 0;
-    for (int k = 0; k < top.n; k++)
-        if (!skipped_group(top.links[k].name)) top.links[n++] = top.links[k];
-    top.n = n;
+    keep_read_groups(&top);
     return layout_reads(&w, fid, &top, multi_read_layout);
 }
 
