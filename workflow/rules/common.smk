@@ -26,8 +26,8 @@ from numapore.inputs.sheet import (  # noqa: E402
 from numapore.run.atomic import temp_name  # noqa: E402
 from numapore.signal.slow5 import check_nanopolish_compatible  # noqa: E402
 from numapore.run.workdir import (  # noqa: E402
-    prepare_exit,
     check_writable,
+    prepare_exit,
     release_stale_locks,
     remove_dead_shadows,
     results_folder_problem,
