@@ -900,13 +900,21 @@ static int visit_children(walk *w, hid_t gid) {
     return 0;
 }
 
+/* An object's attribute by name: 1 and it open (the caller closes it), 0 when absent, -1 to
+ * fall back (the lookup or the open failed). */
+static int open_attribute(np5_ctx *ctx, hid_t oid, const char *name, hid_t *aid) {
+    htri_t has = H5Aexists(oid, name);
+    if (has < 0) return fallback_named(ctx, "attribute lookup", name);
+    if (!has) return 0;
+    *aid = H5Aopen(oid, name, H5P_DEFAULT);
+    return *aid < 0 ? fallback_named(ctx, "attribute that cannot be opened", name) : 1;
+}
+
 /* _peek_run_id: 1 and the run_id text, 0 without a run_id attribute, -1 to fall back. */
 static int peek_run_id(walk *w, hid_t oid, const char **run_id) {
-    htri_t has = H5Aexists(oid, "run_id");
-    if (has < 0) return fallback(w->ctx, "run_id lookup");
-    if (!has) return 0;
-    hid_t aid = H5Aopen(oid, "run_id", H5P_DEFAULT);
-    if (aid < 0) return fallback(w->ctx, "run_id attribute");
+    hid_t aid = -1;
+    int found = open_attribute(w->ctx, oid, "run_id", &aid);
+    if (found <= 0) return found;
     attr_value v;
     int rc = read_attribute(w, aid, &v);
     H5Aclose(aid);
@@ -1122,11 +1130,9 @@ static int layout_signal(np5_ctx *ctx, hid_t gid) {
 /* fast5._attribute(oid, "read_id") as text: 1 and the text, 0 when absent or empty (null
  * dataspace), -1 to fall back: anything but a scalar string _text takes as it is. */
 static int layout_read_id(walk *w, hid_t oid, const char **text) {
-    htri_t has = H5Aexists(oid, "read_id");
-    if (has < 0) return fallback(w->ctx, "read_id lookup");
-    if (!has) return 0;
-    hid_t aid = H5Aopen(oid, "read_id", H5P_DEFAULT);
-    if (aid < 0) return fallback(w->ctx, "read_id attribute");
+    hid_t aid = -1;
+    int found = open_attribute(w->ctx, oid, "read_id", &aid);
+    if (found <= 0) return found;
     hid_t space = H5Aget_space(aid);
     H5S_class_t sclass = space < 0 ? H5S_NO_CLASS : H5Sget_simple_extent_type(space);
     if (space >= 0) H5Sclose(space);
