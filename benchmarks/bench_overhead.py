@@ -95,6 +95,13 @@ def rule_seconds(work: Path) -> dict[str, float]:
 Run = tuple[dict, float, float, dict]  # hand steps, pipeline s, report rules s, jobs' s
 
 
+def fixed_cost(run: Run) -> float:
+    """One repeat's fixed cost: pipeline minus its call job, minus the hand run's other steps."""
+    steps, pipeline, _, rules = run
+    hand = sum(steps.values()) - steps["call_methylation"]
+    return pipeline - rules.get("call_methylation", 0.0) - hand
+
+
 def report(name: str, runs: list[Run]) -> None:
     """Print one workflow version's figures against the hand runs of the same repeats."""
     direct_total = statistics.median(sum(r[0].values()) for r in runs)
@@ -113,6 +120,9 @@ def report(name: str, runs: list[Run]) -> None:
         f"{pipeline - calls_in_workflow:.1f} s, minus the hand run without it, "
         f"{direct_total - calls_by_hand:.1f} s)"
     )
+    if len(runs) > 1:  # the spread says whether the median can be trusted on a busy machine
+        each = [fixed_cost(r) for r in runs]
+        print(f"  per repeat:        {', '.join(f'{s:.1f}' for s in each)} s")
     print(f"report rules alone: {report_rules:7.1f} s  (figures, MultiQC: no hand-run counterpart)")
     print("workflow jobs (benchmark: wall s):")
     for rule, seconds in sorted(rules.items(), key=lambda kv: -kv[1]):
