@@ -13,12 +13,12 @@ from numapore.inputs.reference import check_contigs, prepare_reference
 from numapore.inputs.sheet import InputError
 from numapore.execution.shards import (
     concat_tables,
+    finish_sample_bam,
     link_or_copy,
     merge_bams,
     shard_of_read,
     split_bam,
     split_fastx,
-    finish_sample_bam,
     start_index_and_reports,
 )
 

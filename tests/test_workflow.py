@@ -103,8 +103,10 @@ def test_without_a_profile_heavy_rules_take_every_core(tmp_path, ecoli_dir):
     reads = shortest_reads(ecoli_dir / "reads.fasta", tmp_path / "short.fasta", 20)
     row = ecoli_row(ecoli_dir, ecoli_dir / "region.fa", reads)
     work = write_project(tmp_path / "project", [row])
-    targets = ["results/ecoli/methylation/ecoli.minimap2.cpg.calls.tsv"]
-    targets.append("results/ecoli/signal/ecoli.census.parquet")
+    targets = [
+        "results/ecoli/methylation/ecoli.minimap2.cpg.calls.tsv",
+        "results/ecoli/signal/ecoli.census.parquet",
+    ]
     cmd = snakemake_command(work, 2, *targets, profile=None)
     run = subprocess.run(cmd, capture_output=True, text=True)
     assert run.returncode == 0, f"{' '.join(cmd)}\n{run.stderr[-3000:]}"

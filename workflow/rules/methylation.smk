@@ -111,9 +111,8 @@ rule nanopolish_index:
         "results/benchmarks/nanopolish_index/{sample}.{signal}.{fmt}.tsv"
     conda:
         "../../envs/nanopolish.yaml"
-    # No core held: nanopolish index is one thread, mostly reading (the reads for their index,
-    # then every FAST5), and holding a core would keep the alignment (every core) waiting for it
-    # however many cores there are. It runs beside the alignment instead (common.smk: IO_BOUND).
+    # One thread, mostly reading (the reads, then every FAST5): beside the alignment, holding no
+    # core (common.smk: IO_BOUND).
     threads: IO_BOUND
     # A script, not shell: a damaged BLOW5 is checked first, so the error gives the reason; and
     # nanopolish writes beside a link to the reads in a scratch folder, whose files are renamed
