@@ -54,29 +54,14 @@ if [[ ! -f $stamp || $(cat "$stamp") != "$want" ]]; then
     echo "$want" >"$stamp"
 fi
 
-# numapore's compiled svb-zd signal encoder (numapore.signal.slow5 uses numpy without it): built when
-# missing or older than its source.
-svbzd=(scripts/numapore/signal/_svbzd.*.so)
-if [[ ! -e ${svbzd[0]} || scripts/numapore/signal/svbzd_build.py -nt ${svbzd[0]} ]]; then
-    echo "setup: building the compiled svb-zd encoder"
-    PYTHONPATH=scripts .venv/bin/python -m numapore.signal.svbzd_build
-fi
-# numapore's compiled FAST5 reader (numapore.signal.convert reads every file with the Python
-# reader without it): built when missing or older than its sources.
-core=(scripts/numapore/signal/_fast5_core.*.so)
-if [[ ! -e ${core[0]} ]] || [[ scripts/numapore/signal/fast5_core.c -nt ${core[0]} ]] ||
-    [[ scripts/numapore/signal/fast5_core_build.py -nt ${core[0]} ]] ||
-    [[ scripts/numapore/signal/svbzd_build.py -nt ${core[0]} ]]; then
-    echo "setup: building the compiled FAST5 reader"
-    PYTHONPATH=scripts .venv/bin/python -m numapore.signal.fast5_core_build
-fi
-# numapore's compiled call-table core (numapore.methylation.frequency uses DuckDB, polars and zlib
-# without it): built when missing or older than its sources.
-calls_core=(scripts/numapore/methylation/_calls_core.*.so)
-if [[ ! -e ${calls_core[0]} ]] || [[ scripts/numapore/methylation/calls_core.c -nt ${calls_core[0]} ]] ||
-    [[ scripts/numapore/methylation/calls_core_build.py -nt ${calls_core[0]} ]]; then
-    echo "setup: building the compiled call-table core"
-    PYTHONPATH=scripts .venv/bin/python -m numapore.methylation.calls_core_build
+# numapore itself, installed editable into .venv with its compiled parts (C through cffi,
+# built by setup.py) and its console command: reinstalled only when its build inputs changed.
+pkg_stamp=.venv/.numapore.sha256
+pkg_want=$(cat pyproject.toml setup.py scripts/numapore/*/*_build.py scripts/numapore/*/*.c | sha256sum | cut -d' ' -f1)
+if [[ ! -f $pkg_stamp || $(cat "$pkg_stamp") != "$pkg_want" ]] || ! .venv/bin/python -c "import numapore.cli" 2>/dev/null; then
+    echo "setup: installing numapore (building its compiled parts)"
+    .venv/bin/pip install -q --no-build-isolation --no-deps -e .
+    echo "$pkg_want" >"$pkg_stamp"
 fi
 
 # Every rule script is a Python process that imports the package: its bytecode is written once

@@ -36,7 +36,7 @@ def dag_project(work: Path, samples: int, shards: int, data: Path = ECOLI) -> Pa
     rows = [
         {
             "sample": f"s{i:03d}",
-            "fast5": str(data / "fast5"),
+            "signal": str(data / "fast5"),
             "reads": str(data / "reads.fasta"),
             "reference": str(data / "region.fa"),
         }

@@ -138,7 +138,7 @@ STEPS = {
         "concat_tables([Path(p) for p in a[2:]], Path(a[0]))"
     ),
     "accounting": (
-        "from numapore.run.accounting import AccountingInputs, account;"
+        "from numapore.report.accounting import AccountingInputs, account;"
         "d = Path(a[1]);"
         "account(AccountingInputs('bench', 'minimap2', [d / 'reads.blow5'], d / 'reads.fa',"
         " d / 'readdb', d / 'reads.bam', Path(a[0]), 20, d / 'reads.blow5.idx', None, 'blow5'))"
@@ -217,7 +217,7 @@ def modbam_inputs(calls: Path, reads: int, tmp: Path) -> tuple[Path, Path]:
 def accounting_inputs(calls: Path, folder: Path) -> int:
     """Write the whole accounting's inputs for the table's reads (reads.fa, reads.bam, the
     BLOW5 index) into folder, or reuse them; return the number of basecalled reads."""
-    from numapore.run.accounting import called_read_names
+    from numapore.report.accounting import called_read_names
     from numapore.signal.slow5 import encode_index, index_entry
 
     fasta = folder / "reads.fa"

@@ -4,7 +4,7 @@ from pathlib import Path
 
 from numapore.execution.hosts import load_host_config
 from numapore.execution.steps import run_methylation
-from numapore.run.rulelog import redirect_to_log
+from numapore.base.rulelog import redirect_to_log
 
 smk = snakemake  # noqa: F821 (injected by the script directive)
 redirect_to_log(smk)

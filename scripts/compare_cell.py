@@ -7,7 +7,7 @@ from pathlib import Path
 
 from numapore.compare.cells import Cell
 from numapore.compare.run import measure_cell
-from numapore.run.rulelog import redirect_to_log
+from numapore.base.rulelog import redirect_to_log
 
 smk = snakemake  # noqa: F821 (injected by the script directive)
 terminal = sys.stdout

@@ -3,8 +3,8 @@
 from pathlib import Path
 
 from numapore.compare.summary import read_tsv
-from numapore.compare.plots import io_modes, time_vs_threads, utilisation_core_hours
-from numapore.run.rulelog import redirect_to_log
+from numapore.report.comparison_plots import io_modes, time_vs_threads, utilisation_core_hours
+from numapore.base.rulelog import redirect_to_log
 
 smk = snakemake  # noqa: F821 (injected by the script directive)
 redirect_to_log(smk)

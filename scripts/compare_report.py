@@ -3,11 +3,11 @@
 from pathlib import Path
 
 from numapore.compare.recommend import recommendation
-from numapore.compare.report import identical_note, reads_advice, report_markdown
+from numapore.report.comparison import identical_note, reads_advice, report_markdown
 from numapore.compare.subsample import count_reads
 from numapore.compare.summary import read_tsv
-from numapore.run.atomic import atomic_outputs
-from numapore.run.rulelog import redirect_to_log
+from numapore.base.atomic import atomic_outputs
+from numapore.base.rulelog import redirect_to_log
 
 smk = snakemake  # noqa: F821 (injected by the script directive)
 redirect_to_log(smk)

@@ -3,9 +3,9 @@ their alignments."""
 
 from pathlib import Path
 
-from numapore.run.atomic import atomic_output
+from numapore.base.atomic import atomic_output
 from numapore.compare.subsample import subsample_alignments, subsample_reads
-from numapore.run.rulelog import redirect_to_log
+from numapore.base.rulelog import redirect_to_log
 
 smk = snakemake  # noqa: F821 (injected by the script directive)
 redirect_to_log(smk)

@@ -4,7 +4,7 @@ from pathlib import Path
 
 from numapore.compare.measure import cell_rows
 from numapore.compare.summary import summarise, write_tsv
-from numapore.run.rulelog import redirect_to_log
+from numapore.base.rulelog import redirect_to_log
 
 smk = snakemake  # noqa: F821 (injected by the script directive)
 redirect_to_log(smk)

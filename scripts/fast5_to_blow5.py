@@ -3,8 +3,8 @@
 from pathlib import Path
 
 from numapore.signal.convert import ConversionError, convert, write_rejected
-from numapore.errors import InputError
-from numapore.run.rulelog import LogAndTerminal, redirect_to_log
+from numapore.base.errors import InputError
+from numapore.base.rulelog import LogAndTerminal, redirect_to_log
 
 smk = snakemake  # noqa: F821 (injected by the script directive)
 redirect_to_log(smk)

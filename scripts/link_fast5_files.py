@@ -4,7 +4,7 @@ index, under names it reads (numapore.inputs.sheet.fast5_links)."""
 import os
 from pathlib import Path
 
-from numapore.run.rulelog import redirect_to_log
+from numapore.base.rulelog import redirect_to_log
 from numapore.inputs.sheet import fast5_links
 
 smk = snakemake  # noqa: F821 (injected by the script directive)

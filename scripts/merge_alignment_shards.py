@@ -6,7 +6,7 @@ import sys
 from pathlib import Path
 
 from numapore.execution.shards import finish_sample_bam, merge_bams
-from numapore.run.rulelog import redirect_to_log
+from numapore.base.rulelog import redirect_to_log
 
 smk = snakemake  # noqa: F821 (injected by the script directive)
 redirect_to_log(smk)

@@ -4,7 +4,7 @@ calling only: one shard's job writes the sample's table itself)."""
 from pathlib import Path
 
 from numapore.execution.shards import concat_tables
-from numapore.run.rulelog import redirect_to_log
+from numapore.base.rulelog import redirect_to_log
 
 smk = snakemake  # noqa: F821 (injected by the script directive)
 redirect_to_log(smk)

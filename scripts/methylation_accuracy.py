@@ -4,8 +4,8 @@ from dataclasses import asdict
 from pathlib import Path
 
 from numapore.methylation.accuracy import evaluate
-from numapore.run.atomic import atomic_output
-from numapore.run.rulelog import redirect_to_log
+from numapore.base.atomic import atomic_output
+from numapore.base.rulelog import redirect_to_log
 
 smk = snakemake  # noqa: F821 (injected by the script directive)
 redirect_to_log(smk)

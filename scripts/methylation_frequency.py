@@ -2,10 +2,10 @@
 
 from pathlib import Path
 
-from numapore.run.atomic import atomic_outputs
+from numapore.base.atomic import atomic_outputs
 from numapore.methylation.frequency import frequency_outputs
 from numapore.methylation.motifs import MOTIFS
-from numapore.run.rulelog import redirect_to_log
+from numapore.base.rulelog import redirect_to_log
 
 smk = snakemake  # noqa: F821 (injected by the script directive)
 redirect_to_log(smk)

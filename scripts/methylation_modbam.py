@@ -5,10 +5,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-from numapore.run.atomic import atomic_outputs, scratch_dir
+from numapore.base.atomic import atomic_outputs, scratch_dir
 from numapore.methylation.motifs import MOTIFS
 from numapore.methylation.modbam import tag_alignments
-from numapore.run.rulelog import redirect_to_log
+from numapore.base.rulelog import redirect_to_log
 
 smk = snakemake  # noqa: F821 (injected by the script directive)
 redirect_to_log(smk)

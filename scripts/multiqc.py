@@ -7,8 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from numapore.run.atomic import scratch_dir
-from numapore.run.rulelog import redirect_to_log
+from numapore.base.atomic import scratch_dir
+from numapore.base.rulelog import redirect_to_log
 
 smk = snakemake  # noqa: F821 (injected by the script directive)
 redirect_to_log(smk)

@@ -3,8 +3,8 @@ as MultiQC custom content (*_mqc.tsv)."""
 
 from pathlib import Path
 
-from numapore.run.report import multiqc_custom_content
-from numapore.run.rulelog import redirect_to_log
+from numapore.report.figures import multiqc_custom_content
+from numapore.base.rulelog import redirect_to_log
 
 smk = snakemake  # noqa: F821 (injected by the script directive)
 redirect_to_log(smk)

@@ -9,8 +9,8 @@ import sys
 from pathlib import Path
 
 from numapore.signal.hdf5plugin import vbz_plugin_env
-from numapore.run.atomic import scratch_dir
-from numapore.run.rulelog import redirect_to_log
+from numapore.base.atomic import scratch_dir
+from numapore.base.rulelog import redirect_to_log
 from numapore.signal.slow5 import blow5_problem
 from numapore.execution.tools import nanopolish_index_command
 

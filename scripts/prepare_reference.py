@@ -4,7 +4,7 @@ import sys
 from pathlib import Path
 
 from numapore.inputs.reference import prepare_reference
-from numapore.run.rulelog import redirect_to_log
+from numapore.base.rulelog import redirect_to_log
 from numapore.inputs.sheet import InputError
 
 redirect_to_log(snakemake)  # noqa: F821 (snakemake is injected by the script directive)

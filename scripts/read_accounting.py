@@ -2,9 +2,9 @@
 
 import sys
 
-from numapore.errors import AccountingError
-from numapore.run.accounting import AccountingInputs, account, write_table
-from numapore.run.rulelog import redirect_to_log
+from numapore.base.errors import AccountingError
+from numapore.report.accounting import AccountingInputs, account, write_table
+from numapore.base.rulelog import redirect_to_log
 
 smk = snakemake  # noqa: F821 (injected by the script directive)
 redirect_to_log(smk)

@@ -2,8 +2,8 @@
 
 from pathlib import Path
 
-from numapore.run.report import accuracy_figure
-from numapore.run.rulelog import redirect_to_log
+from numapore.report.figures import accuracy_figure
+from numapore.base.rulelog import redirect_to_log
 
 smk = snakemake  # noqa: F821 (injected by the script directive)
 redirect_to_log(smk)

@@ -3,8 +3,8 @@ reference of one run."""
 
 from pathlib import Path
 
-from numapore.run.report import methylation_overview
-from numapore.run.rulelog import redirect_to_log
+from numapore.report.figures import methylation_overview
+from numapore.base.rulelog import redirect_to_log
 
 smk = snakemake  # noqa: F821 (injected by the script directive)
 redirect_to_log(smk)

@@ -3,8 +3,8 @@ versions of one run, as an HTML page."""
 
 from pathlib import Path
 
-from numapore.run.report import provenance_page
-from numapore.run.rulelog import redirect_to_log
+from numapore.report.figures import provenance_page
+from numapore.base.rulelog import redirect_to_log
 
 smk = snakemake  # noqa: F821 (injected by the script directive)
 redirect_to_log(smk)

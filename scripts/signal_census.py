@@ -2,8 +2,8 @@
 holds a signal) and the unreadable files, for the read accounting; made from the files' layout
 alone, in a job of its own, so that it runs beside nanopolish index rather than after the calls."""
 
-from numapore.run.census import fast5_census, pod5_census, write_census
-from numapore.run.rulelog import redirect_to_log
+from numapore.signal.census import fast5_census, pod5_census, write_census
+from numapore.base.rulelog import redirect_to_log
 
 smk = snakemake  # noqa: F821 (injected by the script directive)
 redirect_to_log(smk)

@@ -6,7 +6,7 @@ import sys
 from pathlib import Path
 
 from numapore.signal.convert import write_rejected
-from numapore.run.rulelog import redirect_to_log
+from numapore.base.rulelog import redirect_to_log
 from numapore.signal.inputs import SignalError, pod5_to_blow5, use_blow5
 
 smk = snakemake  # noqa: F821 (injected by the script directive)

@@ -2,7 +2,7 @@
 
 from pathlib import Path
 
-from numapore.run.rulelog import redirect_to_log
+from numapore.base.rulelog import redirect_to_log
 from numapore.execution.shards import split_fastx
 
 smk = snakemake  # noqa: F821 (injected by the script directive)

@@ -4,7 +4,7 @@ or write a tidied copy when the tools need one (lowercase bases, CR line ends, b
 import sys
 from pathlib import Path
 
-from numapore.run.rulelog import redirect_to_log
+from numapore.base.rulelog import redirect_to_log
 from numapore.inputs.sheet import InputError
 from numapore.inputs.seqcheck import stage_sequences
 

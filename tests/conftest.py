@@ -103,7 +103,7 @@ def ecoli_row(ecoli_dir: Path, reference: Path, reads: Path | None = None) -> di
     """A sample-sheet row for the shared E. coli reads."""
     return {
         "sample": "ecoli",
-        "fast5": str(ecoli_dir / "fast5"),
+        "signal": str(ecoli_dir / "fast5"),
         "reads": str(reads or ecoli_dir / "reads.fasta"),
         "reference": str(reference),
     }

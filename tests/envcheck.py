@@ -62,7 +62,7 @@ ALIGNERS = tuple(
 # Modules whose tool use is optional by design, with the reason (not counted as needs).
 OPTIONAL_TOOLS = {
     # provenance asks every tool for its version and says "not found" where one is absent
-    "numapore.run.report": "tool versions for the provenance page",
+    "numapore.report.figures": "tool versions for the provenance page",
     # the emulated slow storage unmounts with fusermount3 when not root, else with umount(2)
     "numapore.compare.slowfs": "FUSE unmount helper for non-root users",
 }
@@ -167,7 +167,7 @@ def _module_file(name: str) -> Path | None:
 
 
 def _compiled(name: str) -> bool:
-    """Whether a numapore module name is one of the cffi extensions setup.sh builds."""
+    """Whether a numapore module name is one of the cffi extensions the install builds."""
     base = PACKAGE / Path(*name.split("."))
     builders = base.parent.glob("*build*.py")
     return any(base.parent.glob(base.name + ".*.so")) or any(
@@ -233,7 +233,24 @@ def _imports(tree: ast.AST, module: str, top_level: bool = True) -> list[str]:
                 prefix = node.module or ""
             names.append(prefix)
             names += [f"{prefix}.{a.name}" for a in node.names]  # `from pkg import module`
+        elif top_level or isinstance(node, ast.Call):
+            names += _compiled_loads(node)
     return names
+
+
+def _compiled_loads(node: ast.AST) -> list[str]:
+    """The compiled modules a statement or call loads through numapore.base.compiled:
+    compiled.load("numapore.x._y") imports that module as surely as an import statement."""
+    calls = [node] if isinstance(node, ast.Call) else ast.walk(node)
+    return [
+        call.args[0].value
+        for call in calls
+        if isinstance(call, ast.Call)
+        and ast.unparse(call.func) == "compiled.load"
+        and call.args
+        and isinstance(call.args[0], ast.Constant)
+        and isinstance(call.args[0].value, str)
+    ]
 
 
 class _Module:
@@ -314,7 +331,7 @@ def script_needs(script: Path) -> dict[str, str]:
         top = imported.split(".")[0]
         if top == "numapore":
             if load(imported) is None and imported.rsplit(".", 1)[-1].startswith("_"):
-                # a compiled module without Python source (cffi, built by setup.sh)
+                # a compiled module without Python source (cffi, built by the install)
                 if _compiled(imported):
                     needs.setdefault("cffi", f"import {imported} (compiled with cffi)")
         elif top and top not in sys.stdlib_module_names and top != "__future__":

@@ -8,7 +8,7 @@ from pathlib import Path
 import yaml
 
 REPO = Path(__file__).resolve().parents[1]
-SHEET_COLUMNS = ["sample", "fast5", "reads", "reference"]
+SHEET_COLUMNS = ["sample", "signal", "reads", "reference"]
 
 
 def write_project(

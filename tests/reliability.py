@@ -36,7 +36,7 @@ def small_data(folder: Path, ecoli_dir: Path, n: int, offset: int = 0) -> dict[s
         rid = fast5_read_id(src)
         records.append(f">{rid}\n{seqs[rid]}\n")
     (folder / "reads.fasta").write_text("".join(records))
-    return {"fast5": fast5, "reads": folder / "reads.fasta", "reference": ecoli_dir / "region.fa"}
+    return {"signal": fast5, "reads": folder / "reads.fasta", "reference": ecoli_dir / "region.fa"}
 
 
 def project(work: Path, samples: dict[str, dict[str, Path]]) -> Path:

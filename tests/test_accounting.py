@@ -12,8 +12,8 @@ from conftest import host_file, run_workflow
 from tables import read_table
 from test_convert import conformance_table
 
-from numapore.errors import AccountingError
-from numapore.run.accounting import (
+from numapore.base.errors import AccountingError
+from numapore.report.accounting import (
     NA,
     NO_SIGNAL_DATASET,
     blow5_read_ids,
@@ -21,8 +21,8 @@ from numapore.run.accounting import (
     readdb_with_signal,
     rejected_rows,
 )
-from numapore.run.census import fast5_census, read_census, write_census
-from numapore.run.readids import alignment_summary, read_id_column, read_ids, unique_read_ids
+from numapore.signal.census import fast5_census, read_census, write_census
+from numapore.inputs.readids import alignment_summary, read_id_column, read_ids, unique_read_ids
 from numapore.signal.convert import convert
 from project import write_project
 
@@ -78,7 +78,7 @@ def test_accounting_with_broken_inputs(tmp_path, ecoli_dir, dh10b, io_mode):
     """Truncated, signal-less, empty-signal and non-HDF5 FAST5 files and a read without FAST5:
     every read of the table is where it should be and the totals reconcile."""
     fast5, reads, ids = broken_inputs(tmp_path, ecoli_dir)
-    row = {"sample": "ecoli", "fast5": str(fast5), "reads": str(reads), "reference": str(dh10b)}
+    row = {"sample": "ecoli", "signal": str(fast5), "reads": str(reads), "reference": str(dh10b)}
     work = write_project(tmp_path / "run", [row], {"on_bad_fast5": "skip"})
     args = (
         ["--config", f"host={host_file(tmp_path / 'slow5.yaml', io_mode='slow5')}"]
@@ -115,7 +115,7 @@ def test_accounting_with_broken_inputs(tmp_path, ecoli_dir, dh10b, io_mode):
 def test_truncated_blow5_stops_the_run_naming_it(tmp_path, ecoli_dir, dh10b):
     """A BLOW5 truncated mid-record (after a good run): the run stops naming it and the reason."""
     work = write_project(tmp_path / "run", [{
-        "sample": "ecoli", "fast5": str(ecoli_dir / "fast5"),
+        "sample": "ecoli", "signal": str(ecoli_dir / "fast5"),
         "reads": str(ecoli_dir / "reads.fasta"), "reference": str(dh10b),
     }])  # fmt: skip
     host = ["--config", f"host={host_file(tmp_path / 'slow5.yaml', io_mode='slow5')}"]

@@ -14,7 +14,7 @@ def ecoli(ecoli_dir: Path, reference: Path, **override: str) -> dict[str, str]:
     """A valid sample-sheet row for the shared E. coli reads, with fields overridden."""
     row = {
         "sample": "ecoli",
-        "fast5": str(ecoli_dir / "fast5"),
+        "signal": str(ecoli_dir / "fast5"),
         "reads": str(ecoli_dir / "reads.fasta"),
         "reference": str(reference),
     }
@@ -43,7 +43,7 @@ def test_unknown_motif(tmp_path, ecoli_dir, dh10b):
 
 def test_missing_fast5_folder(tmp_path, ecoli_dir, dh10b):
     missing = tmp_path / "no_such_fast5"
-    write_project(tmp_path, [ecoli(ecoli_dir, dh10b, fast5=str(missing))])
+    write_project(tmp_path, [ecoli(ecoli_dir, dh10b, signal=str(missing))])
     out = dry_run_error(tmp_path)
     assert f"raw signal path {missing} does not exist" in out
     assert "sample 'ecoli'" in out
@@ -100,7 +100,7 @@ def fast5_with_a_broken_file(tmp_path: Path, ecoli_dir: Path) -> Path:
 
 def test_bad_fast5_fails_the_conversion_naming_the_file(tmp_path, ecoli_dir, dh10b):
     fast5 = fast5_with_a_broken_file(tmp_path, ecoli_dir)
-    write_project(tmp_path / "run", [ecoli(ecoli_dir, dh10b, fast5=str(fast5))])
+    write_project(tmp_path / "run", [ecoli(ecoli_dir, dh10b, signal=str(fast5))])
     result = run_workflow(
         tmp_path / "run",
         "--config",
@@ -121,7 +121,7 @@ def test_bad_fast5_fails_the_conversion_naming_the_file(tmp_path, ecoli_dir, dh1
 def test_bad_fast5_skipped_is_listed_and_reported(tmp_path, ecoli_dir, dh10b):
     fast5 = fast5_with_a_broken_file(tmp_path, ecoli_dir)
     work = write_project(
-        tmp_path / "run", [ecoli(ecoli_dir, dh10b, fast5=str(fast5))], {"on_bad_fast5": "skip"}
+        tmp_path / "run", [ecoli(ecoli_dir, dh10b, signal=str(fast5))], {"on_bad_fast5": "skip"}
     )
     result = run_workflow(
         work, "--config", f"host={host_file(tmp_path / 'slow5.yaml', io_mode='slow5')}"
@@ -178,7 +178,7 @@ def test_paths_with_spaces(tmp_path, ecoli_dir, dh10b):
     (inputs / "dh10b genome.fa").symlink_to(dh10b)
     row = {
         "sample": "ecoli",
-        "fast5": f"{inputs / 'fast5 files'},{inputs / 'one read.fast5'}",
+        "signal": f"{inputs / 'fast5 files'},{inputs / 'one read.fast5'}",
         "reads": str(inputs / "the reads.fasta"),
         "reference": str(inputs / "dh10b genome.fa"),
     }

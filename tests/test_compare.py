@@ -16,7 +16,7 @@ import yaml
 from conftest import ecoli_row, run_workflow
 
 from numapore.compare import measure, recommend, subsample, summary
-from numapore.compare import report as compare_report
+from numapore.report import comparison as compare_report
 from numapore.compare import run as cell_run
 from numapore.compare.cells import Cell, cell_host, matrix
 from numapore.execution.hosts import HostConfigError, host_config_from_dict

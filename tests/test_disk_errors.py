@@ -18,7 +18,7 @@ from conftest import REPO, host_file
 from reliability import BAM, CALLS, debris, project, small_data
 
 from project import snakemake_command
-from numapore.run.workdir import check_writable, describe_write_error, write_problem
+from numapore.base.workdir import check_writable, describe_write_error, write_problem
 
 N_READS = 20
 ALIGNED = (
@@ -157,7 +157,7 @@ def test_rule_script_disk_error_is_reported_outside_the_log(tmp_path):
     # which Snakemake shows: the log may be on the full disk too.
     script = (
         "from types import SimpleNamespace\n"
-        "from numapore.run.rulelog import redirect_to_log\n"
+        "from numapore.base.rulelog import redirect_to_log\n"
         f"redirect_to_log(SimpleNamespace(log=[{str(tmp_path / 'job.log')!r}], output=['o.tsv']))\n"
         "raise OSError(28, 'No space left on device')\n"
     )

@@ -26,7 +26,7 @@ def rules() -> list[envcheck.Rule]:
 
 def test_the_checker_sees_every_rule_snakemake_has(rules, tmp_path, ecoli_dir):
     """The .smk reading finds exactly the rules Snakemake itself lists."""
-    row = {"sample": "ecoli", "fast5": ecoli_dir / "fast5", "reads": ecoli_dir / "reads.fasta"}
+    row = {"sample": "ecoli", "signal": ecoli_dir / "fast5", "reads": ecoli_dir / "reads.fasta"}
     work = write_project(tmp_path, [{**row, "reference": ecoli_dir / "region.fa"}])
     run = subprocess.run(
         snakemake_command(work, 1, "--list-rules", profile=None),

@@ -154,7 +154,7 @@ def test_shared_declarations_come_from_the_c_sources() -> None:
     """Both compiled modules' shared C types are read from their sources' cffi markers."""
     from numapore.methylation import calls_core_build
     from numapore.signal import fast5_core_build
-    from numapore.signal.svbzd_build import shared_declarations
+    from numapore.base.compiled import shared_declarations
 
     assert "} np5_read;" in shared_declarations(fast5_core_build.SOURCE.read_text())
     assert "} cc_table;" in shared_declarations(calls_core_build.SOURCE.read_text())

@@ -22,7 +22,7 @@ CASES = int(os.environ.get("NUMAPORE_FUZZ_CASES", 60))  # more for a local hunt
 TIMEOUT = 60  # seconds per case: far above a normal case's ~1 s, so only a hang reaches it
 DRIVER = """
 import sys
-from numapore.run.census import fast5_census
+from numapore.signal.census import fast5_census
 census = fast5_census([sys.argv[1]])
 print(f"census: {census.total} reads, unreadable: {list(census.unreadable.values())}", flush=True)
 from numapore.signal.convert import main

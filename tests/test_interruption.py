@@ -5,7 +5,7 @@ is partial (scripts write under .tmp.<name> and rename; tool-written files of sh
 out of a shadow folder); Snakemake's incomplete markers name exactly what was running.
 
 Byte for byte includes the BAM: its @PG header lines hold the tools' command lines, whose paths
-are relative to the project folder and the same in every run (numapore.run.atomic's temporary names
+are relative to the project folder and the same in every run (numapore.base.atomic's temporary names
 carry no process id). Logs and benchmarks (timings) are not compared.
 """
 
@@ -28,9 +28,9 @@ import pytest
 from conftest import host_file
 from reliability import debris, project, small_data, snapshot
 
-from numapore.run.atomic import atomic_output, atomic_outputs, scratch_dir, temp_name
+from numapore.base.atomic import atomic_output, atomic_outputs, scratch_dir, temp_name
 from project import snakemake_command
-from numapore.run.workdir import (
+from numapore.base.workdir import (
     RUN_LOCK,
     prepare_exit,
     release_stale_locks,

@@ -160,12 +160,12 @@ def test_host_files_are_found_from_the_working_directory(tmp_path, monkeypatch):
 def test_project_layout_and_command(tmp_path):
     from project import REPO, snakemake_command, write_project
 
-    row = {"sample": "s1", "fast5": "f5", "reads": "r.fq", "reference": "g.fa"}
+    row = {"sample": "s1", "signal": "f5", "reads": "r.fq", "reference": "g.fa"}
     write_project(tmp_path, [row], {"aligner": "bwa"})
     config = (tmp_path / "config/config.yaml").read_text()
     assert "aligner: bwa" in config and "simulate: {}" in config
     assert (tmp_path / "config/samples.tsv").read_text().splitlines() == [
-        "sample\tfast5\treads\treference",
+        "sample\tsignal\treads\treference",
         "s1\tf5\tr.fq\tg.fa",
     ]
     cmd = snakemake_command(tmp_path, 3, "-n")

@@ -29,7 +29,7 @@ def row(ecoli_dir: Path, name: str, reads: Path | str, reference: Path | None = 
     """A sample-sheet row of the real FAST5 with the given reads (and region.fa)."""
     return {
         "sample": name,
-        "fast5": str(ecoli_dir / "fast5"),
+        "signal": str(ecoli_dir / "fast5"),
         "reads": str(reads),
         "reference": str(reference or ecoli_dir / "region.fa"),
     }

@@ -45,7 +45,7 @@ def small_input(tmp_path_factory, ecoli_dir, minimap2_run) -> dict[str, str]:
     region_reads = sorted(_reads_on_region(region, reads, work))[:N_READS]
     (work / "reads.fasta").write_text("".join(f">{r}\n{reads[r]}\n" for r in region_reads))
     files = ",".join(fast5_of[r] for r in region_reads)
-    return {"sample": "small", "fast5": files, "reads": str(work / "reads.fasta"),
+    return {"sample": "small", "signal": files, "reads": str(work / "reads.fasta"),
             "reference": str(region)}  # fmt: skip
 
 

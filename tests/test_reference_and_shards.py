@@ -8,7 +8,7 @@ from pathlib import Path
 import pysam
 import pytest
 
-from numapore.errors import AccountingError
+from numapore.base.errors import AccountingError
 from numapore.inputs.reference import check_contigs, prepare_reference
 from numapore.inputs.sheet import InputError
 from numapore.execution.shards import (

@@ -22,8 +22,8 @@ from tables import read_table
 from numapore.methylation.accuracy import roc_auc
 from numapore.execution.launch import Process, run_processes
 from project import write_project
-from numapore.run.report import read_fates, roc_curve, row_label, samtools_stats
-from numapore.run.rulelog import LogAndTerminal
+from numapore.report.figures import read_fates, roc_curve, row_label, samtools_stats
+from numapore.base.rulelog import LogAndTerminal
 from numapore.execution.steps import CalledReads, reads_to_call
 from numapore.execution.tools import call_methylation_command
 

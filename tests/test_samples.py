@@ -27,7 +27,7 @@ from numapore.inputs.sheet import (
 def sheet(tmp_path: Path, *rows: str) -> Path:
     """Write a sample sheet with the standard header and the given tab-separated rows."""
     path = tmp_path / "samples.tsv"
-    path.write_text("sample\tfast5\treads\treference\n" + "".join(r + "\n" for r in rows))
+    path.write_text("sample\tsignal\treads\treference\n" + "".join(r + "\n" for r in rows))
     return path
 
 
@@ -155,7 +155,7 @@ def test_folder_given_for_a_file(inputs):
 
 
 def test_results_being_a_file_is_named(tmp_path):
-    from numapore.run.workdir import results_folder_problem
+    from numapore.base.workdir import results_folder_problem
 
     assert results_folder_problem(tmp_path / "results") is None
     (tmp_path / "results").write_text("x")
@@ -169,6 +169,9 @@ def test_signal_column_and_its_older_name(inputs):
     path = inputs / "new.tsv"
     path.write_text("sample\tsignal\treads\treference\ns1\tf5\treads.fastq\tref.fa\n")
     assert signal_column(read_sheet(path), path) == "signal"
+    assert load_samples(read_sheet(path), path, inputs)["s1"].signal == (inputs / "f5",)
+    path.write_text("sample\tfast5\treads\treference\ns1\tf5\treads.fastq\tref.fa\n")
+    assert signal_column(read_sheet(path), path) == "fast5"
     assert load_samples(read_sheet(path), path, inputs)["s1"].signal == (inputs / "f5",)
     path.write_text("sample\tsignal\tfast5\treads\treference\n")
     with pytest.raises(InputError, match="has both a 'signal' and a 'fast5' column; keep one"):

@@ -10,7 +10,7 @@ import pyslow5
 import pytest
 from conftest import REPO, call_set, host_file, run_workflow
 from tables import read_table
-from numapore.run.census import pod5_census
+from numapore.signal.census import pod5_census
 from numapore.signal.convert import convert
 from project import write_project
 from numapore.signal.inputs import (
@@ -31,7 +31,7 @@ def row(name: str, signal: str, ecoli_dir: Path, reads: Path | None = None) -> d
     reads = reads or ecoli_dir / "reads.fasta"
     return {
         "sample": name,
-        "fast5": signal,
+        "signal": signal,
         "reads": str(reads),
         "reference": str(ecoli_dir / "region.fa"),
     }

@@ -13,10 +13,11 @@ VENV = REPO / ".venv" / "bin"
     [
         ["snakemake", "--lint", "--cores", "1"],
         ["snakefmt", "--check", "workflow"],
-        ["black", "--check", "--quiet", "scripts", "tests"],
-        ["ruff", "check", "--quiet", "scripts", "tests"],
+        ["black", "--check", "--quiet", "scripts", "tests", "benchmarks", "setup.py"],
+        ["ruff", "check", "--quiet", "scripts", "tests", "benchmarks", "setup.py"],
+        ["lint-imports"],
     ],
-    ids=["snakemake-lint", "snakefmt", "black", "ruff"],
+    ids=["snakemake-lint", "snakefmt", "black", "ruff", "layers"],
 )
 def test_clean(cmd):
     result = subprocess.run(

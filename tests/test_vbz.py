@@ -143,7 +143,7 @@ def test_small_vbz_copy_gives_the_gzip_calls(tmp_path, ecoli_dir, monkeypatch):
 def sample(name: str, fast5: Path, ecoli_dir: Path) -> dict[str, str]:
     """A sample-sheet row: the E. coli reads with the given FAST5 folder, on region.fa."""
     reads, reference = ecoli_dir / "reads.fasta", ecoli_dir / "region.fa"
-    return {"sample": name, "fast5": str(fast5), "reads": str(reads), "reference": str(reference)}
+    return {"sample": name, "signal": str(fast5), "reads": str(reads), "reference": str(reference)}
 
 
 def sample_calls(work: Path, name: str) -> set[tuple]:

@@ -1,1 +1,3 @@
-"""numapore: helpers shared by the workflow rules, scripts and tests."""
+"""numapore: nanopore and short reads to alignments and methylation on NUMA hosts."""
+
+__version__ = "0.11.0"

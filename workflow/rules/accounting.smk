@@ -1,5 +1,5 @@
 # Read accounting: per sample and aligner, where every read went from the FAST5 files to the
-# CpG calls (numapore.run.accounting); the job fails when the totals do not reconcile.
+# CpG calls (numapore.report.accounting); the job fails when the totals do not reconcile.
 
 
 # The reads of FAST5 or POD5 inputs, from the files' layout: a job of its own, which runs

@@ -36,7 +36,7 @@ rule align:
 
 # The sample's BAM is finished by the job that makes it (numapore.execution.shards.
 # finish_sample_bam): its index and samtools flagstat (JSON, and the text MultiQC reads) and stats,
-# run side by side, and the alignment check (numapore.run.readids.alignment_summary: reads in,
+# run side by side, and the alignment check (numapore.inputs.readids.alignment_summary: reads in,
 # primary alignments mapped; the run stops here when none mapped or the reads repeat a read id,
 # before methylation calling). Five tiny jobs were five Snakemake jobs of ~0.5-1 s each around
 # < 0.1 s of samtools; a killed job reruns all of it. Only a scattered alignment has this merge

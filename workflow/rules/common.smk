@@ -1,6 +1,7 @@
 # Configuration and sample sheet: validated here, before any job starts, so that a bad input
 # fails fast with one message naming the key or the file.
 import functools
+import os
 import re
 import sys
 from pathlib import Path
@@ -8,7 +9,15 @@ from types import SimpleNamespace
 
 from snakemake.utils import validate
 
-sys.path.insert(0, str(Path(workflow.basedir).parent / "scripts"))
+try:  # the installed package (./setup.sh: pip install -e .), as every rule script imports it
+    import numapore.cli  # noqa: F401
+except ImportError as _err:
+    raise WorkflowError(
+        f"numapore: the numapore package is not installed for {sys.executable} ({_err}): "
+        "run ./setup.sh (or pip install -e . in this environment)"
+    )
+# What envs/install-numapore.sh (every conda env's post-deploy script) installs.
+os.environ.update(NUMAPORE_SOURCE=str(Path(workflow.basedir).parent))
 from numapore.execution.cluster import job_cpus, node_request  # noqa: E402
 from numapore.compare.cells import Cell, matrix  # noqa: E402
 from numapore.methylation.motifs import MOTIFS  # noqa: E402
@@ -23,9 +32,9 @@ from numapore.inputs.sheet import (  # noqa: E402
     signal_files,
     simulated_samples,
 )
-from numapore.run.atomic import temp_name  # noqa: E402
+from numapore.base.atomic import temp_name  # noqa: E402
 from numapore.signal.slow5 import check_nanopolish_compatible  # noqa: E402
-from numapore.run.workdir import (  # noqa: E402
+from numapore.base.workdir import (  # noqa: E402
     check_writable,
     prepare_exit,
     release_stale_locks,
@@ -79,7 +88,7 @@ def write_error(err):
 
 # Rerunning the same command after a kill resumes: --rerun-incomplete (profiles/default) reruns
 # the killed jobs, and Snakemake's lock files left by a killed run are removed when no other
-# numapore run is alive in this directory (numapore.run.workdir). Snakemake has no public way to
+# numapore run is alive in this directory (numapore.base.workdir). Snakemake has no public way to
 # tell a dead run's locks from a live one's: `--unlock` is a run of its own, by hand, and would
 # unlock a live run's files too; so the lock files (.snakemake/locks) are removed here.
 _RUN_LOCK = None
@@ -123,7 +132,7 @@ def remove_killed_jobs_shadows():
 
 
 def hidden_temp(wildcards, output):
-    """A params function: the hidden name (numapore.run.atomic.temp_name) a shell rule's tool
+    """A params function: the hidden name (numapore.base.atomic.temp_name) a shell rule's tool
     writes its one output to before `mv` renames it, so the output is complete or absent."""
     return str(temp_name(output[0]))
 

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from numapore.compare.cells import Cell, cell_host
-from numapore.run.atomic import scratch_dir
+from numapore.base.atomic import scratch_dir
 
 SCRIPTS_DIR = Path(__file__).resolve().parents[2]
 

@@ -44,7 +44,7 @@ The child also unmounts and exits by itself when its parent process dies.
 
 CLI (foreground until Ctrl-C or ``fusermount3 -u MOUNTPOINT``; counters printed at the end)::
 
-    PYTHONPATH=scripts python -m numapore.compare.slowfs [NAME=]SRC... MOUNTPOINT --latency-ms 5 \\
+    numapore slowfs [NAME=]SRC... MOUNTPOINT --latency-ms 5 \\
         --disks 4 [--meta-latency-ms 0] [--stats-json FILE]
 
 Needs ``/dev/fuse``, libfuse 3 (Debian ``fuse3``, which brings ``fusermount3``) and ``mfusepy``.
@@ -470,10 +470,10 @@ def _parse_source(text: str) -> tuple[str, Path]:
     return Path(text).resolve().name, Path(text)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None, prog: str = "numapore slowfs") -> int:
     """Command line: serve sources at a mount point until Ctrl-C or fusermount3 -u."""
     parser = argparse.ArgumentParser(
-        prog="python -m numapore.compare.slowfs",
+        prog=prog,
         description="Serve folders/files read-only through an emulated slow storage (FUSE): "
         "every read request waits --latency-ms with at most --disks requests in service.",
     )

@@ -11,7 +11,7 @@ from typing import Any
 
 from numapore.compare.cells import NOT_APPLICABLE, STEPS
 from numapore.compare.measure import MIN_MEASURABLE_S, SUMMARY_COLUMNS
-from numapore.run.atomic import atomic_output
+from numapore.base.atomic import atomic_output
 
 # The baseline each cell's speed-up is measured against (same step, aligner, threads).
 BASELINE = {"strategy": "none", "io_mode": "fast5"}

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from numapore.base.resources import schema_path, shipped_hosts_dir
 from numapore.execution.topology import (
     NumaError,
     Node,
@@ -26,11 +27,10 @@ from numapore.execution.topology import (
 
 log = logging.getLogger("numapore.execution.hosts")
 
-REPO = Path(__file__).resolve().parents[3]
-SCHEMA_PATH = REPO / "workflow" / "schemas" / "host.schema.yaml"
-# The host files shipped with the workflow; a user's own config/hosts/ (under the directory
+SCHEMA_PATH = schema_path("host.schema.yaml")
+# The host files shipped with the package; a user's own config/hosts/ (under the directory
 # Snakemake runs in, like config/) is searched first.
-SHIPPED_HOSTS_DIR = REPO / "config" / "hosts"
+SHIPPED_HOSTS_DIR = shipped_hosts_dir()
 # The host file used when none is named for this machine: layout read from the kernel.
 FALLBACK_HOST = "single-node"
 

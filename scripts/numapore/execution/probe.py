@@ -1,5 +1,5 @@
 """The NUMA policy a process runs under (numactl --show, /proc/<pid>/status), one formatter for
-it, and the command line: `python -m numapore.execution.probe topology | policy | check HOST`."""
+it, and the command line: `numapore probe topology | policy | check HOST`."""
 
 from __future__ import annotations
 
@@ -113,9 +113,9 @@ def format_policy(
     return " ".join(parts)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None, prog: str = "numapore probe") -> int:
     """CLI: `topology` prints the detected layout, `check HOST` validates, `policy` shows ours."""
-    ap = argparse.ArgumentParser(prog="python -m numapore.execution.probe", description=__doc__)
+    ap = argparse.ArgumentParser(prog=prog, description=__doc__)
     sub = ap.add_subparsers(dest="cmd", required=True)
     p_top = sub.add_parser("topology", help="print this machine's NUMA layout")
     p_top.add_argument("--json", action="store_true", help="JSON instead of a summary line")

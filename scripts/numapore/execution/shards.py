@@ -19,7 +19,7 @@ from typing import IO
 
 import pysam
 
-from numapore.run.atomic import atomic_output, atomic_outputs
+from numapore.base.atomic import atomic_output, atomic_outputs
 
 
 def shard_of_read(read_name: str, n_shards: int) -> int:
@@ -161,7 +161,7 @@ def finish_sample_bam(
     reports = {key: outputs[key] for key in ("bai", "flagstat", "flagstat_text", "stats")}
     reports_done = start_index_and_reports(bam, reports, threads, log)
     # Imported while samtools runs (polars takes a few tenths of a second to load).
-    from numapore.run.readids import alignment_summary
+    from numapore.inputs.readids import alignment_summary
 
     reports_done()
     flagstat = json.loads(outputs["flagstat"].read_text())

@@ -20,7 +20,7 @@ from numapore.execution.plan import plan_step
 from numapore.execution.shards import concat_tables, merge_bams, split_bam, split_fastx
 from numapore.execution.tools import align_command, call_methylation_command
 from numapore.inputs.sheet import reads_format
-from numapore.run.atomic import atomic_output, scratch_dir
+from numapore.base.atomic import atomic_output, scratch_dir
 from numapore.signal.hdf5plugin import vbz_plugin_env
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pysam
 
-from numapore.run.atomic import atomic_outputs
+from numapore.base.atomic import atomic_outputs
 from numapore.inputs.sheet import InputError
 from numapore.inputs.seqcheck import check_sequences, write_normalised
 
@@ -39,7 +39,7 @@ def prepare_reference(source: Path, target: Path) -> None:
     tidy = check_sequences(source, "reference", fmt).needs_copy("reference")
     check_contigs(source)
     fai = target.with_name(target.name + ".fai")
-    # Both appear under their final names only when both are complete (numapore.run.atomic).
+    # Both appear under their final names only when both are complete (numapore.base.atomic).
     with atomic_outputs([target, fai]) as (tmp, _tmp_fai):
         if tidy:  # CR line ends or blank lines: htslib's index needs clean lines
             write_normalised(source, tmp, "reference", fmt)

@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
-from numapore.run.atomic import atomic_output
-from numapore.errors import InputError
+from numapore.base.atomic import atomic_output
+from numapore.base.errors import InputError
 
 PIECE = 1 << 16  # longest piece of a line held in memory at once
 GZIP_MAGIC = b"\x1f\x8b"

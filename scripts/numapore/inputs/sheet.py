@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:  # pandas only where a sheet is read: jobs import reads_format without it
     import pandas as pd
 
-from numapore.errors import InputError
+from numapore.base.errors import InputError
 from numapore.inputs.seqcheck import open_text
 
 # Formats nanopolish, minimap2, bwa and bowtie2 all read; gzip is allowed for each.

@@ -123,11 +123,9 @@ def count_fastq_reads(path: Path) -> int:
         return sum(1 for _ in fh) // 4
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, prog: str = "numapore accuracy") -> int:
     """Command-line entry point: print the accuracy of calls against a truth table as JSON."""
-    p = argparse.ArgumentParser(
-        prog="numapore.methylation.accuracy", description=__doc__.split("\n")[0]
-    )
+    p = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n")[0])
     p.add_argument("--calls", type=Path, required=True, help="nanopolish call-methylation TSV")
     p.add_argument("--truth", type=Path, required=True, help="numapore.simulate.reads truth.tsv")
     p.add_argument("--fastq", type=Path, help="simulated reads (denominator of called_fraction)")

@@ -19,12 +19,11 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
+from numapore.base import compiled
 from numapore.methylation.motifs import Motif
 
-try:
-    from numapore.methylation._calls_core import ffi, lib
-except ImportError:  # not built: DuckDB, polars and zlib do the work
-    ffi = lib = None
+_core = compiled.load("numapore.methylation._calls_core")  # None: DuckDB, polars and zlib
+ffi, lib = (_core.ffi, _core.lib) if _core is not None else (None, None)
 
 ENABLED = lib is not None  # tests switch the compiled core off to compare both
 

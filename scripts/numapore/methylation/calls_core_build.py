@@ -1,9 +1,8 @@
-"""Build numapore's compiled call-table aggregator (C through cffi, API mode) next to this file:
+"""numapore's compiled call-table aggregator (C through cffi, API mode):
+numapore.methylation._calls_core.
 
-    PYTHONPATH=scripts .venv/bin/python -m numapore.methylation.calls_core_build
-
-./setup.sh runs it. numapore.methylation.frequency uses the module it builds
-(numapore.methylation._calls_core) to count a call table's groups and, without it, DuckDB: the
+`pip install .` builds it (setup.py's cffi_modules: this file's ffibuilder).
+numapore.methylation.frequency uses it to count a call table's groups and, without it, DuckDB: the
 same outputs (tests/test_calls_core.py), slower (50 M call rows: 47 s against about 130 s).
 numapore.methylation.modbam tags the alignments with it and, without it, in Python: the same
 BAM, about six times slower.
@@ -15,7 +14,7 @@ from pathlib import Path
 
 import cffi
 
-from numapore.signal.svbzd_build import compile_module, shared_declarations
+from numapore.base.compiled import shared_declarations
 
 PACKAGE = Path(__file__).resolve().parent
 SOURCE = PACKAGE / "calls_core.c"
@@ -35,8 +34,8 @@ void cc_tagger_free(cc_tagger *t);
 """
 
 
-def build(package: Path = PACKAGE) -> Path:
-    """Compile the aggregator into package/ (numapore/methylation/_calls_core.*.so); its path."""
+def make_ffi() -> cffi.FFI:
+    """The aggregator's cffi builder (its cdef and source set)."""
     source = SOURCE.read_text()
     ffi = cffi.FFI()
     ffi.cdef(shared_declarations(source) + C_DECLARATIONS)
@@ -47,8 +46,7 @@ def build(package: Path = PACKAGE) -> Path:
         # no fused multiply-adds: cc_llr_to_ml must round as Python's llr_to_ml does
         extra_compile_args=["-O2", "-Wall", "-ffp-contract=off"],
     )
-    return compile_module(ffi, package)
+    return ffi
 
 
-if __name__ == "__main__":
-    print(f"built {build()}")
+ffibuilder = make_ffi()

@@ -30,13 +30,14 @@ from shlex import quote
 
 import pysam
 
+from numapore.base import compiled
 from numapore.methylation.calls import CALL_COLUMNS, llr_to_ml
 from numapore.methylation.motifs import Motif
 
-try:  # the module itself, not calls_core.py: that one imports numpy and polars
-    from numapore.methylation._calls_core import ffi, lib
-except ImportError:  # not built: read_sites and mm_ml do the work
-    ffi = lib = None
+# The module itself, not calls_core.py (that one imports numpy and polars); None: read_sites
+# and mm_ml do the work.
+_core = compiled.load("numapore.methylation._calls_core")
+ffi, lib = (_core.ffi, _core.lib) if _core is not None else (None, None)
 
 # A module built before the tagging was added to it (./setup.sh not rerun) counts as not built.
 COMPILED = hasattr(lib, "cc_tag_read")  # tests switch the compiled tagging off to compare both

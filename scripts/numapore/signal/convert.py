@@ -32,7 +32,7 @@ file (fail: the error names it; skip: it is listed with that reason).
 
 CLI::
 
-    PYTHONPATH=scripts python -m numapore.signal.convert FAST5_DIR_OR_FILE... -o sample.blow5 \\
+    numapore convert FAST5_DIR_OR_FILE... -o sample.blow5 \\
         [--to blow5|slow5] [-c zlib|zstd|none] [-s none|svb-zd] [-p K] \\
         [--on-bad-fast5 fail|skip] [--allow-duplicate-ids] [--no-index] [--quiet]
 
@@ -59,13 +59,14 @@ from typing import Any, TextIO
 
 import h5py
 
-from numapore.run.atomic import atomic_output
-from numapore.signal.fast5 import Fast5Error, Fast5Read, list_fast5, read_fast5
+from numapore.base.atomic import atomic_output
+from numapore.signal.fast5 import Fast5Error, list_fast5, read_fast5
 from numapore.signal.fast5_core import core_reader
 from numapore.signal.slow5 import (  # noqa: F401 - check_nanopolish_compatible is re-exported
     RECORD_COMPRESSIONS,
     SIGNAL_COMPRESSIONS,
     AuxField,
+    Fast5Read,
     check_nanopolish_compatible,
     Slow5Writer,
     check_compression,
@@ -593,11 +594,9 @@ def _tsv_field(text: str) -> str:
     return text.replace("\t", "\\t").replace("\n", "\\n").replace("\r", "\\r")
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None, prog: str = "numapore convert") -> int:
     """Command-line entry point; returns the exit status."""
-    ap = argparse.ArgumentParser(
-        prog="python -m numapore.signal.convert", description=__doc__.split("\n")[0]
-    )
+    ap = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n")[0])
     ap.add_argument("inputs", nargs="+", help="FAST5 files or folders (searched recursively)")
     ap.add_argument("-o", "--output", required=True, help="output .blow5 or .slow5 file")
     ap.add_argument("--to", choices=("blow5", "slow5"), help="output format (default: suffix)")

@@ -30,7 +30,15 @@ from typing import Any
 import h5py
 import numpy as np
 
-from numapore.signal.slow5 import STRING_TYPE, AuxField, Record, name_problem, read_id_problem
+from numapore.signal.fast5_core import core_layout
+from numapore.signal.slow5 import (
+    STRING_TYPE,
+    AuxField,
+    Fast5Read,
+    Record,
+    name_problem,
+    read_id_problem,
+)
 
 try:  # registers the vbz filter directory with h5py (wheel ships a Linux x86_64 build)
     import vbz_h5py_plugin  # noqa: F401
@@ -82,16 +90,6 @@ class Fast5Error(Exception):
         super().__init__(f"{path}: {reason}")
         self.path = str(path)
         self.reason = reason
-
-
-@dataclass
-class Fast5Read:
-    """One read: its record (read_group unset), run_id, header attributes and aux schema."""
-
-    record: Record
-    run_id: str
-    header: dict[str, str]
-    aux_fields: list[AuxField]
 
 
 @dataclass
@@ -422,8 +420,6 @@ def read_layout(path: str | os.PathLike) -> list[tuple[str, bool]]:
 
     The compiled layout (numapore.signal.fast5_core) reads the usual files; what it leaves
     (anything unusual or broken) is read here, so results and errors stay this function's."""
-    from numapore.signal.fast5_core import core_layout  # (fast5_core imports this module)
-
     path = str(path)
     compiled = core_layout()
     reads = compiled.read(path) if compiled is not None else None

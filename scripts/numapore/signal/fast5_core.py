@@ -28,14 +28,12 @@ from typing import Any
 
 import numpy as np
 
-from numapore.signal.fast5 import Fast5Read
+from numapore.base import compiled
 from numapore.signal.hdf5plugin import vbz_plugin_file
-from numapore.signal.slow5 import AuxField, Record
+from numapore.signal.slow5 import AuxField, Fast5Read, Record
 
-try:
-    from numapore.signal._fast5_core import ffi, lib
-except ImportError:  # not built: the Python reader reads every file
-    ffi = lib = None
+_core = compiled.load("numapore.signal._fast5_core")  # None: the Python reader reads every file
+ffi, lib = (_core.ffi, _core.lib) if _core is not None else (None, None)
 
 ENABLED = lib is not None  # tests switch the compiled reader off to compare both
 # slow5 aux types by the C code's number (fast5_core.c: T_I8 ... T_ENUM)

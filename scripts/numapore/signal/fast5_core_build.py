@@ -1,11 +1,10 @@
-"""Build numapore's compiled FAST5 reader (C through cffi, API mode) next to this file:
+"""numapore's compiled FAST5 reader (C through cffi, API mode): numapore.signal._fast5_core.
 
-    PYTHONPATH=scripts .venv/bin/python -m numapore.signal.fast5_core_build
-
-./setup.sh runs it. It links Debian's HDF5 (libhdf5-dev), libdeflate (libdeflate-dev) and zlib;
-the C source is fast5_core.c plus the svb-zd encoder of svbzd_build.py. numapore.signal.fast5_core
-uses the module it builds (numapore.signal._fast5_core) and, without it, converts with the Python
-reader alone (numapore.signal.fast5, h5py): the same bytes (tests/test_fast5_core.py), slower.
+`pip install .` builds it (setup.py's cffi_modules: this file's ffibuilder). It links Debian's
+HDF5 (libhdf5-dev), libdeflate (libdeflate-dev) and zlib; the C source is fast5_core.c plus the
+svb-zd encoder of svbzd_build.py. numapore.signal.fast5_core uses it and, without it, converts
+with the Python reader alone (numapore.signal.fast5, h5py): the same bytes
+(tests/test_fast5_core.py), slower.
 """
 
 from __future__ import annotations
@@ -15,8 +14,8 @@ from pathlib import Path
 
 import cffi
 
+from numapore.base.compiled import shared_declarations
 from numapore.signal.svbzd_build import C_SOURCE as SVBZD_SOURCE
-from numapore.signal.svbzd_build import compile_module, shared_declarations
 
 PACKAGE = Path(__file__).resolve().parent
 SOURCE = PACKAGE / "fast5_core.c"
@@ -60,8 +59,8 @@ def hdf5_flags() -> tuple[list[str], list[str]]:
     return includes, libdirs
 
 
-def build(package: Path = PACKAGE) -> Path:
-    """Compile the reader into package/ (numapore/signal/_fast5_core.*.so); return its path."""
+def make_ffi() -> cffi.FFI:
+    """The reader's cffi builder (its cdef and source set)."""
     includes, libdirs = hdf5_flags()
     source = SOURCE.read_text()
     ffi = cffi.FFI()
@@ -75,8 +74,7 @@ def build(package: Path = PACKAGE) -> Path:
         libraries=["hdf5", "deflate", "z", "dl"],
         extra_compile_args=["-O2", "-Wall", "-Wno-unused-function"],
     )
-    return compile_module(ffi, package)
+    return ffi
 
 
-if __name__ == "__main__":
-    print(f"built {build()}")
+ffibuilder = make_ffi()

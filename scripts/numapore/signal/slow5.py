@@ -44,7 +44,8 @@ from typing import Any, Self
 
 import numpy as np
 
-from numapore.run.atomic import temp_name
+from numapore.base import compiled
+from numapore.base.atomic import temp_name
 
 SLOW5_VERSION = (0, 2, 0)
 BLOW5_MAGIC = b"BLOW5\x01"
@@ -128,6 +129,18 @@ class Record:
     sampling_rate: float
     signal: np.ndarray
     aux: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Fast5Read:
+    """One read of a FAST5 file as a converter writes it to SLOW5: its record (read_group unset),
+    run_id, header attributes and aux schema (here, beside Record, so that both FAST5 readers,
+    Python and compiled, build it without importing each other)."""
+
+    record: Record
+    run_id: str
+    header: dict[str, str]
+    aux_fields: list[AuxField]
 
 
 def name_problem(name: str) -> str | None:
@@ -277,11 +290,8 @@ def encode_record_text(rec: Record, aux_fields: Sequence[AuxField]) -> bytes:
     return ("\t".join(parts) + "\n").encode()
 
 
-try:  # the compiled encoder ./setup.sh builds (numapore/signal/svbzd_build.py); numpy without it
-    from numapore.signal._svbzd import ffi as _svbzd_ffi
-    from numapore.signal._svbzd import lib as _svbzd_lib
-except ImportError:
-    _svbzd_lib = None
+_svbzd = compiled.load("numapore.signal._svbzd")  # svbzd_build.py; numpy without it
+_svbzd_ffi, _svbzd_lib = (_svbzd.ffi, _svbzd.lib) if _svbzd is not None else (None, None)
 
 
 def svb_zd_encode(signal: np.ndarray) -> bytes:

@@ -1,18 +1,12 @@
-"""Build numapore's compiled svb-zd signal encoder (cffi, API mode) next to this file:
+"""numapore's compiled svb-zd signal encoder (cffi, API mode): numapore.signal._svbzd.
 
-    PYTHONPATH=scripts .venv/bin/python -m numapore.signal.svbzd_build
-
-./setup.sh runs it. numapore.signal.slow5.svb_zd_encode uses the module it builds
-(numapore.signal._svbzd) and falls back on numpy without it: the same bytes (tests/test_convert.py
-compares the two and both against slow5tools), about ten times slower (1 ms per 50,000-sample read).
+`pip install .` builds it (setup.py's cffi_modules: this file's ffibuilder).
+numapore.signal.slow5.svb_zd_encode uses it and falls back on numpy without it: the same bytes
+(tests/test_convert.py compares the two and both against slow5tools), about ten times slower
+(1 ms per 50,000-sample read).
 """
 
 from __future__ import annotations
-
-import re
-import shutil
-import tempfile
-from pathlib import Path
 
 import cffi
 
@@ -50,37 +44,12 @@ size_t svbzd_encode(const int16_t *in, size_t n, uint8_t *out);
 """
 
 
-PACKAGE = Path(__file__).resolve().parent
-
-
-C_SHARED = re.compile(r"/\* cffi: begin .*?\*/\n(.*?)/\* cffi: end \*/", re.S)
-
-
-def shared_declarations(source: str) -> str:
-    """The C types a source shares with Python: its text between "/* cffi: begin ... */" and
-    "/* cffi: end */" (so a build's cdef never carries a copy of them)."""
-    found = C_SHARED.search(source)
-    if found is None:
-        raise ValueError("numapore: C source without /* cffi: begin/end */ markers")
-    return found.group(1)
-
-
-def compile_module(ffi: cffi.FFI, package: Path) -> Path:
-    """Compile a cffi module (its cdef and source set) and copy it into package/; its path."""
-    with tempfile.TemporaryDirectory(prefix="numapore-build-") as tmp:
-        built = Path(ffi.compile(tmpdir=tmp))
-        target = package / built.name
-        shutil.copyfile(built, target)
-    return target
-
-
-def build(package: Path = PACKAGE) -> Path:
-    """Compile the encoder into package/ (numapore/signal/_svbzd.*.so); return the module's path."""
+def make_ffi() -> cffi.FFI:
+    """The encoder's cffi builder (its cdef and source set)."""
     ffi = cffi.FFI()
     ffi.cdef(C_DECLARATIONS)
     ffi.set_source("numapore.signal._svbzd", C_SOURCE, extra_compile_args=["-O2"])
-    return compile_module(ffi, package)
+    return ffi
 
 
-if __name__ == "__main__":
-    print(f"built {build()}")
+ffibuilder = make_ffi()

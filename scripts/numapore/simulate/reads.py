@@ -646,10 +646,10 @@ def parse_region(text: str) -> tuple[str, int, int]:
     return name, int(lo.replace(",", "")), int(hi.replace(",", ""))
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Command-line entry point: python -m numapore.simulate.reads --reference REF --out DIR."""
+def main(argv: list[str] | None = None, prog: str = "numapore simulate") -> int:
+    """Command-line entry point: numapore simulate --reference REF --out DIR."""
     d = SimConfig()
-    p = argparse.ArgumentParser(prog="numapore.simulate.reads", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n")[0])
     p.add_argument("--reference", type=Path, required=True, help="FASTA (.gz allowed)")
     p.add_argument("--out", type=Path, required=True, help="output folder")
     p.add_argument("--reads", type=int, default=d.n_reads, help="number of reads")

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import polars as pl
 
-from numapore.errors import AccountingError
+from numapore.base.errors import AccountingError
 
 CHUNK = 500_000  # rows gathered in Python lists before they become a compact polars chunk
 

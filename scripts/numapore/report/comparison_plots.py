@@ -12,9 +12,9 @@ import matplotlib
 matplotlib.use("Agg")  # files only, no display
 import matplotlib.pyplot as plt  # noqa: E402
 
-from numapore.run.atomic import atomic_output  # noqa: E402
+from numapore.base.atomic import atomic_output  # noqa: E402
 from numapore.compare.cells import Cell  # noqa: E402
-from numapore.compare.report import storage_description  # noqa: E402
+from numapore.report.comparison import storage_description  # noqa: E402
 from numapore.execution.hosts import IO_MODES  # noqa: E402
 
 STEP_TITLES = {"alignment": "Alignment", "methylation": "Methylation calling (nanopolish)"}

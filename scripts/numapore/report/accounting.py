@@ -29,11 +29,11 @@ from pathlib import Path
 import polars as pl
 import pysam
 
-from numapore.errors import AccountingError
+from numapore.base.errors import AccountingError
 from numapore.methylation.frequency import table_blocks
-from numapore.run.atomic import atomic_output
-from numapore.run.census import Fast5Census, fast5_census, pod5_census, read_census
-from numapore.run.readids import id_column, read_id_column, rows_frame
+from numapore.base.atomic import atomic_output
+from numapore.signal.census import Fast5Census, fast5_census, pod5_census, read_census
+from numapore.inputs.readids import id_column, read_id_column, rows_frame
 from numapore.signal.slow5 import INDEX_EOF, INDEX_HEADER_SIZE, INDEX_MAGIC, iter_index_entries
 
 COLUMNS = ("stage", "what", "reads", "detail")

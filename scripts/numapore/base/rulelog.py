@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import sys
 
-from numapore.errors import AccountingError, InputError
-from numapore.run.workdir import describe_write_error
+from numapore.base.errors import AccountingError, InputError
+from numapore.base.workdir import describe_write_error
 
 
 def redirect_to_log(snakemake) -> None:

@@ -1,6 +1,6 @@
 """The reads of a sample's raw signal files (FAST5 or POD5), from their layout alone: read id,
 file, whether it holds signal, and the files that cannot be read. Made by the signal_census job,
-saved as Parquet + TSV, and read by the read accounting (numapore.run.accounting).
+saved as Parquet + TSV, and read by the read accounting (numapore.report.accounting).
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from pathlib import Path
 
 import polars as pl
 
-from numapore.run.atomic import atomic_output
-from numapore.run.readids import rows_frame
+from numapore.base.atomic import atomic_output
+from numapore.inputs.readids import rows_frame
 from numapore.signal.fast5 import list_fast5, read_layout
 
 CENSUS_SCHEMA = {"read_id": pl.String, "file": pl.String, "has_signal": pl.Boolean}

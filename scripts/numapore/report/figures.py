@@ -28,10 +28,10 @@ import pysam
 matplotlib.use("Agg")  # files only, no display
 import matplotlib.pyplot as plt  # noqa: E402
 
-from numapore.run.accounting import COLUMNS as ACCOUNTING_COLUMNS  # noqa: E402
+from numapore.report.accounting import COLUMNS as ACCOUNTING_COLUMNS  # noqa: E402
 from numapore.methylation.accuracy import label_calls, per_site, roc_auc  # noqa: E402
-from numapore.run.atomic import atomic_output  # noqa: E402
-from numapore.compare.plots import save  # noqa: E402
+from numapore.base.atomic import atomic_output  # noqa: E402
+from numapore.report.comparison_plots import save  # noqa: E402
 
 BINS = 200  # bins along the reference (coverage, methylation)
 # The tools whose versions the provenance page lists: command, and how to get the version.
