@@ -22,6 +22,7 @@ run_alignment(
     output=bam,
     threads=smk.threads,
     record=Path(smk.log.record),
+    kind=smk.params.kind,
 )
 if "summary" in smk.output.keys():  # the sample's BAM (common.smk: ONE_ALIGN_SHARD)
     finish_sample_bam(

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from numapore.base.errors import InputError
 from numapore.execution.hosts import (
     HostConfigError,
     host_config_from_dict,
@@ -76,8 +77,13 @@ def test_tool_commands():
     assert " -q cpg " in cmd
     dam = call_methylation_command(Path("r"), Path("a"), Path("g"), Path("c"), 1, 20, "dam")
     assert " -q dam " in dam
-    with pytest.raises(ValueError, match="unknown aligner"):
+    with pytest.raises(InputError, match="^aligner blast cannot align signal samples; use bowt"):
         align_command("blast", "p", Path("r.fa"), Path("o"), 1)
+    modbam = align_command("minimap2", "i.mmi", Path("r.fastq"), Path("o.bam"), 2, "modbam")
+    assert modbam.startswith("minimap2 -ax map-ont -y -Y -t 2 i.mmi r.fastq | samtools sort")
+    assert " -C -t 2 " in align_command("bwa", "i", Path("r.fastq"), Path("o"), 2, "modbam")
+    bowtie2 = align_command("bowtie2", "i", Path("r.fastq"), Path("o"), 2, "modbam")
+    assert "--local --sam-append-comment -p 2 -x i -q -U r.fastq" in bowtie2
     assert nanopolish_index_command(Path("r.fa"), ["a b", "c"], None) == (
         "nanopolish index -d 'a b' -d c r.fa"
     )

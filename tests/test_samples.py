@@ -176,9 +176,10 @@ def test_signal_column_and_its_older_name(inputs):
     path.write_text("sample\tsignal\tfast5\treads\treference\n")
     with pytest.raises(InputError, match="has both a 'signal' and a 'fast5' column; keep one"):
         signal_column(read_sheet(path), path)
-    path.write_text("sample\treads\treference\n")
-    with pytest.raises(InputError, match="missing column.s. signal .or its older name fast5."):
-        signal_column(read_sheet(path), path)
+    path.write_text("sample\treads\treference\ns1\treads.fastq\tref.fa\n")
+    assert signal_column(read_sheet(path), path) is None
+    with pytest.raises(InputError, match="no raw signal and the reads are not a BAM/CRAM"):
+        load_samples(read_sheet(path), path, inputs)
 
 
 def test_paths_listed_twice_or_nested_are_read_once(inputs):

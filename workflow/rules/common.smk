@@ -171,7 +171,7 @@ WILDCARD_PATTERNS = {
     "fmt": r"fast[aq](\.gz)?",
     "signal": "fast5|blow5",
     "cell": r"[a-z0-9.-]+",
-    "motif": "|".join(MOTIFS),
+    "motif": "|".join([*MOTIFS, "any"]),
 }
 REFERENCES = {s.reference_name: s.reference for s in SAMPLES.values()}
 
@@ -214,8 +214,11 @@ def signal_kind(io_mode):
 
 def staged_reads(wildcards, io_mode=None):
     """The sample's reads as staged for an I/O mode (default: the host's), with nanopolish's
-    read index beside them pointing at that mode's signal files."""
+    read index beside them pointing at that mode's signal files; a modBAM sample's as FASTQ
+    with their tags in the headers."""
     sample = SAMPLES[wildcards.sample]
+    if sample.kind == "modbam":
+        return f"results/{sample.name}/reads/modbam/{sample.name}.fastq"
     signal = signal_kind(io_mode or IO_MODE)
     return f"results/{sample.name}/reads/{signal}/{sample.name}.{sample.reads_format}"
 
@@ -238,19 +241,34 @@ def reference_fasta(wildcards):
 ACCOUNTING_MOTIF = config["methylation"]["motifs"][0]
 
 
+def samples_running(step):
+    """A wildcard pattern matching the names of the samples whose input kind runs a step
+    (numapore.inputs.kinds.STEPS: raw_signal, call_methylation, pileup); one matching nothing when none does.
+    """
+    names = [re.escape(s.name) for s in SAMPLES.values() if s.input_kind.runs(step)]
+    return "|".join(names) if names else "(?!)"
+
+
 def final_outputs():
-    """The default target's files: per sample, the alignments, QC and, per motif, methylation;
-    the report's figures and the MultiQC report over every sample."""
+    """The default target's files: per sample, the alignments and QC, and what its input kind
+    runs (nanopolish: per motif, calls, frequency, bedMethyl, modBAM; pileup: bedMethyl); the
+    report's figures and the MultiQC report over every sample."""
     aligner = config["aligner"]
     out = []
-    for s in SAMPLES:
+    for s, sample in SAMPLES.items():
         prefix = f"results/{s}"
         out += [
             f"{prefix}/align/{s}.{aligner}.bam.bai",
             f"{prefix}/align/{s}.{aligner}.stats.txt",
             f"{prefix}/align/{s}.{aligner}.summary.tsv",
-            f"{prefix}/{s}.{aligner}.accounting.tsv",
         ]
+        if sample.input_kind.runs("pileup"):
+            name = f"{prefix}/methylation/{s}.{aligner}.{config['pileup']['motif']}"
+            out += [f"{name}.bedmethyl.gz.tbi", f"{prefix}/{s}.staged.tsv"]
+        if not sample.input_kind.runs("call_methylation"):
+            out += report_figures(s, aligner)
+            continue
+        out.append(f"{prefix}/{s}.{aligner}.accounting.tsv")
         for motif in config["methylation"]["motifs"]:
             name = f"{prefix}/methylation/{s}.{aligner}.{motif}"
             out += [
@@ -297,15 +315,21 @@ def report_inputs(*kinds):
 
 
 def report_figures(sample, aligner):
-    """The report's files of one sample and aligner (figures, tables; accuracy if simulated)."""
+    """The report's files of one sample and aligner (figures, tables; accuracy if simulated):
+    for a sample that nanopolish does not call, its alignment QC and provenance."""
     simulated = sample in config["simulate"] and "cpg" in config["methylation"]["motifs"]
     kinds = REPORT_KINDS + (["accuracy"] if simulated else [])
+    if not SAMPLES[sample].input_kind.runs("call_methylation"):
+        kinds = ["alignment_qc", "provenance"]
     suffix = {"provenance": "html"}  # the others are figures
     return [f"results/{sample}/report/{sample}.{aligner}.{k}.{suffix.get(k, 'png')}" for k in kinds]
 
 
 def motif_calls(wildcards):
-    """The merged call tables of every motif of methylation.motifs for a sample and aligner."""
+    """The merged call tables of every motif of methylation.motifs for a sample and aligner
+    (none for a sample nanopolish does not call)."""
+    if not SAMPLES[wildcards.sample].input_kind.runs("call_methylation"):
+        return []
     name = f"results/{wildcards.sample}/methylation/{wildcards.sample}.{wildcards.aligner}"
     return [f"{name}.{motif}.calls.tsv" for motif in config["methylation"]["motifs"]]
 
@@ -314,10 +338,11 @@ def step_records(wildcards):
     """The run records (*.run.json: strategy, command lines, NUMA policies) of a sample's
     alignment and methylation jobs, per step."""
     name = f"{wildcards.sample}.{wildcards.aligner}"
+    alignment = [f"results/logs/align/{name}.{shard}.run.json" for shard in shard_ids("alignment")]
+    if not SAMPLES[wildcards.sample].input_kind.runs("call_methylation"):
+        return {"alignment": alignment}
     return {
-        "alignment": [
-            f"results/logs/align/{name}.{shard}.run.json" for shard in shard_ids("alignment")
-        ],
+        "alignment": alignment,
         "methylation": [
             f"results/logs/call_methylation/{name}.{motif}.{shard}.run.json"
             for motif in config["methylation"]["motifs"]
@@ -331,6 +356,8 @@ def multiqc_inputs(wildcards=None):
     custom content."""
     runs = [(s, config["aligner"]) for s in SAMPLES]
     return {
+        # numapore's custom content covers the nanopolish samples; every sample's samtools
+        # reports are there.
         "stats": [run_output("stats", s, a) for s, a in runs],
         "flagstat": [run_output("flagstat_text", s, a) for s, a in runs],
         "custom": [
@@ -346,7 +373,8 @@ def multiqc_runs(wildcards=None):
     a = config["aligner"]
     return {
         f"{s}.{a}": {k: run_output(k, s, a) for k in ("accounting", "calls", "frequency")}
-        for s in SAMPLES
+        for s, sample in SAMPLES.items()
+        if sample.input_kind.runs("call_methylation")
     }
 
 

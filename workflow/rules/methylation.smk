@@ -210,6 +210,8 @@ rule methylation_frequency:
         "results/logs/methylation_frequency/{sample}.{aligner}.{motif}.log",
     benchmark:
         "results/benchmarks/methylation_frequency/{sample}.{aligner}.{motif}.tsv"
+    wildcard_constraints:
+        sample=samples_running("call_methylation"),
     conda:
         "../../envs/python.yaml"
     params:
@@ -245,3 +247,28 @@ rule methylation_modbam:
 
 
 ruleorder: methylation_modbam > index_bam
+
+
+# The pileup of a modBAM into bedMethyl (numapore pileup, modkit 0.4.4's semantics; config
+# pileup:). A modbam sample's aligned BAM is its modBAM: the basecaller's calls, realigned.
+rule pileup:
+    input:
+        bam="results/{sample}/align/{sample}.{aligner}.bam",
+        bai="results/{sample}/align/{sample}.{aligner}.bam.bai",
+        reference=reference_fasta,
+    output:
+        bed="results/{sample}/methylation/{sample}.{aligner}.{motif}.bedmethyl.gz",
+        tbi="results/{sample}/methylation/{sample}.{aligner}.{motif}.bedmethyl.gz.tbi",
+    log:
+        "results/logs/pileup/{sample}.{aligner}.{motif}.log",
+    benchmark:
+        "results/benchmarks/pileup/{sample}.{aligner}.{motif}.tsv"
+    wildcard_constraints:
+        sample=samples_running("pileup"),
+    conda:
+        "../../envs/python.yaml"
+    threads: RUN_CORES
+    params:
+        settings=lambda wc: {**config["pileup"], "motif": wc.motif},
+    script:
+        "../../scripts/pileup.py"

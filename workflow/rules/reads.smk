@@ -37,3 +37,25 @@ rule split_reads:
         "../../envs/python.yaml"
     script:
         "../../scripts/split_reads.py"
+
+
+# A modBAM sample's reads (a basecaller's BAM/CRAM, or FASTQ with tags): its primary records as
+# FASTQ whose headers carry MM/ML/MN, for the aligners to copy into their records
+# (numapore.inputs.modbam_reads); the counts go to the run's outputs.
+rule stage_modbam_reads:
+    input:
+        reads=lambda wc: SAMPLES[wc.sample].reads,
+    output:
+        reads="results/{sample}/reads/modbam/{sample}.fastq",
+        counts="results/{sample}/{sample}.staged.tsv",
+    log:
+        "results/logs/stage_modbam_reads/{sample}.log",
+    benchmark:
+        "results/benchmarks/stage_modbam_reads/{sample}.tsv"
+    conda:
+        "../../envs/python.yaml"
+    threads: RUN_CORES
+    params:
+        reference=lambda wc: str(SAMPLES[wc.sample].reference),
+    script:
+        "../../scripts/stage_modbam_reads.py"

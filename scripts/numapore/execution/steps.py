@@ -19,6 +19,7 @@ from numapore.execution.launch import Process, StepRun, run_step, write_record
 from numapore.execution.plan import plan_step
 from numapore.execution.shards import concat_tables, merge_bams, split_bam, split_fastx
 from numapore.execution.tools import align_command, call_methylation_command
+from numapore.inputs.kinds import DEFAULT_KIND
 from numapore.inputs.sheet import reads_format
 from numapore.base.atomic import atomic_output, scratch_dir
 from numapore.signal.hdf5plugin import vbz_plugin_env
@@ -33,8 +34,9 @@ def run_alignment(
     output: Path,
     threads: int,
     record: Path,
+    kind: str = DEFAULT_KIND,
 ) -> StepRun:
-    """Align reads into a sorted BAM under the host's alignment strategy."""
+    """Align reads of an input kind into a sorted BAM under the host's alignment strategy."""
     topology = check_host_against_machine(host)
     print(f"host file: {host.path or host.name}", file=sys.stderr)
     index_bytes = sum(Path(p).stat().st_size for p in index_files)
@@ -42,7 +44,7 @@ def run_alignment(
     with scratch_dir(output) as workdir, atomic_output(output) as partial:
         run = run_step(
             plan,
-            lambda src, out, t: align_command(aligner, index, src, out, t),
+            lambda src, out, t: align_command(aligner, index, src, out, t, kind),
             reads,
             partial,
             split=split_fastx,

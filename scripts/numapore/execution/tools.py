@@ -9,19 +9,24 @@ from __future__ import annotations
 from pathlib import Path
 from shlex import quote
 
+from numapore.inputs.kinds import DEFAULT_KIND, KINDS
 from numapore.inputs.sheet import reads_format
 
 
-def align_command(aligner: str, index: str, reads: Path, output: Path, threads: int) -> str:
-    """Align reads with the chosen aligner and sort into a BAM (index: file or prefix)."""
+def align_command(
+    aligner: str, index: str, reads: Path, output: Path, threads: int, kind: str = DEFAULT_KIND
+) -> str:
+    """Align reads of an input kind with the chosen aligner and sort into a BAM (index: file or
+    prefix); the aligner's options for the kind come from the input kinds table."""
+    options = KINDS[kind].aligner_preset(aligner)
     if aligner == "minimap2":
-        tool = f"minimap2 -ax map-ont -t {threads} {quote(index)} {quote(str(reads))}"
+        tool = f"minimap2 {options} -t {threads} {quote(index)} {quote(str(reads))}"
     elif aligner == "bwa":
-        tool = f"bwa mem -x ont2d -t {threads} {quote(index)} {quote(str(reads))}"
+        tool = f"bwa {options} -t {threads} {quote(index)} {quote(str(reads))}"
     elif aligner == "bowtie2":
         # bowtie2 reads FASTQ unless told the reads are FASTA.
         fmt = "-f" if reads_format(reads).startswith("fasta") else "-q"
-        tool = f"bowtie2 --local -p {threads} -x {quote(index)} {fmt} -U {quote(str(reads))}"
+        tool = f"bowtie2 {options} -p {threads} -x {quote(index)} {fmt} -U {quote(str(reads))}"
     else:
         raise ValueError(f"unknown aligner {aligner!r}")
     return f"{tool} | samtools sort -@ {threads} -o {quote(str(output))} -"

@@ -12,6 +12,7 @@ if TYPE_CHECKING:  # pandas only where a sheet is read: jobs import reads_format
     import pandas as pd
 
 from numapore.base.errors import InputError
+from numapore.inputs.kinds import DEFAULT_KIND, KINDS, MODBAM_SUFFIXES, InputKind, infer_kind
 from numapore.inputs.seqcheck import open_text
 
 # Formats nanopolish, minimap2, bwa and bowtie2 all read; gzip is allowed for each.
@@ -34,11 +35,18 @@ class Sample:
     reference: Path
     signal_kind: str = "fast5"  # SIGNAL_KINDS: how the signal becomes what nanopolish reads
     notes: tuple[str, ...] = ()  # warnings about the inputs (paths listed twice)
+    kind: str = DEFAULT_KIND  # numapore.inputs.kinds.KINDS: what the sample is, what it runs
+
+    @property
+    def input_kind(self) -> InputKind:
+        """The sample's entry in the input kinds table."""
+        return KINDS[self.kind]
 
     @property
     def reads_format(self) -> str:
-        """The staged file extension of the reads: fasta, fastq, fasta.gz or fastq.gz."""
-        return reads_format(self.reads)
+        """The staged file extension of the reads: fasta, fastq, fasta.gz or fastq.gz (a
+        modBAM's reads are staged as FASTQ with their tags in the headers)."""
+        return "fastq" if self.kind == "modbam" else reads_format(self.reads)
 
     @property
     def reference_name(self) -> str:
@@ -183,6 +191,34 @@ def check_signal(paths: tuple[Path, ...], key: str) -> str:
     return kind
 
 
+def check_modbam_reads(path: Path, key: str) -> None:
+    """Fail unless a modBAM sample's reads are a BAM/CRAM file, or FASTQ whose first header
+    carries MM/ML tags (the tags of the other reads are counted when they are staged)."""
+    if not path.is_file():
+        raise InputError(f"{key}: {missing_reason(path, 'reads file')}")
+    if path.name.lower().endswith(MODBAM_SUFFIXES):
+        with open(path, "rb") as handle:
+            magic = handle.read(4)
+        expected = b"CRAM" if path.name.lower().endswith(".cram") else b"\x1f\x8b"
+        if not magic.startswith(expected):
+            raise InputError(f"{key}: reads file {path} is not a {path.suffix[1:].upper()} file")
+        return
+    if not reads_format(path).startswith("fastq"):
+        raise InputError(
+            f"{key}: reads file {path}: a modbam sample's reads are BAM, CRAM or FASTQ with "
+            "MM/ML tags in the headers"
+        )
+    header = first_line(path, key, "reads file")
+    if not header.startswith("@"):
+        raise InputError(f"{key}: reads file {path} does not start with '@' as FASTQ should")
+    tags = header.split()[1:]
+    if not any(t.startswith(("MM:Z:", "Mm:Z:")) for t in tags):
+        raise InputError(
+            f"{key}: reads file {path}: the first read's header carries no MM/ML tags (a FASTQ "
+            "that lost them?); write it with dorado --emit-fastq or samtools fastq -T MM,ML,MN"
+        )
+
+
 def check_reference(path: Path, key: str) -> None:
     """Fail unless the reference exists and starts with a FASTA header."""
     if not first_line(path, key, "reference").startswith(">"):
@@ -229,8 +265,9 @@ def read_sheet(sheet: Path) -> pd.DataFrame:
     return table
 
 
-def signal_column(table: pd.DataFrame, sheet: Path) -> str:
-    """The sheet's raw signal column: 'signal', or 'fast5' (its older name, still accepted)."""
+def signal_column(table: pd.DataFrame, sheet: Path) -> str | None:
+    """The sheet's raw signal column: 'signal', or 'fast5' (its older name, still accepted);
+    None when it has neither (no sample of the sheet has raw signal)."""
     both = {"signal", "fast5"} <= set(table.columns)
     if both:
         raise InputError(
@@ -238,9 +275,7 @@ def signal_column(table: pd.DataFrame, sheet: Path) -> str:
             "('fast5' is the older name of 'signal')"
         )
     if "signal" not in table.columns and "fast5" not in table.columns:
-        raise InputError(
-            f"sample sheet {sheet}: missing column(s) signal (or its older name fast5)"
-        )
+        return None
     return "signal" if "signal" in table.columns else "fast5"
 
 
@@ -257,11 +292,27 @@ def load_samples(table: pd.DataFrame, sheet: Path, base: Path) -> dict[str, Samp
         key = f"sample sheet {sheet}, line {row_number}, sample '{name}'"
         if name in samples:
             raise InputError(f"{key}: duplicate sample name")
-        listed = tuple(base / p.strip() for p in getattr(row, column).split(",") if p.strip())
+        signal_text = getattr(row, column) if column else ""
+        declared = row.kind if "kind" in table.columns else ""
+        kind = KINDS[infer_kind(declared, signal_text, row.reads, key)]
+        if kind.needs_signal and not signal_text:
+            what = "an empty signal field" if column else "no signal column"
+            raise InputError(f"{key}: a {kind.name} sample needs raw signal, but it has {what}")
+        if signal_text and not kind.needs_signal:
+            raise InputError(
+                f"{key}: a {kind.name} sample takes no raw signal; leave its signal field empty"
+            )
+        listed = tuple(base / p.strip() for p in signal_text.split(",") if p.strip())
         signal, notes = distinct_paths(listed, key)
-        kind = check_signal(signal, key)
-        sample = Sample(name, signal, base / row.reads, base / row.reference, kind, tuple(notes))
-        check_reads(sample.reads, key)
+        signal_kind = check_signal(signal, key) if kind.needs_signal else ""
+        sample = Sample(
+            name, signal, base / row.reads, base / row.reference, signal_kind, tuple(notes),
+            kind.name,
+        )  # fmt: skip
+        if kind.name == "modbam":
+            check_modbam_reads(sample.reads, key)
+        else:
+            check_reads(sample.reads, key)
         check_reference(sample.reference, key)
         samples[name] = sample
     return samples
@@ -326,7 +377,11 @@ def check_signal_io_mode(samples: Iterable[Sample], io_mode: str, host_file: str
     """Fail when a sample's raw signal is not FAST5 and the host's I/O mode reads FAST5:
     nanopolish reads POD5 and BLOW5 samples from BLOW5 (I/O mode slow5) only."""
     for sample in samples:
-        if sample.signal_kind != "fast5" and io_mode != "slow5":
+        if (
+            sample.input_kind.runs("raw_signal")
+            and sample.signal_kind != "fast5"
+            and io_mode != "slow5"
+        ):
             raise InputError(
                 f"sample '{sample.name}': its raw signal is {sample.signal_kind.upper()}, which "
                 f"needs I/O mode slow5, but host file {host_file} has io_mode: {io_mode} (a "

@@ -1,0 +1,57 @@
+"""The workflow's `pileup:` settings as `numapore pileup` options, and the modkit command line
+they equal (the options have modkit's names, so a user can run modkit on the same modBAM and
+compare)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from shlex import join
+from typing import Any
+
+from numapore.methylation.motifs import MOTIFS
+
+# A character class of a motif pattern as its IUPAC code (modkit's --motif takes IUPAC).
+IUPAC = {"AG": "R", "CT": "Y", "CG": "S", "AT": "W", "GT": "K", "AC": "M"}
+
+
+def modkit_motif(name: str) -> tuple[str, int]:
+    """A motif of methylation.motifs as modkit's --motif SEQ OFFSET: the forward strand's
+    sequence (IUPAC codes for classes) and the offset of its modified base."""
+    motif = MOTIFS[name]
+    sequence = ""
+    rest = motif.pattern
+    while rest:
+        if rest[0] == "[":
+            end = rest.index("]")
+            sequence += IUPAC["".join(sorted(rest[1:end]))]
+            rest = rest[end + 1 :]
+        else:
+            sequence, rest = sequence + rest[0], rest[1:]
+    return sequence, motif.forward_offset
+
+
+def pileup_arguments(settings: Mapping[str, Any], reference: str, threads: int) -> list[str]:
+    """`numapore pileup` options (after IN.bam OUT.bed) for the config's pileup: settings."""
+    args = ["--ref", reference]
+    motif = settings["motif"]
+    if motif == "cpg":
+        args.append("--cpg")
+    elif motif != "any":
+        sequence, offset = modkit_motif(motif)
+        args += ["--motif", sequence, str(offset)]
+    if settings["combine_strands"] and motif != "any":
+        args.append("--combine-strands")
+    if settings["filter_threshold"] != "auto":
+        args += ["--filter-threshold", str(settings["filter_threshold"])]
+    args += ["--filter-percentile", str(settings["filter_percentile"])]
+    if settings["ignore"]:
+        args += ["--ignore", settings["ignore"]]
+    if settings["edge_filter"]:
+        args += ["--edge-filter", settings["edge_filter"]]
+    return args + ["--threads", str(threads)]
+
+
+def modkit_command(bam: str, bed: str, arguments: Sequence[str]) -> str:
+    """The modkit 0.4.4 command line that writes the same bedMethyl (uncompressed) as
+    `numapore pileup bam bed *arguments`."""
+    return join(["modkit", "pileup", bam, bed, *arguments])
