@@ -30,6 +30,7 @@ rule align:
         index=aligner_index,
         host=HOST_FILE,
         reference=lambda wc: str(SAMPLES[wc.sample].reference),
+        **host_overrides("strategy.alignment"),
     script:
         "../../scripts/align.py"
 

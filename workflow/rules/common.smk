@@ -7,7 +7,9 @@ import sys
 from pathlib import Path
 from types import SimpleNamespace
 
+import yaml
 from snakemake.utils import validate
+from snakemake_interface_logger_plugins.common import LogEvent
 
 try:  # the installed package (./setup.sh: pip install -e .), as every rule script imports it
     import numapore.cli  # noqa: F401
@@ -21,8 +23,22 @@ os.environ.update(NUMAPORE_SOURCE=str(Path(workflow.basedir).parent))
 from numapore.execution.cluster import job_cpus, node_request  # noqa: E402
 from numapore.compare.cells import Cell, matrix  # noqa: E402
 from numapore.methylation.motifs import MOTIFS  # noqa: E402
-from numapore.execution.hosts import host_path, load_host_config, startup_check  # noqa: E402
+from numapore.execution.hosts import (  # noqa: E402
+    config_overrides,
+    describe_overrides,
+    host_path,
+    load_host_config,
+    startup_check,
+    with_overrides,
+)
+from numapore.execution.runstate import (  # noqa: E402
+    read_settings,
+    replaced_results,
+    run_settings,
+    write_settings,
+)
 from numapore.execution.topology import NumaError  # noqa: E402
+from numapore.inputs.schema import check_config, check_sheet  # noqa: E402
 from numapore.inputs.sheet import (  # noqa: E402
     InputError,
     check_signal_io_mode,
@@ -43,6 +59,38 @@ from numapore.base.workdir import (  # noqa: E402
     write_problem,
 )
 
+
+
+def _load_schema(name):
+    """One of workflow/schemas/, parsed."""
+    return yaml.safe_load((Path(workflow.basedir) / "schemas" / name).read_text())
+
+
+# Snakemake prints `Shell command: None` for every job of a rule without `shell:` (script rules)
+# when shell commands are printed (printshellcmds in profiles/default); shell rules' commands
+# are kept.
+def _no_empty_shell_command(record):
+    """A logging filter: drop the shell-command line of a job that has no shell command."""
+    return not (getattr(record, "event", None) == LogEvent.SHELLCMD and not record.shellcmd)
+
+
+logger.addFilter(_no_empty_shell_command)
+
+# The demo off: `--config simulate=none` (or `simulate:` empty in a config file; a
+# `--config simulate={}`, which Snakemake would merge into the file's samples, too).
+if config.get("simulate") in ("none", None) or workflow.config_settings.config.get("simulate") == {}:
+    config["simulate"] = {}
+# One numapore: line for an unknown key (with the closest known one) or a refused value, naming
+# the file and line or --config; Snakemake's validate would print the whole schema.
+try:
+    check_config(
+        config,
+        _load_schema("config.schema.yaml"),
+        [Path(f) for f in workflow.configfiles],
+        workflow.config_settings.config,
+    )
+except InputError as err:
+    raise WorkflowError(f"numapore: {err}")
 validate(config, schema="../schemas/config.schema.yaml")
 
 # Before Snakemake makes results/.snakemake (its shadow prefix) and fails with a traceback.
@@ -52,21 +100,31 @@ if results_folder_problem(Path("results")):
 try:
     _sheet = Path(config["samples"])
     _table = read_sheet(_sheet)
-    validate(_table, schema="../schemas/samples.schema.yaml")
-    SAMPLES = combine_samples(
-        load_samples(_table, _sheet, Path.cwd()),
-        simulated_samples(config["simulate"], Path.cwd()),
+    check_sheet(
+        list(_table.columns),
+        _table.to_dict("records"),
+        _table.attrs["lines"],
+        _table.attrs["header_line"],
         _sheet,
+        _load_schema("samples.schema.yaml"),
     )
+    validate(_table, schema="../schemas/samples.schema.yaml")
+    _from_sheet = load_samples(_table, _sheet, Path.cwd())
+    _simulated = simulated_samples(config["simulate"], Path.cwd())
+    SAMPLES = combine_samples(_from_sheet, _simulated, _sheet)
     # The host file: config/hosts/ of the working directory (the user's own), else the
     # workflow's shipped one (numapore.execution.hosts.host_path). Its NUMA layout must exist
     # on this machine before any job starts. Jobs sent to a cluster check it on their node
     # instead; the submitting host only reads it.
     HOST_FILE = str(host_path(config["host"]).absolute())
     if workflow.is_main_process and config["host_check"] == "jobs":
-        HOST = load_host_config(HOST_FILE)
+        _file_host = load_host_config(HOST_FILE)
     else:
-        HOST = startup_check(HOST_FILE)[0]
+        _file_host = startup_check(HOST_FILE)[0]
+    # --config io_mode=... strategy=... (strategy_alignment=, strategy_methylation=) over the
+    # host file's settings; HOST.overrides names those that differ from the file.
+    _given = config_overrides(config)
+    HOST = with_overrides(_file_host, _given)
     # Decided once, here: the rules get the I/O mode as a param (steps never re-read it).
     IO_MODE = HOST.io_mode
     if IO_MODE == "slow5":
@@ -74,10 +132,29 @@ try:
     check_signal_io_mode(SAMPLES.values(), IO_MODE, HOST_FILE)
 except (InputError, NumaError, ValueError) as err:
     raise WorkflowError(f"numapore: {err}")
+RUN_SETTINGS = run_settings(HOST)
 if workflow.is_main_process:
     logger.info(f"numapore: host file {HOST_FILE} (I/O mode {IO_MODE})")
+    if _given:
+        logger.info(
+            f"numapore: the command line overrides the host file: {describe_overrides(_file_host, _given)}"
+        )
+    if _from_sheet and _simulated:
+        _demo = ", ".join(f"'{name}'" for name in _simulated)
+        logger.info(
+            f"numapore: also running the demo sample{'s' * (len(_simulated) > 1)} {_demo} "
+            "(config simulate:); --config simulate=none turns it off"
+        )
     for _note in (n for s in SAMPLES.values() for n in s.notes):
         logger.warning(f"numapore: {_note}")
+    for _line in replaced_results(
+        read_settings(),
+        RUN_SETTINGS,
+        SAMPLES,
+        config["aligner"],
+        config["methylation"]["motifs"][0],
+    ):
+        logger.warning(f"numapore: {_line}")
 
 
 def write_error(err):
@@ -105,11 +182,21 @@ if workflow.is_main_process:
 
 def check_results_writable():
     """Before any job starts: stop, naming the folder and the reason, when results/ cannot be
-    written (read-only, full)."""
+    written (read-only, full); then keep this run's settings for the next run
+    (numapore.execution.runstate: a run with other settings says which results it replaces)."""
     try:
         check_writable(Path("results"))
+        write_settings(RUN_SETTINGS)
     except OSError as err:
         raise write_error(err)
+
+
+def host_overrides(*names):
+    """A rule's params: the command line's settings over the host file (HOST.overrides) among
+    names ('io_mode', 'strategy.alignment', 'strategy.methylation'), as {'overrides': ...};
+    nothing without any, so that such a run has the params (and reruns) of one before them."""
+    chosen = {k: v for k, v in HOST.overrides.items() if k in names}
+    return {"overrides": chosen} if chosen else {}
 
 
 def shadow_folder():
@@ -356,7 +443,7 @@ def report_locations():
         logger.info(f"numapore: MultiQC report over every sample: {Path(MULTIQC_REPORT).resolve()}")
     logger.info(
         "numapore: figures per sample in results/<sample>/report/; the run report (figures, "
-        "accounting, provenance): snakemake --profile hpc-numa --report results/report.html"
+        "accounting, provenance): snakemake --profile profiles/hpc-numa --report results/report.html"
     )
 
 

@@ -172,6 +172,7 @@ rule call_methylation:
         host=HOST_FILE,
         io_mode=IO_MODE,
         io_processes=io_processes,
+        **host_overrides("io_mode", "strategy.methylation"),
     script:
         "../../scripts/call_methylation.py"
 

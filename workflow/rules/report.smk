@@ -125,6 +125,7 @@ rule report_provenance:
     params:
         host=HOST_FILE,
         records=step_records,
+        **host_overrides("io_mode", "strategy.alignment", "strategy.methylation"),
     script:
         "../../scripts/report_provenance.py"
 
