@@ -51,16 +51,16 @@ def remade_steps(previous: Mapping[str, Any], current: Mapping[str, Any]) -> dic
     changes: dict[str, list[str]] = {}
     if previous.get("io_mode") != current["io_mode"]:
         changes.setdefault("methylation", []).append(
-            f"I/O mode {current['io_mode']} (was {previous.get('io_mode')})"
+            f"now I/O mode {current['io_mode']}, was {previous.get('io_mode')}"
         )
     for step in STEPS:
         key = f"strategy.{step}"
         if old.get(key) != new.get(key):
             changes.setdefault(step, []).append(
-                f"{step} strategy {current['strategy'][step]} "
-                f"(was {previous.get('strategy', {}).get(step)})"
+                f"now {step} strategy {current['strategy'][step]}, "
+                f"was {previous.get('strategy', {}).get(step)}"
             )
-    return {step: ", ".join(what) for step, what in changes.items()}
+    return {step: "; ".join(what) for step, what in changes.items()}
 
 
 # What each remade step replaces of a sample (an existing file says the sample has one).
@@ -94,8 +94,8 @@ def replaced_results(
         if had:
             where = ", ".join(folder.format(s=s) for s in had)
             lines.append(
-                f"{change} differs from the previous run's ({state}): this run replaces the "
-                f"{what} of {', '.join(had)} ({where}) and what is made from them; to keep "
-                "them, copy results/ or run in another folder first"
+                f"the {what} of {', '.join(had)} ({where}) were made with other settings "
+                f"({change}; {state}): this run replaces them and what is made from them; to "
+                "keep them, copy results/ or run in another folder first"
             )
     return lines

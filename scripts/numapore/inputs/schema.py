@@ -66,15 +66,20 @@ def _nested(data: Mapping[str, Any], keys: Sequence[str]) -> bool:
 
 
 def key_source(keys: Sequence[str], files: Sequence[Path], command_line: Mapping[str, Any]) -> str:
-    """Where a config key was set: '--config KEY=...', 'FILE, line N', or the files."""
-    dotted = ".".join(keys)
+    """Where a config key was set: '--config KEY=VALUE', 'FILE, line N', or the files."""
     if _nested(command_line, keys):
-        return f"--config {keys[0]}=..."
+        value = command_line[keys[0]]
+        return f"--config {keys[0]}=" + ("..." if isinstance(value, Mapping) else f"{value}")
     for path in reversed(files):  # the last file given wins
         line = yaml_line(Path(path), keys)
         if line is not None:
             return f"{path}, line {line}"
-    return ", ".join(map(str, files)) or dotted
+    return ", ".join(map(str, files)) or "the config"
+
+
+def _fix(word: object, choices: Sequence[str], what: str) -> str:
+    """The likely fix: the closest choice, else the list of choices."""
+    return did_you_mean(word, choices) or f" ({what}: {', '.join(choices)})"
 
 
 def _first_error(data: Any, schema: Mapping[str, Any]):
@@ -105,16 +110,16 @@ def check_config(
     closest known one), else the first value the schema refuses, naming where it was set."""
     for keys, allowed in unknown_keys(config, schema):
         raise InputError(
-            f"{key_source(keys, files, command_line)}: unknown config key "
-            f"'{'.'.join(keys)}'{did_you_mean(keys[-1], allowed)} "
-            f"(keys here: {', '.join(allowed)})"
+            f"{key_source(keys, files, command_line)}: unknown config key '{'.'.join(keys)}'"
+            + _fix(keys[-1], allowed, "keys here")
         )
     error = _first_error(config, schema)
     if error is not None:
         keys = [str(k) for k in error.absolute_path if not isinstance(k, int)]
         where = key_source(keys, files, command_line) if keys else ", ".join(map(str, files))
         name = ".".join(str(k) for k in error.absolute_path) or "config"
-        raise InputError(f"{where}: {name}: {_explain(error)}")
+        named = where.startswith("--config") and len(error.absolute_path) == 1
+        raise InputError(f"{where}: " + ("" if named else f"{name}: ") + _explain(error))
 
 
 def check_sheet(
@@ -133,7 +138,7 @@ def check_sheet(
         if column not in known:
             raise InputError(
                 f"sample sheet {sheet}, line {header_line}: unknown column '{column}'"
-                f"{did_you_mean(column, known)} (columns: {', '.join(known)})"
+                + _fix(column, known, "columns")
             )
     present = set(header)
     alternatives = [set(a.get("required", [])) for a in schema.get("anyOf", [])]

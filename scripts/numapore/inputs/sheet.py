@@ -303,7 +303,9 @@ def combine_samples(
         )
     samples = {**from_sheet, **simulated}
     if not samples:
-        raise InputError(f"no samples: {sheet} has no rows and config simulate: is empty")
+        raise InputError(
+            f"no samples: {sheet} has no rows and config simulate: has none (the demo is off)"
+        )
     check_reference_names(samples, sheet)
     return samples
 
