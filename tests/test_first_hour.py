@@ -127,7 +127,9 @@ def test_bad_aligner_name(tmp_path, ecoli_dir):
         f"numapore: config/config.yaml, line {line}: aligner: 'minimap' is not one of "
         "['minimap2', 'bwa', 'bowtie2']; did you mean `minimap2`?"
     )
-    result = dry_run(write_project(tmp_path / "cli", [ecoli(ecoli_dir)]), "--config", "aligner=bwa2")
+    result = dry_run(
+        write_project(tmp_path / "cli", [ecoli(ecoli_dir)]), "--config", "aligner=bwa2"
+    )
     assert result.returncode == 1
     assert first_numapore_line(result) == (
         "numapore: --config aligner=bwa2: 'bwa2' is not one of ['minimap2', 'bwa', 'bowtie2']; "
@@ -253,7 +255,9 @@ def test_profile_path_is_the_clones_own(tmp_path):
     subprocess.run(["git", "clone", "--quiet", str(REPO), str(clone)], check=True)
     (clone / "resources").symlink_to(REPO / "resources")  # the demo's genome (git-ignored)
     profile = clone / "profiles" / "hpc-numa" / "config.yaml"
-    profile.write_text(profile.read_text().replace("  - host=auto", "  - host=auto\n  - aligner=bwa"))
+    profile.write_text(
+        profile.read_text().replace("  - host=auto", "  - host=auto\n  - aligner=bwa")
+    )
     # What an earlier ./setup.sh left: ~/.config/snakemake/hpc-numa pointing at another clone.
     xdg = tmp_path / "xdg"
     (xdg / "snakemake").mkdir(parents=True)

@@ -60,25 +60,28 @@ from numapore.base.workdir import (  # noqa: E402
 )
 
 
-
 def _load_schema(name):
     """One of workflow/schemas/, parsed."""
     return yaml.safe_load((Path(workflow.basedir) / "schemas" / name).read_text())
 
 
-# Snakemake prints `Shell command: None` for every job of a rule without `shell:` (script rules)
+# Snakemake prints `Shell command: None` for every job of a script rule (no shell command)
 # when shell commands are printed (printshellcmds in profiles/default); shell rules' commands
 # are kept.
 def _no_empty_shell_command(record):
     """A logging filter: drop the shell-command line of a job that has no shell command."""
-    return not (getattr(record, "event", None) == LogEvent.SHELLCMD and not record.shellcmd)
+    command = getattr(record, "shellcmd", None) or getattr(record, "cmd", None)
+    return getattr(record, "event", None) != LogEvent.SHELLCMD or bool(command)
 
 
 logger.addFilter(_no_empty_shell_command)
 
 # The demo off: `--config simulate=none` (or `simulate:` empty in a config file; a
 # `--config simulate={}`, which Snakemake would merge into the file's samples, too).
-if config.get("simulate") in ("none", None) or workflow.config_settings.config.get("simulate") == {}:
+if (
+    config.get("simulate") in ("none", None)
+    or workflow.config_settings.config.get("simulate") == {}
+):
     config["simulate"] = {}
 # One numapore: line for an unknown key (with the closest known one) or a refused value, naming
 # the file and line or --config; Snakemake's validate would print the whole schema.

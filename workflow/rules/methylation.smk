@@ -168,11 +168,11 @@ rule call_methylation:
         cpus_per_task=cluster_cpus("methylation"),
         slurm_extra=cluster_node("methylation"),
     params:
+        **host_overrides("io_mode", "strategy.methylation"),
         min_mapq=config["methylation"]["min_mapping_quality"],
         host=HOST_FILE,
         io_mode=IO_MODE,
         io_processes=io_processes,
-        **host_overrides("io_mode", "strategy.methylation"),
     script:
         "../../scripts/call_methylation.py"
 

@@ -123,9 +123,9 @@ rule report_provenance:
     conda:
         "../../envs/python.yaml"
     params:
+        **host_overrides("io_mode", "strategy.alignment", "strategy.methylation"),
         host=HOST_FILE,
         records=step_records,
-        **host_overrides("io_mode", "strategy.alignment", "strategy.methylation"),
     script:
         "../../scripts/report_provenance.py"
 

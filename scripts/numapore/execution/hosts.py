@@ -106,7 +106,9 @@ def with_overrides(host: HostConfig, settings: Mapping[str, str]) -> HostConfig:
     strategy = dict(host.strategy)
     strategy |= {k.split(".", 1)[1]: v for k, v in changed.items() if k.startswith("strategy.")}
     io_mode = changed.get("io_mode", host.io_mode)
-    return replace(host, strategy=strategy, io_mode=io_mode, overrides={**host.overrides, **changed})
+    return replace(
+        host, strategy=strategy, io_mode=io_mode, overrides={**host.overrides, **changed}
+    )
 
 
 def describe_overrides(host: HostConfig, settings: Mapping[str, str]) -> str:
