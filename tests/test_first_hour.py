@@ -156,6 +156,14 @@ def test_set_threads_documented_form(tmp_path, ecoli_dir):
     assert result.returncode == 1
     assert "Invalid threads definition" in output(result)
     assert "numapore:" not in output(result)
+    # A rule name with a typo, which Snakemake would ignore: one line.
+    cmd = snakemake_command(work, 4, "--dry-run", "--set-threads", "call_methylaton=3")
+    result = subprocess.run(cmd, capture_output=True, text=True)
+    assert result.returncode == 1
+    assert [line for line in numapore_lines(result) if "set-threads" in line] == [
+        "numapore: --set-threads (or a profile's set-threads): no rule 'call_methylaton' in "
+        "this workflow; did you mean `call_methylation`?"
+    ]
 
 
 # ----------------------------------------------------------------------------------------------

@@ -38,7 +38,7 @@ from numapore.execution.runstate import (  # noqa: E402
     write_settings,
 )
 from numapore.execution.topology import NumaError  # noqa: E402
-from numapore.inputs.schema import check_config, check_sheet  # noqa: E402
+from numapore.inputs.schema import check_config, check_sheet, did_you_mean  # noqa: E402
 from numapore.inputs.sheet import (  # noqa: E402
     InputError,
     check_signal_io_mode,
@@ -219,6 +219,25 @@ def remove_killed_jobs_shadows():
             logger.warning(
                 "numapore: removed killed jobs' shadow folders: " + ", ".join(map(str, removed))
             )
+
+
+def check_rule_settings():
+    """After every rule is defined: stop when --set-threads or --set-resources (or a profile's
+    set-threads, set-resources) names a rule this workflow does not have; Snakemake ignores
+    it. (A malformed value, e.g. call_methylation=-2, Snakemake refuses before reading the
+    workflow: profiles/README.md.)"""
+    names = sorted(rule.name for rule in workflow.rules)
+    settings = workflow.resource_settings
+    for option, given in [
+        ("--set-threads", settings.overwrite_threads),
+        ("--set-resources", settings.overwrite_resources),
+    ]:
+        for rule in given or {}:
+            if rule not in names:
+                raise WorkflowError(
+                    f"numapore: {option} (or a profile's {option.lstrip('-')}): no rule "
+                    f"'{rule}' in this workflow{did_you_mean(rule, names)}"
+                )
 
 
 def hidden_temp(wildcards, output):
