@@ -234,18 +234,17 @@ def test_io_mode_and_strategy_overrides(tmp_path, ecoli_dir):
     }
     page = Path(f"{provenance}.html").read_text()
     assert "io_mode=slow5 strategy.alignment=interleave strategy.methylation=interleave" in page
-    # The host file's own settings next time: the run says which results it replaces.
+    # The host file's own settings next time: the run says which results it replaces (their
+    # run records say how they were made).
     result = run_workflow(work, target, "--dry-run", "--config", f"host={host}")
-    state = "results/.numapore/run-settings.json"
     assert [line for line in numapore_lines(result) if "other settings" in line] == [
+        "numapore: the alignments of ecoli (results/ecoli/align/) were made with other "
+        "settings (now alignment strategy none, was interleave): this run replaces them and "
+        "what is made from them; to keep them, copy results/ or run in another folder first",
         "numapore: the methylation calls of ecoli (results/ecoli/methylation/) were made with "
         "other settings (now I/O mode fast5, was slow5; now methylation strategy none, was "
-        f"interleave; {state}): this run replaces them and what is made from them; to keep "
-        "them, copy results/ or run in another folder first",
-        "numapore: the alignments of ecoli (results/ecoli/align/) were made with other "
-        f"settings (now alignment strategy none, was interleave; {state}): this run replaces "
-        "them and what is made from them; to keep them, copy results/ or run in another "
-        "folder first",
+        "interleave): this run replaces them and what is made from them; to keep them, copy "
+        "results/ or run in another folder first",
     ]
     assert "rule align:" in output(result) and "rule call_methylation:" in output(result)
     # The same settings again: nothing replaced, nothing to do.

@@ -31,12 +31,7 @@ from numapore.execution.hosts import (  # noqa: E402
     startup_check,
     with_overrides,
 )
-from numapore.execution.runstate import (  # noqa: E402
-    read_settings,
-    replaced_results,
-    run_settings,
-    write_settings,
-)
+from numapore.execution.runstate import replaced_results  # noqa: E402
 from numapore.execution.topology import NumaError  # noqa: E402
 from numapore.inputs.schema import check_config, check_sheet, did_you_mean  # noqa: E402
 from numapore.inputs.sheet import (  # noqa: E402
@@ -135,7 +130,6 @@ try:
     check_signal_io_mode(SAMPLES.values(), IO_MODE, HOST_FILE)
 except (InputError, NumaError, ValueError) as err:
     raise WorkflowError(f"numapore: {err}")
-RUN_SETTINGS = run_settings(HOST)
 if workflow.is_main_process:
     logger.info(f"numapore: host file {HOST_FILE} (I/O mode {IO_MODE})")
     if _given:
@@ -150,14 +144,6 @@ if workflow.is_main_process:
         )
     for _note in (n for s in SAMPLES.values() for n in s.notes):
         logger.warning(f"numapore: {_note}")
-    for _line in replaced_results(
-        read_settings(),
-        RUN_SETTINGS,
-        SAMPLES,
-        config["aligner"],
-        config["methylation"]["motifs"][0],
-    ):
-        logger.warning(f"numapore: {_line}")
 
 
 def write_error(err):
@@ -185,11 +171,9 @@ if workflow.is_main_process:
 
 def check_results_writable():
     """Before any job starts: stop, naming the folder and the reason, when results/ cannot be
-    written (read-only, full); then keep this run's settings for the next run
-    (numapore.execution.runstate: a run with other settings says which results it replaces)."""
+    written (read-only, full)."""
     try:
         check_writable(Path("results"))
-        write_settings(RUN_SETTINGS)
     except OSError as err:
         raise write_error(err)
 
@@ -433,6 +417,22 @@ def step_records(wildcards):
             for shard in shard_ids("methylation")
         ],
     }
+
+
+def report_replaced_results():
+    """Before the DAG: say which existing results this run makes again with another I/O mode
+    or strategy than their run records say (numapore.execution.runstate): results of
+    different modes are written to the same paths."""
+    if not workflow.is_main_process:
+        return
+    runs = {s: step_records(SimpleNamespace(sample=s, aligner=config["aligner"])) for s in SAMPLES}
+    strategies = {step: HOST.strategy_for(step) for step in ("alignment", "methylation")}
+    overrides = {
+        "alignment": host_overrides("strategy.alignment").get("overrides", {}),
+        "methylation": host_overrides("io_mode", "strategy.methylation").get("overrides", {}),
+    }
+    for line in replaced_results(runs, IO_MODE, strategies, overrides):
+        logger.warning(f"numapore: {line}")
 
 
 def multiqc_inputs(wildcards=None):

@@ -1,101 +1,74 @@
-"""What the previous run in a results folder used (I/O mode, strategies, command-line overrides),
-kept in a small state file, so that a run whose settings differ says which results it replaces:
-results of different modes live at the same paths."""
+"""Which existing results a run replaces because it runs a heavy step with other settings than
+the run that made them: results of different I/O modes and strategies live at the same paths.
+The settings a result was made with are in its job's run record (*.run.json: io_mode, the
+command-line overrides, numapore.execution.launch.write_record)."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from numapore.base.atomic import atomic_output
-from numapore.execution.hosts import STEPS, HostConfig
-
-# Under results/, beside the outputs it describes.
-STATE_FILE = Path("results/.numapore/run-settings.json")
+# What each step's results are, for the message.
+STEP_RESULTS = {"alignment": "alignments", "methylation": "methylation calls"}
+STEP_FOLDERS = {"alignment": "align", "methylation": "methylation"}
 
 
-def run_settings(host: HostConfig) -> dict[str, Any]:
-    """The settings of a run that decide how its heavy steps run (with the host's overrides)."""
-    return {
-        "host_file": str(host.path) if host.path else host.name,
-        "io_mode": host.io_mode,
-        "strategy": {step: host.strategy_for(step) for step in STEPS},
-        "overrides": dict(host.overrides),
-    }
-
-
-def read_settings(path: Path = STATE_FILE) -> dict[str, Any] | None:
-    """The previous run's settings, or None (no previous run, or an unreadable file)."""
+def read_record(path: Path) -> dict[str, Any] | None:
+    """A run record, or None (absent: the job has not run; unreadable)."""
     try:
-        data = json.loads(path.read_text())
+        data = json.loads(Path(path).read_text())
     except (OSError, ValueError):
         return None
     return data if isinstance(data, dict) else None
 
 
-def write_settings(settings: Mapping[str, Any], path: Path = STATE_FILE) -> None:
-    """Keep this run's settings for the next run (complete or absent)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with atomic_output(path) as partial:
-        partial.write_text(json.dumps(settings, indent=2, sort_keys=True) + "\n")
-
-
-def remade_steps(previous: Mapping[str, Any], current: Mapping[str, Any]) -> dict[str, str]:
-    """The steps whose jobs Snakemake runs again because a setting changed, each with what
-    changed: the methylation calls when the I/O mode (a param of call_methylation) or the
-    overridden methylation strategy differs, the alignment when its overridden strategy does
-    (an override is a param of its rule; a host file's own strategy is not)."""
-    old, new = dict(previous.get("overrides", {})), dict(current.get("overrides", {}))
-    changes: dict[str, list[str]] = {}
-    if previous.get("io_mode") != current["io_mode"]:
-        changes.setdefault("methylation", []).append(
-            f"now I/O mode {current['io_mode']}, was {previous.get('io_mode')}"
-        )
-    for step in STEPS:
-        key = f"strategy.{step}"
-        if old.get(key) != new.get(key):
-            changes.setdefault(step, []).append(
-                f"now {step} strategy {current['strategy'][step]}, "
-                f"was {previous.get('strategy', {}).get(step)}"
-            )
-    return {step: "; ".join(what) for step, what in changes.items()}
-
-
-# What each remade step replaces of a sample (an existing file says the sample has one).
-STEP_RESULTS = {
-    "alignment": ("alignments", "results/{s}/align/{s}.{a}.bam", "results/{s}/align/"),
-    "methylation": (
-        "methylation calls",
-        "results/{s}/methylation/{s}.{a}.{m}.calls.tsv",
-        "results/{s}/methylation/",
-    ),
-}
+def changed_settings(
+    step: str,
+    record: Mapping[str, Any],
+    io_mode: str,
+    strategy: str,
+    overrides: Mapping[str, str],
+) -> list[str]:
+    """What the step's job would run with other than its record says, among the settings that
+    make Snakemake run it again (its rule's params): the I/O mode (methylation) and the
+    command-line overrides of the step (overrides: those the rule gets); empty when none."""
+    changes = []
+    if step == "methylation" and record.get("io_mode") not in (None, io_mode):
+        changes.append(f"now I/O mode {io_mode}, was {record['io_mode']}")
+    key = f"strategy.{step}"
+    if dict(record.get("overrides") or {}).get(key) != overrides.get(key):
+        changes.append(f"now {step} strategy {strategy}, was {record.get('strategy')}")
+    return changes
 
 
 def replaced_results(
-    previous: Mapping[str, Any] | None,
-    current: Mapping[str, Any],
-    samples: Iterable[str],
-    aligner: str,
-    motif: str,
-    state: Path = STATE_FILE,
+    records: Mapping[str, Mapping[str, Sequence[str]]],
+    io_mode: str,
+    strategies: Mapping[str, str],
+    overrides: Mapping[str, Mapping[str, str]],
 ) -> list[str]:
-    """One line per remade step that replaces existing results: what changed since the
-    previous run (state) and the results of which samples are made again."""
-    if previous is None:
-        return []
-    lines = []
-    samples = list(samples)
-    for step, change in remade_steps(previous, current).items():
-        what, probe, folder = STEP_RESULTS[step]
-        had = [s for s in samples if Path(probe.format(s=s, a=aligner, m=motif)).exists()]
-        if had:
-            where = ", ".join(folder.format(s=s) for s in had)
-            lines.append(
-                f"the {what} of {', '.join(had)} ({where}) were made with other settings "
-                f"({change}; {state}): this run replaces them and what is made from them; to "
-                "keep them, copy results/ or run in another folder first"
+    """One line per step and change naming the samples whose results this run replaces:
+    records is sample -> step -> its jobs' run records, strategies step -> the strategy this
+    run uses, overrides step -> the command-line overrides its rule gets."""
+    found: dict[tuple[str, str], list[str]] = {}
+    for sample, steps in records.items():
+        for step, paths in steps.items():
+            record = next((r for r in map(read_record, paths) if r is not None), None)
+            if record is None:
+                continue
+            changes = changed_settings(
+                step, record, io_mode, strategies[step], overrides.get(step, {})
             )
+            if changes:
+                found.setdefault((step, "; ".join(changes)), []).append(sample)
+    lines = []
+    for (step, change), samples in found.items():
+        where = ", ".join(f"results/{s}/{STEP_FOLDERS[step]}/" for s in samples)
+        lines.append(
+            f"the {STEP_RESULTS[step]} of {', '.join(samples)} ({where}) were made with other "
+            f"settings ({change}): this run replaces them and what is made from them; to keep "
+            "them, copy results/ or run in another folder first"
+        )
     return lines
