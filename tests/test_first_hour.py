@@ -218,6 +218,7 @@ def test_io_mode_and_strategy_overrides(tmp_path, ecoli_dir):
         "fast5), alignment strategy interleave (the host file's: none), methylation strategy "
         "interleave (the host file's: none)",
     ]
+    assert "Shell command: None" not in output(result)  # a real run too (point 10)
     logs = work / "results/logs"
     align = json.loads((logs / "align/ecoli.minimap2.1-of-1.run.json").read_text())
     assert align["strategy"] == "interleave"

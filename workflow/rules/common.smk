@@ -133,9 +133,8 @@ except (InputError, NumaError, ValueError) as err:
 if workflow.is_main_process:
     logger.info(f"numapore: host file {HOST_FILE} (I/O mode {IO_MODE})")
     if _given:
-        logger.info(
-            f"numapore: the command line overrides the host file: {describe_overrides(_file_host, _given)}"
-        )
+        _what = describe_overrides(_file_host, _given)
+        logger.info(f"numapore: the command line overrides the host file: {_what}")
     if _from_sheet and _simulated:
         _demo = ", ".join(f"'{name}'" for name in _simulated)
         logger.info(
@@ -206,21 +205,21 @@ def remove_killed_jobs_shadows():
 
 
 def check_rule_settings():
-    """After every rule is defined: stop when --set-threads or --set-resources (or a profile's
+    """Once every rule is defined, stop when --set-threads or --set-resources (or a profile's
     set-threads, set-resources) names a rule this workflow does not have; Snakemake ignores
     it. (A malformed value, e.g. call_methylation=-2, Snakemake refuses before reading the
     workflow: profiles/README.md.)"""
-    names = sorted(rule.name for rule in workflow.rules)
+    names = sorted(r.name for r in workflow.rules)
     settings = workflow.resource_settings
     for option, given in [
         ("--set-threads", settings.overwrite_threads),
         ("--set-resources", settings.overwrite_resources),
     ]:
-        for rule in given or {}:
-            if rule not in names:
+        for name in given or {}:
+            if name not in names:
                 raise WorkflowError(
                     f"numapore: {option} (or a profile's {option.lstrip('-')}): no rule "
-                    f"'{rule}' in this workflow{did_you_mean(rule, names)}"
+                    f"'{name}' in this workflow{did_you_mean(name, names)}"
                 )
 
 
