@@ -10,9 +10,11 @@ import os
 import subprocess
 from pathlib import Path
 
+import pytest
 import yaml
 from conftest import REPO, host_file, run_workflow
 
+from numapore.execution.hosts import HostConfig, HostConfigError, config_overrides, with_overrides
 from project import snakemake_command, write_project
 
 
@@ -300,3 +302,15 @@ def test_no_empty_shell_commands(tmp_path, ecoli_dir):
     assert "rule stage_reads:" in out  # a script rule
     assert "Shell command: None" not in out
     assert "Shell command: minimap2 -x map-ont" in out  # the index, a shell rule
+
+
+def test_override_keys_precedence():
+    """strategy sets both steps, strategy_<step> one step over it; equal settings are no
+    override; a value the host file's schema lacks is refused."""
+    given = config_overrides({"strategy": "interleave", "strategy_methylation": "none"})
+    assert given == {"strategy.alignment": "interleave", "strategy.methylation": "none"}
+    host = HostConfig("h", None, None, {"alignment": "none", "methylation": "none"})
+    assert with_overrides(host, given).overrides == {"strategy.alignment": "interleave"}
+    assert with_overrides(host, config_overrides({"io_mode": "fast5"})).overrides == {}
+    with pytest.raises(HostConfigError, match="'spread' is not one of"):
+        with_overrides(host, {"strategy.alignment": "spread"})
