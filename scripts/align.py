@@ -14,7 +14,7 @@ smk = snakemake  # noqa: F821 (injected by the script directive)
 redirect_to_log(smk)
 bam = Path(smk.output.bam)
 run_alignment(
-    host=load_host_config(smk.params.host),
+    host=load_host_config(smk.params.host, overrides=smk.params.get("overrides")),
     aligner=smk.wildcards.aligner,
     index=smk.params.index,
     index_files=[Path(p) for p in smk.input.index],

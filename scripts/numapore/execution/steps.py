@@ -25,6 +25,12 @@ from numapore.base.atomic import atomic_output, scratch_dir
 from numapore.signal.hdf5plugin import vbz_plugin_env
 
 
+def host_line(host: HostConfig) -> str:
+    """The job log's line naming the host file and the command line's settings over it."""
+    given = ", ".join(f"{k}={v}" for k, v in host.overrides.items())
+    return f"host file: {host.path or host.name}" + (f" (--config: {given})" if given else "")
+
+
 def run_alignment(
     host: HostConfig,
     aligner: str,
@@ -38,7 +44,7 @@ def run_alignment(
 ) -> StepRun:
     """Align reads of an input kind into a sorted BAM under the host's alignment strategy."""
     topology = check_host_against_machine(host)
-    print(f"host file: {host.path or host.name}", file=sys.stderr)
+    print(host_line(host), file=sys.stderr)
     index_bytes = sum(Path(p).stat().st_size for p in index_files)
     plan = plan_step(host, topology, "alignment", threads, index_bytes)
     with scratch_dir(output) as workdir, atomic_output(output) as partial:
@@ -52,7 +58,7 @@ def run_alignment(
             workdir=Path(workdir),
             shard_suffixes=("." + reads_format(reads).removesuffix(".gz"), ".bam"),
         )
-        write_record(record, plan, run, host.path)
+        write_record(record, plan, run, host.path, overrides=host.overrides)
     return run
 
 
@@ -114,7 +120,7 @@ def run_methylation(
     """Call methylation of one motif per read under the host's strategy and the I/O mode the
     workflow resolved (io_mode, io_processes: the fast5-pool size)."""
     topology = check_host_against_machine(host)
-    print(f"host file: {host.path or host.name}", file=sys.stderr)
+    print(host_line(host), file=sys.stderr)
     # fast5-pool: K nanopolish processes on K shards of the reads, each with its own HDF5.
     pool = io_processes if io_mode == "fast5-pool" else 1
     plan = plan_step(host, topology, "methylation", threads, genome.stat().st_size, pool)
@@ -142,5 +148,5 @@ def run_methylation(
             # nanopolish 0.14's --progress prints nothing when it reads a BAM: count its output.
             progress=CalledReads(reads_to_call(bam, min_mapq)),
         )
-        write_record(record, plan, run, host.path, io_mode)
+        write_record(record, plan, run, host.path, io_mode, host.overrides)
     return run
