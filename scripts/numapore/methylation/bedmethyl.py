@@ -58,7 +58,7 @@ def percent_modified(n_mod: int, valid_cov: int) -> str:
     (correctly rounded, as Rust's {:.2} does)."""
     if valid_cov == 0:
         return "NaN"
-    return "%.2f" % f32(f32(n_mod / valid_cov) * 100.0)
+    return f"{f32(f32(n_mod / valid_cov) * 100.0):.2f}"
 
 
 def format_row(row: BedMethylRow, mixed_delim: bool = False) -> str:

@@ -33,7 +33,6 @@ import re
 import sys
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import numpy as np
 import pysam
@@ -439,7 +438,7 @@ def call_positions(codes, columns, n, caller: Caller, base: int, code_index) -> 
     can = canonical_probs(columns) if columns else np.ones(n, dtype=np.float32)
     best = np.full(n, FILTERED, dtype=np.int16)
     best_p = np.full(n, -np.inf, dtype=np.float32)
-    for code, (pres, p) in zip(codes, columns):
+    for code, (pres, p) in zip(codes, columns, strict=True):
         ok = pres & (p >= caller.code_threshold(base, code)) & (p >= best_p)
         best[ok] = code_index(code) + 1
         best_p[ok] = p[ok]
@@ -487,10 +486,10 @@ def alignment_arrays(rec: pysam.AlignedSegment):
     ref_end = rec.reference_start + int(r_adv.sum())
     if np.any(skip):
         bounds = [rec.reference_start]
-        for s, ln in zip(r_start[skip], lens[skip]):
+        for s, ln in zip(r_start[skip], lens[skip], strict=True):
             bounds += [int(s), int(s + ln)]
         bounds.append(ref_end)
-        segments = list(zip(bounds[::2], bounds[1::2]))
+        segments = list(zip(bounds[::2], bounds[1::2], strict=True))
     else:
         segments = [(rec.reference_start, ref_end)]
     return q, r, d, segments
@@ -762,7 +761,9 @@ def reference_records(bam, options: Options, pf: PositionFilter | None):
         name, start, end = parse_region(options.region, bam)
         records = [(bam.get_tid(name), name, start, end)]
     else:
-        records = [(t, n, 0, ln) for t, (n, ln) in enumerate(zip(bam.references, bam.lengths))]
+        records = [
+            (t, n, 0, ln) for t, (n, ln) in enumerate(zip(bam.references, bam.lengths, strict=True))
+        ]
     if pf is None:
         return records
     lut = {r[0]: r for r in records}
@@ -842,7 +843,7 @@ def motif_focus(chunk: Chunk, motifs, fasta, rec_end, pf, combine: bool, mask: b
             per = _hits_in(motifs, _fetch_seq(fasta, chunk.chrom, start, w_end, mask), start,
                            chunk.tid, pf)  # fmt: skip
             ivs = []
-            for motif, rules in zip(motifs, per):
+            for motif, rules in zip(motifs, per, strict=True):
                 adj = motif.length - motif.offset
                 ivs += [(p, p + adj) for p in rules]
             search_end = end
@@ -1000,7 +1001,7 @@ class ChunkWorker:
                 arr = calls[strand] = np.full(n, NO_CALL, dtype=np.int16)
             arr[where] = call
             ref_strand = (strand == "-") ^ rec.is_reverse
-            for code, (pres, _) in zip(order, columns):
+            for code, (pres, _) in zip(order, columns, strict=True):
                 if pres.any():
                     codes.add((int(ref_strand), tb, self.codes(code)))
             added = True
@@ -1325,8 +1326,10 @@ def estimate_thresholds(bam_path: str, options: Options, pf: PositionFilter | No
                 a < e and b > s for k in (0, 1) for a, b in pf.intervals.get((tid, k), [])
             ):
                 continue
-            got = _process_records(bam.fetch(bam.references[tid], s, e), budget, options, only_mapped, pf,
-                                   ignore, edge, seen, values)  # fmt: skip
+            records = bam.fetch(bam.references[tid], s, e)
+            got = _process_records(
+                records, budget, options, only_mapped, pf, ignore, edge, seen, values
+            )
             sampled_per[tid] = sampled_per.get(tid, 0) + got
     if not only_mapped:
         budget = None
@@ -1572,7 +1575,7 @@ def scatter_regions(in_bam: str, n: int) -> list[str]:
     total = sum(bam.lengths)
     size = max(math.ceil(total / max(n, 1)), 1)
     regions = []
-    for name, length in zip(bam.references, bam.lengths):
+    for name, length in zip(bam.references, bam.lengths, strict=True):
         for s in range(0, length, size):
             regions.append(f"{name}:{s}-{min(s + size, length)}")
     return regions
