@@ -733,6 +733,7 @@ class Chunk:
     pos_ids: dict[int, list[int]] | None = None
     neg_ids: dict[int, list[int]] | None = None
     pos_motifs: dict[int, list[int]] | None = None
+    first: bool = False  # the first interval of its span (counts reads starting before it)
 
 
 def parse_region(raw: str, bam: pysam.AlignmentFile) -> tuple[str, int, int]:
@@ -794,7 +795,7 @@ def plan_chunks(bam, options: Options, fasta, pf: PositionFilter | None) -> list
         pos = rec_start
         while pos < rec_end:
             end = min(pos + options.interval_size, rec_end)
-            chunk = Chunk(tid, name, pos, end)
+            chunk = Chunk(tid, name, pos, end, first=pos == rec_start)
             if motifs:
                 motif_focus(chunk, motifs, fasta, rec_end, pf, combine, options.mask)
                 chunk.end = end = min(chunk.end, rec_end)
@@ -958,7 +959,7 @@ class ChunkWorker:
     """Does chunks of one BAM with fixed settings (one per process)."""
 
     def __init__(self, bam_path: str, options: Options, caller: Caller):
-        self.bam = pysam.AlignmentFile(bam_path, "rb")
+        self.bam = pysam.AlignmentFile(bam_path, "rb", check_sq=False)
         self.options = options
         self.caller = caller
         self.ignore, self.combine_mods, self.combine_strands = options.numeric()
@@ -1028,7 +1029,9 @@ class ChunkWorker:
             if name in cache:
                 rc = cache[name]
             else:
-                rc = cache[name] = self.read_record(rec, stats)
+                # count each read once over the run: in the interval where it starts
+                counted = stats if chunk.first or rec.reference_start >= start else Stats()
+                rc = cache[name] = self.read_record(rec, counted)
             if rc is None:
                 continue
             q, r, d, segments = alignment_arrays(rec)
@@ -1280,7 +1283,7 @@ def estimate_thresholds(bam_path: str, options: Options, pf: PositionFilter | No
     ignore = options.numeric()[0]
     edge = options.edge()
     only_mapped = not options.include_unmapped
-    bam = pysam.AlignmentFile(bam_path, "rb")
+    bam = pysam.AlignmentFile(bam_path, "rb", check_sq=False)
     mapped, unmapped = index_counts(bam)
     region = parse_region(options.region, bam) if options.region else None
     if region:
@@ -1447,9 +1450,11 @@ def open_inputs(in_bam: str, options: Options):
     """Open and check the BAM (indexed, sorted, mapped reads) and the reference; the BAM,
     FASTA (or None) and position filter (or None)."""
     try:
-        bam = pysam.AlignmentFile(in_bam, "rb")
+        bam = pysam.AlignmentFile(in_bam, "rb", check_sq=False)
     except (OSError, ValueError) as err:
         raise PileupError(f"{in_bam}: cannot read as BAM ({err})") from None
+    if not bam.references:
+        raise PileupError(f"{in_bam}: no reference sequences in the header (align the reads first)")
     so = bam.header.to_dict().get("HD", {}).get("SO")
     if so in ("unsorted", "queryname"):
         raise PileupError(f"{in_bam}: not coordinate-sorted (@HD SO:{so}); sort and index it")
@@ -1571,7 +1576,7 @@ def select_chunks(bam, chunks: list[Chunk], regions: Iterable[str]) -> list[Chun
 def scatter_regions(in_bam: str, n: int) -> list[str]:
     """Up to n regions (name:start-end) tiling the BAM's contigs by length, for a scatter whose
     pileups (same options) concatenate to the whole pileup."""
-    bam = pysam.AlignmentFile(in_bam, "rb")
+    bam = pysam.AlignmentFile(in_bam, "rb", check_sq=False)
     total = sum(bam.lengths)
     size = max(math.ceil(total / max(n, 1)), 1)
     regions = []
