@@ -251,18 +251,14 @@ def get_mod_tags(rec: pysam.AlignedSegment) -> tuple[str, np.ndarray]:
     """The MM string and ML values (new-style tags first, then Mm/Ml as modkit accepts), the
     MN check; ReadError as modkit's parse_raw_mod_tags fails."""
     mm = ml = None
-    for tag in ("MM", "Mm"):
-        if rec.has_tag(tag):
-            mm = rec.get_tag(tag)
-            break
+    try:
+        mm, ml = _first_tag(rec, ("MM", "Mm")), _first_tag(rec, ("ML", "Ml"))
+    except UnicodeDecodeError:
+        raise ReadError("mm", "MM/ML tag is not valid text") from None
     if mm is None:
         raise ReadError("missing", "no MM tag")
     if not isinstance(mm, str):
         raise ReadError("mm", "MM tag is not a string")
-    for tag in ("ML", "Ml"):
-        if rec.has_tag(tag):
-            ml = rec.get_tag(tag)
-            break
     if ml is None:
         raise ReadError("missing", "no ML tag")
     if not (isinstance(ml, array.array) and ml.typecode == "B"):
@@ -274,6 +270,14 @@ def get_mod_tags(rec: pysam.AlignedSegment) -> tuple[str, np.ndarray]:
         if mn != rec.query_length:
             raise ReadError("mn", f"MN tag length {mn} and seq length {rec.query_length} differ")
     return mm, np.frombuffer(ml, dtype=np.uint8)
+
+
+def _first_tag(rec: pysam.AlignedSegment, tags: tuple[str, str]):
+    """The value of the first of tags the record has (None if neither)."""
+    for tag in tags:
+        if rec.has_tag(tag):
+            return rec.get_tag(tag)
+    return None
 
 
 @dataclass
