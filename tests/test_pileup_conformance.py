@@ -231,3 +231,26 @@ def test_stdout_and_summary(tmp_path):
     result = run_pileup(BC_BAM, "-", "-i", "25", "--no-filtering", check=True)
     assert result.stdout == (SUITE / "expected" / "modbam.modpileup_nofilt.methyl.bed").read_text()
     assert result.stderr.startswith("numapore pileup: 10 read(s) used")
+
+
+@pytest.mark.parametrize("compiled", [False, True], ids=["python", "compiled"])
+def test_both_paths_every_case(compiled, monkeypatch):
+    """The numpy path and the compiled core (when built) write the same bytes on every case."""
+    import argparse
+    import io
+
+    from numapore.methylation import pileup_cli
+
+    if compiled and not engine.ENABLED:
+        pytest.skip("compiled pileup core not built (numapore/methylation/pileup_core_build.py)")
+    monkeypatch.setattr(engine, "ENABLED", compiled)
+    monkeypatch.chdir(SUITE)
+    parser = argparse.ArgumentParser()
+    pileup_cli.add_arguments(parser)
+    for case in load_cases():
+        ref = [] if case["reference"] == "-" else ["--ref", case["reference"]]
+        argv = [case["input"], "-", *ref, *shlex.split(case["modkit_pileup_options"] or "")]
+        options = pileup_cli.options_from_args(parser.parse_args(argv))
+        out = io.StringIO()
+        engine.pileup(case["input"], out, options)
+        assert out.getvalue() == (SUITE / case["expected"]).read_text(), case["case"]

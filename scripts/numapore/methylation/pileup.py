@@ -40,6 +40,13 @@ import pysam
 from numapore.methylation.bedmethyl import HEADER_LINE, BedMethylRow, f32, format_row
 from numapore.methylation.bedmethyl import percent_modified
 
+try:
+    from numapore.methylation._pileup_core import ffi, lib
+except ImportError:  # not built: numpy does the per-read work, same bytes
+    ffi = lib = None
+
+ENABLED = lib is not None  # tests switch the compiled core off to compare both paths
+
 BASES = "ACGT"
 BASE_INDEX = {b: i for i, b in enumerate(BASES)}
 # bytes of a read's sequence to base index 0-3 (A, C, G, T), 4 for anything else
@@ -971,6 +978,7 @@ class ChunkWorker:
         self.codes = CodeRegistry()
         self.motif_labels = [make_motif(m, o).label for m, o in options.motif_list()]
         self.motifs = [make_motif(m, o) for m, o in options.motif_list()]
+        self.core = new_core(options, caller) if ENABLED else None
 
     def read_record(self, rec, stats: Stats) -> ReadCalls | None:
         """The read's calls as modkit's ReadCache::add_record makes them, None if skipped."""
@@ -1017,7 +1025,83 @@ class ChunkWorker:
         return ReadCalls(calls["+"], calls["-"], codes)
 
     def pileup_chunk(self, chunk: Chunk) -> tuple[str, Stats]:
-        """The bedMethyl text of one interval and its counts."""
+        """The bedMethyl text of one interval and its counts (compiled core if built)."""
+        if ENABLED and self.core is not None:
+            done = self.pileup_chunk_core(chunk)
+            if done is not None:
+                return done
+        return self.pileup_chunk_python(chunk)
+
+    def pileup_chunk_core(self, chunk: Chunk) -> tuple[str, Stats] | None:
+        """pileup_chunk through pileup_core.c; None where it leaves the chunk to Python (more
+        mod codes than it holds, a repeated read name, an N fundamental base)."""
+        stats = Stats()
+        start, end = chunk.start, chunk.end
+        length = end - start
+        if length <= 0:
+            return "", stats
+        ctx = self.core
+        lib.pu_begin(ctx, start, length)
+        names: set[str] = set()
+        for rec in self.bam.fetch(chunk.chrom, start, end):
+            if not usable(rec):
+                continue
+            name = rec.query_name
+            if name in names:
+                return None
+            names.add(name)
+            counted = stats if chunk.first or rec.reference_start >= start else Stats()
+            try:
+                mm, ml = get_mod_tags(rec)
+            except ReadError as err:
+                counted.skipped[err.kind] = counted.skipped.get(err.kind, 0) + 1
+                counted.examples.setdefault(err.kind, (name, str(err)))
+                continue
+            cigar, seq = rec.cigarstring.encode(), rec.query_sequence.encode()
+            rc = lib.pu_add_read(
+                ctx, rec.is_reverse, rec.reference_start, cigar, len(cigar), seq, len(seq),
+                mm.encode(), ffi.from_buffer(ml), len(ml),
+            )  # fmt: skip
+            if rc == CORE_DEFER:
+                return None
+            if rc:
+                kind = CORE_KINDS[rc]
+                counted.skipped[kind] = counted.skipped.get(kind, 0) + 1
+                counted.examples.setdefault(kind, (name, ffi.string(ctx.reason).decode()))
+                continue
+            counted.used += 1
+        lib.pu_observe(ctx)
+        if not self.combine_strands and len(self.motif_labels) < 2:
+            allowed = np.ascontiguousarray(allowed_mask(chunk, length), dtype=np.uint8)
+            cap = max(length * 4 * 100, 1 << 16)
+            nrows = ffi.new("int64_t *")
+            while True:
+                out = ffi.new("char[]", cap)
+                size = lib.pu_text(
+                    ctx, chunk.chrom.encode(), ffi.from_buffer(allowed), self.combine_mods,
+                    self.options.mixed_delim, out, cap, nrows,
+                )  # fmt: skip
+                if size >= 0:
+                    break
+                cap = -size * 2
+            stats.rows = nrows[0]
+            return ffi.unpack(out, size).decode(), stats
+        ncodes = max(ctx.ncodes, 1)
+        k = lib.PU_K
+        counts = np.frombuffer(ffi.buffer(ctx.counts, length * 2 * k * 4), dtype=np.int32)
+        counts = counts.reshape(length, 2, k)[:, :, : 10 + 4 * ncodes].astype(np.int64)
+        bits = np.frombuffer(ffi.buffer(ctx.observed, length * 8), dtype=np.uint8)
+        bits = bits.reshape(length, 2, 4)
+        observed = ((bits[..., None] >> np.arange(ncodes, dtype=np.uint8)) & 1).astype(bool)
+        names_c = [ffi.string(ctx.codes[i]).decode() for i in range(ctx.ncodes)] or ["?"]
+        rows = self.rows_from_counts(chunk, counts, observed, ncodes, names_c)
+        if self.combine_strands:
+            rows = combine_strand_rows(chunk, rows, self.motifs)
+        stats.rows = len(rows)
+        return self._text(chunk, rows), stats
+
+    def pileup_chunk_python(self, chunk: Chunk) -> tuple[str, Stats]:
+        """pileup_chunk in Python and numpy."""
         stats = Stats()
         start, end = chunk.start, chunk.end
         length = end - start
@@ -1080,7 +1164,7 @@ class ChunkWorker:
         flat = np.concatenate(feat_pos).astype(np.int64) * k + np.concatenate(feat_kind)
         counts = np.bincount(flat, minlength=length * 2 * k).reshape(length, 2, k)
         observed = self._observed(cover, start, length, ncodes)
-        rows = self.rows_from_counts(chunk, counts, observed, ncodes)
+        rows = self.rows_from_counts(chunk, counts, observed, ncodes, self.codes.codes)
         if self.combine_strands:
             rows = combine_strand_rows(chunk, rows, self.motifs)
         text = self._text(chunk, rows)
@@ -1100,26 +1184,18 @@ class ChunkWorker:
                 for s, base, c in codes:
                     diff[s, base, c, a] += 1
                     diff[s, base, c, b] -= 1
-        return np.cumsum(diff, axis=3)[..., :length] > 0
+        return np.moveaxis(np.cumsum(diff, axis=3)[..., :length] > 0, 3, 0)
 
-    def rows_from_counts(self, chunk: Chunk, counts, observed, ncodes) -> list[tuple]:
+    def rows_from_counts(
+        self, chunk: Chunk, counts, observed, ncodes, code_names: list[str]
+    ) -> list[tuple]:
         """The rows (modkit's FeatureVector::decode at each position), sorted by position,
         strand and code: (pos, strand, code, motif idx, cov, mod, canonical, other, delete,
-        fail, diff, nocall)."""
+        fail, diff, nocall). counts: (length, 2, 10 + 4 ncodes); observed: (length, 2, 4,
+        ncodes) booleans."""
         start = chunk.start
         length = counts.shape[0]
-        allowed = np.ones((length, 2), dtype=bool)
-        if chunk.rules is not None:
-            allowed[:] = False
-            for p, rule in chunk.rules.items():
-                if start <= p < start + length:
-                    allowed[p - start, 0] = bool(rule & POS)
-                    allowed[p - start, 1] = bool(rule & NEG)
-        elif chunk.regions is not None:
-            allowed[:] = False
-            for s in (0, 1):
-                for a, b in chunk.regions[s]:
-                    allowed[a - start : b - start, s] = True
+        allowed = allowed_mask(chunk, length)
         delete, fail = counts[:, :, 0], counts[:, :, 1]
         nocall = counts[:, :, 2:6]
         canon = counts[:, :, 6:10]
@@ -1128,13 +1204,11 @@ class ChunkWorker:
         calls = canon + mod_total
         all_calls = (nocall + calls).sum(axis=2)  # (L, 2)
         exists = (calls > 0) & allowed[:, :, None]
-        code_names = self.codes.codes
         rows = []
         if self.combine_mods:
             idx = np.argwhere(exists)
         else:
-            obs = np.moveaxis(observed, 3, 0)  # (L, 2, 4, ncodes)
-            idx = np.argwhere(exists[:, :, :, None] & obs)
+            idx = np.argwhere(exists[:, :, :, None] & observed)
         ids_for = (chunk.pos_ids, chunk.neg_ids) if chunk.pos_ids is not None else None
         if self.combine_strands:
             ids_for = ({p: v for p, v in chunk.pos_motifs.items()}, chunk.neg_ids)
@@ -1170,6 +1244,52 @@ class ChunkWorker:
                                n_mod, can, other, dele, fail, diff, nocall)  # fmt: skip
             out.append(format_row(row, mixed))
         return "".join(out)
+
+
+def allowed_mask(chunk: Chunk, length: int) -> np.ndarray:
+    """Which (position, strand) of the chunk may have rows: its motif strand rules, its
+    --include-positions intervals, or all."""
+    start = chunk.start
+    allowed = np.ones((length, 2), dtype=bool)
+    if chunk.rules is not None:
+        allowed[:] = False
+        for p, rule in chunk.rules.items():
+            if start <= p < start + length:
+                allowed[p - start, 0] = bool(rule & POS)
+                allowed[p - start, 1] = bool(rule & NEG)
+    elif chunk.regions is not None:
+        allowed[:] = False
+        for s in (0, 1):
+            for a, b in chunk.regions[s]:
+                allowed[a - start : b - start, s] = True
+    return allowed
+
+
+CORE_DEFER = 7  # pileup_core.c's SKIP_CODES: the chunk goes to the Python path
+CORE_KINDS = {1: "missing", 2: "ml_short", 3: "mm", 4: "conflict", 5: "empty", 6: "implicit"}
+
+
+def new_core(options: Options, caller: Caller | None):
+    """A pileup_core.c context with the options' settings and caller's thresholds."""
+    ctx = ffi.gc(ffi.new("pu_ctx *"), lib.pu_free)
+    caller = caller or Caller()
+    for b in range(4):
+        ctx.has_per_base[b] = b in caller.per_base
+        ctx.per_base[b] = caller.per_base.get(b, 0.0)
+    ctx.default_threshold = caller.default
+    if len(caller.per_mod) > 16:
+        return None
+    ctx.nper_mod = len(caller.per_mod)
+    for i, (code, value) in enumerate(caller.per_mod.items()):
+        ctx.per_mod_code[i] = code.encode()[:11]
+        ctx.per_mod_value[i] = value
+    ignore = options.numeric()[0]
+    ctx.ignore = lib.pu_code(ctx, ignore.encode()) if ignore is not None else -1
+    edge = options.edge()
+    if edge is not None:
+        ctx.edge_on, ctx.edge_start, ctx.edge_end, ctx.edge_inverted = 1, *edge
+    ctx.force_allow = options.force_allow_implicit
+    return ctx
 
 
 def combine_strand_rows(chunk: Chunk, rows: list[tuple], motifs: list[Motif]) -> list[tuple]:
