@@ -1041,11 +1041,12 @@ class ChunkWorker:
         if length <= 0:
             return "", stats
         ctx = self.core
-        lib.pu_begin(ctx, start, length)
         names: set[str] = set()
         for rec in self.bam.fetch(chunk.chrom, start, end):
             if not usable(rec):
                 continue
+            if not names:  # the tallies are set up once the interval has a read
+                lib.pu_begin(ctx, start, length)
             name = rec.query_name
             if name in names:
                 return None
@@ -1070,20 +1071,21 @@ class ChunkWorker:
                 counted.examples.setdefault(kind, (name, ffi.string(ctx.reason).decode()))
                 continue
             counted.used += 1
+        if not names:
+            return "", stats
         lib.pu_observe(ctx)
         if not self.combine_strands and len(self.motif_labels) < 2:
             allowed = np.ascontiguousarray(allowed_mask(chunk, length), dtype=np.uint8)
-            cap = max(length * 4 * 100, 1 << 16)
+            chrom = chunk.chrom.encode()
+            cap = lib.pu_rows_bound(ctx, self.combine_mods) * (len(chrom) + 160) + 1
             nrows = ffi.new("int64_t *")
-            while True:
-                out = ffi.new("char[]", cap)
-                size = lib.pu_text(
-                    ctx, chunk.chrom.encode(), ffi.from_buffer(allowed), self.combine_mods,
-                    self.options.mixed_delim, out, cap, nrows,
-                )  # fmt: skip
-                if size >= 0:
-                    break
-                cap = -size * 2
+            out = _raw_alloc("char[]", cap)
+            size = lib.pu_text(
+                ctx, chrom, ffi.from_buffer(allowed), self.combine_mods,
+                self.options.mixed_delim, out, cap, nrows,
+            )  # fmt: skip
+            if size < 0:
+                raise RuntimeError("pileup_core: text buffer too small")
             stats.rows = nrows[0]
             return ffi.unpack(out, size).decode(), stats
         ncodes = max(ctx.ncodes, 1)
@@ -1265,6 +1267,7 @@ def allowed_mask(chunk: Chunk, length: int) -> np.ndarray:
     return allowed
 
 
+_raw_alloc = ffi.new_allocator(should_clear_after_alloc=False) if ffi is not None else None
 CORE_DEFER = 7  # pileup_core.c's SKIP_CODES: the chunk goes to the Python path
 CORE_KINDS = {1: "missing", 2: "ml_short", 3: "mm", 4: "conflict", 5: "empty", 6: "implicit"}
 
@@ -1363,9 +1366,12 @@ def _sample_values(rec, options: Options, only_mapped, pf, ignore, edge, values)
     return added
 
 
-def _process_records(records, budget, options, only_mapped, pf, ignore, edge, seen, values):
+def _process_records(
+    records, budget, options, only_mapped, pf, ignore, edge, seen, values, core=None
+):
     """Sample records until budget reads have given calls (None: no limit), skipping reads
-    already seen; returns the number used."""
+    already seen; returns the number used. With core (pileup_core.c, no position filter) the
+    values gather in the core."""
     used = 0
     local: set[str] = set()
     for rec in records:
@@ -1381,7 +1387,11 @@ def _process_records(records, budget, options, only_mapped, pf, ignore, edge, se
         if name in local:
             continue
         sink: dict = {}
-        got = _sample_values(rec, options, only_mapped, pf, ignore, edge, sink)
+        got = None
+        if core is not None:
+            got = _sample_core(core, rec, only_mapped, keep=name not in seen)
+        if got is None:
+            got = _sample_values(rec, options, only_mapped, pf, ignore, edge, sink)
         local.add(name)
         if got:
             used += 1
@@ -1390,6 +1400,28 @@ def _process_records(records, budget, options, only_mapped, pf, ignore, edge, se
             for b, v in sink.items():
                 values.setdefault(b, []).extend(v)
     return used
+
+
+def _sample_core(core, rec, only_mapped: bool, keep: bool) -> bool | None:
+    """_sample_values through pileup_core.c (values kept in the core only if keep); None if
+    the core leaves the record to Python."""
+    try:
+        mm, ml = get_mod_tags(rec)
+    except ReadError:
+        return False
+    before = [core.nvalues[b] for b in range(4)]
+    seq = rec.query_sequence.encode()
+    cigar = rec.cigarstring.encode() if only_mapped and rec.cigarstring else ffi.NULL
+    if only_mapped and cigar == ffi.NULL:
+        return False
+    ncig = len(cigar) if cigar != ffi.NULL else 0
+    got = lib.pu_sample_read(
+        core, rec.is_reverse, seq, len(seq), mm.encode(), ffi.from_buffer(ml), len(ml), cigar, ncig
+    )
+    if got < 0 or not keep:
+        for b in range(4):
+            core.nvalues[b] = before[b]
+    return None if got < 0 else bool(got)
 
 
 def index_counts(bam) -> tuple[dict[int, int], int]:
@@ -1437,6 +1469,7 @@ def estimate_thresholds(bam_path: str, options: Options, pf: PositionFilter | No
     targets = [t for t in targets if schedule.get(t[0]) is not None or t[0] in schedule]
     seen: set[str] = set()
     values: dict[int, list] = {}
+    core = new_core(options, None) if ENABLED and pf is None else None
     sampled_per: dict[int, int] = {}
     batch = max(int(options.threads * 1.5), 1)
     intervals = []
@@ -1455,7 +1488,7 @@ def estimate_thresholds(bam_path: str, options: Options, pf: PositionFilter | No
                 continue
             records = bam.fetch(bam.references[tid], s, e)
             got = _process_records(
-                records, budget, options, only_mapped, pf, ignore, edge, seen, values
+                records, budget, options, only_mapped, pf, ignore, edge, seen, values, core
             )
             sampled_per[tid] = sampled_per.get(tid, 0) + got
     if not only_mapped:
@@ -1465,7 +1498,12 @@ def estimate_thresholds(bam_path: str, options: Options, pf: PositionFilter | No
         elif frac < 1.0:
             budget = None  # modkit samples these at random; all are used here
         _process_records(bam.fetch(until_eof=True, contig="*") if _has_unplaced(bam) else [],
-                         budget, options, False, pf, ignore, edge, seen, values)  # fmt: skip
+                         budget, options, False, pf, ignore, edge, seen, values, core)  # fmt: skip
+    if core is not None:
+        for b in range(4):
+            if core.nvalues[b]:
+                buf = ffi.buffer(core.values[b], core.nvalues[b] * 4)
+                values.setdefault(b, []).append(np.frombuffer(buf, dtype=np.float32).copy())
     per_mod = parse_mod_thresholds(options.mod_thresholds)
     per_base = {}
     for b in sorted(values):

@@ -644,6 +644,20 @@ int pu_observe(pu_ctx *c) {
     return 0;
 }
 
+/* an upper bound on the rows pu_text writes (positions and strands with calls x codes) */
+int64_t pu_rows_bound(pu_ctx *c, int combine_mods) {
+    int64_t rows = 0, per = combine_mods ? 1 : (c->ncodes ? c->ncodes : 1);
+    for (int64_t i = 0; i < c->length * 2; i++) {
+        const int32_t *f = c->counts + i * PU_K;
+        for (int b = 0; b < 4; b++) {
+            int64_t calls = f[6 + b];
+            for (int k = 0; k < c->ncodes; k++) calls += f[10 + 4 * k + b];
+            if (calls) rows += per;
+        }
+    }
+    return rows;
+}
+
 static int code_cmp(const pu_ctx *c, int a, int b) {
     const char *x = c->codes[a], *y = c->codes[b];
     int xd = x[0] >= '0' && x[0] <= '9', yd = y[0] >= '0' && y[0] <= '9';

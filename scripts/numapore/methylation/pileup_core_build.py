@@ -23,6 +23,7 @@ int pu_begin(pu_ctx *c, int64_t start, int64_t length);
 int pu_add_read(pu_ctx *c, int reverse, int64_t ref_start, const char *cigar, int64_t ncig_max,
                 const char *seq, int64_t n, const char *mm, const uint8_t *ml, int64_t nml);
 int pu_observe(pu_ctx *c);
+int64_t pu_rows_bound(pu_ctx *c, int combine_mods);
 int64_t pu_text(pu_ctx *c, const char *chrom, const uint8_t *allowed, int combine_mods, int mixed,
                 char *out, int64_t cap, int64_t *nrows);
 int pu_sample_read(pu_ctx *c, int reverse, const char *seq, int64_t n, const char *mm,
