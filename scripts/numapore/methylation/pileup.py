@@ -966,6 +966,9 @@ class ReadCalls:
         self.pos, self.neg, self.codes = pos, neg, codes
 
 
+NO_CALLS = ReadCalls(None, None, set())  # what a skipped read contributes
+
+
 class ChunkWorker:
     """Does chunks of one BAM with fixed settings (one per process)."""
 
@@ -1052,13 +1055,16 @@ class ChunkWorker:
                 return None
             names.add(name)
             counted = stats if chunk.first or rec.reference_start >= start else Stats()
+            cigar, seq = rec.cigarstring.encode(), rec.query_sequence.encode()
             try:
                 mm, ml = get_mod_tags(rec)
             except ReadError as err:
+                # skipped, yet counted as no call where it is aligned
+                lib.pu_add_read(ctx, rec.is_reverse, rec.reference_start, cigar, len(cigar),
+                                seq, len(seq), ffi.NULL, ffi.NULL, 0)  # fmt: skip
                 counted.skipped[err.kind] = counted.skipped.get(err.kind, 0) + 1
                 counted.examples.setdefault(err.kind, (name, str(err)))
                 continue
-            cigar, seq = rec.cigarstring.encode(), rec.query_sequence.encode()
             rc = lib.pu_add_read(
                 ctx, rec.is_reverse, rec.reference_start, cigar, len(cigar), seq, len(seq),
                 mm.encode(), ffi.from_buffer(ml), len(ml),
@@ -1077,7 +1083,7 @@ class ChunkWorker:
         if not self.combine_strands and len(self.motif_labels) < 2:
             allowed = np.ascontiguousarray(allowed_mask(chunk, length), dtype=np.uint8)
             chrom = chunk.chrom.encode()
-            cap = lib.pu_rows_bound(ctx, self.combine_mods) * (len(chrom) + 160) + 1
+            cap = lib.pu_rows_bound(ctx, self.combine_mods) * (len(chrom) + 200) + len(chrom) + 201
             nrows = ffi.new("int64_t *")
             out = _raw_alloc("char[]", cap)
             size = lib.pu_text(
@@ -1122,8 +1128,8 @@ class ChunkWorker:
                 # count each read once over the run: in the interval where it starts
                 counted = stats if chunk.first or rec.reference_start >= start else Stats()
                 rc = cache[name] = self.read_record(rec, counted)
-            if rc is None:
-                continue
+            if rc is None:  # skipped: still no call (and deletions) where it is aligned
+                rc = NO_CALLS
             q, r, d, segments = alignment_arrays(rec)
             cover.append((rc.codes, segments))
             strand = 1 if rec.is_reverse else 0

@@ -534,14 +534,21 @@ static int64_t parse_cigar(scratch_t *s, const char *cigar, int64_t ref_start, i
 int pu_add_read(pu_ctx *c, int reverse, int64_t ref_start, const char *cigar, int64_t ncig_max,
                 const char *seq, int64_t n, const char *mm, const uint8_t *ml, int64_t nml) {
     scratch_t *s = get_scratch(c, n);
-    prepare(c, s, reverse, seq, n);
-    int rc = read_tables(c, s, n, mm, ml, nml);
-    if (rc) return rc;
-    if (!mode_ok(c, s)) return fail(c, SKIP_IMPLICIT, "MM has no mode ('.'/'?')");
-    uint64_t keys;
-    int has[2];
-    rc = read_calls(c, s, reverse, n, &keys, has);
-    if (rc) return rc;
+    uint64_t keys = 0;
+    int has[2] = {0, 0}, rc = SKIP_MISSING;
+    /* a read modkit skips (its tags, mode or calls) still counts as no call (and deletions)
+     * wherever it is aligned: only its calls and codes are left out */
+    if (mm) {
+        prepare(c, s, reverse, seq, n);
+        rc = read_tables(c, s, n, mm, ml, nml);
+        if (rc == SKIP_CODES) return rc;
+        if (!rc && !mode_ok(c, s)) rc = fail(c, SKIP_IMPLICIT, "MM has no mode ('.'/'?')");
+        if (!rc) rc = read_calls(c, s, reverse, n, &keys, has);
+        if (rc) {
+            keys = 0;
+            has[0] = has[1] = 0;
+        }
+    }
     int64_t *ops = malloc(ncig_max * 2 * sizeof(int64_t)), *lens = ops + ncig_max;
     int64_t nops = parse_cigar(s, cigar, ref_start, ops, lens);
     if (nops < 0) {
@@ -626,7 +633,7 @@ int pu_add_read(pu_ctx *c, int reverse, int64_t ref_start, const char *cigar, in
                 }
     }
     free(ops);
-    return 0;
+    return rc;
 }
 
 /* the observed code masks (length x 2 strands x 4 bases, bit per code) from the diff arrays */
@@ -742,7 +749,7 @@ int64_t pu_text(pu_ctx *c, const char *chrom, const uint8_t *allowed, int combin
                     n_mod = f[10 + 4 * rcode[i] + b];
                     n_other = mods - n_mod;
                 }
-                if (lim - o < (int64_t)chrom_len + 256) return -((o - out) + (int64_t)chrom_len + 256 + 1);
+                if (lim - o < (int64_t)chrom_len + 200) return -((o - out) + (int64_t)chrom_len + 200 + 1);
                 int64_t pos = c->start + p;
                 memcpy(o, chrom, chrom_len);
                 o += chrom_len;
