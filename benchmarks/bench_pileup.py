@@ -29,6 +29,8 @@ import pysam
 REPO = Path(__file__).resolve().parent.parent
 COMPLEMENT = bytes.maketrans(b"ACGT", b"TGCA")
 MEAN_LENGTH = 3000
+BASE_CODE = np.zeros(256, dtype=np.int64)
+BASE_CODE[np.frombuffer(b"ACGT", np.uint8)] = np.arange(4)
 
 
 def simulate(
@@ -80,44 +82,33 @@ def make_read(rng, i: int, tid: int, start: int, ref: bytes):
     arr = np.frombuffer(ref, np.uint8)
     n = len(arr)
     ops = rng.choice(4, n, p=[0.92, 0.03, 0.03, 0.02])  # match, substitution, deletion, insert
-    cigar, seq, last = [], bytearray(), None
+    ops[0] = ops[-1] = 0  # aligned bases at both ends
+    acgt = np.frombuffer(b"ACGT", np.uint8)
+    bases = arr.copy()
+    sub = ops == 1
+    bases[sub] = acgt[(BASE_CODE[arr[sub]] + rng.integers(1, 4, int(sub.sum()))) % 4]
+    # per reference base: M (or D), and an I after it for insertions
+    per = np.where(ops == 3, 2, 1)
+    tokens = np.repeat(np.where(ops == 2, 2, 0), per)
+    tokens[np.cumsum(per)[ops == 3] - 1] = 1
+    seq_parts = np.repeat(bases, per)
+    seq_parts[np.cumsum(per)[ops == 3] - 1] = acgt[rng.integers(0, 4, int((ops == 3).sum()))]
+    seq = seq_parts[tokens != 2]
+    change = np.flatnonzero(np.diff(tokens)) + 1
+    starts = np.concatenate(([0], change))
+    lengths = np.diff(np.concatenate((starts, [len(tokens)])))
+    cigar = [(int(tokens[a]), int(ln)) for a, ln in zip(starts, lengths, strict=True)]
     clip = int(rng.integers(0, 40))
     if clip:
-        seq += bytes(rng.choice(np.frombuffer(b"ACGT", np.uint8), clip))
-        cigar.append([4, clip])
-    for j in range(n):
-        op = int(ops[j])
-        if op == 2 and 0 < j < n - 1:
-            kind = 2
-        else:
-            kind = 0
-            base = arr[j]
-            if op == 1:
-                base = b"ACGT"[(b"ACGT".index(bytes([base])) + int(rng.integers(1, 4))) % 4]
-            seq.append(base)
-            if op == 3 and j < n - 1:
-                if last == 0:
-                    cigar[-1][1] += 1
-                else:
-                    cigar.append([0, 1])
-                seq.append(b"ACGT"[int(rng.integers(4))])
-                cigar.append([1, 1])
-                last = 1
-                continue
-        if last == kind:
-            cigar[-1][1] += 1
-        else:
-            cigar.append([kind, 1])
-        last = kind
+        seq = np.concatenate((acgt[rng.integers(0, 4, clip)], seq))
+        cigar.insert(0, (4, clip))
     reverse = bool(rng.random() < 0.5)
-    fwd = bytes(seq).translate(COMPLEMENT)[::-1] if reverse else bytes(seq)
-    cs = [k for k in range(len(fwd)) if fwd[k] == 67]
-    cpg = [k for k in range(len(fwd) - 1) if fwd[k] == 67 and fwd[k + 1] == 71]
-    rank = {k: r for r, k in enumerate(cs)}
-    deltas, prev = [], -1
-    for k in cpg:
-        deltas.append(rank[k] - prev - 1)
-        prev = rank[k]
+    fwd_bytes = seq.tobytes().translate(COMPLEMENT)[::-1] if reverse else seq.tobytes()
+    fwd = np.frombuffer(fwd_bytes, np.uint8)
+    cs = np.flatnonzero(fwd == 67)
+    cpg = np.flatnonzero((fwd[:-1] == 67) & (fwd[1:] == 71))
+    rank = np.searchsorted(cs, cpg)
+    deltas = np.diff(np.concatenate(([-1], rank))) - 1
     m = np.clip(rng.beta(5, 2, len(cpg)) * 256, 0, 255).astype(int)
     h = np.clip(rng.beta(1, 8, len(cpg)) * 256, 0, 255 - m).astype(int)
     dl = "".join(f",{d}" for d in deltas)
@@ -129,8 +120,7 @@ def make_read(rng, i: int, tid: int, start: int, ref: bytes):
         flag |= 1024  # duplicate
     elif roll < 0.02:
         flag |= 256  # secondary
-    cigar = [tuple(c) for c in cigar]
-    return tid, start, (f"read{i:07d}", flag, cigar, bytes(seq).decode(), mm, ml.tobytes())
+    return tid, start, (f"read{i:07d}", flag, cigar, seq.tobytes().decode(), mm, ml.tobytes())
 
 
 def timed(command: list[str]) -> tuple[float, float]:
