@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import array
 import hashlib
+import os
 import shlex
 import statistics
 import subprocess
@@ -124,10 +125,12 @@ def make_read(rng, i: int, tid: int, start: int, ref: bytes):
 
 
 def timed(command: list[str]) -> tuple[float, float]:
-    """Run command under /usr/bin/time; (wall seconds, peak RSS in MB)."""
+    """Run command under /usr/bin/time (this tree's scripts/ on the path); (wall seconds, peak
+    RSS in MB)."""
+    env = dict(os.environ, PYTHONPATH=str(REPO / "scripts"))
     with tempfile.NamedTemporaryFile("r") as report:
         full = ["/usr/bin/time", "-f", "%e %M", "-o", report.name, *command]
-        done = subprocess.run(full, capture_output=True, text=True)
+        done = subprocess.run(full, capture_output=True, text=True, env=env)
         if done.returncode != 0:
             sys.exit(f"numapore: {command[0]} failed: {done.stderr[-2000:]}")
         wall, rss = report.read().split()[-2:]

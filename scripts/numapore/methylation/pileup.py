@@ -745,6 +745,10 @@ class Chunk:
     neg_ids: dict[int, list[int]] | None = None
     pos_motifs: dict[int, list[int]] | None = None
     first: bool = False  # the first interval of its span (counts reads starting before it)
+    # motif positions are found again by the worker (memory holds one interval's): the end
+    # planned before a combined-strands extension, and the end of the span
+    planned_end: int | None = None
+    span_end: int | None = None
 
 
 def parse_region(raw: str, bam: pysam.AlignmentFile) -> tuple[str, int, int]:
@@ -809,7 +813,10 @@ def plan_chunks(bam, options: Options, fasta, pf: PositionFilter | None) -> list
             chunk = Chunk(tid, name, pos, end, first=pos == rec_start)
             if motifs:
                 motif_focus(chunk, motifs, fasta, rec_end, pf, combine, options.mask)
-                chunk.end = end = min(chunk.end, rec_end)
+                chunk.end = min(chunk.end, rec_end)
+                chunk.planned_end, chunk.span_end = end, rec_end
+                chunk.rules = chunk.pos_ids = chunk.neg_ids = chunk.pos_motifs = None
+                end = chunk.end
             elif pf is not None:
                 chunk.regions = tuple(
                     [(max(s, pos), min(e, end)) for s, e in pf.intervals.get((tid, k), [])
@@ -972,8 +979,12 @@ NO_CALLS = ReadCalls(None, None, set())  # what a skipped read contributes
 class ChunkWorker:
     """Does chunks of one BAM with fixed settings (one per process)."""
 
-    def __init__(self, bam_path: str, options: Options, caller: Caller):
+    def __init__(
+        self, bam_path: str, options: Options, caller: Caller, pf: PositionFilter | None = None
+    ):
         self.bam = pysam.AlignmentFile(bam_path, "rb", check_sq=False)
+        self.fasta = pysam.FastaFile(options.reference) if options.motif_list() else None
+        self.pf = pf
         self.options = options
         self.caller = caller
         self.ignore, self.combine_mods, self.combine_strands = options.numeric()
@@ -1029,6 +1040,12 @@ class ChunkWorker:
 
     def pileup_chunk(self, chunk: Chunk) -> tuple[str, Stats]:
         """The bedMethyl text of one interval and its counts (compiled core if built)."""
+        if chunk.planned_end is not None:  # its motif positions, found again
+            span_end = chunk.span_end
+            chunk = Chunk(chunk.tid, chunk.chrom, chunk.start, chunk.planned_end, first=chunk.first)
+            motif_focus(chunk, self.motifs, self.fasta, span_end, self.pf, self.combine_strands,
+                        self.options.mask)  # fmt: skip
+            chunk.end = min(chunk.end, span_end)
         if ENABLED and self.core is not None:
             done = self.pileup_chunk_core(chunk)
             if done is not None:
@@ -1681,10 +1698,10 @@ def make_caller(in_bam: str, options: Options, pf) -> Caller:
 _WORKER: ChunkWorker | None = None
 
 
-def _init_worker(in_bam: str, options: Options, caller: Caller) -> None:
+def _init_worker(in_bam: str, options: Options, caller: Caller, pf) -> None:
     """A worker process's ChunkWorker."""
     global _WORKER
-    _WORKER = ChunkWorker(in_bam, options, caller)
+    _WORKER = ChunkWorker(in_bam, options, caller, pf)
 
 
 def _run_chunk(chunk: Chunk) -> tuple[str, Stats]:
@@ -1692,17 +1709,17 @@ def _run_chunk(chunk: Chunk) -> tuple[str, Stats]:
     return _WORKER.pileup_chunk(chunk)
 
 
-def iter_chunk_text(in_bam: str, options: Options, caller: Caller, chunks: list[Chunk]):
+def iter_chunk_text(in_bam: str, options: Options, caller: Caller, chunks: list[Chunk], pf=None):
     """(text, stats) of each chunk in order, on options.threads processes."""
     if options.threads <= 1 or len(chunks) <= 1:
-        worker = ChunkWorker(in_bam, options, caller)
+        worker = ChunkWorker(in_bam, options, caller, pf)
         for chunk in chunks:
             yield worker.pileup_chunk(chunk)
         return
     import multiprocessing
 
     ctx = multiprocessing.get_context("fork")
-    with ctx.Pool(options.threads, _init_worker, (in_bam, options, caller)) as pool:
+    with ctx.Pool(options.threads, _init_worker, (in_bam, options, caller, pf)) as pool:
         yield from pool.imap(_run_chunk, chunks, chunksize=1)
 
 
@@ -1726,7 +1743,7 @@ def pileup(in_bam: str, out, options: Options, regions: list[str] | None = None)
     stats = Stats()
     if options.with_header:
         out.write(HEADER_LINE)
-    for text, chunk_stats in iter_chunk_text(in_bam, options, caller, chunks):
+    for text, chunk_stats in iter_chunk_text(in_bam, options, caller, chunks, pf):
         out.write(text)
         stats.add(chunk_stats)
     return Result(stats, caller)
