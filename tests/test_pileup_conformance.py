@@ -221,6 +221,20 @@ def test_unindexed_bam(tmp_path):
     assert str(bam) in line and "index" in line
 
 
+def test_unsorted_bam(tmp_path):
+    """Records written in name order, header SO:queryname, no index (it cannot be built)."""
+    with pysam.AlignmentFile(BC_BAM, "rb") as bam:
+        header = bam.header.to_dict()
+        records = sorted(bam, key=lambda r: r.query_name)
+    header["HD"] = {"VN": "1.6", "SO": "queryname"}
+    path = tmp_path / "byname.bam"
+    with pysam.AlignmentFile(path, "wb", header=header) as out:
+        for rec in records:
+            out.write(rec)
+    line = one_error_line(run_pileup(path, tmp_path / "out.bed", "--threads", "2"))
+    assert str(path) in line and "not coordinate-sorted" in line
+
+
 def test_unaligned_bam(tmp_path):
     bam = INPUTS / "bc_anchored_10_reads.unmapped.bam"
     line = one_error_line(run_pileup(bam, tmp_path / "out.bed"))

@@ -20,8 +20,18 @@ Where modkit's rules live here:
 - The tally per position and strand, the rows and their order, `--combine-strands`:
   ChunkWorker.pileup_chunk, rows_from_counts, combine_strand_rows.
 
-Work goes by interval (a chunk of a contig), so memory is bounded by one interval's reads; with
-threads > 1 the intervals run on worker processes and come back in modkit's order.
+Work goes by interval (modkit's `-i` chunks of a contig, default 100 kb), so memory is bounded
+by one interval's reads; with threads > 1 the intervals run on worker processes and come back in
+modkit's order, so the bytes do not depend on threads. One exception, as in modkit: when the
+pass threshold is estimated from a limited sample (more reads than `-n`), modkit's sampling
+budgets follow its batches of threads x 1.5 intervals, and so do these. pileup(regions=...)
+keeps the intervals of the whole run that start in each region, so pileups of regions that tile
+the genome (scatter_regions) concatenate to the whole pileup.
+
+Not done: modkit's --max-depth (htslib's pileup depth cap, 8000 by default) is not applied;
+--partition-tag, --bedgraph and duplex pileup are not offered; two primary records with the
+same name in one interval share the first one's calls by read position, where modkit maps them
+by the first one's reference positions.
 """
 
 from __future__ import annotations
@@ -544,6 +554,7 @@ class Options:
     sampling_interval_size: int = SAMPLING_INTERVAL
     include_unmapped: bool = False
     region: str | None = None
+    sample_region: str | None = None
     include_bed: str | None = None
     ignore: str | None = None
     combine_mods: bool = False
@@ -1464,7 +1475,8 @@ def estimate_thresholds(bam_path: str, options: Options, pf: PositionFilter | No
     only_mapped = not options.include_unmapped
     bam = pysam.AlignmentFile(bam_path, "rb", check_sq=False)
     mapped, unmapped = index_counts(bam)
-    region = parse_region(options.region, bam) if options.region else None
+    raw_region = options.sample_region or options.region  # modkit samples there
+    region = parse_region(raw_region, bam) if raw_region else None
     if region:
         mapped = {t: n for t, n in mapped.items() if t == bam.get_tid(region[0])}
     elif pf is not None:
@@ -1640,10 +1652,13 @@ def open_inputs(in_bam: str, options: Options):
         raise PileupError(f"{in_bam}: cannot read as BAM ({err})") from None
     if not bam.references:
         raise PileupError(f"{in_bam}: no reference sequences in the header (align the reads first)")
-    so = bam.header.to_dict().get("HD", {}).get("SO")
-    if so in ("unsorted", "queryname"):
-        raise PileupError(f"{in_bam}: not coordinate-sorted (@HD SO:{so}); sort and index it")
-    if not bam.has_index():
+    if not bam.has_index():  # modkit reads by region: an index, so a sorted BAM
+        so = bam.header.to_dict().get("HD", {}).get("SO")
+        if so in ("unsorted", "queryname", "unknown"):
+            raise PileupError(
+                f"{in_bam}: not coordinate-sorted (@HD SO:{so}) and no index; "
+                "sort and index it (samtools sort, samtools index)"
+            )
         raise PileupError(f"{in_bam}: no BAM index (.bai/.csi); sort and index it (samtools index)")
     names = {n: i for i, n in enumerate(bam.references)}
     pf = read_position_filter(options.include_bed, names) if options.include_bed else None

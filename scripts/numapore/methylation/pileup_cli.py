@@ -49,7 +49,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     filt.add_argument("-n", "--num-reads", type=int, default=10_042)
     filt.add_argument("-f", "--sampling-frac", type=float)
     filt.add_argument("--seed", type=int)
-    filt.add_argument("--sample-region", help="accepted; --region is used for sampling")
+    filt.add_argument("--sample-region", help="where to sample calls (default: --region)")
     filt.add_argument("--sampling-interval-size", type=int, default=engine.SAMPLING_INTERVAL)
     mods = parser.add_argument_group("modified bases")
     mods.add_argument("--ref", "--reference", "-r", dest="reference", metavar="FASTA")
@@ -106,6 +106,7 @@ def options_from_args(args: argparse.Namespace) -> engine.Options:
         sampling_interval_size=args.sampling_interval_size,
         include_unmapped=args.include_unmapped,
         region=args.region,
+        sample_region=args.sample_region,
         include_bed=args.include_bed,
         ignore=args.ignore,
         combine_mods=args.combine_mods,
