@@ -143,6 +143,7 @@ def digest(path: Path) -> str:
 
 
 def main() -> None:
+    """Simulate (or reuse --keep's data), time both tools interleaved, print the medians."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--modkit", required=True, help="modkit 0.4.4 binary")
     parser.add_argument("--reads", type=int, default=100_000)

@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import array
 import math
-import os
 import re
 import sys
 from collections.abc import Iterable, Iterator
@@ -82,6 +81,7 @@ class ReadError(Exception):
     """A read modkit skips; kind says why (missing, ml_short, mm, mn, implicit, conflict...)."""
 
     def __init__(self, kind: str, message: str):
+        """The skip kind and its one-line message."""
         super().__init__(message)
         self.kind = kind
 
@@ -963,10 +963,12 @@ class CodeRegistry:
     """Mod codes met so far, numbered in order of appearance (internal indices only)."""
 
     def __init__(self):
+        """An empty registry."""
         self.codes: list[str] = []
         self.index: dict[str, int] = {}
 
     def __call__(self, code: str) -> int:
+        """The index of code (registered if new)."""
         i = self.index.get(code)
         if i is None:
             i = self.index[code] = len(self.codes)
@@ -981,6 +983,7 @@ class ReadCalls:
     __slots__ = ("pos", "neg", "codes")
 
     def __init__(self, pos, neg, codes):
+        """Calls per MM strand (None: no table) and the (strand, base, code) keys."""
         self.pos, self.neg, self.codes = pos, neg, codes
 
 
@@ -993,6 +996,7 @@ class ChunkWorker:
     def __init__(
         self, bam_path: str, options: Options, caller: Caller, pf: PositionFilter | None = None
     ):
+        """Open the BAM (and the FASTA for motifs); the compiled core if built."""
         self.bam = pysam.AlignmentFile(bam_path, "rb", check_sq=False)
         self.fasta = pysam.FastaFile(options.reference) if options.motif_list() else None
         self.pf = pf
@@ -1784,12 +1788,6 @@ def scatter_regions(in_bam: str, n: int) -> list[str]:
         for s in range(0, length, size):
             regions.append(f"{name}:{s}-{min(s + size, length)}")
     return regions
-
-
-def iter_text(path: str | os.PathLike) -> Iterator[str]:
-    """Lines of a file (helper for callers comparing outputs)."""
-    with open(path) as handle:
-        yield from handle
 
 
 def eprint(message: str) -> None:
