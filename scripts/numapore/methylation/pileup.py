@@ -1126,6 +1126,10 @@ class ChunkWorker:
                 raise RuntimeError("pileup_core: text buffer too small")
             stats.rows = nrows[0]
             return ffi.unpack(out, size).decode(), stats
+        if self.combine_strands:
+            text = self._combined_text_core(chunk, length)
+            stats.rows = self._last_rows if text else 0
+            return text, stats
         ncodes = max(ctx.ncodes, 1)
         k = lib.PU_K
         counts = np.frombuffer(ffi.buffer(ctx.counts, length * 2 * k * 4), dtype=np.int32)
@@ -1139,6 +1143,47 @@ class ChunkWorker:
             rows = combine_strand_rows(chunk, rows, self.motifs)
         stats.rows = len(rows)
         return self._text(chunk, rows), stats
+
+    def _combined_text_core(self, chunk: Chunk, length: int) -> str:
+        """--combine-strands text through pileup_core.c (combine_strand_rows' pairs: each +
+        strand motif position with its motif's - strand position, when it has rows there)."""
+        start = chunk.start
+        allowed = allowed_mask(chunk, length)
+        pos, idx, neg, pos_ok = [], [], [], []
+        for p in sorted(chunk.pos_motifs):
+            for i in chunk.pos_motifs[p]:
+                motif = self.motifs[i]
+                other = p + motif.reverse_offset - motif.offset
+                if not motif.palindrome or other < 0:
+                    continue
+                o = other - start
+                has_neg = 0 <= o < length and allowed[o, 1] and i in chunk.neg_ids.get(other, ())
+                pos.append(p - start)
+                idx.append(i)
+                neg.append(o if has_neg else -1)
+                pos_ok.append(bool(allowed[p - start, 0]))
+        if not pos:
+            return ""
+        arrays = [
+            np.asarray(pos, dtype=np.int64), np.asarray(idx, dtype=np.int32),
+            np.asarray(neg, dtype=np.int64), np.asarray(pos_ok, dtype=np.uint8),
+        ]  # fmt: skip
+        labels = [ffi.new("char[]", label.encode()) for label in self.motif_labels]
+        label_array = ffi.new("char *[]", labels)
+        chrom = chunk.chrom.encode()
+        longest = max((len(label) for label in self.motif_labels), default=0)
+        cap = len(pos) * (lib.PU_MAXC + 4) * (len(chrom) + longest + 220) + 1
+        out = _raw_alloc("char[]", cap)
+        nrows = ffi.new("int64_t *")
+        typed = [ffi.from_buffer(t, a) for t, a in zip(C_TYPES, arrays, strict=True)]
+        size = lib.pu_text_combined(
+            self.core, chrom, *typed, len(pos), label_array,
+            len(labels), self.combine_mods, self.options.mixed_delim, out, cap, nrows,
+        )  # fmt: skip
+        if size < 0:
+            raise RuntimeError("pileup_core: text buffer too small")
+        self._last_rows = nrows[0]
+        return ffi.unpack(out, size).decode()
 
     def pileup_chunk_python(self, chunk: Chunk) -> tuple[str, Stats]:
         """pileup_chunk in Python and numpy."""
@@ -1306,6 +1351,7 @@ def allowed_mask(chunk: Chunk, length: int) -> np.ndarray:
 
 
 _raw_alloc = ffi.new_allocator(should_clear_after_alloc=False) if ffi is not None else None
+C_TYPES = ("int64_t[]", "int32_t[]", "int64_t[]", "uint8_t[]")  # pu_text_combined's arrays
 CORE_DEFER = 7  # pileup_core.c's SKIP_CODES: the chunk goes to the Python path
 CORE_KINDS = {1: "missing", 2: "ml_short", 3: "mm", 4: "conflict", 5: "empty", 6: "implicit"}
 

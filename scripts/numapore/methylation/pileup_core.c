@@ -802,6 +802,146 @@ int64_t pu_text(pu_ctx *c, const char *chrom, const uint8_t *allowed, int combin
     return o - out;
 }
 
+/* the rows of one position and strand: (code: registry index, or -1 - base with combine_mods)
+ * and base, unsorted; their number */
+static int rows_at(const pu_ctx *c, int64_t p, int s, int combine_mods, int *rcode, int *rbase) {
+    const int32_t *f = c->counts + (p * 2 + s) * PU_K;
+    int nr = 0;
+    for (int b = 0; b < 4; b++) {
+        int64_t calls = f[6 + b];
+        for (int k = 0; k < c->ncodes; k++) calls += f[10 + 4 * k + b];
+        if (!calls) continue;
+        if (combine_mods) {
+            rcode[nr] = -1 - b;
+            rbase[nr++] = b;
+            continue;
+        }
+        uint8_t obs = c->observed[p * 8 + s * 4 + b];
+        for (int k = 0; k < c->ncodes; k++)
+            if ((obs >> k) & 1) {
+                rcode[nr] = k;
+                rbase[nr++] = b;
+            }
+    }
+    return nr;
+}
+
+/* a row's counts: cov, mod, canonical, other mod, delete, fail, diff, no call */
+static void row_values(const pu_ctx *c, int64_t p, int s, int code, int b, int64_t *v) {
+    const int32_t *f = c->counts + (p * 2 + s) * PU_K;
+    int64_t mods = 0, other_bases = 0;
+    for (int k = 0; k < c->ncodes; k++) mods += f[10 + 4 * k + b];
+    for (int ob = 0; ob < 4; ob++) {
+        if (ob == b) continue;
+        other_bases += f[2 + ob] + f[6 + ob];
+        for (int k = 0; k < c->ncodes; k++) other_bases += f[10 + 4 * k + ob];
+    }
+    v[0] = f[6 + b] + mods;
+    v[1] = code < 0 ? mods : f[10 + 4 * code + b];
+    v[2] = f[6 + b];
+    v[3] = code < 0 ? 0 : mods - v[1];
+    v[4] = f[0];
+    v[5] = f[1];
+    v[6] = other_bases;
+    v[7] = f[2 + b];
+}
+
+static int key_cmp(const pu_ctx *c, int a, int b) {
+    if (a < 0 || b < 0) return (a < 0 ? "ACGT"[-1 - a] : 0) - (b < 0 ? "ACGT"[-1 - b] : 0);
+    return code_cmp(c, a, b);
+}
+
+/* --combine-strands text: for each entry (a + strand motif position pos[i] of motif idx[i],
+ * its - strand partner neg[i], -1 if it has no rows there; pos_ok[i]: rows at pos), the rows of
+ * both summed by code, strand '.', named code or code,label when labels are given. */
+int64_t pu_text_combined(pu_ctx *c, const char *chrom, const int64_t *pos, const int32_t *idx,
+                         const int64_t *neg, const uint8_t *pos_ok, int64_t n,
+                         const char *const *labels, int nlabels, int combine_mods, int mixed,
+                         char *out, int64_t cap, int64_t *nrows) {
+    char sep = mixed ? ' ' : '\t';
+    size_t chrom_len = strlen(chrom);
+    char *o = out, *lim = out + cap;
+    int64_t rows = 0;
+    for (int64_t e = 0; e < n; e++) {
+        int keys[PU_MAXC + 4], nk = 0;
+        int64_t acc[PU_MAXC + 4][8];
+        for (int side = 0; side < 2; side++) {
+            int64_t p = side ? neg[e] : pos[e];
+            if (side ? p < 0 : !pos_ok[e]) continue;
+            int rcode[4 * PU_MAXC], rbase[4 * PU_MAXC];
+            int nr = rows_at(c, p, side, combine_mods, rcode, rbase);
+            for (int i = 0; i < nr; i++) {
+                int64_t v[8];
+                row_values(c, p, side, rcode[i], rbase[i], v);
+                int k;
+                for (k = 0; k < nk; k++)
+                    if (keys[k] == rcode[i]) break;
+                if (k == nk) {
+                    keys[nk++] = rcode[i];
+                    memset(acc[k], 0, sizeof acc[k]);
+                }
+                for (int j = 0; j < 8; j++) acc[k][j] += v[j];
+            }
+        }
+        /* by code order */
+        int order[PU_MAXC + 4];
+        for (int k = 0; k < nk; k++) order[k] = k;
+        for (int i = 1; i < nk; i++)
+            for (int j = i; j > 0 && key_cmp(c, keys[order[j - 1]], keys[order[j]]) > 0; j--) {
+                int t = order[j]; order[j] = order[j - 1]; order[j - 1] = t;
+            }
+        for (int i = 0; i < nk; i++) {
+            int k = order[i];
+            const int64_t *v = acc[k];
+            const char *label = nlabels >= 2 ? labels[idx[e]] : NULL;
+            if (lim - o < (int64_t)chrom_len + 200 + (label ? (int64_t)strlen(label) + 1 : 0))
+                return -1;
+            int64_t p = c->start + pos[e];
+            memcpy(o, chrom, chrom_len);
+            o += chrom_len;
+            *o++ = '\t';
+            o = put_int(o, p);
+            *o++ = '\t';
+            o = put_int(o, p + 1);
+            *o++ = '\t';
+            if (keys[k] < 0) *o++ = "ACGT"[-1 - keys[k]];
+            else {
+                size_t l = strlen(c->codes[keys[k]]);
+                memcpy(o, c->codes[keys[k]], l);
+                o += l;
+            }
+            if (label) {
+                size_t l = strlen(label);
+                *o++ = ',';
+                memcpy(o, label, l);
+                o += l;
+            }
+            *o++ = '\t';
+            o = put_int(o, v[0]);
+            memcpy(o, "\t.\t", 3);
+            o += 3;
+            o = put_int(o, p);
+            *o++ = '\t';
+            o = put_int(o, p + 1);
+            memcpy(o, "\t255,0,0\t", 9);
+            o += 9;
+            o = put_int(o, v[0]);
+            *o++ = sep;
+            float frac = (float)v[1] / (float)v[0];
+            float pct = frac * 100.0f;
+            o += snprintf(o, 32, "%.2f", (double)pct);
+            for (int j = 1; j < 8; j++) {
+                *o++ = sep;
+                o = put_int(o, v[j]);
+            }
+            *o++ = '\n';
+            rows++;
+        }
+    }
+    *nrows = rows;
+    return o - out;
+}
+
 /* One record's sampled probabilities (the most likely state's, per canonical base) appended to
  * c->values (ReadIdsToBaseModProbs for one record, without --include-positions); aligned: the
  * forward positions to keep (NULL: all). Returns 1 if it gave any, 0 if not, <0 on error. */
