@@ -46,13 +46,12 @@ from dataclasses import dataclass, field
 import numpy as np
 import pysam
 
+from numapore.base import compiled
 from numapore.methylation.bedmethyl import HEADER_LINE, BedMethylRow, f32, format_row
 from numapore.methylation.bedmethyl import percent_modified
 
-try:
-    from numapore.methylation._pileup_core import ffi, lib
-except ImportError:  # not built: numpy does the per-read work, same bytes
-    ffi = lib = None
+_core = compiled.load("numapore.methylation._pileup_core")  # None: numpy, the same bytes
+ffi, lib = (_core.ffi, _core.lib) if _core is not None else (None, None)
 
 ENABLED = lib is not None  # tests switch the compiled core off to compare both paths
 

@@ -191,10 +191,10 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, prog: str = "numapore pileup") -> int:
     """Parse argv (default sys.argv[1:]) and run."""
     parser = argparse.ArgumentParser(
-        prog="numapore pileup", description="modBAM to bedMethyl (modkit 0.4.4 pileup semantics)"
+        prog=prog, description="modBAM to bedMethyl (modkit 0.4.4 pileup semantics)"
     )
     add_arguments(parser)
     return run(parser.parse_args(argv))

@@ -1,8 +1,8 @@
-"""Build numapore's compiled pileup core (pileup_core.c through cffi, API mode) next to this file:
+"""numapore's compiled pileup core (pileup_core.c through cffi, API mode):
+numapore.methylation._pileup_core.
 
-    PYTHONPATH=scripts .venv/bin/python -m numapore.methylation.pileup_core_build
-
-numapore.methylation.pileup uses the module it builds (numapore.methylation._pileup_core) for
+`pip install .` builds it (setup.py's cffi_modules: this file's ffibuilder).
+numapore.methylation.pileup uses it for
 each read's calls, the interval's tally and its bedMethyl text and, without it, numpy: the same
 bytes (tests/test_pileup_conformance.py runs both), slower.
 """
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import cffi
 
-from numapore.signal.svbzd_build import compile_module, shared_declarations
+from numapore.base.compiled import shared_declarations
 
 PACKAGE = Path(__file__).resolve().parent
 SOURCE = PACKAGE / "pileup_core.c"
@@ -44,12 +44,3 @@ ffibuilder.set_source(
     extra_compile_args=["-O2", "-Wall", "-ffp-contract=off"],
     libraries=["m"],
 )
-
-
-def build(package: Path = PACKAGE) -> Path:
-    """Compile the core into package/ (numapore/methylation/_pileup_core.*.so); its path."""
-    return compile_module(ffibuilder, package)
-
-
-if __name__ == "__main__":
-    print(f"built {build()}")
