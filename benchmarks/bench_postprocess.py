@@ -9,7 +9,8 @@ The table has nanopolish call-methylation's columns and formats, its rows groupe
 in random order, each read's calls by position, as nanopolish writes them) on 24 chromosomes;
 --sites distinct CpG sites in groups of 1 to 6 CpGs (nanopolish's groups, sequence = the group
 with 5 bases either side), each site methylated with its own probability, LLRs from two normals.
-Steps: frequency + bedMethyl (the rule script's function), merge of --shards call-table shards,
+Steps: frequency (the rule script's function; the bedMethyl is the pileup's: bench_pileup.py),
+merge of --shards call-table shards,
 the whole read accounting (read_accounting's account(): the table's reads plus 10 % basecalled
 reads without calls, some unmapped, some mapped with a low MAPQ, in a FASTA, a BAM and the index
 of a BLOW5 input: a table row per read held in the FAST5 census, alignments, calls), and modBAM
@@ -131,7 +132,7 @@ STEPS = {
     "frequency": (
         "from numapore.methylation.frequency import frequency_outputs;"
         "from numapore.methylation.motifs import MOTIFS;"
-        "frequency_outputs(Path(a[0]), MOTIFS['cpg'], 2.0, False, Path(a[1]), Path(a[2]))"
+        "frequency_outputs(Path(a[0]), MOTIFS['cpg'], 2.0, False, Path(a[1]))"
     ),
     "merge": (
         "from numapore.execution.shards import concat_tables;"
@@ -290,8 +291,7 @@ def main() -> None:
 
         subprocess.run(["cat", str(calls)], stdout=subprocess.DEVNULL, check=True)  # warm cache
         if "frequency" in steps:
-            out = (tmp / "frequency.tsv", tmp / "frequency.bedmethyl.gz")  # + .tbi
-            show("frequency", rows, *run_step("frequency", calls, *out))
+            show("frequency", rows, *run_step("frequency", calls, tmp / "frequency.tsv"))
         if "merge" in steps:
             shards = shards_of(calls, args.shards, tmp)
             show("merge", rows, *run_step("merge", tmp / "merged.tsv", calls, *shards))

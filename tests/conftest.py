@@ -140,6 +140,6 @@ def reference_output(calls: Path, *options: str) -> str:
 def numapore_output(calls: Path, motif: str, threshold: float, split: bool) -> str:
     """numapore's frequency table for a call table."""
     with tempfile.TemporaryDirectory() as tmp:
-        tsv, bed = Path(tmp) / "frequency.tsv", Path(tmp) / "sites.bed"
-        methylation.frequency_outputs(calls, MOTIFS[motif], threshold, split, tsv, bed)
+        tsv = Path(tmp) / "frequency.tsv"
+        methylation.frequency_outputs(calls, MOTIFS[motif], threshold, split, tsv)
         return tsv.read_text()

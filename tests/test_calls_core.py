@@ -30,16 +30,16 @@ ROWS = CALLS + [
 
 
 def run(tmp_path: Path, compiled: bool, split: bool, motif: str = "cpg") -> tuple:
-    """frequency_outputs on ROWS with the compiled core on or off: summary, TSV, bed text."""
+    """frequency_outputs on ROWS with the compiled core on or off: summary and TSV."""
     calls = table(tmp_path / "calls.tsv", *ROWS)
-    tsv, bed = tmp_path / f"{compiled}.tsv", tmp_path / f"{compiled}.bed.gz"
+    tsv = tmp_path / f"{compiled}.tsv"
     saved = calls_core.ENABLED
     calls_core.ENABLED = compiled
     try:
-        done = frequency.frequency_outputs(calls, MOTIFS[motif], 2.0, split, tsv, bed)
+        done = frequency.frequency_outputs(calls, MOTIFS[motif], 2.0, split, tsv)
     finally:
         calls_core.ENABLED = saved
-    return done, tsv.read_text(), gzip.open(bed).read()
+    return done, tsv.read_text()
 
 
 def test_compiled_core_is_built() -> None:
@@ -52,12 +52,12 @@ def test_compiled_core_is_built() -> None:
 @pytest.mark.parametrize("split", [False, True])
 def test_both_paths_same_outputs(tmp_path, split, motif):
     compiled, fallback = run(tmp_path, True, split, motif), run(tmp_path, False, split, motif)
-    assert compiled == fallback and compiled[2]
+    assert compiled == fallback and compiled[1].count("\n") > 1
 
 
 @pytest.mark.parametrize("split", [False, True])
 def test_compiled_frequency_is_the_reference_scripts(tmp_path, split):
-    _, tsv, _ = run(tmp_path, True, split)
+    _, tsv = run(tmp_path, True, split)
     assert tsv == reference_output(tmp_path / "calls.tsv", *(["-s"] if split else []))
 
 
@@ -74,9 +74,6 @@ def test_groups_frame_counts_and_chromosome_ranks(tmp_path):
     with calls_core.aggregated(calls, frequency.check_call_header(calls), 2.0) as t:
         names, rank = calls_core.chromosome_ranks(t)
         groups = calls_core.groups_frame(t)
-        with calls_core.bedmethyl_sites(t, MOTIFS["cpg"]) as sites:
-            text = b"".join(calls_core.bedmethyl_text(sites)).decode()
-            assert sites.nsites == len(text.splitlines())
     assert names == ["c1", "c10", "c2"] and sorted(rank.tolist()) == [0, 1, 2]
     assert groups["calls"].sum() == len(ROWS) and groups.height == 6
     assert groups.filter(start=10, num_motifs=1)["first_row"].item() == 0
@@ -92,7 +89,7 @@ def test_bgzf_blocks_read_back(tmp_path, compiled, monkeypatch):
     assert gzip.open(path).read() == text
     block = bgzf.compiled_block if compiled else bgzf.zlib_block
     assert gzip.decompress(block(text[: bgzf.BGZF_BLOCK])) == text[: bgzf.BGZF_BLOCK]
-    frequency.write_text(path, [text])  # .gz: BGZF and its index
+    bgzf.write_indexed_bed(path, [text])  # BGZF and its index
     with pysam.TabixFile(str(path)) as tabix:
         assert len(list(tabix.fetch("c", 100, 200))) == 100  # BED: half-open
     if not compiled:
@@ -102,12 +99,10 @@ def test_bgzf_blocks_read_back(tmp_path, compiled, monkeypatch):
         assert (tmp_path / "p.bed.gz").read_bytes() == path.read_bytes()
 
 
-def test_table_text_and_bedmethyl_text(tmp_path):
-    """The fallback's text: table_text in chunks, bedmethyl_text's count and rows."""
+def test_table_text(tmp_path):
+    """The fallback's text: table_text in chunks, the frequency table's rows."""
     calls = table(tmp_path / "calls.tsv", *ROWS)
     groups = frequency.group_counts(calls, 2.0)
-    n, chunks = frequency.bedmethyl_text(groups, MOTIFS["cpg"])
-    assert len(b"".join(chunks).splitlines()) == n == 9
     assert frequency.write_frequency(groups, MOTIFS["cpg"], False, tmp_path / "f.tsv") == 5
     text = b"".join(frequency.table_text(groups.select("start"), header=True))
     assert text.splitlines()[0] == b"start" and len(text.splitlines()) == groups.height + 1

@@ -41,37 +41,32 @@ CALLS = [
 ]
 
 
-def outputs(tmp_path: Path, threshold: float, split: bool = False) -> tuple[list, list]:
-    """frequency_outputs on CALLS: the frequency and bedMethyl rows as lists of fields."""
-    tsv, bed = tmp_path / "f.tsv", tmp_path / "b.bed"
+def outputs(tmp_path: Path, threshold: float, split: bool = False) -> list:
+    """frequency_outputs on CALLS: the frequency rows as lists of fields."""
+    tsv = tmp_path / "f.tsv"
     done = frequency_outputs(
-        table(tmp_path / "calls.tsv", *CALLS), MOTIFS["cpg"], threshold, split, tsv, bed
+        table(tmp_path / "calls.tsv", *CALLS), MOTIFS["cpg"], threshold, split, tsv
     )
     frequency = [line.split("\t") for line in tsv.read_text().splitlines()[1:]]
-    sites = [line.split("\t") for line in bed.read_text().splitlines()]
-    assert (done.rows, done.sites, done.calls) == (len(frequency), len(sites), len(CALLS))
-    return frequency, sites
+    assert (done.rows, done.calls) == (len(frequency), len(CALLS))
+    return frequency
 
 
 def test_threshold_scales_with_the_motifs_of_a_group(tmp_path):
-    frequency, _ = outputs(tmp_path, 2.0)
+    frequency = outputs(tmp_path, 2.0)
     assert frequency == [
         "c1 10 10 1 2 1 0.500 AAAAACGAAAAA".split(),
         "c1 20 26 3 3 3 1.000 AAAAACGACGTCGAAAAA".split(),
     ]
-    frequency, _ = outputs(tmp_path, 1.5)
+    frequency = outputs(tmp_path, 1.5)
     assert frequency[1][3:6] == ["3", "6", "6"]  # both group calls now count, 3 sites each
 
 
-def test_split_groups_and_bedmethyl_rows(tmp_path):
-    frequency, rows = outputs(tmp_path, 2.0, split=True)
+def test_split_groups(tmp_path):
+    frequency = outputs(tmp_path, 2.0, split=True)
     assert [row[:3] for row in frequency[1:]] == [["c1", str(p), str(p)] for p in (20, 23, 26)]
     assert frequency[2][3:] == ["1", "1", "1", "1.000", "split-group"]
     assert frequency[0] == "c1 10 10 1 2 1 0.500 AAAAACGAAAAA".split()
-    assert len(rows) == 4 and all(len(row) == 18 for row in rows)
-    # One confident methylated call (r1), one below threshold x 3 (r2): N_fail = 1.
-    assert rows[2] == "c1 23 24 m 1 + 23 24 255,0,0 1 100.00 1 0 0 0 1 0 0".split()
-    assert rows[0][9:] == "2 50.00 1 1 0 0 1 0 0".split()
 
 
 @pytest.mark.parametrize("options", [[], ["-s"]])

@@ -22,6 +22,7 @@ except ImportError as _err:
 os.environ.update(NUMAPORE_SOURCE=str(Path(workflow.basedir).parent))
 from numapore.execution.cluster import job_cpus, node_request  # noqa: E402
 from numapore.compare.cells import Cell, matrix  # noqa: E402
+from numapore.methylation.calls import llr_probability  # noqa: E402
 from numapore.methylation.motifs import MOTIFS  # noqa: E402
 from numapore.execution.hosts import (  # noqa: E402
     config_overrides,
@@ -341,6 +342,28 @@ def samples_running(step):
     return "|".join(names) if names else "(?!)"
 
 
+def pileup_inputs(wildcards):
+    """What the pileup reads: the sample's modBAM (a modbam sample's aligned BAM, or the modBAM
+    made from a signal sample's calls of the motif) with its index, and the reference."""
+    name = f"{wildcards.sample}.{wildcards.aligner}"
+    if SAMPLES[wildcards.sample].input_kind.runs("call_methylation"):
+        bam = f"results/{wildcards.sample}/methylation/{name}.{wildcards.motif}.modbam.bam"
+    else:
+        bam = f"results/{wildcards.sample}/align/{name}.bam"
+    return {"bam": bam, "bai": f"{bam}.bai", "reference": reference_fasta(wildcards)}
+
+
+def pileup_settings(wildcards):
+    """The pileup: settings of a job: config pileup: with the job's motif; for nanopolish's calls
+    the threshold `auto` keeps nanopolish's meaning: the probability of an LLR of
+    methylation.call_threshold (numapore.methylation.calls.llr_probability)."""
+    settings = {**config["pileup"], "motif": wildcards.motif}
+    called = SAMPLES[wildcards.sample].input_kind.runs("call_methylation")
+    if called and settings["filter_threshold"] == "auto":
+        settings["filter_threshold"] = llr_probability(config["methylation"]["call_threshold"])
+    return settings
+
+
 def final_outputs():
     """The default target's files: per sample, the alignments and QC, and what its input kind
     runs (nanopolish: per motif, calls, frequency, bedMethyl, modBAM; pileup: bedMethyl); the
@@ -354,7 +377,7 @@ def final_outputs():
             f"{prefix}/align/{s}.{aligner}.stats.txt",
             f"{prefix}/align/{s}.{aligner}.summary.tsv",
         ]
-        if sample.input_kind.runs("pileup"):
+        if sample.kind == "modbam":
             name = f"{prefix}/methylation/{s}.{aligner}.{config['pileup']['motif']}"
             out += [f"{name}.bedmethyl.gz.tbi", f"{prefix}/{s}.staged.tsv"]
         if not sample.input_kind.runs("call_methylation"):

@@ -205,8 +205,6 @@ rule methylation_frequency:
         "results/{sample}/methylation/{sample}.{aligner}.{motif}.calls.tsv",
     output:
         tsv="results/{sample}/methylation/{sample}.{aligner}.{motif}.frequency.tsv",
-        bed="results/{sample}/methylation/{sample}.{aligner}.{motif}.bedmethyl.gz",
-        tbi="results/{sample}/methylation/{sample}.{aligner}.{motif}.bedmethyl.gz.tbi",
     log:
         "results/logs/methylation_frequency/{sample}.{aligner}.{motif}.log",
     benchmark:
@@ -251,12 +249,11 @@ ruleorder: methylation_modbam > index_bam
 
 
 # The pileup of a modBAM into bedMethyl (numapore pileup, modkit 0.4.4's semantics; config
-# pileup:). A modbam sample's aligned BAM is its modBAM: the basecaller's calls, realigned.
+# pileup:): every sample's bedMethyl. A modbam sample's aligned BAM is its modBAM (the
+# basecaller's calls, realigned); a signal sample's is the modBAM made from nanopolish's calls.
 rule pileup:
     input:
-        bam="results/{sample}/align/{sample}.{aligner}.bam",
-        bai="results/{sample}/align/{sample}.{aligner}.bam.bai",
-        reference=reference_fasta,
+        unpack(pileup_inputs),
     output:
         bed="results/{sample}/methylation/{sample}.{aligner}.{motif}.bedmethyl.gz",
         tbi="results/{sample}/methylation/{sample}.{aligner}.{motif}.bedmethyl.gz.tbi",
@@ -270,6 +267,6 @@ rule pileup:
         "../../envs/python.yaml"
     threads: RUN_CORES
     params:
-        settings=lambda wc: {**config["pileup"], "motif": wc.motif},
+        settings=pileup_settings,
     script:
         "../../scripts/pileup.py"

@@ -60,7 +60,7 @@ KINDS = {
             chemistry="R9.4.1 (nanopolish's pore models); methylation called by nanopolish",
             reads="FASTA or FASTQ basecalls of the signal's reads (.gz allowed)",
             needs_signal=True,
-            steps=frozenset({"raw_signal", "call_methylation"}),
+            steps=frozenset({"raw_signal", "call_methylation", "pileup"}),
             aligner_options={
                 "minimap2": "-ax map-ont",
                 "bwa": "mem -x ont2d",

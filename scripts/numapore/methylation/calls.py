@@ -23,9 +23,14 @@ CALL_COLUMNS = [
 ]
 
 
+def llr_probability(llr: float) -> float:
+    """The posterior probability of a modification at even prior odds: 1 / (1 + e^-LLR)."""
+    return 0.5 * (1 + math.tanh(llr / 2))  # = logistic(llr), without overflow
+
+
 def llr_to_ml(llr: float) -> int:
     """The SAM ML byte of a call: p = 1 / (1 + e^-LLR) (the posterior at even prior odds),
     N = ceil(256 p) - 1, the bin (N/256, (N+1)/256] holding p; N >= 128 exactly when LLR > 0."""
-    p = 0.5 * (1 + math.tanh(llr / 2))  # = logistic(llr), without overflow
+    p = llr_probability(llr)
     n = min(255, max(0, math.ceil(256 * p) - 1))
     return max(n, 128) if llr > 0 else min(n, 127)

@@ -44,17 +44,6 @@ typedef struct {
 } cc_table;
 
 typedef struct {
-    int64_t locus; /* chromosome rank << 40 | position */
-    uint32_t valid, methylated, failed, pad;
-} cc_site;
-
-typedef struct {
-    cc_site *sites;
-    int64_t nsites, next; /* next: the first site bed text has not written yet */
-    char code[8];
-    char **names; /* chromosome names by rank */
-} cc_bed;
-typedef struct {
     /* in: one alignment record of the read, its SEQ and CIGAR as they are in the BAM */
     const char *chrom, *seq;
     const uint32_t *cigar; /* (operation, length) pairs, pysam's operation codes */
@@ -422,95 +411,7 @@ void cc_free(cc_table *t) {
     memset(t, 0, sizeof *t);
 }
 
-/* LSD radix sort of sites by locus (non-negative), 16 bits a pass, as many passes as the
- * largest locus needs: linear, where a comparison sort of 20 M sites is not. */
-static int sort_sites(cc_site *sites, int64_t n) {
-    int64_t top = 0;
-    for (int64_t i = 0; i < n; i++)
-        if (sites[i].locus > top) top = sites[i].locus;
-    cc_site *scratch = malloc((size_t)(n ? n : 1) * sizeof *scratch);
-    int64_t *count = malloc(65536 * sizeof *count);
-    if (!scratch || !count) {
-        free(scratch);
-        free(count);
-        return -1;
-    }
-    cc_site *src = sites, *dst = scratch;
-    for (int shift = 0; shift < 64 && (top >> shift) > 0; shift += 16) {
-        memset(count, 0, 65536 * sizeof *count);
-        for (int64_t i = 0; i < n; i++) count[((uint64_t)src[i].locus >> shift) & 0xffff]++;
-        int64_t sum = 0;
-        for (int d = 0; d < 65536; d++) {
-            int64_t c = count[d];
-            count[d] = sum;
-            sum += c;
-        }
-        for (int64_t i = 0; i < n; i++)
-            dst[count[((uint64_t)src[i].locus >> shift) & 0xffff]++] = src[i];
-        cc_site *swap = src;
-        src = dst;
-        dst = swap;
-    }
-    if (src != sites) memcpy(sites, src, (size_t)n * sizeof *sites);
-    free(scratch);
-    free(count);
-    return 0;
-}
-
-/* Every motif site of the groups (their sequences searched for each of the nlit literals of
- * length len, overlapping), at rank[chrom] << 40 | start + forward_offset + its offset from
- * the group's first site, with the group's counts; sorted, a site in several groups summed.
- * What bedmethyl_table in frequency.py computes. 0, or -1 when out of memory. */
-int cc_bed_sites(const cc_table *t, cc_bed *bed, const char *const *literals, int nlit, int len,
-                 int forward_offset, const int64_t *rank) {
-    memset(bed, 0, sizeof *bed);
-    int64_t cap = t->ngroups + 1024, n = 0;
-    cc_site *sites = malloc((size_t)cap * sizeof *sites);
-    if (!sites) return -1;
-    for (int64_t gi = 0; gi < t->ngroups; gi++) {
-        const cc_group *g = &t->groups[gi];
-        const char *seq = t->pool + g->seq_off;
-        int64_t first = -1;
-        for (int64_t p = 0; p + len <= (int64_t)g->seq_len; p++)
-            for (int k = 0; k < nlit; k++)
-                if (memcmp(seq + p, literals[k], (size_t)len) == 0) {
-                    if (first < 0) first = p;
-                    if (n == cap) {
-                        cap += cap / 2;
-                        cc_site *grown = realloc(sites, (size_t)cap * sizeof *sites);
-                        if (!grown) {
-                            free(sites);
-                            return -1;
-                        }
-                        sites = grown;
-                    }
-                    cc_site *s = &sites[n++];
-                    s->locus = (rank[g->chrom] << 40) + g->start + forward_offset + p - first;
-                    s->valid = g->valid;
-                    s->methylated = g->methylated;
-                    s->failed = g->failed;
-                    s->pad = 0;
-                }
-    }
-    if (sort_sites(sites, n)) {
-        free(sites);
-        return -1;
-    }
-    int64_t m = 0; /* runs of one locus summed into their first */
-    for (int64_t i = 0; i < n; i++) {
-        if (m && sites[m - 1].locus == sites[i].locus) {
-            sites[m - 1].valid += sites[i].valid;
-            sites[m - 1].methylated += sites[i].methylated;
-            sites[m - 1].failed += sites[i].failed;
-        } else {
-            sites[m++] = sites[i];
-        }
-    }
-    bed->sites = sites;
-    bed->nsites = m;
-    return 0;
-}
-
+/* v as decimal text at p (the MM tag's counts); the position after it. */
 static char *put_int(char *p, int64_t v) {
     char tmp[24];
     int n = 0;
@@ -519,77 +420,6 @@ static char *put_int(char *p, int64_t v) {
     do tmp[n++] = (char)('0' + u % 10); while (u /= 10);
     while (n) *p++ = tmp[--n];
     return p;
-}
-
-#define PERCENT_MEMO 512 /* percentages of sites with fewer valid calls come from a table */
-
-/* 100 x methylated / valid as Python's "%.2f" formats it (glibc's printf rounds the same
- * double the same way: both exactly), "0.00" without valid calls. */
-static int put_percent(char *p, uint32_t methylated, uint32_t valid) {
-    static char memo[PERCENT_MEMO][PERCENT_MEMO + 1][8];
-    static int ready[PERCENT_MEMO][PERCENT_MEMO + 1];
-    if (valid == 0) return (int)(memcpy(p, "0.00", 4), 4);
-    if (valid < PERCENT_MEMO && methylated <= valid) {
-        if (!ready[valid][methylated]) {
-            snprintf(memo[valid][methylated], 8, "%.2f",
-                     (double)(100 * (uint64_t)methylated) / (double)valid);
-            ready[valid][methylated] = 1;
-        }
-        size_t n = strlen(memo[valid][methylated]);
-        memcpy(p, memo[valid][methylated], n);
-        return (int)n;
-    }
-    return snprintf(p, 32, "%.2f", (double)(100 * (uint64_t)methylated) / (double)valid);
-}
-
-/* The next bedMethyl rows as text (modkit's 18 columns, as bedmethyl_rows in frequency.py)
- * into out, whole rows while they fit in cap bytes; the bytes written, 0 after the last. */
-size_t cc_bed_text(cc_bed *bed, char *out, size_t cap) {
-    char *p = out;
-    size_t code_len = strlen(bed->code);
-    for (; bed->next < bed->nsites; bed->next++) {
-        const cc_site *s = &bed->sites[bed->next];
-        const char *name = bed->names[s->locus >> 40];
-        size_t name_len = strlen(name);
-        if ((size_t)(p - out) + name_len + code_len + 256 > cap) break;
-        int64_t pos = s->locus & ((INT64_C(1) << 40) - 1);
-        memcpy(p, name, name_len);
-        p += name_len;
-        *p++ = '\t';
-        p = put_int(p, pos);
-        *p++ = '\t';
-        p = put_int(p, pos + 1);
-        *p++ = '\t';
-        memcpy(p, bed->code, code_len);
-        p += code_len;
-        *p++ = '\t';
-        p = put_int(p, s->valid);
-        memcpy(p, "\t+\t", 3);
-        p += 3;
-        p = put_int(p, pos);
-        *p++ = '\t';
-        p = put_int(p, pos + 1);
-        memcpy(p, "\t255,0,0\t", 9);
-        p += 9;
-        p = put_int(p, s->valid);
-        *p++ = '\t';
-        p += put_percent(p, s->methylated, s->valid);
-        *p++ = '\t';
-        p = put_int(p, s->methylated);
-        *p++ = '\t';
-        p = put_int(p, (int64_t)s->valid - (int64_t)s->methylated);
-        memcpy(p, "\t0\t0\t", 5);
-        p += 5;
-        p = put_int(p, s->failed);
-        memcpy(p, "\t0\t0\n", 5);
-        p += 5;
-    }
-    return (size_t)(p - out);
-}
-
-void cc_bed_free(cc_bed *bed) {
-    free(bed->sites);
-    memset(bed, 0, sizeof *bed);
 }
 
 #define BGZF_HEADER 18

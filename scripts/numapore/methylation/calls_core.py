@@ -1,12 +1,12 @@
 """numapore's compiled call-table core (calls_core.c through cffi, built by calls_core_build.py
-from ./setup.sh): counts a call table's groups in one pass, makes the bedMethyl sites and text,
-and compresses BGZF blocks with libdeflate; it also tags a read's alignments with MM/ML from its
-calls (numapore.methylation.modbam uses that part directly, without this module's numpy and
-polars).
+when the package is installed): counts a call table's groups in one pass and compresses BGZF
+blocks with libdeflate; it also tags a read's alignments with MM/ML from its calls
+(numapore.methylation.modbam uses that part directly, without this module's numpy and polars).
+The bedMethyl is the pileup's (numapore.methylation.pileup) of the modBAM.
 
 numapore.methylation.frequency uses it when it is built and falls back on DuckDB and polars
-(numapore.methylation.bgzf on zlib) without it: the same frequency table and bedMethyl text
-(tests/test_calls_core.py runs both on the same inputs).
+(numapore.methylation.bgzf on zlib) without it: the same frequency table (tests/test_calls_core.py
+runs both on the same inputs).
 """
 
 from __future__ import annotations
@@ -20,7 +20,6 @@ import numpy as np
 import polars as pl
 
 from numapore.base import compiled
-from numapore.methylation.motifs import Motif
 
 _core = compiled.load("numapore.methylation._calls_core")  # None: DuckDB, polars and zlib
 ffi, lib = (_core.ffi, _core.lib) if _core is not None else (None, None)
@@ -36,7 +35,6 @@ GROUP_FIELDS = [
 ]  # fmt: skip
 # The columns it reads, in calls_core.c's order (F_CHROM ... F_SEQ).
 CALL_FIELDS = ["chromosome", "start", "end", "log_lik_ratio", "num_motifs", "sequence"]
-TEXT_CHUNK = 4 << 20  # bytes of bedMethyl text made at a time
 
 
 @contextmanager
@@ -89,37 +87,3 @@ def groups_frame(table) -> pl.DataFrame:
         first_row=pl.Series(raw["first_row"].copy()).replace(-1, None),
         rank=group_rank,
     )
-
-
-@contextmanager
-def bedmethyl_sites(table, motif: Motif) -> Iterator:
-    """The motif sites of an aggregated table (frequency.bedmethyl_table's: sorted, a site in
-    several groups summed), as a cc_bed (nsites of them) that bedmethyl_text writes."""
-    names, rank = chromosome_ranks(table)
-    literals = [ffi.new("char[]", s.encode()) for s in motif.literals]
-    lengths = {len(s) for s in motif.literals}
-    assert len(lengths) == 1, "calls_core.c searches literals of one length"
-    ranks = ffi.new("int64_t[]", rank.tolist() or [0])
-    bed = ffi.new("cc_bed *")
-    found = lib.cc_bed_sites(
-        table, bed, ffi.new("char *[]", literals), len(literals), lengths.pop(),
-        motif.forward_offset, ranks,
-    )  # fmt: skip
-    if found:
-        raise MemoryError("numapore: out of memory making the bedMethyl sites")
-    keep = [ffi.new("char[]", name.encode()) for name in names]  # alive while bed is used
-    by_rank = ffi.new("char *[]", keep or [ffi.NULL])
-    bed.names = by_rank
-    bed.code = motif.code.encode()
-    try:
-        yield bed
-    finally:
-        lib.cc_bed_free(bed)
-        del keep, by_rank
-
-
-def bedmethyl_text(bed) -> Iterator[bytes]:
-    """bedmethyl_sites' sites as frequency.bedmethyl_rows' text, whole rows a chunk at a time."""
-    buffer = ffi.new("char[]", TEXT_CHUNK)
-    while size := lib.cc_bed_text(bed, buffer, TEXT_CHUNK):
-        yield ffi.buffer(buffer, size)[:]

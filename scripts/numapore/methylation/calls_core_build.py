@@ -21,10 +21,6 @@ SOURCE = PACKAGE / "calls_core.c"
 C_DECLARATIONS = """
 int cc_aggregate(cc_table *t, const char *path, const int *where, int ncols, double threshold);
 void cc_free(cc_table *t);
-int cc_bed_sites(const cc_table *t, cc_bed *bed, const char *const *literals, int nlit, int len,
-                 int forward_offset, const int64_t *rank);
-size_t cc_bed_text(cc_bed *bed, char *out, size_t cap);
-void cc_bed_free(cc_bed *bed);
 size_t cc_bgzf_block(const unsigned char *in, size_t n, unsigned char *out, int level);
 int cc_llr_to_ml(double llr);
 int cc_call_group(cc_tagger *t, const char *buf, int64_t n, int eof, int64_t *skip,

@@ -6,11 +6,11 @@ num_motifs; it is methylated when log_lik_ratio > 0; a group adds num_motifs cal
 with split_groups, one site per motif of its sequence (that script splits on "CG" whatever the
 motif; here each motif splits on its own pattern, so non-CpG tables agree with it unsplit only).
 
-The bedMethyl table has one row per motif site (groups always split), 18 columns in modkit's
-order. The calls are read a block at a time (polars parses, DuckDB aggregates within a memory
-limit): only per-group counters and sequences are kept, never the call rows, and the text is
-written a chunk of rows at a time; percentages are formatted by Python's % on each distinct
-ratio, as the reference does.
+The calls are read a block at a time (polars parses, DuckDB aggregates within a memory limit):
+only per-group counters and sequences are kept, never the call rows, and the text is written a
+chunk of rows at a time; percentages are formatted by Python's % on each distinct ratio, as the
+reference does. The bedMethyl is not made here: it is the pileup (numapore.methylation.pileup,
+modkit's semantics) of the modBAM that numapore.methylation.modbam makes from the same calls.
 """
 
 from __future__ import annotations
@@ -25,7 +25,6 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import numpy as np
 import polars as pl
 
 if TYPE_CHECKING:  # imported where used: the accounting reads call tables with polars alone
@@ -33,7 +32,6 @@ if TYPE_CHECKING:  # imported where used: the accounting reads call tables with 
     import pyarrow as pa
 
 from numapore.methylation import calls_core
-from numapore.methylation.bgzf import write_indexed_bed
 from numapore.methylation.calls import CALL_COLUMNS
 from numapore.methylation.motifs import Motif
 
@@ -47,18 +45,6 @@ FREQUENCY_COLUMNS = [
     "methylated_frequency",
     "group_sequence",
 ]
-# modkit's bedMethyl columns (UCSC's bedMethyl documentation), after the BED9 ones.
-BEDMETHYL_COUNTS = [
-    "N_valid_cov",
-    "percent_modified",
-    "N_mod",
-    "N_canonical",
-    "N_other_mod",
-    "N_delete",
-    "N_fail",
-    "N_diff",
-    "N_nocall",
-]
 
 
 @dataclass
@@ -66,7 +52,6 @@ class FrequencySummary:
     """What frequency_outputs wrote and the call figures the rule log reports."""
 
     rows: int  # frequency table rows
-    sites: int  # bedMethyl rows
     calls: int
     confident_calls: int  # |llr| >= threshold (not x num_motifs)
     confident_unmethylated: int
@@ -292,9 +277,6 @@ def group_counts(
     return groups.with_columns(rank=rank)
 
 
-LOCUS_BITS = 40  # a site as one integer: chromosome rank above, position (< 2^40) below
-
-
 def formatted(pairs: pl.DataFrame, numerator: str, denominator: str, fmt: str) -> pl.DataFrame:
     """Each distinct (numerator, denominator) pair with fmt % (numerator / denominator) as Python
     formats it (the reference scripts' rounding, byte for byte); few pairs, so Python is cheap."""
@@ -382,95 +364,6 @@ def frequency_rows(chunk: pl.DataFrame, sequences: pl.Series, text: pl.DataFrame
     )
 
 
-SITE_COLUMNS = {"locus": pl.Int64, "valid": pl.UInt32, "methylated": pl.UInt32, "failed": pl.UInt32}
-
-
-def motif_sites(groups: pl.DataFrame, motif: Motif) -> dict[str, np.ndarray]:
-    """Every motif site of the groups as `locus` (LOCUS_BITS) with its group's valid, methylated
-    and failed calls, in numpy arrays sorted by locus; groups are exploded a slice at a time."""
-    parts = []
-    for chunk in groups.iter_slices(WRITE_CHUNK):
-        parts.append(
-            chunk.lazy()
-            .select(
-                locus=pl.col("rank") * (1 << LOCUS_BITS)
-                + pl.col("start")
-                + motif.forward_offset
-                + motif_offsets(motif),
-                valid="valid",
-                methylated="methylated",
-                failed="failed",
-            )
-            .explode("locus", empty_as_null=True)
-            .drop_nulls("locus")
-            .collect()
-        )
-    exploded = pl.concat(parts) if parts else pl.DataFrame(schema=SITE_COLUMNS)
-    del parts
-    locus = exploded["locus"].to_numpy()
-    order = np.argsort(locus, kind="stable")
-    sites = {"locus": locus[order]}
-    del locus
-    for name in ("valid", "methylated", "failed"):
-        sites[name] = exploded[name].to_numpy()[order]
-    return sites
-
-
-def bedmethyl_table(groups: pl.DataFrame, motif: Motif) -> pl.DataFrame:
-    """One bedMethyl site per motif site (modkit's columns are bedmethyl_rows'), sorted, from
-    group_counts: locus, valid, methylated and failed calls, numbers only.
-
-    Both strands are combined on the forward strand's modified base (strand '+', as modkit's
-    --combine-strands); N_valid_cov = confident calls, N_fail = calls below the threshold; a
-    site with only the latter is kept (percent 0) so no call is left out.
-    """
-    sites = motif_sites(groups, motif)
-    # Sorted by site: sum each run of equal sites (a site in several groups) without a hash table.
-    locus = sites.pop("locus")
-    first = np.flatnonzero(np.diff(locus, prepend=locus[:1] - 1))  # where each run starts
-    sums = {
-        name: np.add.reduceat(values.astype(np.int64), first) if len(first) else values
-        for name, values in sites.items()
-    }
-    return pl.DataFrame({"locus": locus[first], **sums}).cast({name: pl.Int64 for name in sums})
-
-
-def bedmethyl_rows(
-    sites: pl.DataFrame, motif: Motif, chromosomes: pl.DataFrame, percent: pl.DataFrame
-) -> pl.DataFrame:
-    """bedmethyl_table's sites as modkit's 18 bedMethyl columns: chromosomes maps rank to
-    name, percent is formatted's text of (hundred, valid)."""
-    names = pl.Enum(chromosomes["chromosome"])
-    sites = sites.with_columns(
-        chromosome=(pl.col("locus") // (1 << LOCUS_BITS)).replace_strict(
-            chromosomes["rank"], chromosomes["chromosome"], return_dtype=names
-        ),
-        pos=pl.col("locus") % (1 << LOCUS_BITS),
-        hundred=100 * pl.col("methylated"),
-    ).join(percent, on=["hundred", "valid"], how="left", maintain_order="left")
-    pos, end = pl.col("pos"), pl.col("pos") + 1
-    return sites.select(
-        "chromosome",
-        pos,
-        end.alias("end"),
-        code=pl.lit(motif.code),
-        score="valid",
-        strand=pl.lit("+"),
-        thick_start=pos,
-        thick_end=end,
-        color=pl.lit("255,0,0"),
-        n_valid="valid",
-        percent=pl.col("text").fill_null("0.00"),
-        n_mod="methylated",
-        n_canonical=pl.col("valid") - pl.col("methylated"),
-        n_other=pl.lit(0),
-        n_delete=pl.lit(0),
-        n_fail="failed",
-        n_diff=pl.lit(0),
-        n_nocall=pl.lit(0),
-    )
-
-
 WRITE_CHUNK = 1_000_000  # rows formatted at a time: the text columns of a chunk, not the table's
 
 
@@ -488,11 +381,7 @@ def table_text(table: pl.DataFrame, header: bool, rows=lambda chunk: chunk) -> I
 
 
 def write_text(path: Path, chunks: Iterable[bytes]) -> None:
-    """Write chunks of text to path: BGZF and its tabix index (path + '.tbi') if path ends
-    in .gz (a sorted BED-like text), else plain."""
-    if path.suffix == ".gz":
-        write_indexed_bed(path, chunks)
-        return
+    """Write chunks of text to path."""
     with open(path, "wb") as out:
         for chunk in chunks:
             out.write(chunk)
@@ -507,40 +396,19 @@ def write_frequency(groups: pl.DataFrame, motif: Motif, split_groups: bool, tsv:
     return frequency.height
 
 
-def bedmethyl_text(groups: pl.DataFrame, motif: Motif) -> tuple[int, Iterator[bytes]]:
-    """The bedMethyl sites of group_counts' groups: how many, and their rows' text in chunks."""
-    chromosomes = groups.select("rank", pl.col("chromosome").cast(pl.String)).unique().sort("rank")
-    sites = bedmethyl_table(groups, motif)
-    valid = sites.filter(pl.col("valid") > 0).select("valid", hundred=100 * pl.col("methylated"))
-    percent = formatted(valid, "hundred", "valid", "%.2f")
-    rows = partial(bedmethyl_rows, motif=motif, chromosomes=chromosomes, percent=percent)
-    return sites.height, table_text(sites, header=False, rows=rows)
-
-
 def frequency_outputs(
-    calls: Path, motif: Motif, threshold: float, split_groups: bool, tsv: Path, bed: Path
+    calls: Path, motif: Motif, threshold: float, split_groups: bool, tsv: Path
 ) -> FrequencySummary:
-    """Write the frequency table (tsv) and the bedMethyl (bed: BGZF with its tabix index,
-    bed + '.tbi', if its name ends in .gz, else plain text) of a call table, in one streamed
-    pass over its rows; memory holds one entry per group and per site (numbers, and a
-    sequence per group), the text is made a chunk of rows at a time. The compiled core
-    (calls_core) does the counting and the bedMethyl when it is built."""
+    """Write the frequency table (tsv) of a call table, in one streamed pass over its rows;
+    memory holds one entry per group (numbers, and a sequence), the text is made a chunk of
+    rows at a time. The compiled core (calls_core) does the counting when it is built."""
     header = check_call_header(calls)
     totals = ["calls", "strong", "strong_unmethylated"]
     if calls_core.ENABLED:
         with calls_core.aggregated(calls, header, threshold) as table:
-            groups = calls_core.groups_frame(table)
+            groups = calls_core.groups_frame(table)  # its sequences live in the table's memory
             counts = groups.select(pl.col(totals).cast(pl.Int64).sum()).row(0)
-            rows = write_frequency(groups, motif, split_groups, tsv)
-            del groups
-            with calls_core.bedmethyl_sites(table, motif) as sites:
-                write_text(bed, calls_core.bedmethyl_text(sites))
-                n_sites = sites.nsites
-        return FrequencySummary(rows, n_sites, *counts)
+            return FrequencySummary(write_frequency(groups, motif, split_groups, tsv), *counts)
     groups = group_counts(calls, threshold, first_rows=split_groups, scratch=tsv.parent)
     counts = groups.select(pl.col(totals).cast(pl.Int64).sum()).row(0)
-    rows = write_frequency(groups, motif, split_groups, tsv)
-    n_sites, text = bedmethyl_text(groups, motif)
-    del groups
-    write_text(bed, text)
-    return FrequencySummary(rows, n_sites, *counts)
+    return FrequencySummary(write_frequency(groups, motif, split_groups, tsv), *counts)

@@ -41,9 +41,10 @@ def pileup_arguments(settings: Mapping[str, Any], reference: str, threads: int) 
         args += ["--motif", sequence, str(offset)]
     if settings["combine_strands"] and motif != "any":
         args.append("--combine-strands")
-    if settings["filter_threshold"] != "auto":
+    if settings["filter_threshold"] == "auto":  # modkit takes one of the two
+        args += ["--filter-percentile", str(settings["filter_percentile"])]
+    else:
         args += ["--filter-threshold", str(settings["filter_threshold"])]
-    args += ["--filter-percentile", str(settings["filter_percentile"])]
     if settings["ignore"]:
         args += ["--ignore", settings["ignore"]]
     if settings["edge_filter"]:
