@@ -1,5 +1,6 @@
-"""Rule pileup: a modBAM's calls piled up into bedMethyl (numapore pileup, modkit's semantics),
-bgzipped and indexed; the equivalent modkit command goes to the log."""
+"""Rules pileup and pileup_shard: a modBAM's calls piled up into bedMethyl (numapore pileup,
+modkit's semantics): the whole, bgzipped and indexed, or a scatter shard's regions as text; the
+equivalent modkit command goes to the log."""
 
 import sys
 from pathlib import Path
@@ -13,20 +14,32 @@ from numapore.methylation.pileup_settings import modkit_command, pileup_argument
 smk = snakemake  # noqa: F821 (injected by the script directive)
 redirect_to_log(smk)
 arguments = pileup_arguments(smk.params.settings, str(smk.input.reference), smk.threads)
+bam = smk.input.bam
+if "text" in smk.output.keys():  # a scatter shard: its regions' rows, in genome order
+    shard, shards = map(int, smk.wildcards.shard.split("-of-"))
+    regions = pileup_cli.shard_regions(bam, shard, shards)
+    print(f"shard {shard} of {shards}: regions {', '.join(regions) or 'none'}")
+    if regions:
+        status = pileup_cli.run(pileup_cli.parse([bam, smk.output.text, *arguments]), regions)
+        sys.exit(status)
+    Path(smk.output.text).write_text("")
+    sys.exit(0)
 plain = str(Path(smk.output.bed).with_suffix(""))
-print(f"equivalent modkit command: {modkit_command(smk.input.bam, plain, arguments)}")
+print(f"equivalent modkit command: {modkit_command(bam, plain, arguments)}")
 with atomic_outputs([smk.output.bed, smk.output.tbi]) as (bed_gz, _tbi):
     # bed_gz is written with its index bed_gz.tbi, which is _tbi (temporary names keep the
-    # final ones' suffixes); the text is a temporary file beside them.
+    # final ones' suffixes); the text is a temporary file beside them, or the shards' texts.
+    shards = [Path(p) for p in smk.input.get("shards", [])]
     text = bed_gz.with_name(bed_gz.name + ".bed")
     try:
-        status = pileup_cli.main([smk.input.bam, str(text), *arguments])
-        if status:
-            sys.exit(status)  # the pileup said why, on the log
-        with open(text, "rb") as handle:
-            write_indexed_bed(bed_gz, iter(lambda: handle.read(4 << 20), b""))
-        with open(text, "rb") as handle:
-            rows = sum(1 for _ in handle)
+        if not shards:
+            status = pileup_cli.main([bam, str(text), *arguments])
+            if status:
+                sys.exit(status)  # the pileup said why, on the log
+        parts = shards or [text]
+        chunks = (block for part in parts for block in part.read_bytes().splitlines(True))
+        write_indexed_bed(bed_gz, chunks)
+        rows = sum(part.read_bytes().count(b"\n") for part in parts)
     finally:
         text.unlink(missing_ok=True)
 print(f"{rows} bedMethyl rows")

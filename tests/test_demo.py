@@ -6,7 +6,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 import yaml
-from conftest import REPO, numapore_output, reference_output, run_workflow
+from conftest import REPO, check_modkit_golden, numapore_output, reference_output, run_workflow
 
 from project import write_project
 
@@ -45,6 +45,12 @@ def test_demo_writes_every_output(demo_run):
         "methylation/demo.minimap2.cpg.modbam.bam.bai",
     ]:
         assert (out / path).stat().st_size > 0, path
+
+
+def test_demo_bedmethyl_is_modkits(demo_run):
+    """The demo's bedMethyl is byte for byte modkit 0.4.4's pileup of the demo's own modBAM
+    with the command the pileup job's log gives (tests/data/modkit)."""
+    assert check_modkit_golden(demo_run, "demo") == 1
 
 
 def test_demo_needs_nothing_from_shared():

@@ -148,13 +148,14 @@ def check_reads(in_bam: str, stats: engine.Stats) -> None:
             )
 
 
-def run(args: argparse.Namespace) -> int:
-    """Run the pileup; 0, or 1 after one `numapore: ` line on stderr."""
+def run(args: argparse.Namespace, regions: list[str] | None = None) -> int:
+    """Run the pileup (of the regions only, when given: a scatter's share); 0, or 1 after one
+    `numapore: ` line on stderr."""
     tmp = None
     try:
         options = options_from_args(args)
         if args.out_bed in ("-", "stdout"):
-            result = engine.pileup(args.in_bam, sys.stdout, options)
+            result = engine.pileup(args.in_bam, sys.stdout, options, regions)
             check_reads(args.in_bam, result.stats)
             sys.stdout.flush()
         else:
@@ -163,7 +164,7 @@ def run(args: argparse.Namespace) -> int:
             folder.mkdir(parents=True, exist_ok=True)
             fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".part", dir=folder)
             with os.fdopen(fd, "w", buffering=1 << 20) as handle:
-                result = engine.pileup(args.in_bam, handle, options)
+                result = engine.pileup(args.in_bam, handle, options, regions)
             check_reads(args.in_bam, result.stats)
             os.chmod(tmp, 0o644)
             os.replace(tmp, out)
@@ -189,6 +190,21 @@ def run(args: argparse.Namespace) -> int:
             f"{st.rows} row(s) written"
         )
     return 0
+
+
+def shard_regions(in_bam: str, shard: int, shards: int) -> list[str]:
+    """The regions of scatter shard `shard` of `shards` (1-based): consecutive regions of
+    engine.scatter_regions, so that the shards' pileups concatenate, in shard order, to the
+    whole pileup."""
+    regions = engine.scatter_regions(in_bam, shards)
+    return regions[(shard - 1) * len(regions) // shards : shard * len(regions) // shards]
+
+
+def parse(argv: list[str]) -> argparse.Namespace:
+    """The pileup's command line parsed (IN.bam OUT.bed OPTIONS...)."""
+    parser = argparse.ArgumentParser(prog="numapore pileup")
+    add_arguments(parser)
+    return parser.parse_args(argv)
 
 
 def main(argv: list[str] | None = None, prog: str = "numapore pileup") -> int:
