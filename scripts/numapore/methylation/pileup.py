@@ -70,6 +70,7 @@ MASK64 = (1 << 64) - 1
 MAX_PROB = f32(1.01)
 DEFAULT_INTERVAL = 100_000
 SAMPLING_INTERVAL = 1_000_000
+WORK_SIZE = 100_000  # the most reference bases tallied at once when motifs allow it
 
 
 class PileupError(Exception):
@@ -815,11 +816,13 @@ def plan_chunks(bam, options: Options, fasta, pf: PositionFilter | None) -> list
     """modkit's intervals (ReferenceIntervalsFeeder) with their focus positions."""
     motifs = [make_motif(m, o) for m, o in options.motif_list()]
     combine = options.numeric()[2]
+    # without motifs the interval bounds change nothing in the output: cap the work unit
+    step = options.interval_size if motifs else min(options.interval_size, WORK_SIZE)
     chunks = []
     for tid, name, rec_start, rec_end in reference_records(bam, options, pf):
         pos = rec_start
         while pos < rec_end:
-            end = min(pos + options.interval_size, rec_end)
+            end = min(pos + step, rec_end)
             chunk = Chunk(tid, name, pos, end, first=pos == rec_start)
             if motifs:
                 motif_focus(chunk, motifs, fasta, rec_end, pf, combine, options.mask)

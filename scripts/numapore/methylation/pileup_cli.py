@@ -139,7 +139,7 @@ def check_reads(in_bam: str, stats: engine.Stats) -> None:
                 "(--force-allow-implicit reads them as implicit)"
             )
         raise engine.PileupError(f"{in_bam}: every read was skipped (read {name}: {reason})")
-    for kind in ("ml_short", "mm", "mn", "conflict"):
+    for kind in ("ml_short", "mm", "mn", "conflict", "implicit"):
         if kind in stats.skipped:
             name, reason = stats.examples[kind]
             engine.eprint(
