@@ -235,10 +235,14 @@ def records(bam: Path) -> list[str]:
 
 @pytest.mark.parametrize("strategy", ["interleave", "localalloc"])
 def test_strategies_and_scatter_give_the_same_records(baseline, tmp_path, strategy) -> None:
-    """A NUMA strategy with the alignment scattered over 2 jobs: the same records and bytes."""
+    """A NUMA strategy with the alignment scattered over 2 jobs and the pileup over 3 (by
+    region): the same records, and the bedMethyl byte for byte the unscattered one."""
     work = write_modbam_project(
         tmp_path / "run", ["unmapped", "dorado032"],
-        {"host": str(host_file(tmp_path / "host.yaml", strategy)), "scatter": {"alignment": 2}},
+        {
+            "host": str(host_file(tmp_path / "host.yaml", strategy)),
+            "scatter": {"alignment": 2, "methylation": 1, "pileup": 3},
+        },
     )  # fmt: skip
     done = run_workflow(work)
     assert done.returncode == 0, done.stderr[-3000:]

@@ -350,7 +350,11 @@ def pileup_inputs(wildcards):
         bam = f"results/{wildcards.sample}/methylation/{name}.{wildcards.motif}.modbam.bam"
     else:
         bam = f"results/{wildcards.sample}/align/{name}.bam"
-    return {"bam": bam, "bai": f"{bam}.bai", "reference": reference_fasta(wildcards)}
+    inputs = {"bam": bam, "bai": f"{bam}.bai", "reference": reference_fasta(wildcards)}
+    if config["scatter"]["pileup"] > 1 and "shard" not in wildcards.keys():
+        shards = f"results/{wildcards.sample}/methylation/shards/{name}.{wildcards.motif}"
+        inputs["shards"] = [f"{shards}.{shard}.bed" for shard in shard_ids("pileup")]
+    return inputs
 
 
 def pileup_settings(wildcards):

@@ -270,3 +270,25 @@ rule pileup:
         settings=pileup_settings,
     script:
         "../../scripts/pileup.py"
+
+
+# A share of the pileup (scatter.pileup > 1): the rows of consecutive regions of the genome
+# (numapore.methylation.pileup_cli.shard_regions); rule pileup concatenates them in order.
+rule pileup_shard:
+    input:
+        unpack(pileup_inputs),
+    output:
+        text=temp("results/{sample}/methylation/shards/{sample}.{aligner}.{motif}.{shard}.bed"),
+    log:
+        "results/logs/pileup_shard/{sample}.{aligner}.{motif}.{shard}.log",
+    benchmark:
+        "results/benchmarks/pileup_shard/{sample}.{aligner}.{motif}.{shard}.tsv"
+    wildcard_constraints:
+        sample=samples_running("pileup"),
+    conda:
+        "../../envs/python.yaml"
+    threads: RUN_CORES
+    params:
+        settings=pileup_settings,
+    script:
+        "../../scripts/pileup.py"
