@@ -10,8 +10,10 @@ import io
 import json
 import shlex
 import subprocess
+from pathlib import Path
 
 import numpy as np
+import pysam
 import pandas as pd
 import pytest
 import yaml
@@ -20,6 +22,7 @@ from conftest import REPO, ecoli_row, primary_mapped, run_workflow
 from tables import read_table
 
 from numapore.methylation.accuracy import roc_auc
+from numapore.methylation.bedmethyl import read_bedmethyl
 from numapore.execution.launch import Process, run_processes
 from project import write_project
 from numapore.report.figures import read_fates, roc_curve, row_label, samtools_stats
@@ -97,33 +100,39 @@ def test_alignment_qc_figure_matches_samtools_and_the_bam(report_run, sample):
     assert shown == pytest.approx(bases, rel=1e-9)
 
 
+def modbam_ml(bam: Path) -> tuple[int, list[int]]:
+    """Reads with ML values among a modBAM's primary records, and each one's ML count (pysam)."""
+    counts = []
+    with pysam.AlignmentFile(str(bam), check_sq=False) as handle:
+        for rec in handle.fetch(until_eof=True):
+            if not (rec.is_secondary or rec.is_supplementary) and rec.has_tag("ML"):
+                counts.append(len(rec.get_tag("ML")))
+    counts = [c for c in counts if c]
+    return len(counts), counts
+
+
 @pytest.mark.parametrize("sample", SAMPLES)
-def test_methylation_figure_matches_the_call_and_frequency_tables(report_run, sample):
+def test_methylation_figure_matches_the_bedmethyl_and_modbam(report_run, sample):
+    """The figure's numbers are the bedMethyl's sites and the modBAM's calls (any source)."""
     work, _ = report_run
     data = figure_data(work, sample, "methylation")
-    calls = pd.read_csv(
-        out(work, sample, f"methylation/{sample}.{ALIGNER}.cpg.calls.tsv"), sep="\t"
-    )
-    freq = pd.read_csv(
-        out(work, sample, f"methylation/{sample}.{ALIGNER}.cpg.frequency.tsv"), sep="\t"
-    )
-    assert data["calls"] == len(calls) and data["sites"] == len(freq) > 0
-    assert sum(data["frequency"]["counts"]) == len(freq)
-    per_read = calls.groupby("read_name").size()
-    assert sum(data["calls_per_read"]["counts"]) == data["reads_with_calls"] == len(per_read)
+    name = f"methylation/{sample}.{ALIGNER}.cpg"
+    bed = pd.DataFrame(read_bedmethyl(out(work, sample, f"{name}.bedmethyl.gz")))
+    assert data["codes"] == ["m"] and data["sites"]["m"] == len(bed) > 0
+    assert sum(data["fraction_modified"]["m"]["counts"]) == (bed["valid_cov"] > 0).sum()
+    reads, per_read = modbam_ml(out(work, sample, f"{name}.modbam.bam"))
+    assert sum(data["calls_per_read"]["counts"]) == data["reads_with_calls"] == reads > 0
+    assert data["calls"]["m"] == sum(per_read) == sum(data["probability"]["m"])
     edges = data["calls_per_read"]["edges"]
-    assert (edges[0], edges[-1]) == (per_read.min(), per_read.max())
-    llr = data["log_lik_ratio"]
-    assert sum(llr["counts"]) == len(calls)
-    assert llr["edges"][0] == calls["log_lik_ratio"].min()
-    assert llr["edges"][-1] == calls["log_lik_ratio"].max()
-    along = data["along_reference"]
-    assert set(along) == set(freq["chromosome"].astype(str))
+    assert (edges[0], edges[-1]) == (min(per_read), max(per_read))
+    along = data["along_reference"]["m"]
+    assert set(along) == set(bed["chrom"])
     for contig, series in along.items():
-        sites = freq[freq["chromosome"].astype(str) == contig]
+        sites = bed[bed["chrom"] == contig]
         assert series["bin_start"][0] == sites["start"].min()
-        assert min(series["mean_frequency"]) >= sites["methylated_frequency"].min()
-        assert max(series["mean_frequency"]) <= sites["methylated_frequency"].max()
+        fraction = sites["n_mod"] / sites["valid_cov"].where(sites["valid_cov"] > 0)
+        assert min(series["mean_fraction"]) >= fraction.min()
+        assert max(series["mean_fraction"]) <= fraction.max()
 
 
 @pytest.mark.parametrize("sample", SAMPLES)
@@ -207,11 +216,13 @@ def test_multiqc_report_matches_samtools_and_the_accounting(report_run):
         assert nonzero(raw["multiqc_numapore_accounting_plot"][name]) == nonzero(fates)
         column = fates_plot["samples"].index(name)
         assert nonzero({c["name"]: c["data"][column] for c in fates_plot["cats"]}) == nonzero(fates)
-        calls = pd.read_csv(out(work, sample, f"methylation/{name}.cpg.calls.tsv"), sep="\t")
-        freq = pd.read_csv(out(work, sample, f"methylation/{name}.cpg.frequency.tsv"), sep="\t")
+        bed = pd.DataFrame(
+            read_bedmethyl(out(work, sample, f"methylation/{name}.cpg.bedmethyl.gz"))
+        )
+        reads, per_read = modbam_ml(out(work, sample, f"methylation/{name}.cpg.modbam.bam"))
         meth = raw["multiqc_numapore_methylation_table"][name]
-        assert (meth["calls"], meth["sites"]) == (len(calls), len(freq))
-        assert meth["reads_with_calls"] == calls["read_name"].nunique()
+        assert (meth["5mC calls"], meth["5mC sites"]) == (sum(per_read), len(bed))
+        assert meth["reads_with_calls"] == reads
 
 
 CLICK = "((t) => { const a = [...document.querySelectorAll('a')]"
@@ -269,7 +280,7 @@ def test_multiqc_report_opens_in_chromium_with_every_sample(report_run):
     with Browser() as browser:
         browser.open(work / "results/multiqc/numapore_multiqc.html")
         text = browser.evaluate("document.body.innerText")
-        for section in ["numapore: read accounting", "numapore: CpG methylation", "Samtools"]:
+        for section in ["numapore: read accounting", "numapore: base modifications", "Samtools"]:
             assert section in text
         for sample in SAMPLES:
             assert f"{sample}.{ALIGNER}" in text

@@ -423,9 +423,27 @@ def run_output(kind, sample, aligner):
         "frequency": (
             f"results/{sample}/methylation/{sample}.{aligner}.{ACCOUNTING_MOTIF}.frequency.tsv"
         ),
+        # Any source of calls: the report's and MultiQC's modification figures (the first
+        # motif's modBAM and its pileup for a signal sample, the realigned modBAM for a modbam
+        # sample).
+        **modification_outputs(sample, aligner),
         "accuracy": f"results/{sample}/methylation/{sample}.{aligner}.cpg.accuracy.tsv",
         "truth": f"results/simulated/{sample}/truth.tsv",
     }[kind]
+
+
+def modification_outputs(sample, aligner):
+    """A run's modBAM and bedMethyl (run_output's 'modbam' and 'bedmethyl')."""
+    name = f"results/{sample}/methylation/{sample}.{aligner}"
+    if SAMPLES[sample].input_kind.runs("call_methylation"):
+        return {
+            "modbam": f"{name}.{ACCOUNTING_MOTIF}.modbam.bam",
+            "bedmethyl": f"{name}.{ACCOUNTING_MOTIF}.bedmethyl.gz",
+        }
+    return {
+        "modbam": f"results/{sample}/align/{sample}.{aligner}.bam",
+        "bedmethyl": f"{name}.{config['pileup']['motif']}.bedmethyl.gz",
+    }
 
 
 def report_inputs(*kinds):
@@ -439,7 +457,7 @@ def report_figures(sample, aligner):
     simulated = sample in config["simulate"] and "cpg" in config["methylation"]["motifs"]
     kinds = REPORT_KINDS + (["accuracy"] if simulated else [])
     if not SAMPLES[sample].input_kind.runs("call_methylation"):
-        kinds = ["alignment_qc", "provenance"]
+        kinds = ["alignment_qc", "methylation", "provenance"]
     suffix = {"provenance": "html"}  # the others are figures
     return [f"results/{sample}/report/{sample}.{aligner}.{k}.{suffix.get(k, 'png')}" for k in kinds]
 
@@ -504,13 +522,15 @@ def multiqc_inputs(wildcards=None):
 
 def multiqc_runs(wildcards=None):
     """Per MultiQC sample name ('<sample>.<aligner>', as MultiQC names samtools reports) the
-    accounting, calls and frequency tables of that run."""
+    modBAM and bedMethyl of that run, and its read accounting where it has one."""
     a = config["aligner"]
-    return {
-        f"{s}.{a}": {k: run_output(k, s, a) for k in ("accounting", "calls", "frequency")}
-        for s, sample in SAMPLES.items()
-        if sample.input_kind.runs("call_methylation")
-    }
+    runs = {}
+    for s, sample in SAMPLES.items():
+        kinds = ["modbam", "bedmethyl"]
+        if sample.input_kind.runs("call_methylation"):
+            kinds.append("accounting")
+        runs[f"{s}.{a}"] = {k: run_output(k, s, a) for k in kinds}
+    return runs
 
 
 def report_locations():

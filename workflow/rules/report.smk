@@ -29,7 +29,7 @@ rule report_alignment_qc:
 
 rule report_methylation:
     input:
-        unpack(report_inputs("calls", "frequency")),
+        unpack(report_inputs("bedmethyl", "modbam")),
     output:
         png=report(
             "results/{sample}/report/{sample}.{aligner}.methylation.png",

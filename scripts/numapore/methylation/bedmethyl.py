@@ -9,6 +9,8 @@ read_bedmethyl.
 
 from __future__ import annotations
 
+import gzip
+
 import struct
 from collections.abc import Iterator
 from pathlib import Path
@@ -88,8 +90,10 @@ def parse_line(line: str) -> BedMethylRow:
 
 
 def read_bedmethyl(path: str | Path) -> Iterator[BedMethylRow]:
-    """The rows of a bedMethyl file (a header line, if any, is skipped)."""
-    with open(path) as handle:
+    """The rows of a bedMethyl file, plain or gzip/BGZF-compressed (a header line, if any, is
+    skipped)."""
+    opener = gzip.open if str(path).endswith(".gz") else open
+    with opener(path, "rt") as handle:
         for number, line in enumerate(handle, 1):
             if number == 1 and line.startswith("chrom\tchromStart"):
                 continue

@@ -30,6 +30,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 from numapore.report.accounting import COLUMNS as ACCOUNTING_COLUMNS  # noqa: E402
 from numapore.methylation.accuracy import label_calls, per_site, roc_auc  # noqa: E402
+from numapore.methylation.bedmethyl import BedMethylRow, read_bedmethyl  # noqa: E402
 from numapore.base.atomic import atomic_output  # noqa: E402
 from numapore.report.comparison_plots import save  # noqa: E402
 
@@ -167,60 +168,131 @@ def read_calls_table(path: str | os.PathLike) -> pd.DataFrame:
     return pd.read_csv(path, sep="\t", dtype={"chromosome": str, "read_name": str})
 
 
+# Modification codes as the SAM spec names them (ChEBI numbers stay numbers).
+CODE_NAMES = {
+    "m": "5mC", "h": "5hmC", "f": "5fC", "c": "5caC", "a": "6mA", "g": "5hmU", "e": "5fU",
+    "b": "5caU", "o": "8oxoG", "n": "Xao", "C": "any C", "A": "any A",
+}  # fmt: skip
+
+
+def code_name(code: str) -> str:
+    """A bedMethyl / MM modification code as people read it (m: 5mC)."""
+    return CODE_NAMES.get(code, code)
+
+
+def modbam_calls(bam: str | os.PathLike) -> dict[str, Any]:
+    """The modification calls of a modBAM's primary records, from their MM/ML tags: per code
+    the calls and their probabilities' ML histogram (256 bins), and the calls of each read."""
+    per_code: dict[str, dict[str, Any]] = {}
+    per_read: list[int] = []
+    with pysam.AlignmentFile(str(bam), check_sq=False) as handle:
+        for rec in handle.fetch(until_eof=True):
+            if rec.is_secondary or rec.is_supplementary or not rec.has_tag("ML"):
+                continue
+            mm = rec.get_tag("MM") if rec.has_tag("MM") else rec.get_tag("Mm")
+            ml = np.asarray(rec.get_tag("ML"), dtype=np.int64)
+            at = 0
+            for group in filter(None, mm.split(";")):
+                head, *deltas = group.split(",")
+                codes = head[2:].rstrip("?.")
+                codes = [codes] if codes.isdigit() else list(codes)
+                n = len(deltas) * len(codes)
+                values = ml[at : at + n].reshape(-1, len(codes)) if n else ml[:0].reshape(0, 1)
+                at += n
+                for k, code in enumerate(codes):
+                    entry = per_code.setdefault(code, {"calls": 0, "ml": np.zeros(256, np.int64)})
+                    entry["calls"] += len(values)
+                    entry["ml"] += np.bincount(values[:, k], minlength=256)[:256]
+            if at:
+                per_read.append(at)
+    return {"codes": per_code, "per_read": np.asarray(per_read, dtype=np.int64)}
+
+
+def bedmethyl_frame(path: str | os.PathLike) -> pd.DataFrame:
+    """A bedMethyl file's rows (numapore.methylation.bedmethyl reads it) with the fraction
+    modified of each (N_mod / N_valid_cov)."""
+    rows = pd.DataFrame(read_bedmethyl(path), columns=BedMethylRow._fields)
+    rows["fraction"] = rows["n_mod"] / rows["valid_cov"].where(rows["valid_cov"] > 0)
+    return rows
+
+
 def methylation_overview(
-    calls: str | os.PathLike, frequency: str | os.PathLike, name: str, png: Path, data: Path
+    bedmethyl: str | os.PathLike, modbam: str | os.PathLike, name: str, png: Path, data: Path
 ) -> None:
-    """Methylation figure: per-site frequency histogram, calls per read, LLR distribution,
-    methylation along the reference (mean per-site frequency per bin)."""
-    c = read_calls_table(calls)
-    f = pd.read_csv(frequency, sep="\t", dtype={"chromosome": str})
-    per_read = c.groupby("read_name").size()
-    along = {}
-    for contig, sites in f.groupby("chromosome"):
-        lo, hi = int(sites["start"].min()), int(sites["start"].max()) + 1
-        edges = np.linspace(lo, hi, min(BINS, len(sites)) + 1)
-        which = np.clip(np.searchsorted(edges, sites["start"], "right") - 1, 0, len(edges) - 2)
-        means = sites.groupby(which)["methylated_frequency"].mean()
-        along[contig] = {
-            "bin_start": [float(edges[i]) for i in means.index],
-            "mean_frequency": means.tolist(),
-        }
+    """Methylation figure of any source of calls, from the bedMethyl and the modBAM: per-site
+    fraction modified per code, calls per read, the calls' probabilities per code (ML), and
+    the mean fraction modified along the reference per code (5mC and 5hmC side by side)."""
+    sites = bedmethyl_frame(bedmethyl)
+    calls = modbam_calls(modbam)
+    per_read = calls["per_read"]
+    codes = sorted(set(sites["name"]) | set(calls["codes"]))
+    along: dict[str, dict[str, dict[str, list]]] = {}
+    for code in codes:
+        for contig, rows in sites[sites["name"] == code].groupby("chrom"):
+            lo, hi = int(rows["start"].min()), int(rows["start"].max()) + 1
+            edges = np.linspace(lo, hi, min(BINS, len(rows)) + 1)
+            which = np.clip(np.searchsorted(edges, rows["start"], "right") - 1, 0, len(edges) - 2)
+            means = rows.groupby(which)["fraction"].mean()
+            along.setdefault(code, {})[str(contig)] = {
+                "bin_start": [float(edges[i]) for i in means.index],
+                "mean_fraction": means.tolist(),
+            }
     numbers = {
-        "sites": len(f),
-        "calls": len(c),
+        "codes": codes,
+        "sites": {c: int((sites["name"] == c).sum()) for c in codes},
+        "calls": {c: int(calls["codes"].get(c, {}).get("calls", 0)) for c in codes},
         "reads_with_calls": int(per_read.size),
-        "frequency": histogram(f["methylated_frequency"], np.linspace(0, 1, 21)),
-        # A sample without calls (max of nothing is NaN) gets one empty bin.
+        "fraction_modified": {
+            c: histogram(sites.loc[sites["name"] == c, "fraction"].dropna(), np.linspace(0, 1, 21))
+            for c in codes
+        },
+        # A sample without calls (max of nothing) gets one empty bin.
         "calls_per_read": histogram(
             per_read, min(40, max(int(per_read.max()), 1) if per_read.size else 1)
         ),
-        "log_lik_ratio": histogram(c["log_lik_ratio"], 60),
+        "probability": {
+            c: calls["codes"][c]["ml"].tolist() for c in codes if c in calls["codes"]
+        },  # ML byte N: probability in [N/256, (N+1)/256)
         "along_reference": along,
     }
     fig, axes = plt.subplots(2, 2, figsize=(11, 8))
+    width = 0.05 / max(len(codes), 1)
+    for k, code in enumerate(codes):
+        hist = numbers["fraction_modified"][code]
+        axes[0][0].bar(
+            np.asarray(hist["edges"][:-1]) + k * width, hist["counts"], width=width, align="edge",
+            label=f"{code_name(code)} ({numbers['sites'][code]} sites)",
+        )  # fmt: skip
+        if code in numbers["probability"]:
+            coarse = np.asarray(numbers["probability"][code]).reshape(32, 8).sum(axis=1)
+            axes[1][0].plot(
+                (np.arange(32) + 0.5) / 32, coarse, ".-", lw=0.8,
+                label=f"{code_name(code)} ({numbers['calls'][code]} calls)",
+            )  # fmt: skip
+        for contig, series in along.get(code, {}).items():
+            axes[1][1].plot(
+                series["bin_start"], series["mean_fraction"], ".-", lw=0.8,
+                label=f"{code_name(code)} {contig}"[:40],
+            )  # fmt: skip
+    axes[0][0].set_xlabel("fraction modified (N_mod / N_valid_cov)")
+    axes[0][0].set_ylabel("sites")
+    axes[0][0].set_title("Per-site fraction modified (bedMethyl)")
     bar_histogram(
-        axes[0][0], numbers["frequency"], "methylated frequency",
-        f"Per-site frequency ({numbers['sites']} sites)",
-    )  # fmt: skip
-    bar_histogram(
-        axes[0][1], numbers["calls_per_read"], "CpG calls per read",
+        axes[0][1], numbers["calls_per_read"], "modification calls per read",
         f"Calls per read ({numbers['reads_with_calls']} reads)",
     )  # fmt: skip
-    bar_histogram(
-        axes[1][0], numbers["log_lik_ratio"], "log-likelihood ratio (methylated - unmethylated)",
-        f"LLR distribution ({numbers['calls']} calls)",
-    )  # fmt: skip
-    ax = axes[1][1]
-    for contig, series in along.items():
-        ax.plot(series["bin_start"], series["mean_frequency"], ".-", label=contig, lw=0.8)
-    ax.set_ylim(-0.02, 1.02)
-    ax.set_xlabel("position on the reference (span with calls)")
-    ax.set_ylabel("mean methylated frequency")
-    ax.set_title("Methylation along the reference")
-    ax.grid(alpha=0.3)
-    if len(along) > 1:
-        ax.legend(fontsize="small")
-    fig.suptitle(f"{name}: CpG methylation (nanopolish)")
+    axes[1][0].set_xlabel("probability of the modification (ML)")
+    axes[1][0].set_ylabel("calls (32 bins)")
+    axes[1][0].set_title("Call probabilities (modBAM)")
+    axes[1][1].set_ylim(-0.02, 1.02)
+    axes[1][1].set_xlabel("position on the reference (span with calls)")
+    axes[1][1].set_ylabel("mean fraction modified")
+    axes[1][1].set_title("Modification along the reference")
+    for ax in (axes[0][0], axes[1][0], axes[1][1]):
+        ax.grid(alpha=0.3)
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize="small")
+    fig.suptitle(f"{name}: base modifications ({', '.join(map(code_name, codes)) or 'none'})")
     fig.tight_layout()
     save(fig, png)
     write_json(numbers, data)
@@ -461,27 +533,30 @@ MQC_HEADERS = {
     },
     "methylation": {
         "id": "numapore_methylation",
-        "section_name": "numapore: CpG methylation",
-        "description": "nanopolish calls per sample: calls, reads with calls, sites and their "
-        "mean methylated frequency (calls.tsv and frequency.tsv).",
+        "section_name": "numapore: base modifications",
+        "description": "Per sample and modification code (5mC, 5hmC, 6mA, ...): calls in the "
+        "modBAM, reads with calls, bedMethyl sites and their mean fraction modified.",
         "plot_type": "table",
-        "pconfig": {"id": "numapore_methylation_table", "title": "numapore: CpG methylation"},
+        "pconfig": {"id": "numapore_methylation_table", "title": "numapore: base modifications"},
     },
 }
 
 
-def methylation_summary(calls: str | os.PathLike, frequency: str | os.PathLike) -> dict:
-    """One sample's methylation numbers for MultiQC: calls, reads with calls, sites, mean
-    per-site frequency, sites with frequency >= 0.5."""
-    c = read_calls_table(calls)
-    f = pd.read_csv(frequency, sep="\t", dtype={"chromosome": str})
-    return {
-        "calls": len(c),
-        "reads_with_calls": int(c["read_name"].nunique()),
-        "sites": len(f),
-        "mean_frequency": round(float(f["methylated_frequency"].mean()), 4) if len(f) else 0.0,
-        "sites_methylated_50pct": int((f["methylated_frequency"] >= 0.5).sum()),
-    }
+def methylation_summary(bedmethyl: str | os.PathLike, modbam: str | os.PathLike) -> dict:
+    """One sample's modification numbers for MultiQC, per code: calls (modBAM), sites, mean
+    fraction modified and sites at least half modified (bedMethyl); and reads with calls."""
+    sites = bedmethyl_frame(bedmethyl)
+    calls = modbam_calls(modbam)
+    summary: dict[str, Any] = {"reads_with_calls": int(calls["per_read"].size)}
+    for code in sorted(set(sites["name"]) | set(calls["codes"])):
+        rows = sites[sites["name"] == code]
+        label = code_name(code)
+        summary[f"{label} calls"] = int(calls["codes"].get(code, {}).get("calls", 0))
+        summary[f"{label} sites"] = len(rows)
+        mean = rows["fraction"].mean()
+        summary[f"{label} mean fraction"] = round(float(mean), 4) if len(rows) else 0.0
+        summary[f"{label} sites >= 50%"] = int((rows["fraction"] >= 0.5).sum())
+    return summary
 
 
 def write_mqc_tsv(kind: str, rows: Mapping[str, Mapping[str, Any]], output: Path) -> None:
@@ -504,7 +579,11 @@ def multiqc_custom_content(
 ) -> None:
     """numapore's MultiQC custom content over every run (name '<sample>.<aligner>', as MultiQC
     names the samtools reports): read fates from the accounting, methylation summaries."""
-    fates = {name: read_fates(read_accounting(f["accounting"])) for name, f in runs.items()}
+    fates = {
+        name: read_fates(read_accounting(f["accounting"]))
+        for name, f in runs.items()
+        if "accounting" in f
+    }
     write_mqc_tsv("accounting", fates, accounting_out)
-    meth = {name: methylation_summary(f["calls"], f["frequency"]) for name, f in runs.items()}
+    meth = {name: methylation_summary(f["bedmethyl"], f["modbam"]) for name, f in runs.items()}
     write_mqc_tsv("methylation", meth, methylation_out)
