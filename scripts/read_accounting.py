@@ -19,6 +19,7 @@ try:
             readdb=smk.input.readdb,
             bam=smk.input.bam,
             calls=smk.input.calls,
+            modbam=smk.input.modbam,
             min_mapq=smk.params.min_mapq,
             blow5_index=smk.input.get("blow5_index"),
             rejected=smk.input.get("rejected"),

@@ -643,6 +643,7 @@ def accounting_inputs(wildcards):
         "readdb": f"{reads}.index.readdb",
         "bam": f"{prefix}/align/{name}.bam",
         "calls": f"{prefix}/methylation/{name}.{ACCOUNTING_MOTIF}.calls.tsv",
+        "modbam": f"{prefix}/methylation/{name}.{ACCOUNTING_MOTIF}.modbam.bam",
     }
     if IO_MODE == "slow5":
         inputs["blow5_index"] = f"{prefix}/signal/{wildcards.sample}.blow5.idx"

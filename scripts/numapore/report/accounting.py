@@ -116,6 +116,23 @@ def called_read_names(calls: str | os.PathLike) -> pl.Series:
     return names.drop_nulls().sort()  # a blank line has no name
 
 
+def modbam_called_read_names(modbam: str | os.PathLike) -> pl.Series:
+    """Names of the reads whose primary record in a modBAM carries modification tags (MM), from
+    any source of calls, sorted, each once."""
+    try:
+        with pysam.AlignmentFile(str(modbam), check_sq=False) as handle:
+            names = (
+                rec.query_name
+                for rec in handle.fetch(until_eof=True)
+                if not (rec.is_secondary or rec.is_supplementary)
+                and (rec.has_tag("MM") or rec.has_tag("Mm"))
+            )
+            found = rows_frame(((n,) for n in names), {"read_id": pl.String})["read_id"]
+    except (OSError, ValueError) as err:
+        raise AccountingError(f"{modbam}: not a readable modBAM: {err}") from err
+    return found.unique().sort()
+
+
 def called_reads(calls: str | os.PathLike) -> set[str]:
     """Names of the reads with at least one call in a nanopolish call-methylation table."""
     return set(called_read_names(calls))
@@ -131,13 +148,15 @@ class AccountingInputs:
     reads: str | os.PathLike
     readdb: str | os.PathLike
     bam: str | os.PathLike
-    calls: str | os.PathLike
+    calls: str | os.PathLike  # nanopolish's call table, for its format check
     min_mapq: int
     blow5_index: str | os.PathLike | None = None  # I/O mode slow5 only
     rejected: str | os.PathLike | None = None  # I/O mode slow5 only
     signal_kind: str = "fast5"  # of the raw signal inputs (fast5): fast5, pod5 or blow5
     # The census of the signal files, made before (write_census: reads, files); else made here.
     census: tuple[str | os.PathLike, str | os.PathLike] | None = None
+    # The modBAM of the calls: the reads with calls are those it tags (else the call table's).
+    modbam: str | os.PathLike | None = None
 
 
 Row = tuple[str, str, object, str]
@@ -213,7 +232,11 @@ def account(inp: AccountingInputs) -> list[Row]:
     else:
         with_signal = converted
     aligned = primary_alignments(inp.bam)
-    called = called_read_names(inp.calls)
+    # Reads with calls: those the modBAM tags (any source of calls); the call table is read to
+    # check it too, since a damaged one must not pass unseen.
+    called = modbam_called_read_names(inp.modbam) if inp.modbam else called_read_names(inp.calls)
+    if inp.modbam:
+        called_read_names(inp.calls)
     known = basecalled.implode()
     strangers = pl.concat(
         [
