@@ -408,7 +408,8 @@ def test_outputs_and_accounting(runs, aligner) -> None:
         paired = sample == "pe"
         assert int(row["reads_in"]) == flagstat["primary"] == (20_000 if paired else 6_000)
         assert int(row["pairs_in"]) == (10_000 if paired else 0)
-        assert int(row["primary_mapped"]) == flagstat["primary mapped"] > 0.9 * flagstat["primary"]
+        # Mapped: bwa 97.6 %, bowtie2 95 %, minimap2 -ax sr 90 % of the pairs' reads.
+        assert int(row["primary_mapped"]) == flagstat["primary mapped"] > 0.85 * flagstat["primary"]
         assert int(row["properly_paired"]) == flagstat["properly paired"]
         assert (int(row["properly_paired"]) > 0) == paired
         assert int(row["duplicates"]) == flagstat["primary duplicates"] > 0
@@ -417,9 +418,10 @@ def test_outputs_and_accounting(runs, aligner) -> None:
         assert (work / f"results/{sample}/report/{sample}.{aligner}.alignment_qc.png").is_file()
         assert not (work / f"results/{sample}/methylation").exists()
     data = work / "results/multiqc/numapore_multiqc_data"
-    stats_table = (data / "multiqc_samtools_stats.txt").read_text()
-    assert f"pe.{aligner}" in stats_table and f"se.{aligner}" in stats_table
-    assert (data / "multiqc_samtools_flagstat.txt").is_file()
+    # MultiQC names a report after its file, less the extensions it knows (.bowtie2 is one).
+    for table in ("multiqc_samtools_stats.txt", "multiqc_samtools_flagstat.txt"):
+        names = [x.split("\t")[0] for x in (data / table).read_text().splitlines()[1:]]
+        assert {"pe", "se"} <= {n.split(".")[0] for n in names}, (table, names)
 
 
 def test_minimap2_uses_its_short_read_index(runs) -> None:
@@ -469,10 +471,11 @@ def test_mismatched_mates_stop_the_run_at_staging(tmp_path: Path) -> None:
     done = run_workflow(work)
     assert done.returncode == 1
     lines = [x for x in (done.stdout + done.stderr).splitlines() if x.startswith("numapore: ")]
-    assert (
+    assert [x for x in lines if "host file" not in x] == [
         f"numapore: sample 'pe': reads file {fewer}: ends after 9999 records, but its mate file "
-        f"{plain} has more (record 10000: r10000)" in lines
-    ), lines
+        f"{plain} has more (record 10000: r10000); the two files of pairs hold the same reads "
+        "in the same order"
+    ], lines
     assert not list((work / "results").glob("pe/align/*.bam"))
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import zlib
@@ -44,9 +45,7 @@ def split_fastx(reads: Path, outputs: Sequence[Path]) -> list[int]:
     return counts
 
 
-def bwa_batch_ends(
-    lengths: Iterable[int], batch_bases: int, paired: bool
-) -> list[tuple[int, int]]:
+def bwa_batch_ends(lengths: Iterable[int], batch_bases: int, paired: bool) -> list[tuple[int, int]]:
     """Where bwa mem -K batch_bases ends its batches, as (fragments, bases) read by the end of
     each batch (a fragment: a read, or a pair whose two lengths lengths holds added), the last
     batch ending with the input. bwa's bseq_read adds each sequence's length and ends a batch
@@ -241,19 +240,30 @@ def start_index_and_reports(
     return wait
 
 
-def mark_duplicates(bam: Path, threads: int, log: IO[str]) -> None:
-    """Mark duplicates in a coordinate-sorted BAM in place with samtools markdup (its records
-    carry fixmate -m's mate tags; numapore.execution.tools.align_command), its statistics in
-    log; the BAM is replaced once the marked one is complete."""
+def settle_read_groups(bam: Path, threads: int, log: IO[str], duplicates: bool) -> None:
+    """Rewrite a sorted BAM whose records carry read groups (RG tags: bwa -R) through samtools
+    merge, and mark its duplicates with samtools markdup (its records carry fixmate -m's mate
+    tags; numapore.execution.tools.align_command) when duplicates; the BAM is replaced once the
+    new one is complete, the statistics are in log.
+
+    Why merge one file: samtools merge moves every record's RG tag to the end of its tags (it
+    deletes and appends it), so a BAM merged from shards (NUMA instances, a scattered alignment)
+    would hold other bytes than an unsplit run's BAM; the unsplit BAM goes through it too, so
+    both hold the same records, tag for tag. Piped into markdup, it costs no extra file."""
+    merge = ["samtools", "merge", "-p", "-c", "-@", str(threads)]
     with atomic_output(bam) as tmp:
-        cmd = ["samtools", "markdup", "-s", "-@", str(threads), str(bam), str(tmp)]
-        print(" ".join(cmd), file=log, flush=True)
-        result = subprocess.run(cmd, capture_output=True, text=True)
+        if duplicates:  # uncompressed into markdup
+            mark = ["samtools", "markdup", "-s", "-@", str(threads), "-", str(tmp)]
+            command = f"{shlex.join([*merge, '-u', '-o', '-', str(bam)])} | {shlex.join(mark)}"
+        else:
+            command = shlex.join([*merge, "-o", str(tmp), str(bam)])
+        print(command, file=log, flush=True)
+        result = subprocess.run(
+            ["bash", "-o", "pipefail", "-c", command], capture_output=True, text=True
+        )
         log.write(result.stdout + result.stderr)
         if result.returncode != 0:
-            raise RuntimeError(
-                f"samtools markdup failed ({result.returncode}): {result.stderr.strip()}"
-            )
+            raise RuntimeError(f"{command} failed ({result.returncode}): {result.stderr.strip()}")
 
 
 def finish_sample_bam(
@@ -274,8 +284,8 @@ def finish_sample_bam(
     (outputs['summary']: reads in, primary alignments mapped; for short reads also pairs,
     properly paired and duplicates, marked first when duplicates asks for it); AccountingError
     when nothing mapped or the reads repeat a read id."""
-    if duplicates:
-        mark_duplicates(bam, threads, log)
+    if kind == "short":  # records with read groups (settle_read_groups), duplicates
+        settle_read_groups(bam, threads, log, duplicates)
     reports = {key: outputs[key] for key in ("bai", "flagstat", "flagstat_text", "stats")}
     reports_done = start_index_and_reports(bam, reports, threads, log)
     # Imported while samtools runs (polars takes a few tenths of a second to load).
