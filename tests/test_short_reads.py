@@ -7,6 +7,7 @@ marked, and the same records under a NUMA strategy and a scattered alignment as 
 from __future__ import annotations
 
 import gzip
+import io
 import shutil
 import subprocess
 from pathlib import Path
@@ -18,7 +19,14 @@ from conftest import host_file
 from project import REPO, snakemake_command
 
 from numapore.base.errors import InputError
-from numapore.execution.shards import bwa_batch_ends, shares_on_batches, split_short_reads
+from numapore.execution.hosts import host_config_from_dict
+from numapore.execution.shards import (
+    bwa_batch_ends,
+    settle_read_groups,
+    shares_on_batches,
+    split_short_reads,
+)
+from numapore.execution.steps import run_alignment
 from numapore.execution.tools import align_command
 from numapore.inputs.kinds import KINDS, infer_kind
 from numapore.inputs.sheet import load_samples, read_sheet
@@ -491,3 +499,32 @@ def test_mark_duplicates_off(tmp_path: Path, lambda_index) -> None:
     hand = primary_records(by_hand("bwa", lambda_index, "pe"))
     assert [x.split("\t")[:11] for x in got] == [x.split("\t")[:11] for x in hand]
     assert not any(int(x.split("\t")[1]) & 0x400 for x in got)
+
+
+@pytest.mark.parametrize("marked", [True, False], ids=["markdup", "no-markdup"])
+def test_shards_of_one_step_merge_to_the_unsplit_bam(tmp_path, lambda_index, big_pairs, marked):
+    """The split a step makes for per-node instances, run here as 3 unbound processes (this
+    machine has one node): the big pairs cut on bwa's batch end into 2 shares (and an empty
+    third), bwa run on each with its R2 shard, the BAMs merged and settled: the records of the
+    unsplit run, in order, tag for tag."""
+    host = host_config_from_dict(
+        {"topology": "auto", "strategy": {"alignment": "none", "methylation": "none"}}, name="t"
+    )
+    index_files = [Path(f"{lambda_index}{s}") for s in (".amb", ".ann", ".bwt", ".pac", ".sa")]
+    bams = []
+    for pool in (1, 3):
+        bam = tmp_path / f"pool{pool}.bam"
+        run = run_alignment(
+            host, "bwa", str(lambda_index), index_files, big_pairs[0], bam, 3,
+            tmp_path / f"pool{pool}.run.json", "short", big_pairs[1], "big", marked, pool=pool,
+        )  # fmt: skip
+        assert len(run.processes) == pool
+        settle_read_groups(bam, 2, io.StringIO(), marked)
+        bams.append(bam)
+    shards = [Path(p.input) for p in run.processes]
+    assert [p.name for p in shards] == ["in.1.fastq", "in.2.fastq", "in.3.fastq"]
+    assert "-R '@RG\\tID:big\\tSM:big'" in run.processes[1].command
+    assert f"{shards[1]} {shards[1].parent / 'in.2.R2.fastq'}" in run.processes[1].command
+    assert records(bams[1]) == records(bams[0]) and len(records(bams[0])) > 100_000
+    duplicates = sum(int(x.split("\t")[1]) & 0x400 > 0 for x in records(bams[1]))
+    assert (duplicates > 0) == marked

@@ -176,8 +176,9 @@ def merge_bams(inputs: Sequence[Path], output: Path, threads: int, log: IO[str])
         return
     with atomic_output(output) as tmp:
         # -p: shards' @PG lines with one ID become one line (else samtools makes the IDs
-        # distinct with random suffixes, and the same shards give different bytes every time).
-        cmd = ["samtools", "merge", "-f", "-p", "-@", str(threads), "-o", str(tmp)]
+        # distinct with random suffixes, and the same shards give different bytes every time);
+        # -c: likewise their @RG lines (bwa -R), and then their records' RG tags keep the ID.
+        cmd = ["samtools", "merge", "-f", "-p", "-c", "-@", str(threads), "-o", str(tmp)]
         cmd += [str(p) for p in inputs]
         print(" ".join(cmd), file=log, flush=True)
         result = subprocess.run(cmd, capture_output=True, text=True)

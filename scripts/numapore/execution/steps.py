@@ -49,14 +49,17 @@ def run_alignment(
     reads2: Path | None = None,
     sample: str = "sample",
     mark_duplicates: bool = False,
+    pool: int = 1,
 ) -> StepRun:
     """Align reads of an input kind (reads2: the R2 mates of pairs) into a sorted BAM under the
     host's alignment strategy. Short reads are split into consecutive shares of whole pairs and
-    whole bwa batches (numapore.execution.shards.split_short_reads), other reads round-robin."""
+    whole bwa batches (numapore.execution.shards.split_short_reads), other reads round-robin.
+    pool > 1: that many unbound processes on shards, split and merged as instances are (the
+    tests run the instances' split on a one-node machine so)."""
     topology = check_host_against_machine(host)
     print(f"host file: {host.path or host.name}", file=sys.stderr)
     index_bytes = sum(Path(p).stat().st_size for p in index_files)
-    plan = plan_step(host, topology, "alignment", threads, index_bytes)
+    plan = plan_step(host, topology, "alignment", threads, index_bytes, pool)
     input_kind = KINDS[kind]
 
     def tool(src: Path, out: Path, t: int) -> str:
