@@ -5,12 +5,11 @@ from pathlib import Path
 
 from numapore.base.rulelog import redirect_to_log
 from numapore.execution.shards import split_fastx, split_short_reads
-from numapore.inputs.kinds import KINDS
 
 smk = snakemake  # noqa: F821 (injected by the script directive)
 redirect_to_log(smk)
-kind = KINDS[smk.params.kind]
-if kind.name != "short":
+# Short reads: bwa's batch size (numapore.inputs.kinds, the kind's batch_bases) from the rule.
+if smk.params.kind != "short":
     counts = split_fastx(Path(smk.input[0]), [Path(p) for p in smk.output])
     print(f"reads per shard: {counts}")
 else:
@@ -20,6 +19,6 @@ else:
         Path(smk.input.reads2) if paired else None,
         [Path(p) for p in (smk.output.reads if paired else smk.output)],
         [Path(p) for p in smk.output.reads2] if paired else None,
-        kind.batch_bases,
+        smk.params.batch,
     )
     print(f"{'pairs' if paired else 'reads'} per shard: {counts}")

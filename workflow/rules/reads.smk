@@ -36,7 +36,9 @@ rule stage_short_reads:
         "../../scripts/stage_short_reads.py"
 
 
-use rule stage_short_reads as stage_paired_reads with:
+rule stage_paired_reads:
+    input:
+        unpack(short_reads_input),
     output:
         reads="results/{sample}/reads/paired/{sample}.1.{fmt}",
         reads2="results/{sample}/reads/paired/{sample}.2.{fmt}",
@@ -44,6 +46,10 @@ use rule stage_short_reads as stage_paired_reads with:
         "results/logs/stage_paired_reads/{sample}.{fmt}.log",
     benchmark:
         "results/benchmarks/stage_paired_reads/{sample}.{fmt}.tsv"
+    conda:
+        "../../envs/python.yaml"
+    script:
+        "../../scripts/stage_short_reads.py"
 
 
 rule split_reads:
@@ -64,6 +70,7 @@ rule split_reads:
         "../../envs/python.yaml"
     params:
         kind=lambda wc: SAMPLES[wc.sample].kind,
+        batch=lambda wc: SAMPLES[wc.sample].input_kind.batch_bases,
     script:
         "../../scripts/split_reads.py"
 
@@ -95,6 +102,7 @@ rule split_paired_reads:
         "../../envs/python.yaml"
     params:
         kind=lambda wc: SAMPLES[wc.sample].kind,
+        batch=lambda wc: SAMPLES[wc.sample].input_kind.batch_bases,
     script:
         "../../scripts/split_reads.py"
 
