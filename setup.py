@@ -29,5 +29,6 @@ setup(
         "scripts/numapore/signal/svbzd_build.py:ffibuilder",
         "scripts/numapore/signal/fast5_core_build.py:ffibuilder",
         "scripts/numapore/methylation/calls_core_build.py:ffibuilder",
+        "scripts/numapore/methylation/pileup_core_build.py:ffibuilder",
     ],
 )

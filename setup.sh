@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Install everything numapore needs on a fresh Debian bookworm machine (run as root, or with sudo
 # available): the bioinformatics tools from Debian, a Python venv in .venv with the pinned
-# libraries, and the profile names (hpc-numa, ...) so `snakemake --profile NAME` resolves from
-# the repository root.
+# libraries and the numapore package. Run the workflow with this clone's own profile, by path:
+# `snakemake --profile profiles/hpc-numa` from the repository root.
 #   ./setup.sh            install (idempotent; re-running is cheap)
 #   ./setup.sh --no-apt   skip the Debian packages (they are already there)
 set -euo pipefail
@@ -78,13 +78,15 @@ if [[ ! -s $genome ]]; then
     mv "$genome.tmp" "$genome"
 fi
 
-# Snakemake resolves `--profile NAME` in ./, ~/.config/snakemake and /etc/xdg/snakemake:
-# link our profiles there so `snakemake --profile hpc-numa` works from the repository root.
+# Earlier versions linked the profiles into ~/.config/snakemake/, where `--profile NAME` finds
+# them from any clone: the clone that ran setup.sh last. The README names the profile by path
+# (`--profile profiles/hpc-numa`: this clone's); remove the links to this clone's profiles.
 profile_home="${XDG_CONFIG_HOME:-$HOME/.config}/snakemake"
-mkdir -p "$profile_home"
 for p in profiles/*/; do
-    name=$(basename "$p")
-    [[ $name == default ]] && continue # loaded by Snakemake itself as the workflow profile
-    ln -sfn "$repo/profiles/$name" "$profile_home/$name"
+    link="$profile_home/$(basename "$p")"
+    if [[ -L $link && $(readlink "$link") == "$repo/profiles/$(basename "$p")" ]]; then
+        rm "$link"
+        echo "setup: removed $link (use --profile profiles/$(basename "$p") from the repository root)"
+    fi
 done
 echo "setup: done. Activate with: source .venv/bin/activate"

@@ -15,7 +15,7 @@ redirect_to_log(smk)
 bam = Path(smk.output.bam)
 reads2 = Path(smk.input.reads2) if smk.input.get("reads2") else None  # pairs' R2 (kind short)
 run_alignment(
-    host=load_host_config(smk.params.host),
+    host=load_host_config(smk.params.host, overrides=smk.params.get("overrides")),
     aligner=smk.wildcards.aligner,
     index=smk.params.index,
     index_files=[Path(p) for p in smk.input.index],

@@ -9,7 +9,7 @@ from numapore.base.rulelog import redirect_to_log
 smk = snakemake  # noqa: F821 (injected by the script directive)
 redirect_to_log(smk)
 run_methylation(
-    host=load_host_config(smk.params.host),
+    host=load_host_config(smk.params.host, overrides=smk.params.get("overrides")),
     reads=Path(smk.input.reads),
     bam=Path(smk.input.bam),
     genome=Path(smk.input.genome),

@@ -10,5 +10,10 @@ smk = snakemake  # noqa: F821 (injected by the script directive)
 redirect_to_log(smk)
 name = f"{smk.wildcards.sample} ({smk.wildcards.aligner})"
 provenance_page(
-    name, smk.params.host, smk.params.records, Path(smk.output.page), Path(smk.output.data)
+    name,
+    smk.params.host,
+    smk.params.records,
+    Path(smk.output.page),
+    Path(smk.output.data),
+    overrides=smk.params.get("overrides"),
 )

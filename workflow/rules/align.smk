@@ -28,6 +28,7 @@ rule align:
         cpus_per_task=cluster_cpus("alignment"),
         slurm_extra=cluster_node("alignment"),
     params:
+        **host_overrides("strategy.alignment"),
         index=aligner_index,
         host=HOST_FILE,
         reference=lambda wc: str(SAMPLES[wc.sample].reference),

@@ -7,7 +7,9 @@ import sys
 from pathlib import Path
 from types import SimpleNamespace
 
+import yaml
 from snakemake.utils import validate
+from snakemake_interface_logger_plugins.common import LogEvent
 
 try:  # the installed package (./setup.sh: pip install -e .), as every rule script imports it
     import numapore.cli  # noqa: F401
@@ -21,8 +23,17 @@ os.environ.update(NUMAPORE_SOURCE=str(Path(workflow.basedir).parent))
 from numapore.execution.cluster import job_cpus, node_request  # noqa: E402
 from numapore.compare.cells import Cell, matrix  # noqa: E402
 from numapore.methylation.motifs import MOTIFS  # noqa: E402
-from numapore.execution.hosts import host_path, load_host_config, startup_check  # noqa: E402
+from numapore.execution.hosts import (  # noqa: E402
+    config_overrides,
+    describe_overrides,
+    host_path,
+    load_host_config,
+    startup_check,
+    with_overrides,
+)
+from numapore.execution.runstate import replaced_results  # noqa: E402
 from numapore.execution.topology import NumaError  # noqa: E402
+from numapore.inputs.schema import check_config, check_sheet, did_you_mean  # noqa: E402
 from numapore.inputs.sheet import (  # noqa: E402
     InputError,
     check_signal_io_mode,
@@ -43,6 +54,41 @@ from numapore.base.workdir import (  # noqa: E402
     write_problem,
 )
 
+
+def _load_schema(name):
+    """One of workflow/schemas/, parsed."""
+    return yaml.safe_load((Path(workflow.basedir) / "schemas" / name).read_text())
+
+
+# Snakemake prints `Shell command: None` for every job of a script rule (no shell command)
+# when shell commands are printed (printshellcmds in profiles/default); shell rules' commands
+# are kept.
+def _no_empty_shell_command(record):
+    """A logging filter: drop the shell-command line of a job that has no shell command."""
+    command = getattr(record, "shellcmd", None) or getattr(record, "cmd", None)
+    return getattr(record, "event", None) != LogEvent.SHELLCMD or bool(command)
+
+
+logger.addFilter(_no_empty_shell_command)
+
+# The demo off: `--config simulate=none` (or `simulate:` empty in a config file; a
+# `--config simulate={}`, which Snakemake would merge into the file's samples, too).
+if (
+    config.get("simulate") in ("none", None)
+    or workflow.config_settings.config.get("simulate") == {}
+):
+    config["simulate"] = {}
+# One numapore: line for an unknown key (with the closest known one) or a refused value, naming
+# the file and line or --config; Snakemake's validate would print the whole schema.
+try:
+    check_config(
+        config,
+        _load_schema("config.schema.yaml"),
+        [Path(f) for f in workflow.configfiles],
+        workflow.config_settings.config,
+    )
+except InputError as err:
+    raise WorkflowError(f"numapore: {err}")
 validate(config, schema="../schemas/config.schema.yaml")
 
 # Before Snakemake makes results/.snakemake (its shadow prefix) and fails with a traceback.
@@ -52,21 +98,31 @@ if results_folder_problem(Path("results")):
 try:
     _sheet = Path(config["samples"])
     _table = read_sheet(_sheet)
-    validate(_table, schema="../schemas/samples.schema.yaml")
-    SAMPLES = combine_samples(
-        load_samples(_table, _sheet, Path.cwd()),
-        simulated_samples(config["simulate"], Path.cwd()),
+    check_sheet(
+        list(_table.columns),
+        _table.to_dict("records"),
+        _table.attrs["lines"],
+        _table.attrs["header_line"],
         _sheet,
+        _load_schema("samples.schema.yaml"),
     )
+    validate(_table, schema="../schemas/samples.schema.yaml")
+    _from_sheet = load_samples(_table, _sheet, Path.cwd())
+    _simulated = simulated_samples(config["simulate"], Path.cwd())
+    SAMPLES = combine_samples(_from_sheet, _simulated, _sheet)
     # The host file: config/hosts/ of the working directory (the user's own), else the
     # workflow's shipped one (numapore.execution.hosts.host_path). Its NUMA layout must exist
     # on this machine before any job starts. Jobs sent to a cluster check it on their node
     # instead; the submitting host only reads it.
     HOST_FILE = str(host_path(config["host"]).absolute())
     if workflow.is_main_process and config["host_check"] == "jobs":
-        HOST = load_host_config(HOST_FILE)
+        _file_host = load_host_config(HOST_FILE)
     else:
-        HOST = startup_check(HOST_FILE)[0]
+        _file_host = startup_check(HOST_FILE)[0]
+    # --config io_mode=... strategy=... (strategy_alignment=, strategy_methylation=) over the
+    # host file's settings; HOST.overrides names those that differ from the file.
+    _given = config_overrides(config)
+    HOST = with_overrides(_file_host, _given)
     # Decided once, here: the rules get the I/O mode as a param (steps never re-read it).
     IO_MODE = HOST.io_mode
     if IO_MODE == "slow5":
@@ -76,6 +132,15 @@ except (InputError, NumaError, ValueError) as err:
     raise WorkflowError(f"numapore: {err}")
 if workflow.is_main_process:
     logger.info(f"numapore: host file {HOST_FILE} (I/O mode {IO_MODE})")
+    if _given:
+        _what = describe_overrides(_file_host, _given)
+        logger.info(f"numapore: the command line overrides the host file: {_what}")
+    if _from_sheet and _simulated:
+        _demo = ", ".join(f"'{name}'" for name in _simulated)
+        logger.info(
+            f"numapore: also running the demo sample{'s' * (len(_simulated) > 1)} {_demo} "
+            "(config simulate:); --config simulate=none turns it off"
+        )
     for _note in (n for s in SAMPLES.values() for n in s.notes):
         logger.warning(f"numapore: {_note}")
 
@@ -112,6 +177,14 @@ def check_results_writable():
         raise write_error(err)
 
 
+def host_overrides(*names):
+    """A rule's params: the command line's settings over the host file (HOST.overrides) among
+    names ('io_mode', 'strategy.alignment', 'strategy.methylation'), as {'overrides': ...};
+    nothing without any, so that such a run has the params (and reruns) of one before them."""
+    chosen = {k: v for k, v in HOST.overrides.items() if k in names}
+    return {"overrides": chosen} if chosen else {}
+
+
 def shadow_folder():
     """Snakemake's shadow folder: `shadow` in --shadow-prefix (profiles/default sets it), else in
     .snakemake, as --shadow-prefix's help documents (from onstart: the run's settings exist)."""
@@ -129,6 +202,25 @@ def remove_killed_jobs_shadows():
             logger.warning(
                 "numapore: removed killed jobs' shadow folders: " + ", ".join(map(str, removed))
             )
+
+
+def check_rule_settings():
+    """Once every rule is defined, stop when --set-threads or --set-resources (or a profile's
+    set-threads, set-resources) names a rule this workflow does not have; Snakemake ignores
+    it. (A malformed value, e.g. call_methylation=-2, Snakemake refuses before reading the
+    workflow: profiles/README.md.)"""
+    names = sorted(r.name for r in workflow.rules)
+    settings = workflow.resource_settings
+    for option, given in [
+        ("--set-threads", settings.overwrite_threads),
+        ("--set-resources", settings.overwrite_resources),
+    ]:
+        for name in given or {}:
+            if name not in names:
+                raise WorkflowError(
+                    f"numapore: {option} (or a profile's {option.lstrip('-')}): no rule "
+                    f"'{name}' in this workflow{did_you_mean(name, names)}"
+                )
 
 
 def hidden_temp(wildcards, output):
@@ -388,6 +480,22 @@ def step_records(wildcards):
     }
 
 
+def report_replaced_results():
+    """Before the DAG: say which existing results this run makes again with another I/O mode
+    or strategy than their run records say (numapore.execution.runstate): results of
+    different modes are written to the same paths."""
+    if not workflow.is_main_process:
+        return
+    runs = {s: step_records(SimpleNamespace(sample=s, aligner=config["aligner"])) for s in SAMPLES}
+    strategies = {step: HOST.strategy_for(step) for step in ("alignment", "methylation")}
+    overrides = {
+        "alignment": host_overrides("strategy.alignment").get("overrides", {}),
+        "methylation": host_overrides("io_mode", "strategy.methylation").get("overrides", {}),
+    }
+    for line in replaced_results(runs, IO_MODE, strategies, overrides):
+        logger.warning(f"numapore: {line}")
+
+
 def multiqc_inputs(wildcards=None):
     """What MultiQC reads: every sample's samtools stats and flagstat (text), and numapore's
     custom content."""
@@ -421,7 +529,7 @@ def report_locations():
         logger.info(f"numapore: MultiQC report over every sample: {Path(MULTIQC_REPORT).resolve()}")
     logger.info(
         "numapore: figures per sample in results/<sample>/report/; the run report (figures, "
-        "accounting, provenance): snakemake --profile hpc-numa --report results/report.html"
+        "accounting, provenance): snakemake --profile profiles/hpc-numa --report results/report.html"
     )
 
 

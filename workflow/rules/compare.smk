@@ -1,7 +1,8 @@
-# The strategy comparison, `snakemake --profile hpc-numa compare`: every cell of the matrix in
-# config `compare:` (a heavy step with one aligner, strategy, I/O mode, thread count, repeat) is
-# its own job, timed by Snakemake's benchmark and /usr/bin/time -v, one cell at a time in matrix
-# order; then the summary table, plots, report and a recommended host file in results/compare/.
+# The strategy comparison, `snakemake --profile profiles/hpc-numa compare`: every cell of the
+# matrix in config `compare:` (a heavy step with one aligner, strategy, I/O mode, thread count,
+# repeat) is its own job, timed by Snakemake's benchmark and /usr/bin/time -v, one cell at a
+# time in matrix order; then the summary table, plots, report and a recommended host file in
+# results/compare/.
 
 
 rule compare:

@@ -168,6 +168,7 @@ rule call_methylation:
         cpus_per_task=cluster_cpus("methylation"),
         slurm_extra=cluster_node("methylation"),
     params:
+        **host_overrides("io_mode", "strategy.methylation"),
         min_mapq=config["methylation"]["min_mapping_quality"],
         host=HOST_FILE,
         io_mode=IO_MODE,

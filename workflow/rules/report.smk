@@ -123,6 +123,7 @@ rule report_provenance:
     conda:
         "../../envs/python.yaml"
     params:
+        **host_overrides("io_mode", "strategy.alignment", "strategy.methylation"),
         host=HOST_FILE,
         records=step_records,
     script:

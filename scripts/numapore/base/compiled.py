@@ -19,6 +19,7 @@ MODULES = {
     "svb-zd encoder": "numapore.signal._svbzd",
     "FAST5 reader": "numapore.signal._fast5_core",
     "call-table core": "numapore.methylation._calls_core",
+    "pileup core": "numapore.methylation._pileup_core",
 }
 
 

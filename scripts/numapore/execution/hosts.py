@@ -55,12 +55,73 @@ class HostConfig:
     io_mode: str = "fast5"
     io_processes: int | None = None
     description: str = ""
+    # Settings given on the command line over the file's (with_overrides): 'io_mode',
+    # 'strategy.alignment', 'strategy.methylation' -> value; only those that differ.
+    overrides: Mapping[str, str] = field(default_factory=dict)
 
     def strategy_for(self, step: str) -> str:
         """Configured strategy for a step (may be 'auto')."""
         if step not in STEPS:
             raise ValueError(f"unknown step {step!r}; steps are {', '.join(STEPS)}")
         return self.strategy[step]
+
+
+# ---------------------------------------------------------------------------------------------
+# Command-line overrides (--config io_mode=... strategy=...)
+
+# The config keys that override a host file's settings, and the setting each one sets.
+OVERRIDE_KEYS = {
+    "io_mode": ("io_mode",),
+    "strategy": tuple(f"strategy.{step}" for step in STEPS),
+    **{f"strategy_{step}": (f"strategy.{step}",) for step in STEPS},
+}
+
+
+def config_overrides(config: Mapping[str, Any]) -> dict[str, str]:
+    """The host settings the config overrides ('io_mode', 'strategy.<step>' -> value) from its
+    keys io_mode, strategy (both steps) and strategy_<step> (that step; wins over strategy);
+    an empty or absent key overrides nothing."""
+    settings: dict[str, str] = {}
+    for key, targets in OVERRIDE_KEYS.items():  # strategy before strategy_<step>
+        if config.get(key):
+            settings |= dict.fromkeys(targets, str(config[key]))
+    return settings
+
+
+def _setting(host: HostConfig, name: str) -> str:
+    """A host's setting by override name."""
+    return host.io_mode if name == "io_mode" else host.strategy_for(name.split(".", 1)[1])
+
+
+def with_overrides(host: HostConfig, settings: Mapping[str, str]) -> HostConfig:
+    """The host with settings (config_overrides) over its file's; the host's overrides name
+    those that differ from the file."""
+    from dataclasses import replace
+
+    for name, value in settings.items():
+        allowed = IO_MODES if name == "io_mode" else STRATEGIES
+        if name not in ("io_mode", *(f"strategy.{s}" for s in STEPS)) or value not in allowed:
+            raise HostConfigError(f"{name}: {value!r} is not one of {', '.join(allowed)}")
+    changed = {k: v for k, v in settings.items() if _setting(host, k) != v}
+    strategy = dict(host.strategy)
+    strategy |= {k.split(".", 1)[1]: v for k, v in changed.items() if k.startswith("strategy.")}
+    io_mode = changed.get("io_mode", host.io_mode)
+    return replace(
+        host, strategy=strategy, io_mode=io_mode, overrides={**host.overrides, **changed}
+    )
+
+
+def describe_overrides(host: HostConfig, settings: Mapping[str, str]) -> str:
+    """What command-line settings do to a host file (before them), e.g. 'I/O mode slow5 (the
+    host file's: fast5), strategy.alignment interleave (the host file's: none)'."""
+    parts = []
+    for name, value in settings.items():
+        label = "I/O mode" if name == "io_mode" else f"{name.split('.', 1)[1]} strategy"
+        old = _setting(host, name)
+        parts.append(
+            f"{label} {value} (" + (f"the host file's: {old})" if old != value else "as the file)")
+        )
+    return ", ".join(parts)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -199,9 +260,12 @@ def host_config_from_dict(
 
 
 def load_host_config(
-    name_or_path: str | os.PathLike[str], dirs: Sequence[Path] | None = None
+    name_or_path: str | os.PathLike[str],
+    dirs: Sequence[Path] | None = None,
+    overrides: Mapping[str, str] | None = None,
 ) -> HostConfig:
-    """Find (host_path) and validate a host file into a HostConfig."""
+    """Find (host_path) and validate a host file into a HostConfig, with command-line settings
+    (overrides: config_overrides) over the file's."""
     import yaml
 
     path = host_path(name_or_path, dirs)
@@ -213,7 +277,8 @@ def load_host_config(
         raise HostConfigError(f"{path}: host file cannot be read: {exc.strerror}") from exc
     except yaml.YAMLError as exc:
         raise HostConfigError(f"{path}: not valid YAML: {exc}") from exc
-    return host_config_from_dict(data, source=str(path), name=path.stem, path=path)
+    host = host_config_from_dict(data, source=str(path), name=path.stem, path=path)
+    return with_overrides(host, overrides) if overrides else host
 
 
 # ---------------------------------------------------------------------------------------------
@@ -268,9 +333,10 @@ def startup_check(
     name_or_path: str | os.PathLike[str],
     machine: Topology | None = None,
     dirs: Sequence[Path] | None = None,
+    overrides: Mapping[str, str] | None = None,
 ) -> tuple[HostConfig, Topology]:
     """Load a host file and check it against this machine; the workflow calls this before jobs."""
-    host = load_host_config(name_or_path, dirs)
+    host = load_host_config(name_or_path, dirs, overrides)
     topology = check_host_against_machine(host, machine)
     log.info("host %s (%s): %s", host.name, host.path, topology.summary())
     return host, topology

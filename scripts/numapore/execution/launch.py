@@ -18,7 +18,7 @@ import shlex
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
@@ -180,13 +180,16 @@ def write_record(
     run: StepRun,
     host_file: Path | None = None,
     io_mode: str | None = None,
+    overrides: Mapping[str, str] | None = None,
 ) -> None:
-    """Write what ran as JSON: the host file, strategy, reasons, I/O mode (steps that read raw
-    signal), cost, and per process its command and NUMA policy."""
+    """Write what ran as JSON: the host file, the settings given on the command line over it
+    (overrides), strategy, reasons, I/O mode (steps that read raw signal), cost, and per
+    process its command and NUMA policy."""
     import json
 
     record = {
         "host_file": str(host_file) if host_file else None,
+        "overrides": dict(overrides or {}),
         "strategy": plan.strategy,
         "io_mode": io_mode,
         "reasons": plan.reasons,

@@ -31,6 +31,12 @@ from numapore.base.atomic import atomic_output, scratch_dir
 from numapore.signal.hdf5plugin import vbz_plugin_env
 
 
+def host_line(host: HostConfig) -> str:
+    """The job log's line naming the host file and the command line's settings over it."""
+    given = ", ".join(f"{k}={v}" for k, v in host.overrides.items())
+    return f"host file: {host.path or host.name}" + (f" (--config: {given})" if given else "")
+
+
 def mate_shard(shard: Path) -> Path:
     """The R2 shard beside an R1 shard of a split pair ('in.2.fastq' -> 'in.2.R2.fastq')."""
     return shard.with_name(f"{shard.stem}.R2{shard.suffix}")
@@ -57,7 +63,7 @@ def run_alignment(
     pool > 1: that many unbound processes on shards, split and merged as instances are (the
     tests run the instances' split on a one-node machine so)."""
     topology = check_host_against_machine(host)
-    print(f"host file: {host.path or host.name}", file=sys.stderr)
+    print(host_line(host), file=sys.stderr)
     index_bytes = sum(Path(p).stat().st_size for p in index_files)
     plan = plan_step(host, topology, "alignment", threads, index_bytes, pool)
     input_kind = KINDS[kind]
@@ -85,7 +91,7 @@ def run_alignment(
             workdir=Path(workdir),
             shard_suffixes=("." + reads_format(reads).removesuffix(".gz"), ".bam"),
         )
-        write_record(record, plan, run, host.path)
+        write_record(record, plan, run, host.path, overrides=host.overrides)
     return run
 
 
@@ -147,7 +153,7 @@ def run_methylation(
     """Call methylation of one motif per read under the host's strategy and the I/O mode the
     workflow resolved (io_mode, io_processes: the fast5-pool size)."""
     topology = check_host_against_machine(host)
-    print(f"host file: {host.path or host.name}", file=sys.stderr)
+    print(host_line(host), file=sys.stderr)
     # fast5-pool: K nanopolish processes on K shards of the reads, each with its own HDF5.
     pool = io_processes if io_mode == "fast5-pool" else 1
     plan = plan_step(host, topology, "methylation", threads, genome.stat().st_size, pool)
@@ -175,5 +181,5 @@ def run_methylation(
             # nanopolish 0.14's --progress prints nothing when it reads a BAM: count its output.
             progress=CalledReads(reads_to_call(bam, min_mapq)),
         )
-        write_record(record, plan, run, host.path, io_mode)
+        write_record(record, plan, run, host.path, io_mode, host.overrides)
     return run

@@ -248,19 +248,32 @@ def check_reference(path: Path, key: str) -> None:
 def read_sheet(sheet: Path) -> pd.DataFrame:
     """Read the sample sheet TSV as strings. Lines starting with '#' are comments ('#' inside a
     value is kept: paths may hold it); every row has the header's fields; no value starts or
-    ends with a blank. The file line of each row is in table.attrs['lines']."""
+    ends with a blank; a UTF-8 byte-order mark is ignored; a line separated by spaces is refused.
+    The file line of each row is in table.attrs['lines'], the header's in attrs['header_line']."""
     sheet = Path(sheet)
     if not sheet.is_file():
         raise InputError(missing_reason(sheet, "sample sheet"))
-    header, rows, lines = None, [], []
-    for number, line in enumerate(sheet.read_text().splitlines(), start=1):
+    header, rows, lines, header_line = None, [], [], 0
+    # utf-8-sig: a byte-order mark (some editors write one) is not part of the first column.
+    try:
+        text = sheet.read_text(encoding="utf-8-sig")
+    except UnicodeDecodeError as err:
+        raise InputError(
+            f"sample sheet {sheet}: not UTF-8 text (byte {err.start}); save it as UTF-8"
+        ) from err
+    for number, line in enumerate(text.splitlines(), start=1):
         if not line.strip() or line.lstrip().startswith("#"):
             continue
         fields = line.split("\t")
-        if header is None:
-            header = [f.strip() for f in fields]
-            continue
         where = f"sample sheet {sheet}, line {number}"
+        if len(fields) == 1 and len(line.split()) > 1 and (header is None or len(header) > 1):
+            raise InputError(
+                f"{where}: the sheet must be tab-separated; this line has no tab, its fields "
+                "are separated by spaces"
+            )
+        if header is None:
+            header, header_line = [f.strip() for f in fields], number
+            continue
         if len(fields) > len(header) and not "".join(fields[len(header) :]).strip():
             raise InputError(
                 f"{where}: ends in a tab after its last column '{header[-1]}'; remove it"
@@ -282,6 +295,7 @@ def read_sheet(sheet: Path) -> pd.DataFrame:
 
     table = pd.DataFrame(rows, columns=header or [], dtype=str)
     table.attrs["lines"] = lines
+    table.attrs["header_line"] = header_line
     return table
 
 
@@ -363,7 +377,9 @@ def combine_samples(
         )
     samples = {**from_sheet, **simulated}
     if not samples:
-        raise InputError(f"no samples: {sheet} has no rows and config simulate: is empty")
+        raise InputError(
+            f"no samples: {sheet} has no rows and config simulate: has none (the demo is off)"
+        )
     check_reference_names(samples, sheet)
     return samples
 

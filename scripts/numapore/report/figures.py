@@ -383,11 +383,14 @@ def provenance_page(
     records: Mapping[str, Sequence[str | os.PathLike]],
     output: Path,
     data: Path,
+    overrides: Mapping[str, str] | None = None,
 ) -> None:
-    """Provenance of one sample's run: the host file, per step (records: step -> its jobs'
-    *.run.json) the strategy, each process's command line and NUMA policy; tool versions.
+    """Provenance of one sample's run: the host file and the settings given on the command
+    line over it (overrides: --config io_mode=, strategy=), per step (records: step -> its
+    jobs' *.run.json) the strategy, each process's command line and NUMA policy; tool versions.
     Nothing that changes from run to run (times), so a rerun writes the same bytes."""
     host_text = Path(host_file).read_text()
+    overrides = dict(overrides or {})
     steps = {}
     for step, paths in records.items():
         steps[step] = []
@@ -398,6 +401,7 @@ def provenance_page(
                     "record": str(path),
                     "strategy": rec.get("strategy"),
                     "io_mode": rec.get("io_mode"),
+                    "overrides": rec.get("overrides", {}),
                     "why": rec.get("reasons", {}).get("why"),
                     "threads": rec.get("threads"),
                     "processes": [
@@ -407,9 +411,17 @@ def provenance_page(
                 }
             )
     versions = tool_versions()
-    numbers = {"host_file": str(host_file), "steps": steps, "tool_versions": versions}
+    numbers = {
+        "host_file": str(host_file),
+        "overrides": overrides,
+        "steps": steps,
+        "tool_versions": versions,
+    }
     esc = html.escape
     parts = [f"<h3>Host file <code>{esc(str(host_file))}</code></h3><pre>{esc(host_text)}</pre>"]
+    if overrides:
+        given = " ".join(f"{k}={v}" for k, v in overrides.items())
+        parts.append(f"<p>Overridden on the command line (--config): <code>{esc(given)}</code></p>")
     for step, jobs in steps.items():
         parts.append(f"<h3>Step: {esc(step)}</h3>")
         for job in jobs:

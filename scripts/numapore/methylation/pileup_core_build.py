@@ -1,0 +1,46 @@
+"""numapore's compiled pileup core (pileup_core.c through cffi, API mode):
+numapore.methylation._pileup_core.
+
+`pip install .` builds it (setup.py's cffi_modules: this file's ffibuilder).
+numapore.methylation.pileup uses it for
+each read's calls, the interval's tally and its bedMethyl text and, without it, numpy: the same
+bytes (tests/test_pileup_conformance.py runs both), slower.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import cffi
+
+from numapore.base.compiled import shared_declarations
+
+PACKAGE = Path(__file__).resolve().parent
+SOURCE = PACKAGE / "pileup_core.c"
+C_DECLARATIONS = """
+int pu_code(pu_ctx *c, const char *code);
+int pu_begin(pu_ctx *c, int64_t start, int64_t length);
+int pu_add_read(pu_ctx *c, int reverse, int64_t ref_start, const char *cigar, int64_t ncig_max,
+                const char *seq, int64_t n, const char *mm, const uint8_t *ml, int64_t nml);
+int pu_observe(pu_ctx *c);
+int64_t pu_rows_bound(pu_ctx *c, int combine_mods);
+int64_t pu_text(pu_ctx *c, const char *chrom, const uint8_t *allowed, int combine_mods, int mixed,
+                char *out, int64_t cap, int64_t *nrows);
+int64_t pu_text_combined(pu_ctx *c, const char *chrom, const int64_t *pos, const int32_t *idx,
+                         const int64_t *neg, const uint8_t *pos_ok, int64_t n,
+                         const char *const *labels, int nlabels, int combine_mods, int mixed,
+                         char *out, int64_t cap, int64_t *nrows);
+int pu_sample_read(pu_ctx *c, int reverse, const char *seq, int64_t n, const char *mm,
+                   const uint8_t *ml, int64_t nml, const char *cigar, int64_t ncig_max);
+void pu_free(pu_ctx *c);
+"""
+
+ffibuilder = cffi.FFI()
+ffibuilder.cdef(shared_declarations(SOURCE.read_text()) + C_DECLARATIONS)
+ffibuilder.set_source(
+    "numapore.methylation._pileup_core",
+    SOURCE.read_text(),
+    # float32 arithmetic as Rust does it: no fused multiply-adds, no excess precision
+    extra_compile_args=["-O2", "-Wall", "-ffp-contract=off"],
+    libraries=["m"],
+)

@@ -1,0 +1,316 @@
+"""The first hour of a new user (issue 28), through the real workflow: the common mistakes end
+in one `numapore:` line naming the file, line and key with the likely fix; the demo, the host's
+I/O mode and strategy are switched from the command line; the README's profile is the clone's
+own; no `Shell command: None`."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+from conftest import REPO, host_file, run_workflow
+
+from numapore.execution.hosts import HostConfig, HostConfigError, config_overrides, with_overrides
+from project import snakemake_command, write_project
+
+
+def ecoli(ecoli_dir: Path, name: str = "ecoli") -> dict[str, str]:
+    """A sheet row of the real E. coli reads against their 60 kb region."""
+    return {
+        "sample": name,
+        "signal": str(ecoli_dir / "fast5"),
+        "reads": str(ecoli_dir / "reads.fasta"),
+        "reference": str(ecoli_dir / "region.fa"),
+    }
+
+
+def output(result) -> str:
+    """What a run printed (Snakemake's log is on stdout or stderr, by version and setting)."""
+    return result.stdout + result.stderr
+
+
+def first_numapore_line(result) -> str:
+    """The first line of a run's output that starts with `numapore:`."""
+    out = result.stdout + result.stderr
+    return next((line for line in out.splitlines() if line.startswith("numapore:")), "")
+
+
+def numapore_lines(result) -> list[str]:
+    """Every `numapore:` line of a run's output, in order."""
+    out = result.stdout + result.stderr
+    return [line for line in out.splitlines() if line.startswith("numapore:")]
+
+
+def dry_run(work: Path, *args: str):
+    """A dry run of the workflow in work (hpc-numa profile, 2 cores)."""
+    return run_workflow(work, "--dry-run", *args, check=False)
+
+
+def demo(dh10b: Path) -> dict:
+    """The shipped config's demo sample, its reference at dh10b."""
+    shipped = yaml.safe_load((REPO / "config" / "config.yaml").read_text())["simulate"]
+    return {name: {**s, "reference": str(dh10b)} for name, s in shipped.items()}
+
+
+# ----------------------------------------------------------------------------------------------
+# 2. One line per common mistake, not a schema dump.
+
+
+def test_sheet_column_typo(tmp_path, ecoli_dir):
+    work = write_project(tmp_path, [ecoli(ecoli_dir)])
+    sheet = work / "config" / "samples.tsv"
+    sheet.write_text(sheet.read_text().replace("signal", "signl", 1))
+    result = dry_run(work)
+    assert result.returncode == 1
+    assert first_numapore_line(result) == (
+        "numapore: sample sheet config/samples.tsv, line 1: unknown column 'signl'; "
+        "did you mean `signal`?"
+    )
+    assert "Failed validating" not in output(result) and len(output(result).splitlines()) < 8
+
+
+def test_unknown_config_key_in_the_file_and_on_the_command_line(tmp_path, ecoli_dir):
+    work = write_project(tmp_path, [ecoli(ecoli_dir)], {"alignr": "bwa"})
+    line = (work / "config/config.yaml").read_text().splitlines().index("alignr: bwa") + 1
+    result = dry_run(work)
+    assert result.returncode == 1
+    assert first_numapore_line(result) == (
+        f"numapore: config/config.yaml, line {line}: unknown config key 'alignr'; "
+        "did you mean `aligner`?"
+    )
+    assert "Failed validating" not in output(result) and len(output(result).splitlines()) < 8
+    work = write_project(tmp_path / "cli", [ecoli(ecoli_dir)])
+    result = dry_run(work, "--config", "scatter={alignmnt: 2}")
+    assert result.returncode == 1
+    assert first_numapore_line(result) == (
+        "numapore: --config scatter=...: unknown config key 'scatter.alignmnt'; "
+        "did you mean `alignment`?"
+    )
+
+
+def test_byte_order_mark_is_accepted(tmp_path, ecoli_dir):
+    work = write_project(tmp_path, [ecoli(ecoli_dir)])
+    sheet = work / "config" / "samples.tsv"
+    sheet.write_bytes(b"\xef\xbb\xbf" + sheet.read_bytes())
+    result = dry_run(work)
+    assert result.returncode == 0, result.stderr
+    assert "wildcards: sample=ecoli" in result.stdout + result.stderr
+
+
+def test_spaces_instead_of_tabs(tmp_path, ecoli_dir):
+    work = write_project(tmp_path, [ecoli(ecoli_dir)])
+    sheet = work / "config" / "samples.tsv"
+    sheet.write_text(sheet.read_text().replace("\t", "    "))
+    result = dry_run(work)
+    assert result.returncode == 1
+    assert first_numapore_line(result) == (
+        "numapore: sample sheet config/samples.tsv, line 1: the sheet must be tab-separated; "
+        "this line has no tab, its fields are separated by spaces"
+    )
+    # The header tab-separated, a row with spaces: the same reason, on the row's line.
+    lines = sheet.read_text().splitlines()
+    sheet.write_text(lines[0].replace("    ", "\t") + "\n" + "\n".join(lines[1:]) + "\n")
+    assert first_numapore_line(dry_run(work)) == (
+        "numapore: sample sheet config/samples.tsv, line 2: the sheet must be tab-separated; "
+        "this line has no tab, its fields are separated by spaces"
+    )
+
+
+def test_bad_aligner_name(tmp_path, ecoli_dir):
+    work = write_project(tmp_path, [ecoli(ecoli_dir)], {"aligner": "minimap"})
+    line = (work / "config/config.yaml").read_text().splitlines().index("aligner: minimap") + 1
+    result = dry_run(work)
+    assert result.returncode == 1
+    assert first_numapore_line(result) == (
+        f"numapore: config/config.yaml, line {line}: aligner: 'minimap' is not one of "
+        "['minimap2', 'bwa', 'bowtie2']; did you mean `minimap2`?"
+    )
+    result = dry_run(
+        write_project(tmp_path / "cli", [ecoli(ecoli_dir)]), "--config", "aligner=bwa2"
+    )
+    assert result.returncode == 1
+    assert first_numapore_line(result) == (
+        "numapore: --config aligner=bwa2: 'bwa2' is not one of ['minimap2', 'bwa', 'bowtie2']; "
+        "did you mean `bwa`?"
+    )
+
+
+# ----------------------------------------------------------------------------------------------
+# 4. --set-threads: Snakemake parses it before the workflow is read; the documented form works.
+
+
+def test_set_threads_documented_form(tmp_path, ecoli_dir):
+    work = write_project(tmp_path, [ecoli(ecoli_dir)])
+    cmd = snakemake_command(work, 4, "--dry-run", "--set-threads", "call_methylation=3")
+    result = subprocess.run(cmd, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    out = result.stdout + result.stderr
+    block = out[out.index("rule call_methylation:") :].split("\n\n")[0]
+    assert "    threads: 3\n" in block + "\n"
+    # What profiles/README.md says the other forms get: Snakemake's own error, before the
+    # workflow (and any numapore check) runs.
+    cmd = snakemake_command(work, 4, "--dry-run", "--set-threads", "call_methylation=-2")
+    result = subprocess.run(cmd, capture_output=True, text=True)
+    assert result.returncode == 1
+    assert "Invalid threads definition" in output(result)
+    assert "numapore:" not in output(result)
+    # A rule name with a typo, which Snakemake would ignore: one line.
+    cmd = snakemake_command(work, 4, "--dry-run", "--set-threads", "call_methylaton=3")
+    result = subprocess.run(cmd, capture_output=True, text=True)
+    assert result.returncode == 1
+    assert [line for line in numapore_lines(result) if "set-threads" in line] == [
+        "numapore: --set-threads (or a profile's set-threads): no rule 'call_methylaton' in "
+        "this workflow; did you mean `call_methylation`?"
+    ]
+
+
+# ----------------------------------------------------------------------------------------------
+# 5. The demo: beside the sheet's samples (said in the run's first lines), off from the command
+# line.
+
+DEMO_LINE = (
+    "numapore: also running the demo sample 'demo' (config simulate:); "
+    "--config simulate=none turns it off"
+)
+
+
+def test_demo_beside_the_sheet_and_turned_off(tmp_path, ecoli_dir, dh10b):
+    work = write_project(tmp_path, [ecoli(ecoli_dir)], {"simulate": demo(dh10b)})
+    result = dry_run(work)
+    assert result.returncode == 0, result.stderr
+    assert numapore_lines(result)[:2] == [
+        f"numapore: host file {REPO / 'config/hosts/single-node.yaml'} (I/O mode fast5)",
+        DEMO_LINE,
+    ]
+    assert "wildcards: sample=demo" in output(result)
+    for off in ("simulate=none", "simulate={}"):
+        result = dry_run(work, "--config", off)
+        assert result.returncode == 0, result.stderr
+        assert DEMO_LINE not in numapore_lines(result), off
+        assert "simulate_reads" not in output(result) and "sample=demo" not in output(result), off
+        assert "wildcards: sample=ecoli" in output(result), off
+    # Only the demo, turned off: no samples at all, one line saying so.
+    alone = write_project(tmp_path / "alone", [], {"simulate": demo(dh10b)})
+    result = dry_run(alone, "--config", "simulate=none")
+    assert result.returncode == 1
+    assert first_numapore_line(result) == (
+        "numapore: no samples: config/samples.tsv has no rows and config simulate: has none "
+        "(the demo is off)"
+    )
+
+
+# ----------------------------------------------------------------------------------------------
+# 6. The host's I/O mode and strategy from the command line: said, recorded, replaced results
+# named.
+
+
+def test_io_mode_and_strategy_overrides(tmp_path, ecoli_dir):
+    host = host_file(tmp_path / "plain.yaml", strategy="none", io_mode="fast5")
+    work = write_project(tmp_path / "run", [ecoli(ecoli_dir)])
+    target = "results/ecoli/report/ecoli.minimap2.provenance.html"
+    given = ("--config", f"host={host}", "io_mode=slow5", "strategy=interleave")
+    result = run_workflow(work, target, *given)
+    assert numapore_lines(result)[:2] == [
+        f"numapore: host file {host} (I/O mode slow5)",
+        "numapore: the command line overrides the host file: I/O mode slow5 (the host file's: "
+        "fast5), alignment strategy interleave (the host file's: none), methylation strategy "
+        "interleave (the host file's: none)",
+    ]
+    assert "Shell command: None" not in output(result)  # a real run too (point 10)
+    logs = work / "results/logs"
+    align = json.loads((logs / "align/ecoli.minimap2.1-of-1.run.json").read_text())
+    assert align["strategy"] == "interleave"
+    assert align["overrides"] == {"strategy.alignment": "interleave"}
+    calls = json.loads((logs / "call_methylation/ecoli.minimap2.cpg.1-of-1.run.json").read_text())
+    assert calls["io_mode"] == "slow5" and calls["strategy"] == "interleave"
+    assert calls["overrides"] == {"io_mode": "slow5", "strategy.methylation": "interleave"}
+    assert calls["processes"][0]["command"].startswith("numactl --interleave=")
+    provenance = work / "results/ecoli/report/ecoli.minimap2.provenance"
+    assert json.loads(Path(f"{provenance}.data.json").read_text())["overrides"] == {
+        "io_mode": "slow5",
+        "strategy.alignment": "interleave",
+        "strategy.methylation": "interleave",
+    }
+    page = Path(f"{provenance}.html").read_text()
+    assert "io_mode=slow5 strategy.alignment=interleave strategy.methylation=interleave" in page
+    # The host file's own settings next time: the run says which results it replaces (their
+    # run records say how they were made).
+    result = run_workflow(work, target, "--dry-run", "--config", f"host={host}")
+    assert [line for line in numapore_lines(result) if "other settings" in line] == [
+        "numapore: the alignments of ecoli (results/ecoli/align/) were made with other "
+        "settings (now alignment strategy none, was interleave): this run replaces them and "
+        "what is made from them; to keep them, copy results/ or run in another folder first",
+        "numapore: the methylation calls of ecoli (results/ecoli/methylation/) were made with "
+        "other settings (now I/O mode fast5, was slow5; now methylation strategy none, was "
+        "interleave): this run replaces them and what is made from them; to keep them, copy "
+        "results/ or run in another folder first",
+    ]
+    assert "rule align:" in output(result) and "rule call_methylation:" in output(result)
+    # The same settings again: nothing replaced, nothing to do.
+    result = run_workflow(work, target, "--dry-run", *given)
+    assert not [line for line in numapore_lines(result) if "other settings" in line]
+    assert "Nothing to be done" in output(result)
+
+
+# ----------------------------------------------------------------------------------------------
+# 7. `--profile profiles/hpc-numa` is the profile of the clone it runs in.
+
+
+def test_profile_path_is_the_clones_own(tmp_path):
+    clone = tmp_path / "second-clone"
+    subprocess.run(["git", "clone", "--quiet", str(REPO), str(clone)], check=True)
+    (clone / "resources").symlink_to(REPO / "resources")  # the demo's genome (git-ignored)
+    profile = clone / "profiles" / "hpc-numa" / "config.yaml"
+    profile.write_text(
+        profile.read_text().replace("  - host=auto", "  - host=auto\n  - aligner=bwa")
+    )
+    # What an earlier ./setup.sh left: ~/.config/snakemake/hpc-numa pointing at another clone.
+    xdg = tmp_path / "xdg"
+    (xdg / "snakemake").mkdir(parents=True)
+    (xdg / "snakemake" / "hpc-numa").symlink_to(REPO / "profiles" / "hpc-numa")
+    env = {**os.environ, "XDG_CONFIG_HOME": str(xdg)}
+    snakemake = str(REPO / ".venv" / "bin" / "snakemake")
+
+    def dry(profile: str) -> str:
+        """The README's command, dry, from the clone's root; what it printed."""
+        run = subprocess.run(
+            [snakemake, "--profile", profile, "--dry-run"],
+            cwd=clone, env=env, capture_output=True, text=True,
+        )  # fmt: skip
+        assert run.returncode == 0, run.stderr
+        return run.stdout + run.stderr
+
+    own = dry("profiles/hpc-numa")
+    assert "Using profiles profiles/hpc-numa and workflow specific profile profiles/default" in own
+    assert "rule bwa_index:" in own and "minimap2" not in own
+    # The name finds the other clone's profile (what the README's command no longer uses).
+    assert "rule minimap2_index:" in dry("hpc-numa")
+
+
+# ----------------------------------------------------------------------------------------------
+# 10. No `Shell command: None` for script rules; shell rules' commands are still printed.
+
+
+def test_no_empty_shell_commands(tmp_path, ecoli_dir):
+    result = dry_run(write_project(tmp_path, [ecoli(ecoli_dir)]))
+    assert result.returncode == 0, result.stderr
+    out = result.stdout + result.stderr
+    assert "rule stage_reads:" in out  # a script rule
+    assert "Shell command: None" not in out
+    assert "Shell command: minimap2 -x map-ont" in out  # the index, a shell rule
+
+
+def test_override_keys_precedence():
+    """strategy sets both steps, strategy_<step> one step over it; equal settings are no
+    override; a value the host file's schema lacks is refused."""
+    given = config_overrides({"strategy": "interleave", "strategy_methylation": "none"})
+    assert given == {"strategy.alignment": "interleave", "strategy.methylation": "none"}
+    host = HostConfig("h", None, None, {"alignment": "none", "methylation": "none"})
+    assert with_overrides(host, given).overrides == {"strategy.alignment": "interleave"}
+    assert with_overrides(host, config_overrides({"io_mode": "fast5"})).overrides == {}
+    with pytest.raises(HostConfigError, match="'spread' is not one of"):
+        with_overrides(host, {"strategy.alignment": "spread"})

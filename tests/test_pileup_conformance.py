@@ -1,0 +1,270 @@
+"""numapore's pileup against modkit 0.4.4: every line of the shared conformance suite
+(../shared/data/modkit_pileup/cases.tsv) run through the command line must write the expected
+bedMethyl byte for byte (a new line there is a new case); bad input gives one `numapore: ` line
+and exit code 1; threads and region splits do not change the bytes."""
+
+from __future__ import annotations
+
+import csv
+import os
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pysam
+import pytest
+from conftest import REPO, SHARED
+
+from numapore.methylation import pileup as engine
+from numapore.methylation.bedmethyl import read_bedmethyl
+
+SUITE = SHARED / "data" / "modkit_pileup"
+INPUTS = SUITE / "inputs"
+BC_BAM = INPUTS / "bc_anchored_10_reads.sorted.bam"
+ALL_CONTEXT = INPUTS / "testing_all_context_calls.bam"
+REFERENCE = INPUTS / "CGI_ladder_3.6kb_ref.fa"
+
+
+def pileup_command() -> list[str]:
+    """The argv prefix of the pileup command: the installed `numapore pileup` console command."""
+    return [str(Path(sys.executable).parent / "numapore"), "pileup"]
+
+
+def run_pileup(*args, check: bool = False, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    """Run the pileup command line with args (in cwd); its completed process (text output)."""
+    env = dict(os.environ, PYTHONPATH=str(REPO / "scripts"))
+    result = subprocess.run(
+        [*pileup_command(), *map(str, args)], capture_output=True, text=True, env=env, cwd=cwd
+    )
+    if check:
+        assert result.returncode == 0, result.stderr
+    return result
+
+
+def load_cases() -> list[dict[str, str]]:
+    """The suite's cases (one per line of cases.tsv)."""
+    if not (SUITE / "cases.tsv").is_file():
+        pytest.fail(f"shared data missing: {SUITE} (tests need ../shared beside the repository)")
+    with open(SUITE / "cases.tsv", newline="") as handle:
+        return list(csv.DictReader(handle, delimiter="\t"))
+
+
+def case_ids() -> list[str]:
+    """Case names for pytest ids (empty if the suite is missing: load_cases fails then)."""
+    path = SUITE / "cases.tsv"
+    if not path.is_file():
+        return ["missing-suite"]
+    return [row["case"] for row in load_cases()]
+
+
+@pytest.mark.parametrize("name", case_ids())
+def test_conformance_case(name, tmp_path):
+    case = next(c for c in load_cases() if c["case"] == name)
+    out = tmp_path / "out.bed"
+    ref = [] if case["reference"] == "-" else ["--ref", SUITE / case["reference"]]
+    options = shlex.split(case["modkit_pileup_options"] or "")
+    # the options name files relative to the suite's folder
+    result = run_pileup(SUITE / case["input"], out, *ref, *options, cwd=SUITE)
+    assert result.returncode == 0, result.stderr
+    assert out.read_bytes() == (SUITE / case["expected"]).read_bytes()
+
+
+def test_reader_reads_both_delimiters():
+    tabs = list(read_bedmethyl(SUITE / "expected" / "modbam.modpileup_nofilt.methyl.bed"))
+    header = list(read_bedmethyl(SUITE / "expected" / "pileup_with_header.bed"))
+    assert tabs and tabs == header
+    mixed = list(read_bedmethyl(SUITE / "expected" / "bc_anchored_10_reads_edge_filter50.bed"))
+    assert mixed[0].valid_cov == mixed[0].n_mod + mixed[0].n_canonical + mixed[0].n_other_mod
+
+
+# ---------------------------------------------------------------- threads and regions
+
+
+def test_two_threads_same_bytes(tmp_path):
+    one, two = tmp_path / "one.bed", tmp_path / "two.bed"
+    run_pileup(ALL_CONTEXT, one, "-i", "500", "--threads", "1", check=True)
+    run_pileup(ALL_CONTEXT, two, "-i", "500", "--threads", "2", check=True)
+    assert one.read_bytes() == two.read_bytes() and one.stat().st_size > 0
+
+
+@pytest.mark.parametrize(
+    "bam, options",
+    [
+        (ALL_CONTEXT, engine.Options(interval_size=700)),
+        (BC_BAM, engine.Options(reference=str(REFERENCE), cpg=True, combine_strands=True,
+                                interval_size=25, no_filtering=True)),
+    ],
+    ids=["estimated-threshold", "cpg-combined"],
+)  # fmt: skip
+def test_region_split_concatenates_to_whole(bam, options):
+    import io
+
+    whole = io.StringIO()
+    engine.pileup(str(bam), whole, options)
+    regions = engine.scatter_regions(str(bam), 7)
+    assert len(regions) > 1
+    parts = []
+    for region in regions:
+        part = io.StringIO()
+        engine.pileup(str(bam), part, options, regions=[region])
+        parts.append(part.getvalue())
+    assert "".join(parts) == whole.getvalue() and whole.getvalue()
+
+
+# ---------------------------------------------------------------- bad input
+
+
+def rewrite_bam(source: Path, dest: Path, change, index: bool = True) -> Path:
+    """Copy source to dest with change(record) applied to each record; indexed."""
+    with pysam.AlignmentFile(source, "rb") as bam:
+        with pysam.AlignmentFile(dest, "wb", template=bam) as out:
+            for n, rec in enumerate(bam):
+                change(n, rec)
+                out.write(rec)
+    if index:
+        pysam.index(str(dest))
+    return dest
+
+
+def one_error_line(result: subprocess.CompletedProcess) -> str:
+    """The single stderr line of a failed run (exit code 1, no traceback)."""
+    assert result.returncode == 1, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("numapore: "), result.stderr
+    assert "Traceback" not in result.stderr
+    return lines[0]
+
+
+def strip_tags(_n, rec):
+    """Remove the modification tags."""
+    for tag in ("MM", "ML", "Mm", "Ml"):
+        if rec.has_tag(tag):
+            rec.set_tag(tag, None)
+
+
+def test_no_mod_tags(tmp_path):
+    bam = rewrite_bam(BC_BAM, tmp_path / "plain.bam", strip_tags)
+    out = tmp_path / "out.bed"
+    line = one_error_line(run_pileup(bam, out, "--no-filtering"))
+    assert str(bam) in line and "no read has MM/ML tags" in line
+    assert not out.exists() and not list(tmp_path.glob(".out.bed*"))
+
+
+def test_old_style_tags_read_as_modkit_does(tmp_path):
+    def rename(_n, rec):
+        mm, ml = rec.get_tag("MM"), rec.get_tag("ML")
+        strip_tags(_n, rec)
+        rec.set_tag("Mm", mm, "Z")
+        rec.set_tag("Ml", ml)
+
+    bam = rewrite_bam(BC_BAM, tmp_path / "old.bam", rename)
+    out = tmp_path / "out.bed"
+    run_pileup(bam, out, "-i", "25", "--no-filtering", check=True)
+    assert (
+        out.read_bytes() == (SUITE / "expected" / "modbam.modpileup_nofilt.methyl.bed").read_bytes()
+    )
+
+
+def drop_mode(_n, rec):
+    """MM without the '?'/'.' mode character (old implicit style)."""
+    rec.set_tag("MM", rec.get_tag("MM").replace("?", ""), "Z")
+
+
+def test_tags_without_mode(tmp_path):
+    bam = rewrite_bam(BC_BAM, tmp_path / "nomode.bam", drop_mode)
+    line = one_error_line(run_pileup(bam, tmp_path / "out.bed", "--no-filtering"))
+    assert str(bam) in line and "no mode" in line and "--force-allow-implicit" in line
+    run_pileup(bam, tmp_path / "out.bed", "--no-filtering", "--force-allow-implicit", check=True)
+    assert (tmp_path / "out.bed").stat().st_size > 0
+
+
+def test_ml_shorter_than_mm_skips_the_read(tmp_path):
+    names = []
+
+    def cut(n, rec):
+        if n == 3:
+            names.append(rec.query_name)
+            rec.set_tag("ML", rec.get_tag("ML")[:-5])
+
+    bam = rewrite_bam(BC_BAM, tmp_path / "cut.bam", cut)
+    out = tmp_path / "out.bed"
+    result = run_pileup(bam, out, "-i", "25", "--no-filtering", "--quiet")
+    assert result.returncode == 0, result.stderr
+    line = result.stderr.strip()
+    assert line.startswith("numapore: ") and names[0] in line and "ML array too short" in line
+    whole = list(read_bedmethyl(SUITE / "expected" / "modbam.modpileup_nofilt.methyl.bed"))
+    rows = list(read_bedmethyl(out))
+    assert rows and sum(r.valid_cov for r in rows) < sum(r.valid_cov for r in whole)
+
+
+def test_every_ml_broken(tmp_path):
+    def cut(_n, rec):
+        rec.set_tag("ML", rec.get_tag("ML")[:-5])
+
+    bam = rewrite_bam(BC_BAM, tmp_path / "cut.bam", cut)
+    line = one_error_line(run_pileup(bam, tmp_path / "out.bed", "--no-filtering"))
+    assert str(bam) in line and "ML array too short" in line and "read " in line
+
+
+def test_contig_missing_from_reference(tmp_path):
+    ref = tmp_path / "other.fa"
+    ref.write_text(">something_else\nACGTACGTCG\n")
+    pysam.faidx(str(ref))
+    line = one_error_line(run_pileup(BC_BAM, tmp_path / "out.bed", "--ref", ref, "--cpg"))
+    assert str(ref) in line and "oligo_1512_adapters" in line and "missing" in line
+
+
+def test_unindexed_bam(tmp_path):
+    bam = rewrite_bam(BC_BAM, tmp_path / "noindex.bam", lambda n, rec: None, index=False)
+    line = one_error_line(run_pileup(bam, tmp_path / "out.bed", "--region", "oligo_1512_adapters"))
+    assert str(bam) in line and "index" in line
+
+
+def test_unsorted_bam(tmp_path):
+    """Records written in name order, header SO:queryname, no index (it cannot be built)."""
+    with pysam.AlignmentFile(BC_BAM, "rb") as bam:
+        header = bam.header.to_dict()
+        records = sorted(bam, key=lambda r: r.query_name)
+    header["HD"] = {"VN": "1.6", "SO": "queryname"}
+    path = tmp_path / "byname.bam"
+    with pysam.AlignmentFile(path, "wb", header=header) as out:
+        for rec in records:
+            out.write(rec)
+    line = one_error_line(run_pileup(path, tmp_path / "out.bed", "--threads", "2"))
+    assert str(path) in line and "not coordinate-sorted" in line
+
+
+def test_unaligned_bam(tmp_path):
+    bam = INPUTS / "bc_anchored_10_reads.unmapped.bam"
+    line = one_error_line(run_pileup(bam, tmp_path / "out.bed"))
+    assert str(bam) in line
+
+
+def test_stdout_and_summary(tmp_path):
+    result = run_pileup(BC_BAM, "-", "-i", "25", "--no-filtering", check=True)
+    assert result.stdout == (SUITE / "expected" / "modbam.modpileup_nofilt.methyl.bed").read_text()
+    assert result.stderr.startswith("numapore pileup: 10 read(s) used")
+
+
+@pytest.mark.parametrize("compiled", [False, True], ids=["python", "compiled"])
+def test_both_paths_every_case(compiled, monkeypatch):
+    """The numpy path and the compiled core (when built) write the same bytes on every case."""
+    import argparse
+    import io
+
+    from numapore.methylation import pileup_cli
+
+    if compiled:  # the install builds it on this machine: a run without it is a failure
+        assert engine.ENABLED, "numapore.methylation._pileup_core is not built: pip install -e ."
+    monkeypatch.setattr(engine, "ENABLED", compiled)
+    monkeypatch.chdir(SUITE)
+    parser = argparse.ArgumentParser()
+    pileup_cli.add_arguments(parser)
+    for case in load_cases():
+        ref = [] if case["reference"] == "-" else ["--ref", case["reference"]]
+        argv = [case["input"], "-", *ref, *shlex.split(case["modkit_pileup_options"] or "")]
+        options = pileup_cli.options_from_args(parser.parse_args(argv))
+        out = io.StringIO()
+        engine.pileup(case["input"], out, options)
+        assert out.getvalue() == (SUITE / case["expected"]).read_text(), case["case"]
