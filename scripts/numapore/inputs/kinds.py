@@ -2,8 +2,9 @@
 runs, how each aligner is told about its reads, and what its read accounting counts.
 
 Every kind meets the others at an aligned BAM (a modBAM where modifications were called). The
-workflow's rules ask this table (runs, aligner_options) rather than testing kind names, so a
-new kind is a new entry here plus the rules of the steps only it runs.
+workflow's rules ask this table (runs, aligner_preset; paired, batch_bases, marks_duplicates,
+minimap2_index for short reads) rather than testing kind names, so a new kind is a new entry
+here plus the rules of the steps only it runs.
 """
 
 from __future__ import annotations
