@@ -9,7 +9,7 @@ set -euo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 cd "$repo"
 
-apt_packages=(samtools minimap2 bwa bowtie2 nanopolish numactl tabix nanook-examples
+apt_packages=(samtools minimap2 bwa bowtie2 bowtie2-examples nanopolish numactl tabix nanook-examples
     libvbz-hdf-plugin0 tombo time python3-venv
     # numapore's compiled svb-zd encoder and FAST5 reader (C through cffi:
     # numapore/signal/svbzd_build.py, fast5_core_build.py; the reader links HDF5, libdeflate, zlib)

@@ -13,6 +13,7 @@ from numapore.base.rulelog import redirect_to_log
 smk = snakemake  # noqa: F821 (injected by the script directive)
 redirect_to_log(smk)
 bam = Path(smk.output.bam)
+reads2 = Path(smk.input.reads2) if smk.input.get("reads2") else None  # pairs' R2 (kind short)
 run_alignment(
     host=load_host_config(smk.params.host, overrides=smk.params.get("overrides")),
     aligner=smk.wildcards.aligner,
@@ -23,10 +24,14 @@ run_alignment(
     threads=smk.threads,
     record=Path(smk.log.record),
     kind=smk.params.kind,
+    reads2=reads2,
+    sample=smk.wildcards.sample,
+    mark_duplicates=smk.params.duplicates,
 )
 if "summary" in smk.output.keys():  # the sample's BAM (common.smk: ONE_ALIGN_SHARD)
     finish_sample_bam(
         bam, {key: Path(path) for key, path in smk.output.items()}, smk.threads, sys.stderr,
         reads=Path(smk.input.reads), sample=smk.wildcards.sample, aligner=smk.wildcards.aligner,
-        reference=smk.params.reference,
+        reference=smk.params.reference, kind=smk.params.kind, paired=reads2 is not None,
+        duplicates=smk.params.duplicates,
     )  # fmt: skip

@@ -15,5 +15,6 @@ merge_bams([Path(p) for p in smk.input.shards], bam, smk.threads, sys.stderr)
 finish_sample_bam(
     bam, {key: Path(path) for key, path in smk.output.items()}, smk.threads, sys.stderr,
     reads=Path(smk.input.reads), sample=smk.wildcards.sample, aligner=smk.wildcards.aligner,
-    reference=smk.params.reference,
+    reference=smk.params.reference, kind=smk.params.kind, paired=smk.params.paired,
+    duplicates=smk.params.duplicates,
 )  # fmt: skip

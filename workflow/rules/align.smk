@@ -7,6 +7,7 @@
 rule align:
     input:
         reads=reads_shard,
+        reads2=reads2_shard,
         index=aligner_index_files,
     output:
         **(
@@ -32,6 +33,7 @@ rule align:
         host=HOST_FILE,
         reference=lambda wc: str(SAMPLES[wc.sample].reference),
         kind=lambda wc: SAMPLES[wc.sample].kind,
+        duplicates=marks_duplicates,
     script:
         "../../scripts/align.py"
 
@@ -62,6 +64,9 @@ rule merge_alignment_shards:
     threads: RUN_CORES
     params:
         reference=lambda wc: str(SAMPLES[wc.sample].reference),
+        kind=lambda wc: SAMPLES[wc.sample].kind,
+        paired=lambda wc: SAMPLES[wc.sample].paired,
+        duplicates=marks_duplicates,
     script:
         "../../scripts/merge_alignment_shards.py"
 

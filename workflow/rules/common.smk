@@ -265,6 +265,7 @@ WILDCARD_PATTERNS = {
     "signal": "fast5|blow5",
     "cell": r"[a-z0-9.-]+",
     "motif": "|".join([*MOTIFS, "any"]),
+    "preset": "map-ont|sr",
 }
 REFERENCES = {s.reference_name: s.reference for s in SAMPLES.values()}
 
@@ -308,20 +309,56 @@ def signal_kind(io_mode):
 def staged_reads(wildcards, io_mode=None):
     """The sample's reads as staged for an I/O mode (default: the host's), with nanopolish's
     read index beside them pointing at that mode's signal files; a modBAM sample's as FASTQ
-    with their tags in the headers."""
+    with their tags in the headers; a short sample's checked reads (R1 of pairs)."""
     sample = SAMPLES[wildcards.sample]
     if sample.kind == "modbam":
         return f"results/{sample.name}/reads/modbam/{sample.name}.fastq"
+    if sample.kind == "short":
+        name = f"{sample.name}.1" if sample.paired else sample.name
+        layout = "paired" if sample.paired else "single"
+        return f"results/{sample.name}/reads/{layout}/{name}.{sample.reads_format}"
     signal = signal_kind(io_mode or IO_MODE)
     return f"results/{sample.name}/reads/{signal}/{sample.name}.{sample.reads_format}"
+
+
+def staged_reads2(wildcards):
+    """The R2 mates of a paired sample as staged (none for other samples)."""
+    sample = SAMPLES[wildcards.sample]
+    if not sample.paired:
+        return []
+    return f"results/{sample.name}/reads/paired/{sample.name}.2.{sample.reads_format}"
 
 
 def reads_shard(wildcards):
     """The reads the aligner gets for one shard: all reads when the step is not scattered."""
     if config["scatter"]["alignment"] == 1:
         return staged_reads(wildcards)
-    fmt = SAMPLES[wildcards.sample].reads_format.removesuffix(".gz")
-    return f"results/{wildcards.sample}/reads/shards/{wildcards.sample}.{wildcards.shard}.{fmt}"
+    sample = SAMPLES[wildcards.sample]
+    fmt = sample.reads_format.removesuffix(".gz")
+    mate = ".1" if sample.paired else ""
+    return f"results/{sample.name}/reads/shards/{sample.name}.{wildcards.shard}{mate}.{fmt}"
+
+
+def reads2_shard(wildcards):
+    """The R2 mates of one shard of a paired sample (none for other samples)."""
+    sample = SAMPLES[wildcards.sample]
+    if not sample.paired or config["scatter"]["alignment"] == 1:
+        return staged_reads2(wildcards)
+    fmt = sample.reads_format.removesuffix(".gz")
+    return f"results/{sample.name}/reads/shards/{sample.name}.{wildcards.shard}.2.{fmt}"
+
+
+def short_reads_input(wildcards):
+    """A short sample's reads files as the sheet names them: reads, and reads2 for pairs."""
+    sample = SAMPLES[wildcards.sample]
+    return {"reads": sample.reads, **({"reads2": sample.reads2} if sample.paired else {})}
+
+
+def marks_duplicates(wildcards):
+    """Whether the sample's BAM gets its duplicates marked: kinds that mark them (short), when
+    config short_reads.mark_duplicates asks for it."""
+    kind = SAMPLES[wildcards.sample].input_kind
+    return kind.marks_duplicates and config["short_reads"]["mark_duplicates"]
 
 
 def reference_fasta(wildcards):
@@ -545,19 +582,20 @@ def report_locations():
 
 def aligner_index_files(wildcards):
     """Every file of the aligner's index for the sample's reference."""
-    ref = SAMPLES[wildcards.sample].reference_name
+    sample = SAMPLES[wildcards.sample]
+    ref = sample.reference_name
     prefix = f"results/references/{ref}/{wildcards.aligner}/{ref}"
+    if wildcards.aligner == "minimap2":  # one index per preset (the kind's)
+        return [f"{prefix}.{sample.input_kind.minimap2_index}.mmi"]
     return [prefix + suffix for suffix in INDEX_SUFFIXES[wildcards.aligner]]
 
 
 def aligner_index(wildcards):
     """What the aligner is given as its index: minimap2's .mmi, or bwa's / bowtie2's prefix."""
     first = aligner_index_files(wildcards)[0]
-    return (
-        first
-        if wildcards.aligner == "minimap2"
-        else first.removesuffix(INDEX_SUFFIXES[wildcards.aligner][0])
-    )
+    if wildcards.aligner == "minimap2":
+        return first
+    return first.removesuffix(INDEX_SUFFIXES[wildcards.aligner][0])
 
 
 def io_processes(wildcards, threads):

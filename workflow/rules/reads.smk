@@ -19,6 +19,39 @@ rule stage_reads:
         "../../scripts/stage_reads.py"
 
 
+# Short reads (kind short): each file checked like the reads above, and the two files of pairs
+# side by side (as many records, each R2 record the mate of its R1 record), then staged.
+rule stage_short_reads:
+    input:
+        unpack(short_reads_input),
+    output:
+        reads="results/{sample}/reads/single/{sample}.{fmt}",
+    log:
+        "results/logs/stage_short_reads/{sample}.{fmt}.log",
+    benchmark:
+        "results/benchmarks/stage_short_reads/{sample}.{fmt}.tsv"
+    conda:
+        "../../envs/python.yaml"
+    script:
+        "../../scripts/stage_short_reads.py"
+
+
+rule stage_paired_reads:
+    input:
+        unpack(short_reads_input),
+    output:
+        reads="results/{sample}/reads/paired/{sample}.1.{fmt}",
+        reads2="results/{sample}/reads/paired/{sample}.2.{fmt}",
+    log:
+        "results/logs/stage_paired_reads/{sample}.{fmt}.log",
+    benchmark:
+        "results/benchmarks/stage_paired_reads/{sample}.{fmt}.tsv"
+    conda:
+        "../../envs/python.yaml"
+    script:
+        "../../scripts/stage_short_reads.py"
+
+
 rule split_reads:
     input:
         staged_reads,
@@ -35,6 +68,41 @@ rule split_reads:
         "results/benchmarks/split_reads/{sample}.{fmt}.tsv"
     conda:
         "../../envs/python.yaml"
+    params:
+        kind=lambda wc: SAMPLES[wc.sample].kind,
+        batch=lambda wc: SAMPLES[wc.sample].input_kind.batch_bases,
+    script:
+        "../../scripts/split_reads.py"
+
+
+# Pairs: R1 and R2 split in step (numapore.execution.shards.split_short_reads), shard i of R2
+# holding the mates of shard i of R1, in consecutive shares of whole bwa batches.
+rule split_paired_reads:
+    input:
+        reads=staged_reads,
+        reads2=staged_reads2,
+    output:
+        reads=temp(
+            expand(
+                "results/{{sample}}/reads/shards/{{sample}}.{shard}.1.{{fmt}}",
+                shard=shard_ids("alignment"),
+            )
+        ),
+        reads2=temp(
+            expand(
+                "results/{{sample}}/reads/shards/{{sample}}.{shard}.2.{{fmt}}",
+                shard=shard_ids("alignment"),
+            )
+        ),
+    log:
+        "results/logs/split_paired_reads/{sample}.{fmt}.log",
+    benchmark:
+        "results/benchmarks/split_paired_reads/{sample}.{fmt}.tsv"
+    conda:
+        "../../envs/python.yaml"
+    params:
+        kind=lambda wc: SAMPLES[wc.sample].kind,
+        batch=lambda wc: SAMPLES[wc.sample].input_kind.batch_bases,
     script:
         "../../scripts/split_reads.py"
 

@@ -18,15 +18,17 @@ rule prepare_reference:
         "../../scripts/prepare_reference.py"
 
 
+# One index per minimap2 preset (its k-mer and window sizes are the index's): map-ont for
+# nanopore reads, sr for short reads (the input kinds table's minimap2_index).
 rule minimap2_index:
     input:
         "results/references/{ref}/{ref}.fa",
     output:
-        multiext("results/references/{ref}/minimap2/{ref}", *INDEX_SUFFIXES["minimap2"]),
+        "results/references/{ref}/minimap2/{ref}.{preset}.mmi",
     log:
-        "results/logs/minimap2_index/{ref}.log",
+        "results/logs/minimap2_index/{ref}.{preset}.log",
     benchmark:
-        "results/benchmarks/minimap2_index/{ref}.tsv"
+        "results/benchmarks/minimap2_index/{ref}.{preset}.tsv"
     conda:
         "../../envs/minimap2.yaml"
     # minimap2 indexes with at most 3 threads; half the cores at most, so that on a small host
@@ -37,7 +39,7 @@ rule minimap2_index:
     params:
         tmp=hidden_temp,
     shell:
-        "minimap2 -x map-ont -t {threads} -d {params.tmp} {input} 2> {log}"
+        "minimap2 -x {wildcards.preset} -t {threads} -d {params.tmp} {input} 2> {log}"
         " && mv {params.tmp} {output}"
 
 

@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import zlib
 from pathlib import Path
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from itertools import zip_longest
 from typing import IO
 
 import pysam
@@ -37,6 +39,100 @@ def split_fastx(reads: Path, outputs: Sequence[Path]) -> list[int]:
                 for i, record in enumerate(fastx):
                     handles[i % len(handles)].write(str(record) + "\n")
                     counts[i % len(handles)] += 1
+        finally:
+            for handle in handles:
+                handle.close()
+    return counts
+
+
+def bwa_batch_ends(lengths: Iterable[int], batch_bases: int, paired: bool) -> list[tuple[int, int]]:
+    """Where bwa mem -K batch_bases ends its batches, as (fragments, bases) read by the end of
+    each batch (a fragment: a read, or a pair whose two lengths lengths holds added), the last
+    batch ending with the input. bwa's bseq_read adds each sequence's length and ends a batch
+    after the fragment that brings it to batch_bases or more with an even number of sequences
+    in it (single-end reads too). batch_bases 0: every fragment a batch of its own."""
+    ends, size, n, fragments, bases = [], 0, 0, 0, 0
+    for length in lengths:
+        fragments, bases, size = fragments + 1, bases + length, size + length
+        n += 2 if paired else 1
+        if size >= batch_bases and n % 2 == 0:
+            ends.append((fragments, bases))
+            size, n = 0, 0
+    if not ends or ends[-1][0] != fragments:
+        ends.append((fragments, bases))
+    return ends
+
+
+def shares_on_batches(batch_ends: Sequence[tuple[int, int]], shards: int) -> list[int]:
+    """Fragments per shard when consecutive shards take whole batches (bwa_batch_ends) and
+    about equal bases: a shard ends at the last batch ending within its share of the bases (at
+    least one batch when one is left); shards after the last batch are empty."""
+    total = batch_ends[-1][1] if batch_ends else 0
+    counts, start, b = [], 0, 0
+    for i in range(shards):
+        target = total * (i + 1) / shards
+        end = start
+        while b < len(batch_ends) and (
+            end == start or batch_ends[b][1] <= target or i == shards - 1
+        ):
+            end = batch_ends[b][0]
+            b += 1
+        counts.append(end - start)
+        start = end
+    return counts
+
+
+def split_short_reads(
+    reads: Path,
+    reads2: Path | None,
+    outputs: Sequence[Path],
+    outputs2: Sequence[Path] | None = None,
+    batch_bases: int = 0,
+) -> list[int]:
+    """Split short reads into len(outputs) consecutive shares (and R2 likewise into outputs2:
+    shard i of R2 holds the mates of shard i of R1, record for record, so mates are never
+    apart), each share whole bwa batches of batch_bases (bwa_batch_ends) and about an equal
+    share of the bases; return the reads (or pairs) per shard. Reads the input twice (lengths,
+    then records): memory holds the batch ends only.
+
+    Why consecutive shares of whole batches: bwa mem estimates the insert-size distribution of
+    pairs per batch, so a shard that began inside a batch would see other batches and could
+    place pairs differently; with a fixed -K each shard's batches are exactly the unsplit run's.
+    (One thing remains: bwa breaks ties between equally good hits with the read's ordinal in its
+    input, so a read with several best hits, MAPQ 0, may get another of them in a split run.)
+    """
+    import pysam
+
+    paired = reads2 is not None
+    if paired != (outputs2 is not None):
+        raise ValueError("pairs need R2 shards (outputs2), single-end reads none")
+
+    def fragments() -> Iterator[tuple[pysam.FastxRecord, pysam.FastxRecord | None]]:
+        """(R1 record, R2 record or None) in file order; ValueError on unequal counts."""
+        with pysam.FastxFile(str(reads)) as first:
+            if not paired:
+                yield from ((r, None) for r in first)
+                return
+            with pysam.FastxFile(str(reads2)) as second:
+                for r1, r2 in zip_longest(first, second):
+                    if r1 is None or r2 is None:
+                        raise ValueError(f"{reads} and {reads2} hold different numbers of reads")
+                    yield r1, r2
+
+    lengths = (len(r1.sequence) + (len(r2.sequence) if r2 else 0) for r1, r2 in fragments())
+    counts = shares_on_batches(bwa_batch_ends(lengths, batch_bases, paired), len(outputs))
+    with atomic_outputs([*outputs, *(outputs2 or [])]) as temps:
+        handles = [open(path, "w") for path in temps]
+        try:
+            shard, left = 0, counts[0]
+            for r1, r2 in fragments():
+                while left == 0:
+                    shard += 1
+                    left = counts[shard]
+                handles[shard].write(str(r1) + "\n")
+                if r2 is not None:
+                    handles[len(outputs) + shard].write(str(r2) + "\n")
+                left -= 1
         finally:
             for handle in handles:
                 handle.close()
@@ -80,8 +176,9 @@ def merge_bams(inputs: Sequence[Path], output: Path, threads: int, log: IO[str])
         return
     with atomic_output(output) as tmp:
         # -p: shards' @PG lines with one ID become one line (else samtools makes the IDs
-        # distinct with random suffixes, and the same shards give different bytes every time).
-        cmd = ["samtools", "merge", "-f", "-p", "-@", str(threads), "-o", str(tmp)]
+        # distinct with random suffixes, and the same shards give different bytes every time);
+        # -c: likewise their @RG lines (bwa -R), and then their records' RG tags keep the ID.
+        cmd = ["samtools", "merge", "-f", "-p", "-c", "-@", str(threads), "-o", str(tmp)]
         cmd += [str(p) for p in inputs]
         print(" ".join(cmd), file=log, flush=True)
         result = subprocess.run(cmd, capture_output=True, text=True)
@@ -144,6 +241,32 @@ def start_index_and_reports(
     return wait
 
 
+def settle_read_groups(bam: Path, threads: int, log: IO[str], duplicates: bool) -> None:
+    """Rewrite a sorted BAM whose records carry read groups (RG tags: bwa -R) through samtools
+    merge, and mark its duplicates with samtools markdup (its records carry fixmate -m's mate
+    tags; numapore.execution.tools.align_command) when duplicates; the BAM is replaced once the
+    new one is complete, the statistics are in log.
+
+    Why merge one file: samtools merge moves every record's RG tag to the end of its tags (it
+    deletes and appends it), so a BAM merged from shards (NUMA instances, a scattered alignment)
+    would hold other bytes than an unsplit run's BAM; the unsplit BAM goes through it too, so
+    both hold the same records, tag for tag. Piped into markdup, it costs no extra file."""
+    merge = ["samtools", "merge", "-p", "-c", "-@", str(threads)]
+    with atomic_output(bam) as tmp:
+        if duplicates:  # uncompressed into markdup
+            mark = ["samtools", "markdup", "-s", "-@", str(threads), "-", str(tmp)]
+            command = f"{shlex.join([*merge, '-u', '-o', '-', str(bam)])} | {shlex.join(mark)}"
+        else:
+            command = shlex.join([*merge, "-o", str(tmp), str(bam)])
+        print(command, file=log, flush=True)
+        result = subprocess.run(
+            ["bash", "-o", "pipefail", "-c", command], capture_output=True, text=True
+        )
+        log.write(result.stdout + result.stderr)
+        if result.returncode != 0:
+            raise RuntimeError(f"{command} failed ({result.returncode}): {result.stderr.strip()}")
+
+
 def finish_sample_bam(
     bam: Path,
     outputs: dict[str, Path],
@@ -154,18 +277,27 @@ def finish_sample_bam(
     sample: str,
     aligner: str,
     reference: str,
+    kind: str = "signal",
+    paired: bool = False,
+    duplicates: bool = False,
 ) -> None:
     """Index the sample's sorted BAM, write its samtools reports and the alignment check
-    (outputs['summary']: reads in, primary alignments mapped); AccountingError when nothing
-    mapped or the reads repeat a read id."""
+    (outputs['summary']: reads in, primary alignments mapped; for short reads also pairs,
+    properly paired and duplicates, marked first when duplicates asks for it); AccountingError
+    when nothing mapped or the reads repeat a read id."""
+    if kind == "short":  # records with read groups (settle_read_groups), duplicates
+        settle_read_groups(bam, threads, log, duplicates)
     reports = {key: outputs[key] for key in ("bai", "flagstat", "flagstat_text", "stats")}
     reports_done = start_index_and_reports(bam, reports, threads, log)
     # Imported while samtools runs (polars takes a few tenths of a second to load).
-    from numapore.inputs.readids import alignment_summary
+    from numapore.inputs.readids import alignment_summary, short_read_summary
 
     reports_done()
     flagstat = json.loads(outputs["flagstat"].read_text())
-    summary = alignment_summary(flagstat, reads, sample, aligner, reference)
+    if kind == "short":
+        summary = short_read_summary(flagstat, reads, sample, aligner, reference, paired)
+    else:
+        summary = alignment_summary(flagstat, reads, sample, aligner, reference)
     with atomic_output(outputs["summary"]) as tmp:
         tmp.write_text(summary)
 

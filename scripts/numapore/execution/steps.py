@@ -17,9 +17,15 @@ from pathlib import Path
 from numapore.execution.hosts import HostConfig, check_host_against_machine
 from numapore.execution.launch import Process, StepRun, run_step, write_record
 from numapore.execution.plan import plan_step
-from numapore.execution.shards import concat_tables, merge_bams, split_bam, split_fastx
+from numapore.execution.shards import (
+    concat_tables,
+    merge_bams,
+    split_bam,
+    split_fastx,
+    split_short_reads,
+)
 from numapore.execution.tools import align_command, call_methylation_command
-from numapore.inputs.kinds import DEFAULT_KIND
+from numapore.inputs.kinds import DEFAULT_KIND, KINDS
 from numapore.inputs.sheet import reads_format
 from numapore.base.atomic import atomic_output, scratch_dir
 from numapore.signal.hdf5plugin import vbz_plugin_env
@@ -29,6 +35,11 @@ def host_line(host: HostConfig) -> str:
     """The job log's line naming the host file and the command line's settings over it."""
     given = ", ".join(f"{k}={v}" for k, v in host.overrides.items())
     return f"host file: {host.path or host.name}" + (f" (--config: {given})" if given else "")
+
+
+def mate_shard(shard: Path) -> Path:
+    """The R2 shard beside an R1 shard of a split pair ('in.2.fastq' -> 'in.2.R2.fastq')."""
+    return shard.with_name(f"{shard.stem}.R2{shard.suffix}")
 
 
 def run_alignment(
@@ -41,19 +52,41 @@ def run_alignment(
     threads: int,
     record: Path,
     kind: str = DEFAULT_KIND,
+    reads2: Path | None = None,
+    sample: str = "sample",
+    mark_duplicates: bool = False,
+    pool: int = 1,
 ) -> StepRun:
-    """Align reads of an input kind into a sorted BAM under the host's alignment strategy."""
+    """Align reads of an input kind (reads2: the R2 mates of pairs) into a sorted BAM under the
+    host's alignment strategy. Short reads are split into consecutive shares of whole pairs and
+    whole bwa batches (numapore.execution.shards.split_short_reads), other reads round-robin.
+    pool > 1: that many unbound processes on shards, split and merged as instances are (the
+    tests run the instances' split on a one-node machine so)."""
     topology = check_host_against_machine(host)
     print(host_line(host), file=sys.stderr)
     index_bytes = sum(Path(p).stat().st_size for p in index_files)
-    plan = plan_step(host, topology, "alignment", threads, index_bytes)
+    plan = plan_step(host, topology, "alignment", threads, index_bytes, pool)
+    input_kind = KINDS[kind]
+
+    def tool(src: Path, out: Path, t: int) -> str:
+        """The unchanged aligner command for one shard (its R2 shard beside it)."""
+        second = None if reads2 is None else (reads2 if src == reads else mate_shard(src))
+        return align_command(aligner, index, src, out, t, kind, second, sample, mark_duplicates)
+
+    def split(src: Path, shards: Sequence[Path]) -> object:
+        """The reads into one shard per process."""
+        if input_kind.name != "short":
+            return split_fastx(src, shards)
+        mates = None if reads2 is None else [mate_shard(p) for p in shards]
+        return split_short_reads(src, reads2, shards, mates, input_kind.batch_bases)
+
     with scratch_dir(output) as workdir, atomic_output(output) as partial:
         run = run_step(
             plan,
-            lambda src, out, t: align_command(aligner, index, src, out, t, kind),
+            tool,
             reads,
             partial,
-            split=split_fastx,
+            split=split,
             merge=lambda shards, out: merge_bams(shards, out, threads, sys.stderr),
             workdir=Path(workdir),
             shard_suffixes=("." + reads_format(reads).removesuffix(".gz"), ".bam"),

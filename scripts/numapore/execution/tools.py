@@ -14,21 +14,46 @@ from numapore.inputs.sheet import reads_format
 
 
 def align_command(
-    aligner: str, index: str, reads: Path, output: Path, threads: int, kind: str = DEFAULT_KIND
+    aligner: str,
+    index: str,
+    reads: Path,
+    output: Path,
+    threads: int,
+    kind: str = DEFAULT_KIND,
+    reads2: Path | None = None,
+    sample: str = "sample",
+    mark_duplicates: bool = False,
 ) -> str:
     """Align reads of an input kind with the chosen aligner and sort into a BAM (index: file or
-    prefix); the aligner's options for the kind come from the input kinds table."""
-    options = KINDS[kind].aligner_preset(aligner)
+    prefix); the aligner's options for the kind come from the input kinds table (a read group
+    named after sample where it has one). reads2: the second mates of pairs (R2), in the order of
+    reads. mark_duplicates (kinds that mark them): samtools fixmate -m between the aligner and
+    the sort, the mate tags samtools markdup reads once the BAM is merged."""
+    input_kind = KINDS[kind]
+    options = input_kind.aligner_preset(aligner, sample)
+    if reads2 is not None and not input_kind.paired:
+        raise ValueError(f"{kind} samples take one reads file, not pairs")
+    files = " ".join(quote(str(p)) for p in (reads, reads2) if p is not None)
     if aligner == "minimap2":
-        tool = f"minimap2 {options} -t {threads} {quote(index)} {quote(str(reads))}"
+        tool = f"minimap2 {options} -t {threads} {quote(index)} {files}"
     elif aligner == "bwa":
-        tool = f"bwa {options} -t {threads} {quote(index)} {quote(str(reads))}"
+        tool = f"bwa {options} -t {threads} {quote(index)} {files}"
     elif aligner == "bowtie2":
         # bowtie2 reads FASTQ unless told the reads are FASTA.
         fmt = "-f" if reads_format(reads).startswith("fasta") else "-q"
-        tool = f"bowtie2 {options} -p {threads} -x {quote(index)} {fmt} -U {quote(str(reads))}"
+        if reads2 is None:
+            mates = f"-U {quote(str(reads))}"
+        else:
+            mates = f"-1 {quote(str(reads))} -2 {quote(str(reads2))}"
+        tool = f"bowtie2 {options} -p {threads} -x {quote(index)} {fmt} {mates}"
     else:
         raise ValueError(f"unknown aligner {aligner!r}")
+    if mark_duplicates and input_kind.marks_duplicates:
+        # fixmate wants the records grouped by read name, as samtools collate would make them:
+        # the aligners write each read's (each pair's) records together, so their output is.
+        # -m adds the mate score (ms) and mate CIGAR (MC) that markdup needs; fixmate also
+        # recomputes TLEN by its own rule (it differs from bwa's on some discordant pairs).
+        tool += f" | samtools fixmate -m -@ {threads} - -"
     return f"{tool} | samtools sort -@ {threads} -o {quote(str(output))} -"
 
 

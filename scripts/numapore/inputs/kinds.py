@@ -2,8 +2,9 @@
 runs, how each aligner is told about its reads, and what its read accounting counts.
 
 Every kind meets the others at an aligned BAM (a modBAM where modifications were called). The
-workflow's rules ask this table (runs, aligner_options) rather than testing kind names, so a
-new kind is a new entry here plus the rules of the steps only it runs.
+workflow's rules ask this table (runs, aligner_preset; paired, batch_bases, marks_duplicates,
+minimap2_index for short reads) rather than testing kind names, so a new kind is a new entry
+here plus the rules of the steps only it runs.
 """
 
 from __future__ import annotations
@@ -34,6 +35,14 @@ class InputKind:
     # an aligner missing here cannot align this kind.
     aligner_options: dict[str, str] = field(default_factory=dict)
     accounting: str = ""  # what its read accounting counts, in a phrase
+    paired: bool = False  # may have a second reads file (the sheet's `reads2`: mates, R2)
+    # bwa mem's -K of the kind's preset (bases per batch; 0: none): bwa estimates the insert
+    # size per batch, so shards of the reads are cut on whole batches (numapore.execution.shards).
+    batch_bases: int = 0
+    # Duplicates marked (samtools fixmate -m before the sort, markdup after the merge) when
+    # config short_reads.mark_duplicates asks for it.
+    marks_duplicates: bool = False
+    minimap2_index: str = "map-ont"  # the preset minimap2's index is built with (its -x)
 
     def runs(self, step: str) -> bool:
         """Whether samples of this kind run a step (one of STEPS)."""
@@ -41,14 +50,15 @@ class InputKind:
             raise ValueError(f"unknown step {step!r}; steps are {', '.join(STEPS)}")
         return step in self.steps
 
-    def aligner_preset(self, aligner: str) -> str:
-        """The aligner's options for this kind; InputError naming the ones that can."""
+    def aligner_preset(self, aligner: str, sample: str = "sample") -> str:
+        """The aligner's options for this kind (a read group, where the preset has one, named
+        after the sample); InputError naming the aligners that can."""
         if aligner not in self.aligner_options:
             raise InputError(
                 f"aligner {aligner} cannot align {self.name} samples; use "
                 + " or ".join(sorted(self.aligner_options))
             )
-        return self.aligner_options[aligner]
+        return self.aligner_options[aligner].format(sample=sample, batch=self.batch_bases)
 
 
 KINDS = {
@@ -87,26 +97,60 @@ KINDS = {
             },
             accounting="reads in, with tags, aligned (primary), with modification calls",
         ),
+        InputKind(
+            name="short",
+            data="short reads (Illumina and the like): single-end FASTQ, or pairs (R1, R2)",
+            chemistry="any short-read sequencer; no signal, no methylation calls",
+            reads=(
+                "FASTQ (.gz allowed): R1, or the single-end reads; R2 in the `reads2` column, "
+                "its records in R1's order with the same names"
+            ),
+            needs_signal=False,
+            steps=frozenset(),
+            # bwa: no -x (its short-read defaults), a read group named after the sample, and a
+            # fixed batch (-K) so that its output does not depend on its threads or on how the
+            # reads are split (it estimates the insert size per batch); bowtie2 end to end
+            # (-1/-2 or -U, numapore.execution.tools); minimap2's short-read preset.
+            aligner_options={
+                "minimap2": "-ax sr",
+                "bwa": "mem -K {batch} -R '@RG\\tID:{sample}\\tSM:{sample}'",
+                "bowtie2": "--end-to-end",
+            },
+            accounting="reads and pairs in, mapped, properly paired, duplicates",
+            paired=True,
+            batch_bases=10_000_000,
+            marks_duplicates=True,
+            minimap2_index="sr",
+        ),
     )
 }
 DEFAULT_KIND = "signal"
 MODBAM_SUFFIXES = (".bam", ".cram")
 
 
-def infer_kind(declared: str, signal: str, reads: str, key: str) -> str:
-    """The kind of a sheet row: its `kind` column when given, else a modBAM when the reads are
-    a BAM/CRAM, else signal when it names raw signal. InputError when it cannot be told."""
+def infer_kind(declared: str, signal: str, reads: str, key: str, reads2: str = "") -> str:
+    """The kind of a sheet row: its `kind` column when given, else short when it has a second
+    reads file (`reads2`), a modBAM when the reads are a BAM/CRAM, signal when it names raw
+    signal. InputError when it cannot be told."""
     if declared:
         if declared not in KINDS:
             raise InputError(
                 f"{key}: kind {declared!r} is not an input kind; kinds are {', '.join(KINDS)}"
             )
+        if reads2 and not KINDS[declared].paired:
+            raise InputError(
+                f"{key}: a {declared} sample takes no second reads file; leave reads2 empty "
+                "(pairs are kind short)"
+            )
         return declared
+    if reads2:
+        return "short"
     if reads.lower().endswith(MODBAM_SUFFIXES):
         return "modbam"
     if signal:
         return "signal"
     raise InputError(
         f"{key}: no raw signal and the reads are not a BAM/CRAM: say which kind of input this "
-        "is in a `kind` column (modbam: FASTQ whose headers carry MM/ML tags)"
+        "is in a `kind` column (modbam: FASTQ whose headers carry MM/ML tags; short: "
+        "single-end short reads)"
     )

@@ -84,3 +84,35 @@ def alignment_summary(
         "sample\taligner\treads_in\tprimary_mapped\tprimary_mapped_fraction\n"
         f"{sample}\t{aligner}\t{reads_in}\t{mapped}\t{mapped / reads_in:.4f}\n"
     )
+
+
+def short_read_summary(
+    flagstat: dict, reads: str | os.PathLike, sample: str, aligner: str, reference: str,
+    paired: bool,
+) -> str:  # fmt: skip
+    """The accounting of a short-read sample from samtools flagstat's JSON of its BAM: reads and
+    pairs in (pairs: twice the R1 file's reads), primary alignments mapped, reads properly
+    paired, primary duplicates. AccountingError when nothing mapped, the reads repeat a read id,
+    or the BAM's primary records are not the reads in (a read lost or doubled)."""
+    counts = flagstat["QC-passed reads"]
+    fragments = len(unique_read_ids(reads, sample))
+    reads_in = fragments * (2 if paired else 1)
+    primary = counts["primary"] + flagstat["QC-failed reads"]["primary"]
+    if primary != reads_in:
+        raise AccountingError(
+            f"sample '{sample}': its BAM holds {primary} primary records but {reads_in} reads "
+            f"went in ({aligner}); reads were lost or doubled"
+        )
+    mapped = counts["primary mapped"]
+    if mapped == 0:
+        raise AccountingError(
+            f"sample '{sample}': none of its {reads_in} reads mapped to the reference "
+            f"{reference} with {aligner}: is it the right reference?"
+        )
+    return (
+        "sample\taligner\treads_in\tpairs_in\tprimary_mapped\tprimary_mapped_fraction"
+        "\tproperly_paired\tduplicates\n"
+        f"{sample}\t{aligner}\t{reads_in}\t{fragments if paired else 0}\t{mapped}"
+        f"\t{mapped / reads_in:.4f}\t{counts['properly paired']}"
+        f"\t{counts['primary duplicates']}\n"
+    )

@@ -124,7 +124,10 @@ class Parser:
                     state = "quality"
                 if state == "quality" and qual_len >= seq_len:
                     state = "next"
-                elif state == "quality" and piece.startswith("@"):
+                elif state == "quality" and qual_len and piece.startswith("@"):
+                    # A quality line after the first that starts with '@' while qualities are
+                    # missing: the next record's header (a first quality line may start with
+                    # '@': '@' is quality 31)
                     self.fail(
                         line - 1, f"quality shorter than the sequence ({qual_len} < {seq_len})"
                     )

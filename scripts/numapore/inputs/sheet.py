@@ -36,6 +36,12 @@ class Sample:
     signal_kind: str = "fast5"  # SIGNAL_KINDS: how the signal becomes what nanopolish reads
     notes: tuple[str, ...] = ()  # warnings about the inputs (paths listed twice)
     kind: str = DEFAULT_KIND  # numapore.inputs.kinds.KINDS: what the sample is, what it runs
+    reads2: Path | None = None  # the second reads of pairs (R2; kind short), in R1's order
+
+    @property
+    def paired(self) -> bool:
+        """Whether the sample's reads are pairs (a second reads file)."""
+        return self.reads2 is not None
 
     @property
     def input_kind(self) -> InputKind:
@@ -219,6 +225,20 @@ def check_modbam_reads(path: Path, key: str) -> None:
         )
 
 
+def check_short_reads(reads: Path, reads2: Path | None, key: str) -> None:
+    """Fail unless a short sample's reads (and R2) exist and start with a FASTQ record, both
+    mates in one format (the staged pair shares its file names' suffix)."""
+    for path in (reads, reads2) if reads2 else (reads,):
+        if not reads_format(path).startswith("fastq"):
+            raise InputError(f"{key}: reads file {path}: a short sample's reads are FASTQ")
+        check_reads(path, key)
+    if reads2 and reads_format(reads2) != reads_format(reads):
+        raise InputError(
+            f"{key}: reads2 file {reads2} is {reads_format(reads2)} but reads {reads} is "
+            f"{reads_format(reads)}; give both mates in one format (both .gz or neither)"
+        )
+
+
 def check_reference(path: Path, key: str) -> None:
     """Fail unless the reference exists and starts with a FASTA header."""
     if not first_line(path, key, "reference").startswith(">"):
@@ -308,7 +328,8 @@ def load_samples(table: pd.DataFrame, sheet: Path, base: Path) -> dict[str, Samp
             raise InputError(f"{key}: duplicate sample name")
         signal_text = getattr(row, column) if column else ""
         declared = row.kind if "kind" in table.columns else ""
-        kind = KINDS[infer_kind(declared, signal_text, row.reads, key)]
+        reads2 = row.reads2 if "reads2" in table.columns else ""
+        kind = KINDS[infer_kind(declared, signal_text, row.reads, key, reads2)]
         if kind.needs_signal and not signal_text:
             what = "an empty signal field" if column else "no signal column"
             raise InputError(f"{key}: a {kind.name} sample needs raw signal, but it has {what}")
@@ -321,10 +342,12 @@ def load_samples(table: pd.DataFrame, sheet: Path, base: Path) -> dict[str, Samp
         signal_kind = check_signal(signal, key) if kind.needs_signal else ""
         sample = Sample(
             name, signal, base / row.reads, base / row.reference, signal_kind, tuple(notes),
-            kind.name,
+            kind.name, base / reads2 if reads2 else None,
         )  # fmt: skip
         if kind.name == "modbam":
             check_modbam_reads(sample.reads, key)
+        elif kind.name == "short":
+            check_short_reads(sample.reads, sample.reads2, key)
         else:
             check_reads(sample.reads, key)
         check_reference(sample.reference, key)

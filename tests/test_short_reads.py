@@ -1,0 +1,532 @@
+"""Short reads as an input kind (issue 29): the kinds table, the sheet, staging with the mates
+checked, the split that keeps mates together on whole bwa batches, and real workflow runs on the
+lambda-phage reads of Debian's bowtie2-examples (single-end and pairs, gzip) with bwa, bowtie2
+and minimap2: primary alignments equal to the tool run by hand with the same options, duplicates
+marked, and the same records under a NUMA strategy and a scattered alignment as under none."""
+
+from __future__ import annotations
+
+import gzip
+import io
+import shlex
+import shutil
+import subprocess
+from pathlib import Path
+
+import pysam
+import pytest
+import yaml
+from conftest import host_file
+from project import REPO, snakemake_command
+
+from numapore.base.errors import InputError
+from numapore.execution.hosts import host_config_from_dict
+from numapore.execution.shards import (
+    bwa_batch_ends,
+    settle_read_groups,
+    shares_on_batches,
+    split_short_reads,
+)
+from numapore.execution.steps import run_alignment
+from numapore.execution.tools import align_command
+from numapore.inputs.kinds import KINDS, infer_kind
+from numapore.inputs.sheet import load_samples, read_sheet
+from numapore.inputs.short_reads import check_mates, stage_short_reads
+
+EXAMPLES = Path("/usr/share/doc/bowtie2/examples")  # Debian's bowtie2-examples (setup.sh)
+R1 = EXAMPLES / "reads" / "reads_1.fq.gz"  # 10,000 pairs of simulated lambda-phage reads
+R2 = EXAMPLES / "reads" / "reads_2.fq.gz"
+SINGLE = EXAMPLES / "reads" / "longreads.fq.gz"  # 6,000 single-end reads
+LAMBDA = EXAMPLES / "reference" / "lambda_virus.fa.gz"
+BATCH = KINDS["short"].batch_bases
+READ_GROUP = "@RG\\tID:{0}\\tSM:{0}"
+
+
+@pytest.fixture(scope="module", autouse=True)
+def examples() -> None:
+    """The test data is there (./setup.sh installs bowtie2-examples)."""
+    if not R1.is_file():
+        pytest.fail(f"{R1} missing: run ./setup.sh (Debian package bowtie2-examples)")
+
+
+# ---------- the table and the sheet ----------
+
+
+def test_short_kind_in_the_table() -> None:
+    """Kind short: no signal, no methylation step, its own presets (bwa with a fixed batch and
+    the sample's read group), minimap2's short-read index; told from a row with reads2."""
+    short = KINDS["short"]
+    assert not short.needs_signal and not short.steps and short.paired
+    assert not any(short.runs(step) for step in ("raw_signal", "call_methylation", "pileup"))
+    assert short.aligner_preset("bwa", "s1") == f"mem -K {BATCH} -R '{READ_GROUP.format('s1')}'"
+    assert short.aligner_preset("bowtie2") == "--end-to-end"
+    assert short.aligner_preset("minimap2") == "-ax sr" and short.minimap2_index == "sr"
+    assert KINDS["signal"].aligner_preset("bwa") == "mem -x ont2d"  # the long-read presets stay
+    assert infer_kind("", "", "r1.fq", "k", "r2.fq") == "short"
+    assert infer_kind("short", "", "r1.fq", "k") == "short"
+    with pytest.raises(InputError, match=r"^k: no raw signal .* short: single-end short reads"):
+        infer_kind("", "", "r.fastq", "k")
+    with pytest.raises(InputError, match="^k: a signal sample takes no second reads file"):
+        infer_kind("signal", "fast5/", "r1.fq", "k", "r2.fq")
+
+
+def test_align_command_takes_the_mates() -> None:
+    """bowtie2 gets -1/-2 for pairs and -U alone; bwa and minimap2 both files; fixmate -m
+    before the sort when duplicates are marked."""
+    paired = align_command("bowtie2", "ix", R1, Path("o.bam"), 2, "short", R2, "s", True)
+    assert f"bowtie2 --end-to-end -p 2 -x ix -q -1 {R1} -2 {R2} | samtools fixmate -m" in paired
+    assert f"-U {SINGLE} |" in align_command("bowtie2", "ix", SINGLE, Path("o.bam"), 2, "short")
+    bwa = align_command("bwa", "ix", R1, Path("o.bam"), 2, "short", R2, "s")
+    assert bwa.startswith(f"bwa mem -K {BATCH} -R '@RG\\tID:s\\tSM:s' -t 2 ix {R1} {R2} | ")
+    assert "fixmate" not in bwa
+    with pytest.raises(ValueError, match="signal samples take one reads file"):
+        align_command("bwa", "ix", R1, Path("o.bam"), 2, "signal", R2)
+
+
+def write_sheet(path: Path, rows: list[str]) -> Path:
+    """A sheet with the columns of short samples and the given rows."""
+    path.write_text("sample\tkind\treads\treads2\treference\n" + "\n".join(rows) + "\n")
+    return path
+
+
+def test_sheet_rows_of_the_short_kind(tmp_path: Path) -> None:
+    """Pairs and declared single-end rows load; a missing R2, FASTA reads, mates in two
+    formats and undeclared single-end reads each give one line naming the row."""
+    plain = tmp_path / "r2.fq"
+    plain.write_bytes(gzip.decompress(R2.read_bytes()))
+    fasta = tmp_path / "r.fa"
+    fasta.write_text(">r1\nACGT\n")
+    sheet = write_sheet(
+        tmp_path / "s.tsv", [f"pe\t\t{R1}\t{R2}\t{LAMBDA}", f"se\tshort\t{SINGLE}\t\t{LAMBDA}"]
+    )
+    samples = load_samples(read_sheet(sheet), sheet, tmp_path)
+    assert [(s.kind, s.paired, s.reads_format) for s in samples.values()] == [
+        ("short", True, "fastq.gz"),
+        ("short", False, "fastq.gz"),
+    ]
+    assert samples["pe"].reads2 == R2 and samples["se"].reads2 is None
+    rows = {
+        f"a\t\t{R1}\t{tmp_path / 'no.fq.gz'}\t{LAMBDA}": f"reads file {tmp_path / 'no.fq.gz'} "
+        "does not exist",
+        f"b\tshort\t{fasta}\t\t{LAMBDA}": f"reads file {fasta}: a short sample's reads are FASTQ",
+        f"c\t\t{R1}\t{plain}\t{LAMBDA}": f"reads2 file {plain} is fastq but reads {R1} is "
+        "fastq.gz; give both mates in one format (both .gz or neither)",
+        f"d\t\t{SINGLE}\t\t{LAMBDA}": "no raw signal and the reads are not a BAM/CRAM",
+    }
+    for row, reason in rows.items():
+        write_sheet(sheet, [row])
+        with pytest.raises(InputError) as err:
+            load_samples(read_sheet(sheet), sheet, tmp_path)
+        assert str(err.value).startswith(f"sample sheet {sheet}, line 2, sample '{row[0]}': ")
+        assert reason in str(err.value), err.value
+
+
+# ---------- staging ----------
+
+
+def fastq_lines(path: Path) -> list[str]:
+    """The lines of a (gzip) FASTQ file."""
+    return gzip.decompress(path.read_bytes()).decode().splitlines()
+
+
+def write_fastq(path: Path, lines: list[str]) -> Path:
+    """Write FASTQ lines to path."""
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def test_staging_checks_the_mates(tmp_path: Path) -> None:
+    """Real pairs stage (links); R2 with a record fewer, a mate out of order, or a truncated
+    R2 stop with one line naming the file and the record, and nothing is left staged."""
+    done = stage_short_reads(R1, tmp_path / "s.1.fq.gz", "fastq.gz", R2, tmp_path / "s.2.fq.gz")
+    assert "10000 pairs" in done and (tmp_path / "s.2.fq.gz").is_symlink()
+    lines = fastq_lines(R2)
+    fewer = write_fastq(tmp_path / "fewer.fq", lines[:-4])
+    swapped = write_fastq(tmp_path / "swapped.fq", lines[4:8] + lines[:4] + lines[8:])
+    cut = write_fastq(tmp_path / "cut.fq", lines[:-1])
+    plain1 = write_fastq(tmp_path / "r1.fq", fastq_lines(R1))
+    expected = {
+        fewer: f"reads file {fewer}: ends after 9999 records, but its mate file {plain1} has "
+        "more (record 10000: r10000)",
+        swapped: f"reads file {swapped}, record 1: read r2 is not the mate of record 1 of "
+        f"{plain1} (r1)",
+        cut: f"reads file {cut}, line 39999 (record 10000): truncated: quality shorter than the "
+        "sequence (0 < ",
+    }
+    for bad, reason in expected.items():
+        out = tmp_path / f"out.{bad.stem}"
+        out.mkdir()
+        with pytest.raises(InputError) as err:
+            stage_short_reads(plain1, out / "1.fq", "fastq", bad, out / "2.fq")
+        assert str(err.value).startswith(reason), err.value
+        assert "\n" not in str(err.value)
+    assert check_mates(plain1, write_fastq(tmp_path / "named.fq", [
+        f"{x}/2" if i % 4 == 0 else x for i, x in enumerate(lines)
+    ])) == 10000  # fmt: skip
+
+
+def test_a_quality_line_may_start_with_at(tmp_path: Path) -> None:
+    """'@' is a quality (31): longreads.fq has a record whose quality starts with it."""
+    done = stage_short_reads(SINGLE, tmp_path / "s.fq.gz", "fastq.gz")
+    assert done.endswith("6000 records, linked"), done
+
+
+# ---------- splitting ----------
+
+
+def records_of(path: Path) -> list[tuple[str, str, str]]:
+    """(name, sequence, quality) of every record of a FASTQ file."""
+    with pysam.FastxFile(str(path)) as fastx:
+        return [(r.name, r.sequence, r.quality) for r in fastx]
+
+
+def test_bwa_batches_as_bwa_cuts_them() -> None:
+    """A batch ends at the fragment reaching the batch size, with an even number of reads."""
+    assert bwa_batch_ends([3, 3, 3, 3, 3], 5, paired=False) == [(2, 6), (4, 12), (5, 15)]
+    assert bwa_batch_ends([6, 6, 6], 5, paired=True) == [(1, 6), (2, 12), (3, 18)]
+    assert bwa_batch_ends([6, 6, 6], 100, paired=True) == [(3, 18)]
+    assert shares_on_batches([(3, 18)], 3) == [3, 0, 0]
+    assert shares_on_batches(bwa_batch_ends([3] * 10, 5, False), 3) == [2, 4, 4]
+
+
+def primary_records(sam: str) -> list[str]:
+    """The primary records of SAM text, sorted (names, flags, positions, CIGAR, mates, bases)."""
+    keep = [x for x in sam.splitlines() if x and not x.startswith("@")]
+    return sorted(x for x in keep if not int(x.split("\t")[1]) & 0x900)
+
+
+@pytest.fixture(scope="module")
+def lambda_index(tmp_path_factory) -> Path:
+    """The lambda genome, plain, with its bwa and bowtie2 indexes, built by hand."""
+    folder = tmp_path_factory.mktemp("lambda")
+    fasta = folder / "lambda.fa"
+    fasta.write_bytes(gzip.decompress(LAMBDA.read_bytes()))
+    subprocess.run(["bwa", "index", str(fasta)], check=True, capture_output=True)
+    subprocess.run(["bowtie2-build", "-q", str(fasta), str(fasta)], check=True)
+    return fasta
+
+
+def bwa_by_hand(index: Path, r1: Path, r2: Path | None, batch: int) -> str:
+    """bwa mem on the reads as the kind's preset runs it, with a batch size of batch bases."""
+    argv = ["bwa", "mem", "-K", str(batch), "-t", "2", str(index), str(r1)]
+    return subprocess.run(
+        argv + ([str(r2)] if r2 else []), check=True, capture_output=True, text=True
+    ).stdout
+
+
+# Small batches (about 9 pairs): bwa's insert sizes then vary from batch to batch, so a shard
+# that began inside a batch would place pairs differently (test_a_cut_inside_a_batch_differs).
+SMALL_BATCH = 2000
+
+
+def odd_pairs(tmp_path: Path) -> tuple[Path, Path]:
+    """The 10,000 pairs and the first pair again under another name: 10,001 (odd) pairs."""
+    lines1, lines2 = fastq_lines(R1), fastq_lines(R2)
+    extra = ["@again", *lines1[1:4]], ["@again", *lines2[1:4]]
+    return (
+        write_fastq(tmp_path / "r1.fq", lines1 + extra[0]),
+        write_fastq(tmp_path / "r2.fq", lines2 + extra[1]),
+    )
+
+
+@pytest.mark.parametrize("shards", [3, 5])
+def test_split_keeps_mates_together_and_bwa_agrees(tmp_path, lambda_index, shards) -> None:
+    """10,001 pairs (odd) into 3 or 5 shards (odd) on whole bwa batches: every shard of R2
+    holds the mates of its R1 shard in order, the shards put back are the input, and bwa mem on
+    each shard with the same -K gives the unsplit run's primary records, mates and insert sizes
+    included (bwa estimates them per batch)."""
+    r1, r2 = odd_pairs(tmp_path)
+    outs = [tmp_path / f"in.{i}.fq" for i in range(shards)]
+    mates = [tmp_path / f"in.{i}.R2.fq" for i in range(shards)]
+    counts = split_short_reads(r1, r2, outs, mates, batch_bases=SMALL_BATCH)
+    assert sum(counts) == 10_001 and all(counts), counts
+    for one, two, n in zip(outs, mates, counts, strict=True):
+        first, second = records_of(one), records_of(two)
+        assert len(first) == len(second) == n
+        assert [a[0] for a in first] == [b[0] for b in second]  # mates never apart
+    assert sum((records_of(p) for p in outs), []) == records_of(r1)
+    assert sum((records_of(p) for p in mates), []) == records_of(r2)
+    whole = primary_records(bwa_by_hand(lambda_index, r1, r2, SMALL_BATCH))
+    split = sorted(
+        x
+        for one, two in zip(outs, mates, strict=True)
+        for x in primary_records(bwa_by_hand(lambda_index, one, two, SMALL_BATCH))
+    )
+    assert split == whole and len(whole) == 20_002
+
+
+def test_a_cut_inside_a_batch_differs(tmp_path, lambda_index) -> None:
+    """Why shares end on batch ends: the same pairs cut after pair 5,001, inside a batch, give
+    bwa other records for some pairs than the unsplit run."""
+    r1, r2 = odd_pairs(tmp_path)
+    with pysam.FastxFile(str(r1)) as a, pysam.FastxFile(str(r2)) as b:
+        lengths = [len(x.sequence) + len(y.sequence) for x, y in zip(a, b, strict=True)]
+    assert 5001 not in [end for end, _ in bwa_batch_ends(lengths, SMALL_BATCH, paired=True)]
+    halves = []
+    for mates in (r1, r2):
+        lines = mates.read_text().splitlines()
+        halves.append((write_fastq(tmp_path / f"a.{mates.name}", lines[: 4 * 5001]),
+                       write_fastq(tmp_path / f"b.{mates.name}", lines[4 * 5001 :])))  # fmt: skip
+    whole = primary_records(bwa_by_hand(lambda_index, r1, r2, SMALL_BATCH))
+    split = sorted(
+        x
+        for i in range(2)
+        for x in primary_records(bwa_by_hand(lambda_index, halves[0][i], halves[1][i], SMALL_BATCH))
+    )
+    assert len(split) == len(whole) and split != whole
+
+
+def test_single_end_split_on_batches(tmp_path, lambda_index) -> None:
+    """Single-end reads likewise: consecutive shares, bwa's records those of the unsplit run."""
+    outs = [tmp_path / f"in.{i}.fq" for i in range(3)]
+    counts = split_short_reads(SINGLE, None, outs, None, batch_bases=100_000)
+    assert sum(counts) == 6000 and all(counts)
+    whole = primary_records(bwa_by_hand(lambda_index, SINGLE, None, 100_000))
+    split = sorted(
+        x for p in outs for x in primary_records(bwa_by_hand(lambda_index, p, None, 100_000))
+    )
+    assert split == whole
+
+
+# ---------- the workflow ----------
+
+RUN_SAMPLES = {"pe": (R1, R2), "se": (SINGLE, None)}
+COPIES = 5  # the pairs 5 times over (renamed): 10.9 M bases, two bwa batches of 10 M
+
+
+@pytest.fixture(scope="module")
+def big_pairs(tmp_path_factory) -> tuple[Path, Path]:
+    """The pairs COPIES times over, each copy's reads renamed (c<k>_r<i>), gzip: more bases
+    than one bwa batch, so that a split run cuts them."""
+    folder = tmp_path_factory.mktemp("big")
+    files = []
+    for mates in (R1, R2):
+        lines = fastq_lines(mates)
+        out = []
+        for k in range(COPIES):
+            out += [f"@c{k}_{x[1:]}" if i % 4 == 0 else x for i, x in enumerate(lines)]
+        path = folder / mates.name
+        path.write_bytes(gzip.compress(("\n".join(out) + "\n").encode(), compresslevel=1))
+        files.append(path)
+    return files[0], files[1]
+
+
+def write_short_project(
+    work: Path, aligner: str, config: dict | None = None, big: tuple[Path, Path] | None = None
+) -> Path:
+    """A project with the pairs (pe) and the single-end reads (se) against lambda (and the big
+    pairs as sample big), no demo."""
+    (work / "config").mkdir(parents=True, exist_ok=True)
+    base = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
+    base.update({"simulate": {}, "aligner": aligner, **(config or {})})
+    (work / "config" / "config.yaml").write_text(yaml.safe_dump(base))
+    rows = [f"pe\t\t{R1}\t{R2}\t{LAMBDA}", f"se\tshort\t{SINGLE}\t\t{LAMBDA}"]
+    if big:
+        rows.append(f"big\t\t{big[0]}\t{big[1]}\t{LAMBDA}")
+    write_sheet(work / "config" / "samples.tsv", rows)
+    return work
+
+
+def run_workflow(work: Path, *args: str) -> subprocess.CompletedProcess:
+    """The real workflow in work on 2 cores, with the hpc-numa profile."""
+    return subprocess.run(
+        snakemake_command(work, 2, *args), capture_output=True, text=True, timeout=1200
+    )
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory, big_pairs) -> dict[str, Path]:
+    """Both samples through the workflow with each aligner (strategy none, not scattered); with
+    bwa, the big pairs too."""
+    done = {}
+    for aligner in ("bwa", "bowtie2", "minimap2"):
+        big = big_pairs if aligner == "bwa" else None
+        work = write_short_project(tmp_path_factory.mktemp(aligner), aligner, big=big)
+        result = run_workflow(work)
+        assert result.returncode == 0, result.stderr[-3000:]
+        done[aligner] = work
+    return done
+
+
+def bam_of(work: Path, sample: str, aligner: str) -> Path:
+    """The sample's BAM of a run."""
+    return work / f"results/{sample}/align/{sample}.{aligner}.bam"
+
+
+def by_hand(aligner: str, index: Path, sample: str, threads: int = 2) -> list[str]:
+    """The aligner run by hand on the sample's reads with the kind's options (its own index)."""
+    r1, r2 = RUN_SAMPLES[sample]
+    if aligner == "bwa":
+        argv = ["bwa", "mem", "-K", str(BATCH), "-R", READ_GROUP.format(sample)]
+        argv += ["-t", str(threads), str(index), str(r1)] + ([str(r2)] if r2 else [])
+    else:
+        mates = ["-1", str(r1), "-2", str(r2)] if r2 else ["-U", str(r1)]
+        argv = ["bowtie2", "--end-to-end", "-p", str(threads), "-x", str(index), "-q", *mates]
+    return subprocess.run(argv, check=True, capture_output=True, text=True).stdout
+
+
+def core_fields(records: list[str], tlen: bool = True) -> list[tuple]:
+    """Name, flag (duplicate mark aside), contig, position, MAPQ, CIGAR, mate contig and
+    position (and TLEN), bases and qualities of each record, sorted."""
+    rows = []
+    for line in records:
+        f = line.split("\t")
+        row = (f[0], int(f[1]) & ~0x400, *f[2:8], *(f[8:9] if tlen else []), f[9], f[10])
+        rows.append(row)
+    return sorted(rows)
+
+
+@pytest.mark.parametrize("aligner", ["bwa", "bowtie2"])
+@pytest.mark.parametrize("sample", ["pe", "se"])
+def test_primary_alignments_equal_the_tool_by_hand(runs, lambda_index, tmp_path, aligner, sample):
+    """The workflow's primary records are the aligner's run by hand with the kind's options:
+    every field but TLEN (samtools fixmate -m, which markdup needs, recomputes it on some
+    discordant pairs) and the duplicate mark; with the hand run through the same fixmate, sort
+    and markdup, every field of every record, duplicate marks and TLEN included."""
+    sam = by_hand(aligner, lambda_index, sample)
+    got = primary_records(pysam.view(str(bam_of(runs[aligner], sample, aligner))))
+    assert len(got) == (20_000 if sample == "pe" else 6_000)
+    assert core_fields(got, tlen=False) == core_fields(primary_records(sam), tlen=False)
+    raw = tmp_path / "raw.sam"
+    raw.write_text(sam)
+    fixed = tmp_path / "fixed.bam"
+    shell = (
+        f"samtools fixmate -m {raw} - | samtools sort -o {tmp_path / 's.bam'} - && "
+        f"samtools markdup {tmp_path / 's.bam'} {fixed}"
+    )
+    subprocess.run(shell, shell=True, check=True, capture_output=True)
+    marked = primary_records(pysam.view(str(fixed)))
+    assert [x.split("\t")[:11] for x in got] == [x.split("\t")[:11] for x in marked]
+    assert sum(int(x.split("\t")[1]) & 0x400 > 0 for x in got) > 0  # duplicates marked
+
+
+@pytest.mark.parametrize("aligner", ["bwa", "bowtie2", "minimap2"])
+def test_outputs_and_accounting(runs, aligner) -> None:
+    """Sorted, indexed BAM with flagstat, stats (insert sizes for pairs), the kind's accounting
+    (reads and pairs in, mapped, properly paired, duplicates: flagstat's numbers), the report's
+    alignment section and MultiQC's samtools reports; no methylation output."""
+    work = runs[aligner]
+    for sample in RUN_SAMPLES:
+        bam = bam_of(work, sample, aligner)
+        header = pysam.AlignmentFile(str(bam)).header.to_dict()
+        assert header["HD"]["SO"] == "coordinate" and bam.with_suffix(".bam.bai").is_file()
+        name = f"results/{sample}/align/{sample}.{aligner}"
+        flagstat = yaml.safe_load((work / f"{name}.flagstat.json").read_text())["QC-passed reads"]
+        summary = (work / f"{name}.summary.tsv").read_text().splitlines()
+        row = dict(zip(summary[0].split("\t"), summary[1].split("\t"), strict=True))
+        paired = sample == "pe"
+        assert int(row["reads_in"]) == flagstat["primary"] == (20_000 if paired else 6_000)
+        assert int(row["pairs_in"]) == (10_000 if paired else 0)
+        # Mapped: bwa 97.6 %, bowtie2 95 %, minimap2 -ax sr 90 % of the pairs' reads.
+        assert int(row["primary_mapped"]) == flagstat["primary mapped"] > 0.85 * flagstat["primary"]
+        assert int(row["properly_paired"]) == flagstat["properly paired"]
+        assert (int(row["properly_paired"]) > 0) == paired
+        assert int(row["duplicates"]) == flagstat["primary duplicates"] > 0
+        stats = (work / f"{name}.stats.txt").read_text()
+        assert ("\nIS\t" in stats) == paired  # insert sizes of pairs
+        assert (work / f"results/{sample}/report/{sample}.{aligner}.alignment_qc.png").is_file()
+        assert not (work / f"results/{sample}/methylation").exists()
+    data = work / "results/multiqc/numapore_multiqc_data"
+    # MultiQC names a report after its file, less the extensions it knows (.bowtie2 is one).
+    for table in ("multiqc_samtools_stats.txt", "multiqc_samtools_flagstat.txt"):
+        names = [x.split("\t")[0] for x in (data / table).read_text().splitlines()[1:]]
+        assert {"pe", "se"} <= {n.split(".")[0] for n in names}, (table, names)
+
+
+def test_minimap2_uses_its_short_read_index(runs) -> None:
+    """minimap2 aligns short reads with the index of its sr preset, not the map-ont one."""
+    log = (runs["minimap2"] / "results/logs/align/pe.minimap2.1-of-1.log").read_text()
+    assert (
+        "minimap2 -ax sr -t 2 results/references/lambda_virus/minimap2/lambda_virus.sr.mmi" in log
+    )
+
+
+def records(bam: Path) -> list[str]:
+    """A BAM's records as text (no header: its @PG lines name the run)."""
+    return pysam.view(str(bam)).splitlines()
+
+
+@pytest.mark.parametrize(
+    ("strategy", "scatter"),
+    [("localalloc", 2), ("interleave", 3)],
+    ids=["localalloc", "interleave"],
+)
+def test_strategy_and_scatter_give_the_records_of_none(
+    runs, big_pairs, tmp_path, strategy, scatter
+) -> None:
+    """A NUMA strategy with the alignment scattered over jobs: bwa's BAMs hold the records of
+    the run with strategy none, in the same order, duplicate marks included; the big pairs
+    were cut into two non-empty shards at bwa's batch end."""
+    host = host_file(tmp_path / "host.yaml", strategy)
+    config = {"host": str(host), "scatter": {"alignment": scatter}}
+    work = write_short_project(tmp_path / "run", "bwa", config, big=big_pairs)
+    done = run_workflow(work)
+    assert done.returncode == 0, done.stderr[-3000:]
+    for sample in [*RUN_SAMPLES, "big"]:
+        got, baseline = bam_of(work, sample, "bwa"), bam_of(runs["bwa"], sample, "bwa")
+        assert records(got) == records(baseline), sample
+    log = (work / "results/logs/split_paired_reads/big.fastq.log").read_text()
+    counts = [int(n) for n in log.split("pairs per shard: [")[1].split("]")[0].split(",")]
+    assert sum(counts) == COPIES * 10_000 and counts[0] and counts[1], counts
+
+
+def test_mismatched_mates_stop_the_run_at_staging(tmp_path: Path) -> None:
+    """R2 with a record fewer stops the run at staging with one numapore line naming the
+    sample, the file and the record; no BAM is made."""
+    work = write_short_project(tmp_path / "run", "bwa")
+    fewer = write_fastq(tmp_path / "r2.fq", fastq_lines(R2)[:-4])
+    plain = write_fastq(tmp_path / "r1.fq", fastq_lines(R1))
+    write_sheet(work / "config/samples.tsv", [f"pe\t\t{plain}\t{fewer}\t{LAMBDA}"])
+    done = run_workflow(work)
+    assert done.returncode == 1
+    lines = [x for x in (done.stdout + done.stderr).splitlines() if x.startswith("numapore: ")]
+    assert [x for x in lines if "host file" not in x] == [
+        f"numapore: sample 'pe': reads file {fewer}: ends after 9999 records, but its mate file "
+        f"{plain} has more (record 10000: r10000); the two files of pairs hold the same reads "
+        "in the same order"
+    ], lines
+    assert not list((work / "results").glob("pe/align/*.bam"))
+
+
+def test_mark_duplicates_off(tmp_path: Path, lambda_index) -> None:
+    """short_reads.mark_duplicates: false leaves the aligner's records as they are (no fixmate,
+    no markdup): every field of the primary records, TLEN included, is bwa's by hand."""
+    work = write_short_project(tmp_path / "run", "bwa", {"short_reads": {"mark_duplicates": False}})
+    shutil.rmtree(work / "results", ignore_errors=True)
+    write_sheet(work / "config/samples.tsv", [f"pe\t\t{R1}\t{R2}\t{LAMBDA}"])
+    done = run_workflow(work)
+    assert done.returncode == 0, done.stderr[-3000:]
+    got = primary_records(pysam.view(str(bam_of(work, "pe", "bwa"))))
+    hand = primary_records(by_hand("bwa", lambda_index, "pe"))
+    assert [x.split("\t")[:11] for x in got] == [x.split("\t")[:11] for x in hand]
+    assert not any(int(x.split("\t")[1]) & 0x400 for x in got)
+
+
+@pytest.mark.parametrize("marked", [True, False], ids=["markdup", "no-markdup"])
+def test_shards_of_one_step_merge_to_the_unsplit_bam(tmp_path, lambda_index, big_pairs, marked):
+    """The split a step makes for per-node instances, run here as 3 unbound processes (this
+    machine has one node): the big pairs cut on bwa's batch end into 2 shares (and an empty
+    third), bwa run on each with its R2 shard, the BAMs merged and settled: the records of the
+    unsplit run, in order, tag for tag."""
+    host = host_config_from_dict(
+        {"topology": "auto", "strategy": {"alignment": "none", "methylation": "none"}}, name="t"
+    )
+    index_files = [Path(f"{lambda_index}{s}") for s in (".amb", ".ann", ".bwt", ".pac", ".sa")]
+    bams = []
+    for pool in (1, 3):
+        bam = tmp_path / f"pool{pool}.bam"
+        run = run_alignment(
+            host, "bwa", str(lambda_index), index_files, big_pairs[0], bam, 3,
+            tmp_path / f"pool{pool}.run.json", "short", big_pairs[1], "big", marked, pool=pool,
+        )  # fmt: skip
+        assert len(run.processes) == pool
+        settle_read_groups(bam, 2, io.StringIO(), marked)
+        bams.append(bam)
+    shards = [Path(p.input) for p in run.processes]
+    assert [p.name for p in shards] == ["in.1.fastq", "in.2.fastq", "in.3.fastq"]
+    inner = shlex.split(run.processes[1].command)[-1]  # bash -o pipefail -c '...'
+    assert "-R '@RG\\tID:big\\tSM:big'" in inner
+    assert f"{shards[1]} {shards[1].parent / 'in.2.R2.fastq'} |" in inner
+    assert records(bams[1]) == records(bams[0]) and len(records(bams[0])) > 100_000
+    duplicates = sum(int(x.split("\t")[1]) & 0x400 > 0 for x in records(bams[1]))
+    assert (duplicates > 0) == marked
