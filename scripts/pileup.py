@@ -5,11 +5,20 @@ equivalent modkit command goes to the log."""
 import sys
 from pathlib import Path
 
+import pysam
+
 from numapore.base.atomic import atomic_outputs
 from numapore.base.rulelog import redirect_to_log
 from numapore.methylation import pileup_cli
 from numapore.methylation.bgzf import write_indexed_bed
 from numapore.methylation.pileup_settings import modkit_command, pileup_arguments
+
+
+def has_calls(bam: str) -> bool:
+    """Whether any record of the modBAM carries modification tags (read until the first)."""
+    with pysam.AlignmentFile(bam, check_sq=False) as handle:
+        return any(rec.has_tag("MM") or rec.has_tag("Mm") for rec in handle.fetch(until_eof=True))
+
 
 smk = snakemake  # noqa: F821 (injected by the script directive)
 redirect_to_log(smk)
@@ -19,7 +28,7 @@ if "text" in smk.output.keys():  # a scatter shard: its regions' rows, in genome
     shard, shards = map(int, smk.wildcards.shard.split("-of-"))
     regions = pileup_cli.shard_regions(bam, shard, shards)
     print(f"shard {shard} of {shards}: regions {', '.join(regions) or 'none'}")
-    if regions:
+    if regions and has_calls(bam):
         status = pileup_cli.run(pileup_cli.parse([bam, smk.output.text, *arguments]), regions)
         sys.exit(status)
     Path(smk.output.text).write_text("")
@@ -32,7 +41,10 @@ with atomic_outputs([smk.output.bed, smk.output.tbi]) as (bed_gz, _tbi):
     shards = [Path(p) for p in smk.input.get("shards", [])]
     text = bed_gz.with_name(bed_gz.name + ".bed")
     try:
-        if not shards:
+        if not shards and not has_calls(bam):  # nanopolish called no read: nothing to pile up
+            print(f"numapore: {bam} holds no modification calls: the bedMethyl is empty")
+            text.write_text("")
+        elif not shards:
             status = pileup_cli.main([bam, str(text), *arguments])
             if status:
                 sys.exit(status)  # the pileup said why, on the log

@@ -248,12 +248,13 @@ def test_cancelled_slurm_job_resumes_to_the_results_of_an_uninterrupted_run(runs
     assert f"SLURM-job '{jobid}' failed" in first and "CANCELLED" in first
     (cancelled,) = [j for j in cluster.jobs() if j["JobID"] == jobid]
     assert cancelled["State"].startswith("CANCELLED"), cancelled
-    # The same command again: only the cancelled shard goes to Slurm again, then the merges and
-    # the modBAM made from the merged calls (methylation_modbam, which also indexes it).
+    # The same command again: only the cancelled shard goes to Slurm again, then the merges, the
+    # modBAM made from the merged calls (methylation_modbam, which also indexes it) and its
+    # pileup into bedMethyl.
     rerun = Run(runs.killed.workdir, runs.killed.cmd, runs.killed.env, name="rerun").wait()
     again = list(submitted_jobs(rerun).values())
     assert again.count("call_methylation") == 1, rerun
-    assert set(again) == {"call_methylation", "methylation_modbam"}, rerun
+    assert set(again) == {"call_methylation", "methylation_modbam", "pileup"}, rerun
     assert "rule_call_methylation/ecoli_minimap2_cpg_1-of-2/" in rerun
     runs.whole.wait()
     same_results(runs.killed.workdir, runs.whole.workdir)

@@ -494,7 +494,8 @@ def report_figures(sample, aligner):
     simulated = sample in config["simulate"] and "cpg" in config["methylation"]["motifs"]
     kinds = REPORT_KINDS + (["accuracy"] if simulated else [])
     if not SAMPLES[sample].input_kind.runs("call_methylation"):
-        kinds = ["alignment_qc", "methylation", "provenance"]
+        piled = SAMPLES[sample].input_kind.runs("pileup")
+        kinds = ["alignment_qc", *(["methylation"] if piled else []), "provenance"]
     suffix = {"provenance": "html"}  # the others are figures
     return [f"results/{sample}/report/{sample}.{aligner}.{k}.{suffix.get(k, 'png')}" for k in kinds]
 
@@ -563,7 +564,7 @@ def multiqc_runs(wildcards=None):
     a = config["aligner"]
     runs = {}
     for s, sample in SAMPLES.items():
-        kinds = ["modbam", "bedmethyl"]
+        kinds = ["modbam", "bedmethyl"] if sample.input_kind.runs("pileup") else []
         if sample.input_kind.runs("call_methylation"):
             kinds.append("accounting")
         runs[f"{s}.{a}"] = {k: run_output(k, s, a) for k in kinds}

@@ -585,5 +585,9 @@ def multiqc_custom_content(
         if "accounting" in f
     }
     write_mqc_tsv("accounting", fates, accounting_out)
-    meth = {name: methylation_summary(f["bedmethyl"], f["modbam"]) for name, f in runs.items()}
+    meth = {
+        name: methylation_summary(f["bedmethyl"], f["modbam"])
+        for name, f in runs.items()
+        if "bedmethyl" in f
+    }
     write_mqc_tsv("methylation", meth, methylation_out)
