@@ -529,6 +529,25 @@ static int64_t parse_cigar(scratch_t *s, const char *cigar, int64_t ref_start, i
     return k;
 }
 
+/* A covered segment [a, bnd) of the interval (positions from its start, clipped to it) adds one
+ * to the coverage of every key the read calls: a difference array per key, made when a key
+ * first appears. */
+static void add_segment(pu_ctx *c, uint64_t keys, int64_t a, int64_t bnd) {
+    if (a < 0) a = 0;
+    if (bnd > c->length) bnd = c->length;
+    if (a >= bnd) return;
+    for (int key = 0; key < 64; key++)
+        if ((keys >> key) & 1) {
+            int32_t *diff = c->diff + (size_t)key * (c->length + 1);
+            if (!((c->keys_used >> key) & 1)) {
+                memset(diff, 0, (c->length + 1) * sizeof(int32_t));
+                c->keys_used |= 1ULL << key;
+            }
+            diff[a]++;
+            diff[bnd]--;
+        }
+}
+
 /* One read of the interval: its calls tallied at the positions [start, start + length).
  * Returns 0, or a skip kind with c->reason set. */
 int pu_add_read(pu_ctx *c, int reverse, int64_t ref_start, const char *cigar, int64_t ncig_max,
@@ -596,42 +615,14 @@ int pu_add_read(pu_ctx *c, int reverse, int64_t ref_start, const char *cigar, in
             r += len;
         } else if (op == 3) {
             /* a skip ends a covered segment */
-            if (keys) {
-                int64_t a = seg_start - start, bnd = r - start;
-                if (a < 0) a = 0;
-                if (bnd > c->length) bnd = c->length;
-                if (a < bnd)
-                    for (int key = 0; key < 64; key++)
-                        if ((keys >> key) & 1) {
-                            if (!((c->keys_used >> key) & 1)) {
-                                memset(c->diff + (size_t)key * (c->length + 1), 0, (c->length + 1) * sizeof(int32_t));
-                                c->keys_used |= 1ULL << key;
-                            }
-                            c->diff[(size_t)key * (c->length + 1) + a]++;
-                            c->diff[(size_t)key * (c->length + 1) + bnd]--;
-                        }
-            }
+            if (keys) add_segment(c, keys, seg_start - start, r - start);
             r += len;
             seg_start = r;
         } else if (op == 1 || op == 4) {
             q += len;
         }
     }
-    if (keys) {
-        int64_t a = seg_start - start, bnd = r - start;
-        if (a < 0) a = 0;
-        if (bnd > c->length) bnd = c->length;
-        if (a < bnd)
-            for (int key = 0; key < 64; key++)
-                if ((keys >> key) & 1) {
-                    if (!((c->keys_used >> key) & 1)) {
-                        memset(c->diff + (size_t)key * (c->length + 1), 0, (c->length + 1) * sizeof(int32_t));
-                        c->keys_used |= 1ULL << key;
-                    }
-                    c->diff[(size_t)key * (c->length + 1) + a]++;
-                    c->diff[(size_t)key * (c->length + 1) + bnd]--;
-                }
-    }
+    if (keys) add_segment(c, keys, seg_start - start, r - start);
     free(ops);
     return rc;
 }
