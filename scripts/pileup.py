@@ -48,10 +48,18 @@ with atomic_outputs([smk.output.bed, smk.output.tbi]) as (bed_gz, _tbi):
             status = pileup_cli.main([bam, str(text), *arguments])
             if status:
                 sys.exit(status)  # the pileup said why, on the log
-        parts = shards or [text]
-        chunks = (block for part in parts for block in part.read_bytes().splitlines(True))
-        write_indexed_bed(bed_gz, chunks)
-        rows = sum(part.read_bytes().count(b"\n") for part in parts)
+        rows = 0
+
+        def chunks():
+            """The text of every part in order, a block at a time, counting its rows."""
+            global rows
+            for part in shards or [text]:
+                with open(part, "rb") as handle:
+                    while block := handle.read(4 << 20):
+                        rows += block.count(b"\n")
+                        yield block
+
+        write_indexed_bed(bed_gz, chunks())
     finally:
         text.unlink(missing_ok=True)
 print(f"{rows} bedMethyl rows")

@@ -14,7 +14,7 @@ from pathlib import Path
 import pysam
 import pytest
 from conftest import SHARED, host_file
-from project import snakemake_command
+from project import snakemake_command, write_project
 
 from numapore.base.errors import InputError
 from numapore.inputs.kinds import KINDS, STEPS, infer_kind
@@ -117,14 +117,20 @@ def test_staging_keeps_tags_and_counts_reads(tmp_path: Path) -> None:
     assert "10 records marked duplicate left out" in dup.summary()
 
 
-def test_staging_refuses_a_bam_without_tags(tmp_path: Path) -> None:
-    """A BAM none of whose reads carries MM/ML stops with one line; no output is left."""
+def untagged_bam(tmp_path: Path) -> Path:
+    """The unaligned modBAM with its MM/ML tags stripped (samtools view -x)."""
     bare = tmp_path / "bare.bam"
     subprocess.run(
         ["samtools", "view", "-b", "-x", "MM", "-x", "ML", "-o", str(bare),
          str(INPUTS / REALIGNED["unmapped"])],
         check=True,
     )  # fmt: skip
+    return bare
+
+
+def test_staging_refuses_a_bam_without_tags(tmp_path: Path) -> None:
+    """A BAM none of whose reads carries MM/ML stops with one line; no output is left."""
+    bare = untagged_bam(tmp_path)
     with pytest.raises(InputError) as err:
         stage_modbam_reads(bare, tmp_path / "out.fastq", LADDER, 1)
     assert str(err.value).startswith(
@@ -137,17 +143,9 @@ def test_staging_refuses_a_bam_without_tags(tmp_path: Path) -> None:
 
 
 def write_modbam_project(work: Path, names: list[str], config: dict | None = None) -> Path:
-    """A project whose sheet has the named modBAMs of the suite, each a sample against the
-    ladder, and no demo."""
-    import yaml
-
-    from project import REPO
-
-    (work / "config").mkdir(parents=True, exist_ok=True)
-    base = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
-    base["simulate"] = {}
-    base.update(config or {})
-    (work / "config" / "config.yaml").write_text(yaml.safe_dump(base))
+    """A project (tests/project.py's, no demo) whose sheet has the named modBAMs of the suite,
+    each a sample against the ladder."""
+    write_project(work, [], config)
     lines = ["sample\treads\treference"] + [
         f"{n}\t{INPUTS / REALIGNED[n]}\t{LADDER}" for n in names
     ]
@@ -265,12 +263,7 @@ def test_bwa_and_bowtie2_carry_the_tags(tmp_path: Path, aligner: str) -> None:
 
 def test_a_bam_without_tags_stops_before_alignment(tmp_path: Path) -> None:
     """The run stops at staging with one numapore line naming the sample and the file."""
-    bare = tmp_path / "bare.bam"
-    subprocess.run(
-        ["samtools", "view", "-b", "-x", "MM", "-x", "ML", "-o", str(bare),
-         str(INPUTS / REALIGNED["unmapped"])],
-        check=True,
-    )  # fmt: skip
+    bare = untagged_bam(tmp_path)
     work = write_modbam_project(tmp_path / "run", [])
     (work / "config/samples.tsv").write_text(f"sample\treads\treference\nbare\t{bare}\t{LADDER}\n")
     done = run_workflow(work)
