@@ -153,8 +153,8 @@ def test_broken_reads_and_reference_named_by_the_check(tmp_path, ecoli_dir):
         f"numapore: reads file {f['rna.fasta']}, line 2 (record 1): RNA alphabet (U): "
         "nanopolish calls CpG methylation on DNA reads",
         f"numapore: reads file {f['noname.fasta']}, line 1 (record 1): header without a name",
-        f"numapore: reference file {long_ref}, line 1 (record 1): name longer than 65000 "
-        "characters (nanopolish's FASTA index reader cannot read longer ones)",
+        f"numapore: reference file {long_ref}, line 1 (record 1): name longer than 255 "
+        "characters (minimap2's index keeps names of up to 255 characters)",
     ]
     for message in expected:
         assert message in out

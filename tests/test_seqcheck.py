@@ -130,12 +130,42 @@ def test_very_long_names(tmp_path, fasta_text, ecoli_dir):
     genome = (ecoli_dir / "region.fa").read_text().split("\n", 1)[1]
     contig = write(tmp_path / "long.fa", ">" + "c" * (PIECE + 5000) + "\n" + genome)
     assert problem(contig, "fasta", "reference").endswith(
-        "line 1 (record 1): name longer than 65000 characters (nanopolish's FASTA index reader "
-        "cannot read longer ones)"
+        "line 1 (record 1): name longer than 255 characters (minimap2's index keeps names of "
+        "up to 255 characters)"
     )
+    # minimap2's limit exactly: 255 characters pass, 256 do not
+    write(contig, ">" + "c" * 255 + "\n" + genome)
+    assert check_sequences(contig, "reference", "fasta").records == 1
+    write(contig, ">" + "c" * 256 + "\n" + genome)
+    assert "name longer than 255 characters" in problem(contig, "fasta", "reference")
     # a long description is no problem
     described = write(tmp_path / "described.fa", ">tig " + "d" * (3 * PIECE) + "\n" + genome)
     assert check_sequences(described, "reference", "fasta").records == 1
+
+
+def test_empty_sequences_are_counted(tmp_path, fastq_text, ecoli_dir):
+    """Records with an empty sequence: all counted, the first named, in the user's file."""
+    records = fastq_text.split("\n")
+    for record in (3, 10, 50):  # empty the sequence and quality lines of three records
+        records[4 * record + 1] = records[4 * record + 3] = ""
+    reads = write(tmp_path / "zero.fastq", "\n".join(records))
+    name = records[12][1:]
+    assert problem(reads, "fastq") == (
+        f"reads file {reads}: 3 records have an empty sequence (the first: read '{name}', "
+        "record 4, line 13); a read without bases cannot be aligned or called: remove them"
+    )
+    genome = (ecoli_dir / "region.fa").read_text()
+    after = genome.count("\n") + 1
+    for text, where in [
+        (">empty\n" + genome, "record 1, line 1"),  # first, last (no line end), between
+        (genome + ">empty", f"record 2, line {after}"),
+        (genome + ">empty\n>next\nACGT\n", f"record 2, line {after}"),
+    ]:
+        reference = write(tmp_path / "ref.fa", text)
+        assert problem(reference, "fasta", "reference") == (
+            f"reference file {reference}: 1 record has an empty sequence (contig 'empty', "
+            f"{where}); samtools faidx cannot index an empty contig: remove it"
+        )
 
 
 def test_tidied_copy_for_lowercase_cr_and_blank_lines(tmp_path, fasta_text, fastq_text):

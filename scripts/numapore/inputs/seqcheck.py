@@ -3,9 +3,11 @@
 What the tools would choke on, silently or with a bare error, is refused with the file, the line,
 the record and the reason: compression that does not match the name, truncated or corrupt gzip,
 a FASTQ record cut short or with fewer qualities than bases, RNA (U) or non-base characters, a
-header without a name, a name too long for the tools. What the tools can use once tidied is
-tidied in a normalised copy (only then: otherwise the input is linked): lowercase read bases are
-uppercased (nanopolish makes no calls on them), CR or CRLF line ends become LF, blank lines go.
+header without a name, a name too long for the tools, records with an empty sequence (all
+counted: the tidied copy would drop their empty lines and corrupt a FASTQ, faidx cannot index an
+empty contig). What the tools can use once tidied is tidied in a normalised copy (only then:
+otherwise the input is linked): lowercase read bases are uppercased (nanopolish makes no calls
+on them), CR or CRLF line ends become LF, blank lines go.
 """
 
 from __future__ import annotations
@@ -30,8 +32,9 @@ BASES = "ACGTNRYKMSWBDHV"
 NOT_A_BASE = str.maketrans("", "", BASES + BASES.lower())
 # BAM stores a read name in at most 254 characters (samtools refuses longer ones).
 MAX_READ_NAME = 254
-# htslib's FASTA index reader (nanopolish's) reads .fai lines of up to 64 KiB.
-MAX_CONTIG_NAME = 65_000
+# minimap2's index (.mmi) stores a contig name's length in one byte (uint8_t in mm_idx_dump,
+# index.c): a longer name is cut to its length modulo 256, and nanopolish aborts on the BAM.
+MAX_CONTIG_NAME = 255
 NAME = re.compile(r"\S*")
 
 
@@ -40,6 +43,7 @@ class SequenceCheck:
     """What a check found: records, and what a normalised copy would tidy."""
 
     records: int = 0
+    empty_records: int = 0
     lowercase: bool = False
     blank_lines: bool = False
     cr_line_ends: bool = False
@@ -85,6 +89,8 @@ class Parser:
         self.path, self.kind, self.fastq = path, kind, fmt.startswith("fastq")
         self.check = SequenceCheck()
         self.max_name = MAX_READ_NAME if kind == "reads" else MAX_CONTIG_NAME
+        self.record_start = (0, "")  # the current record's header line and name
+        self.first_empty: tuple[int, int, str] | None = None  # record, line, name
 
     def fail(self, line: int, reason: str) -> None:
         """Raise the problem naming the file, the line and the record."""
@@ -141,10 +147,14 @@ class Parser:
                     if not piece.startswith(marker):
                         where = "does not start" if state == "start" else "a record does not start"
                         self.fail(line, f"{where} with '{marker}' as {self._format()} should")
+                    if self.check.records:
+                        self._end_record(seq_len)
                     self.check.records += 1
                     state, seq_len, qual_len, name_len, name_open = "header", 0, 0, 0, True
-                    if not NAME.match(piece, 1).group():
+                    name = NAME.match(piece, 1).group()
+                    if not name:
                         self.fail(line, "header without a name")
+                    self.record_start = (line, name)
                 elif state == "sequence" and self.fastq and piece.startswith("+"):
                     state = "plus"
             if state == "header":
@@ -176,6 +186,32 @@ class Parser:
             self.fail(
                 line, f"truncated: quality shorter than the sequence ({qual_len} < {seq_len})"
             )
+        self._end_record(seq_len)
+        if self.check.empty_records:
+            self._refuse_empty_records()
+
+    def _end_record(self, seq_len: int) -> None:
+        """Count the record just read if its sequence is empty; keep where the first one was."""
+        if seq_len == 0:
+            self.check.empty_records += 1
+            if self.first_empty is None:
+                self.first_empty = (self.check.records, *self.record_start)
+
+    def _refuse_empty_records(self) -> None:
+        """Raise: how many records have an empty sequence, and where the first is."""
+        count = self.check.empty_records
+        record, line, name = self.first_empty
+        what = "read" if self.kind == "reads" else "contig"
+        where = f"{what} {name[:60]!r}, record {record}, line {line}"
+        if count == 1:
+            found = f"1 record has an empty sequence ({where})"
+        else:
+            found = f"{count} records have an empty sequence (the first: {where})"
+        if self.kind == "reads":
+            why = "a read without bases cannot be aligned or called: remove them"
+        else:  # samtools faidx leaves it out of the index, or fails when it is the last
+            why = "samtools faidx cannot index an empty contig: remove it"
+        raise InputError(f"{self.kind} file {self.path}: {found}; {why}")
 
     def _check_bases(self, line: int, piece: str) -> None:
         """Refuse RNA and non-base characters; note lowercase bases."""
@@ -195,7 +231,7 @@ class Parser:
         """Why names are limited."""
         if self.kind == "reads":
             return "BAM files hold read names of up to 254 characters"
-        return "nanopolish's FASTA index reader cannot read longer ones"
+        return "minimap2's index keeps names of up to 255 characters"
 
 
 def check_sequences(path: Path, kind: str, fmt: str) -> SequenceCheck:
