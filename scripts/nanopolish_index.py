@@ -1,4 +1,5 @@
-"""Rule nanopolish_index: check a BLOW5 is whole, then index the reads' signal with nanopolish.
+"""Rule nanopolish_index: check a BLOW5 is whole, then index the reads' signal with nanopolish
+and check that some of the reads have raw signal (numapore.report.empty).
 
 nanopolish writes its index beside the reads it is given: a link to them in a scratch folder,
 so that the files get their final names (a rename) only once all are complete."""
@@ -13,6 +14,7 @@ from numapore.base.atomic import scratch_dir
 from numapore.base.rulelog import redirect_to_log
 from numapore.signal.slow5 import blow5_problem
 from numapore.execution.tools import nanopolish_index_command
+from numapore.report.empty import check_reads_have_signal
 
 smk = snakemake  # noqa: F821 (injected by the script directive)
 redirect_to_log(smk)
@@ -31,5 +33,14 @@ with scratch_dir(smk.output[0]) as scratch:
         done = subprocess.run(command, shell=True, stdout=sys.stdout, stderr=sys.stderr)
     if done.returncode != 0:
         sys.exit(done.returncode)
+    # Reads none of which has raw signal (basecalled from another run?): stop here, naming them.
+    print(
+        check_reads_have_signal(
+            smk.wildcards.sample, reads, scratch / Path(smk.output[3]).name,
+            source=smk.params.reads, signal=smk.params.signal,
+            blow5_index=f"{blow5}.idx" if blow5 else None,
+            allowed=smk.config["allow_empty_samples"],
+        )
+    )  # fmt: skip
     for output in map(Path, smk.output):
         os.replace(scratch / output.name, output)

@@ -8,10 +8,12 @@ from pathlib import Path
 import pysam
 
 from numapore.base.atomic import atomic_outputs
+from numapore.base.errors import empty_sample
 from numapore.base.rulelog import redirect_to_log
 from numapore.methylation import pileup_cli
 from numapore.methylation.bgzf import write_indexed_bed
 from numapore.methylation.pileup_settings import modkit_command, pileup_arguments
+from numapore.report.empty import no_calls_reason, no_rows_reason
 
 
 def has_calls(bam: str) -> bool:
@@ -33,6 +35,8 @@ if "text" in smk.output.keys():  # a scatter shard: its regions' rows, in genome
         sys.exit(status)
     Path(smk.output.text).write_text("")
     sys.exit(0)
+sample, motif = smk.wildcards.sample, smk.wildcards.motif
+allowed = smk.config["allow_empty_samples"]  # the config, not a param: no rerun when it changes
 plain = str(Path(smk.output.bed).with_suffix(""))
 print(f"equivalent modkit command: {modkit_command(bam, plain, arguments)}")
 with atomic_outputs([smk.output.bed, smk.output.tbi]) as (bed_gz, _tbi):
@@ -41,8 +45,9 @@ with atomic_outputs([smk.output.bed, smk.output.tbi]) as (bed_gz, _tbi):
     shards = [Path(p) for p in smk.input.get("shards", [])]
     text = bed_gz.with_name(bed_gz.name + ".bed")
     try:
-        if not shards and not has_calls(bam):  # nanopolish called no read: nothing to pile up
-            print(f"numapore: {bam} holds no modification calls: the bedMethyl is empty")
+        called = bool(shards) or has_calls(bam)
+        if not called:  # nanopolish called no read: nothing to pile up
+            empty_sample(sample, no_calls_reason(bam, motif), allowed)
             text.write_text("")
         elif not shards:
             status = pileup_cli.main([bam, str(text), *arguments])
@@ -60,8 +65,8 @@ with atomic_outputs([smk.output.bed, smk.output.tbi]) as (bed_gz, _tbi):
                         yield block
 
         write_indexed_bed(bed_gz, chunks())
+        print(f"{rows} bedMethyl rows")
+        if rows == 0 and called:  # the calls all fell to the filters
+            empty_sample(sample, no_rows_reason(bam, motif), allowed)
     finally:
         text.unlink(missing_ok=True)
-print(f"{rows} bedMethyl rows")
-if rows == 0:
-    print(f"numapore: {smk.output.bed} is empty: no position has a call that passed")

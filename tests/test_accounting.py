@@ -12,7 +12,7 @@ from conftest import host_file, run_workflow
 from tables import read_table
 from test_convert import conformance_table
 
-from numapore.base.errors import AccountingError
+from numapore.base.errors import AccountingError, EmptySample
 from numapore.report.accounting import (
     NA,
     NO_SIGNAL_DATASET,
@@ -172,7 +172,7 @@ def test_read_ids_and_duplicates(tmp_path):
     assert unique_read_ids(reads, "s").to_list() == ["a"]
 
 
-def test_alignment_summary_counts_and_stops(tmp_path):
+def test_alignment_summary_counts_and_stops(tmp_path, capsys):
     """The merge job's alignment check: reads in and primary mapped from flagstat's JSON; no
     table when nothing mapped or a read id repeats."""
     reads = tmp_path / "r.fastq"
@@ -183,8 +183,17 @@ def test_alignment_summary_counts_and_stops(tmp_path):
         "s\tminimap2\t3\t2\t0.6667",
     ]
     nothing = {"QC-passed reads": {"primary mapped": 0}}
-    with pytest.raises(AccountingError, match="none of its 3 reads mapped to the reference ref.fa"):
-        alignment_summary(nothing, reads, "s", "minimap2", "ref.fa")
+    with pytest.raises(EmptySample) as err:
+        alignment_summary(nothing, reads, "s", "minimap2", "ref.fa", "my/r.fastq")
+    assert str(err.value) == (
+        "sample 's': none of its 3 reads mapped to the reference ref.fa with minimap2 (reads "
+        "file my/r.fastq): is it the right reference (do its contigs include the sequenced "
+        "genome)? (to run it anyway: allow_empty_samples: true)"
+    )
+    # allow_empty_samples: the table (nothing mapped) and the reason on the job's log
+    allowed = alignment_summary(nothing, reads, "s", "minimap2", "ref.fa", allow_empty=True)
+    assert allowed.splitlines()[1] == "s\tminimap2\t3\t0\t0.0000"
+    assert capsys.readouterr().out.startswith("numapore: sample 's': none of its 3 reads mapped")
     reads.write_text("@a\nAC\n+\nII\n@a\nAC\n+\nII\n")
     with pytest.raises(AccountingError, match="repeats 1 read id"):
         alignment_summary(flagstat, reads, "s", "minimap2", "ref.fa")
@@ -231,3 +240,36 @@ def test_blow5_index_readdb_rejected_and_calls(f2s_dir, tmp_path):
     calls = tmp_path / "calls.tsv"
     calls.write_text("chromosome\tstrand\tstart\tend\tread_name\nc\t+\t1\t2\tr1\nc\t+\t5\t6\tr1\n")
     assert called_reads(calls) == {"r1"}
+
+
+def test_closing_lines_name_each_empty_sample_and_why(tmp_path):
+    """The run's closing warnings (numapore.report.empty): one per sample whose main output is
+    empty, the reason from the first step that left no read; none for samples with results or
+    whose outputs are not there."""
+    import gzip
+
+    from numapore.report.empty import SampleOutputs, closing_lines
+
+    def check(name: str, mapped: int) -> Path:
+        """An alignment check's table with `mapped` of 3 reads mapped."""
+        path = tmp_path / f"{name}.summary.tsv"
+        path.write_text(f"sample\taligner\treads_in\tprimary_mapped\n{name}\tbwa\t3\t{mapped}\n")
+        return path
+
+    empty_bed, full_bed = tmp_path / "e.bedmethyl.gz", tmp_path / "f.bedmethyl.gz"
+    empty_bed.write_bytes(gzip.compress(b""))
+    full_bed.write_bytes(gzip.compress(b"chr1\t1\t2\tm\n"))
+    common = {"source": "r.fq", "reference": "ref.fa", "aligner": "bwa", "fates": Path("f.tsv")}
+    runs = [
+        SampleOutputs("short", check("short", 0), check("short", 0), **common),
+        SampleOutputs("called", full_bed, check("called", 3), **common),
+        SampleOutputs("filtered", empty_bed, check("filtered", 3), **common),
+        SampleOutputs("absent", tmp_path / "none.bedmethyl.gz", check("absent", 0), **common),
+    ]
+    assert closing_lines(runs) == [
+        "numapore: warning: sample 'short' is empty (allow_empty_samples: true): none of its 3 "
+        "reads mapped to the reference ref.fa with bwa (reads file r.fq): is it the right "
+        "reference (do its contigs include the sequenced genome)?",
+        f"numapore: warning: sample 'filtered' is empty (allow_empty_samples: true): its "
+        f"bedMethyl {empty_bed} has no rows (each read's fate: f.tsv)",
+    ]

@@ -118,7 +118,8 @@ def slow5_mode_run(tmp_path_factory, ecoli_dir, f2s_dir, pod5_file) -> Path:
         row("blow5", str(blow5), ecoli_dir),
         row("ssm1", str(f2s_dir / SSM1), ecoli_dir, stand_in),
     ]
-    write_project(work, rows)
+    # ssm1's stand-in reads get no call: an empty sample, let through.
+    write_project(work, rows, {"allow_empty_samples": True})
     run_workflow(work, "--config", f"host={host_file(work / 'host.yaml', 'none', 'slow5')}")
     return work
 
@@ -166,7 +167,7 @@ def test_slow5tools_blow5_is_indexed_and_read(slow5_mode_run, f2s_dir):
     table = accounting(work, "ssm1")
     assert table[("blow5", "reads", "in the readable files")] == "3"
     assert table[("basecalled", "reads with raw signal", "")] == "3"
-    # No calls (stand-in sequences): the sample's report is still drawn.
+    # No calls (stand-in sequences; allow_empty_samples): the sample's report is still drawn.
     assert table[("methylation", "reads with calls", "")] == "0"
     assert (work / "results/ssm1/report/ssm1.minimap2.methylation.png").is_file()
     readdb = (work / "results/ssm1/reads/blow5/ssm1.fasta.index.readdb").read_text()

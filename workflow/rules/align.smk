@@ -34,6 +34,7 @@ rule align:
         reference=lambda wc: str(SAMPLES[wc.sample].reference),
         kind=lambda wc: SAMPLES[wc.sample].kind,
         duplicates=marks_duplicates,
+        reads=lambda wc: str(SAMPLES[wc.sample].reads),
     script:
         "../../scripts/align.py"
 
@@ -67,6 +68,7 @@ rule merge_alignment_shards:
         kind=lambda wc: SAMPLES[wc.sample].kind,
         paired=lambda wc: SAMPLES[wc.sample].paired,
         duplicates=marks_duplicates,
+        reads=lambda wc: str(SAMPLES[wc.sample].reads),
     script:
         "../../scripts/merge_alignment_shards.py"
 

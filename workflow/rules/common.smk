@@ -33,6 +33,7 @@ from numapore.execution.hosts import (  # noqa: E402
     with_overrides,
 )
 from numapore.execution.runstate import replaced_results  # noqa: E402
+from numapore.report.empty import SampleOutputs, closing_lines  # noqa: E402
 from numapore.execution.topology import NumaError  # noqa: E402
 from numapore.inputs.schema import check_config, check_sheet, did_you_mean  # noqa: E402
 from numapore.inputs.sheet import (  # noqa: E402
@@ -579,6 +580,40 @@ def report_locations():
         "numapore: figures per sample in results/<sample>/report/; the run report (figures, "
         "accounting, provenance): snakemake --profile profiles/hpc-numa --report results/report.html"
     )
+
+
+def read_fates(sample, aligner):
+    """Where each of a sample's reads is accounted for: the read accounting (nanopolish's
+    samples), else what staging counted (modbam samples)."""
+    if SAMPLES[sample].input_kind.runs("call_methylation"):
+        return run_output("accounting", sample, aligner)
+    return f"results/{sample}/{sample}.staged.tsv"
+
+
+def report_empty_samples():
+    """After a successful run, last: one warning per sample whose main output is empty (those
+    that allow_empty_samples let through), with the reason (numapore.report.empty)."""
+    a = config["aligner"]
+    runs = []
+    for s, sample in SAMPLES.items():
+        summary = Path(f"results/{s}/align/{s}.{a}.summary.tsv")
+        piled = sample.input_kind.runs("pileup")
+        called = sample.input_kind.runs("call_methylation")
+        runs.append(
+            SampleOutputs(
+                sample=s,
+                main=Path(run_output("bedmethyl", s, a)) if piled else summary,
+                alignment=summary,
+                source=str(sample.reads),
+                reference=str(sample.reference),
+                aligner=a,
+                accounting=Path(run_output("accounting", s, a)) if called else None,
+                signal=", ".join(str(p) for p in sample.signal),
+                fates=Path(read_fates(s, a)),
+            )
+        )
+    for line in closing_lines(runs):
+        logger.warning(line)
 
 
 def aligner_index_files(wildcards):

@@ -114,6 +114,9 @@ rule nanopolish_index:
     # One thread, mostly reading (the reads, then every FAST5): beside the alignment, holding no
     # core (common.smk: IO_BOUND).
     threads: IO_BOUND
+    params:
+        reads=lambda wc: str(SAMPLES[wc.sample].reads),
+        signal=lambda wc: ", ".join(str(p) for p in SAMPLES[wc.sample].signal),
     # A script, not shell: a damaged BLOW5 is checked first, so the error gives the reason; and
     # nanopolish writes beside a link to the reads in a scratch folder, whose files are renamed
     # into place once complete (no shadow folder: it costs a second Snakemake process per job).

@@ -280,11 +280,14 @@ def finish_sample_bam(
     kind: str = "signal",
     paired: bool = False,
     duplicates: bool = False,
+    source: str | None = None,
+    allow_empty: bool = False,
 ) -> None:
     """Index the sample's sorted BAM, write its samtools reports and the alignment check
     (outputs['summary']: reads in, primary alignments mapped; for short reads also pairs,
     properly paired and duplicates, marked first when duplicates asks for it); AccountingError
-    when nothing mapped or the reads repeat a read id."""
+    when the reads repeat a read id, EmptySample when nothing mapped unless allow_empty (source:
+    the user's reads file, for the message)."""
     if kind == "short":  # records with read groups (settle_read_groups), duplicates
         settle_read_groups(bam, threads, log, duplicates)
     reports = {key: outputs[key] for key in ("bai", "flagstat", "flagstat_text", "stats")}
@@ -295,9 +298,13 @@ def finish_sample_bam(
     reports_done()
     flagstat = json.loads(outputs["flagstat"].read_text())
     if kind == "short":
-        summary = short_read_summary(flagstat, reads, sample, aligner, reference, paired)
+        summary = short_read_summary(
+            flagstat, reads, sample, aligner, reference, paired, source, allow_empty
+        )
     else:
-        summary = alignment_summary(flagstat, reads, sample, aligner, reference)
+        summary = alignment_summary(
+            flagstat, reads, sample, aligner, reference, source, allow_empty
+        )
     with atomic_output(outputs["summary"]) as tmp:
         tmp.write_text(summary)
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import polars as pl
 
-from numapore.base.errors import AccountingError
+from numapore.base.errors import AccountingError, empty_sample
 
 CHUNK = 500_000  # rows gathered in Python lists before they become a compact polars chunk
 
@@ -66,20 +66,30 @@ def unique_read_ids(path: str | os.PathLike, sample: str) -> pl.Series:
     return ids
 
 
-def alignment_summary(
-    flagstat: dict, reads: str | os.PathLike, sample: str, aligner: str, reference: str
+def none_mapped_reason(
+    reads_in: int, source: str | os.PathLike, reference: str, aligner: str
 ) -> str:
+    """Why a sample whose reads all went unmapped is empty: the reads file and the reference."""
+    return (
+        f"none of its {reads_in} reads mapped to the reference {reference} with {aligner} "
+        f"(reads file {source}): is it the right reference (do its contigs include the "
+        "sequenced genome)?"
+    )
+
+
+def alignment_summary(
+    flagstat: dict, reads: str | os.PathLike, sample: str, aligner: str, reference: str,
+    source: str | os.PathLike | None = None, allow_empty: bool = False,
+) -> str:  # fmt: skip
     """The alignment check's table (reads in, primary alignments mapped) from samtools
-    flagstat's JSON; AccountingError when nothing mapped or the reads file repeats a read id
-    (before nanopolish would call such reads twice)."""
+    flagstat's JSON; AccountingError when the reads file repeats a read id (before nanopolish
+    would call such reads twice), EmptySample when nothing mapped unless allow_empty (source:
+    the user's reads file that reads were staged from, for the message)."""
     mapped = flagstat["QC-passed reads"]["primary mapped"]
     reads_in = len(unique_read_ids(reads, sample))
     if mapped == 0:
-        raise AccountingError(
-            f"sample '{sample}': none of its {reads_in} reads mapped to the reference "
-            f"{reference} with {aligner}: is it the right reference (do its contigs include the "
-            "sequenced genome)?"
-        )
+        why = none_mapped_reason(reads_in, source or reads, reference, aligner)
+        empty_sample(sample, why, allow_empty)
     return (
         "sample\taligner\treads_in\tprimary_mapped\tprimary_mapped_fraction\n"
         f"{sample}\t{aligner}\t{reads_in}\t{mapped}\t{mapped / reads_in:.4f}\n"
@@ -88,12 +98,13 @@ def alignment_summary(
 
 def short_read_summary(
     flagstat: dict, reads: str | os.PathLike, sample: str, aligner: str, reference: str,
-    paired: bool,
+    paired: bool, source: str | os.PathLike | None = None, allow_empty: bool = False,
 ) -> str:  # fmt: skip
     """The accounting of a short-read sample from samtools flagstat's JSON of its BAM: reads and
     pairs in (pairs: twice the R1 file's reads), primary alignments mapped, reads properly
-    paired, primary duplicates. AccountingError when nothing mapped, the reads repeat a read id,
-    or the BAM's primary records are not the reads in (a read lost or doubled)."""
+    paired, primary duplicates. AccountingError when the reads repeat a read id or the BAM's
+    primary records are not the reads in (a read lost or doubled); EmptySample when nothing
+    mapped unless allow_empty."""
     counts = flagstat["QC-passed reads"]
     fragments = len(unique_read_ids(reads, sample))
     reads_in = fragments * (2 if paired else 1)
@@ -105,10 +116,8 @@ def short_read_summary(
         )
     mapped = counts["primary mapped"]
     if mapped == 0:
-        raise AccountingError(
-            f"sample '{sample}': none of its {reads_in} reads mapped to the reference "
-            f"{reference} with {aligner}: is it the right reference?"
-        )
+        why = none_mapped_reason(reads_in, source or reads, reference, aligner)
+        empty_sample(sample, why, allow_empty)
     return (
         "sample\taligner\treads_in\tpairs_in\tprimary_mapped\tprimary_mapped_fraction"
         "\tproperly_paired\tduplicates\n"
