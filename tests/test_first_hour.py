@@ -1,12 +1,16 @@
-"""The first hour of a new user (issue 28), through the real workflow: the common mistakes end
-in one `numapore:` line naming the file, line and key with the likely fix; the demo, the host's
-I/O mode and strategy are switched from the command line; the README's profile is the clone's
-own; no `Shell command: None`."""
+"""The first hour of a new user (issue 28), through the real workflow: a sample none of whose
+reads can be used stops the run (or, allowed, is listed in its last lines); the common mistakes
+end in one `numapore:` line naming the file, line and key with the likely fix; broken reads and
+references are named by the check before any heavy job; the demo, the host's I/O mode and
+strategy are switched from the command line; the README's profile is the clone's own; no
+`Shell command: None`."""
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
+import random
 import subprocess
 from pathlib import Path
 
@@ -54,6 +58,68 @@ def demo(dh10b: Path) -> dict:
     """The shipped config's demo sample, its reference at dh10b."""
     shipped = yaml.safe_load((REPO / "config" / "config.yaml").read_text())["simulate"]
     return {name: {**s, "reference": str(dh10b)} for name, s in shipped.items()}
+
+
+def problem_lines(result) -> list[str]:
+    """The `numapore:` lines after the run's opening one (the host file it read)."""
+    return [line for line in numapore_lines(result) if not line.startswith("numapore: host file")]
+
+
+# ----------------------------------------------------------------------------------------------
+# 1. A sample none of whose reads can be used: it stops the run, or, allowed, the run's last
+# lines list it.
+
+
+def illumina_reads(ecoli_dir: Path, path: Path, count: int = 300) -> Path:
+    """Short reads drawn from the E. coli region and named as an Illumina run names them: not
+    one read id in common with the FAST5 files."""
+    rng = random.Random(28)
+    genome = "".join((ecoli_dir / "region.fa").read_text().split("\n")[1:])
+    records = []
+    for i in range(count):
+        start = rng.randrange(len(genome) - 150)
+        name = f"M00123:28:000000000-A1B2C:1:1101:{1000 + i}:{2000 + i}"
+        records.append(f"@{name} 1:N:0:1\n{genome[start:start + 150]}\n+\n{'I' * 150}\n")
+    path.write_text("".join(records))
+    return path
+
+
+def test_empty_sample_stops_the_run_or_is_listed_last(tmp_path, ecoli_dir):
+    reads = illumina_reads(ecoli_dir, tmp_path / "illumina.fastq")
+    illumina = {**ecoli(ecoli_dir, "illumina"), "reads": str(reads)}
+    work = write_project(tmp_path / "run", [illumina])
+    no_signal = (
+        f"none of its 300 reads (reads file {reads}) has raw signal in {ecoli_dir / 'fast5'} "
+        "(its 112 reads have other read ids): nothing to call methylation on; were these reads "
+        "basecalled from that signal?"
+    )
+    result = run_workflow(work, check=False)
+    assert result.returncode == 1
+    assert problem_lines(result)[0] == (
+        f"numapore: sample 'illumina': {no_signal} (to run it anyway: allow_empty_samples: true)"
+    )
+    assert not (work / "results/illumina/methylation").exists()  # stopped before the calling
+    # Allowed: the run goes on and its last lines list the empty samples, each with its reason;
+    # here also one whose reads all went unmapped (a reference they do not come from).
+    rng = random.Random(7)
+    wrong = tmp_path / "wrong.fa"
+    wrong.write_text(">chrZ\n" + "".join(rng.choice("ACGT") for _ in range(50_000)) + "\n")
+    unmapped = {**ecoli(ecoli_dir, "unmapped"), "reference": str(wrong)}
+    write_project(tmp_path / "run", [illumina, unmapped])
+    result = run_workflow(work, "--config", "allow_empty_samples=True", check=False)
+    assert result.returncode == 0, output(result)[-3000:]
+    warnings = [
+        f"numapore: warning: sample 'illumina' is empty (allow_empty_samples: true): {no_signal}",
+        "numapore: warning: sample 'unmapped' is empty (allow_empty_samples: true): none of its "
+        f"112 reads mapped to the reference {wrong} with minimap2 (reads file "
+        f"{ecoli_dir / 'reads.fasta'}): is it the right reference (do its contigs include the "
+        "sequenced genome)?",
+    ]
+    lines = output(result).splitlines()
+    assert numapore_lines(result)[-2:] == warnings
+    assert lines.index(warnings[-1]) >= len(lines) - 3  # then Snakemake's log path and time
+    bed = work / "results/illumina/methylation/illumina.minimap2.cpg.bedmethyl.gz"
+    assert gzip.decompress(bed.read_bytes()) == b""
 
 
 # ----------------------------------------------------------------------------------------------
@@ -137,6 +203,57 @@ def test_bad_aligner_name(tmp_path, ecoli_dir):
         "numapore: --config aligner=bwa2: 'bwa2' is not one of ['minimap2', 'bwa', 'bowtie2']; "
         "did you mean `bwa`?"
     )
+
+
+# ----------------------------------------------------------------------------------------------
+# 3. Reads of zero length, an empty contig, a contig name longer than minimap2's index keeps:
+# named in the user's file by the reads/reference check, before any index or alignment.
+
+
+def test_broken_reads_and_reference_named_before_any_heavy_job(tmp_path, ecoli_dir):
+    records = (ecoli_dir / "reads.fasta").read_text().split(">")[1:]
+    fastq = []
+    for i, record in enumerate(records):
+        name, *lines = record.split("\n")
+        seq = "" if i in (3, 10, 50) else "".join(lines)
+        fastq.append(f"@{name}\n{seq}\n+\n{'5' * len(seq)}\n")
+    zero = tmp_path / "zero.fastq"
+    zero.write_text("".join(fastq))
+    region = (ecoli_dir / "region.fa").read_text()
+    empty_contig = tmp_path / "empty_contig.fa"
+    empty_contig.write_text(region + ">plasmid\n")
+    long_name = tmp_path / "long_name.fa"
+    long_name.write_text(">" + "c" * 5030 + "\n" + region.split("\n", 1)[1])
+    first = records[3].split("\n")[0]
+    contig_line = region.count("\n") + 1
+    cases = {
+        "zero": (
+            {"reads": str(zero)},
+            f"numapore: reads file {zero}: 3 records have an empty sequence (the first: read "
+            f"'{first}', record 4, line 13); a read without bases cannot be aligned or called: "
+            "remove them",
+        ),
+        "empty_contig": (
+            {"reference": str(empty_contig)},
+            f"numapore: reference file {empty_contig}: 1 record has an empty sequence (contig "
+            f"'plasmid', record 2, line {contig_line}); samtools faidx cannot index an empty "
+            "contig: remove it",
+        ),
+        "long_name": (
+            {"reference": str(long_name)},
+            f"numapore: reference file {long_name}, line 1 (record 1): name longer than 255 "
+            "characters (minimap2's index keeps names of up to 255 characters)",
+        ),
+    }
+    for name, (change, message) in cases.items():
+        work = write_project(tmp_path / name, [{**ecoli(ecoli_dir), **change}])
+        result = run_workflow(work, check=False)
+        assert result.returncode == 1, name
+        assert problem_lines(result)[0] == message, name
+        assert "Traceback" not in output(result), name
+        assert not list(work.glob("results/*/align/*.bam")), name
+        if "reference" in change:
+            assert not list(work.glob("results/references/*/minimap2/*.mmi")), name
 
 
 # ----------------------------------------------------------------------------------------------
