@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import gzip
 import os
 import shlex
 import shutil
@@ -109,6 +110,9 @@ class Route:
     # noisiest part on a shared machine; "" for none.
     noisy: str
     default_reads: int = 0  # simulated reads when --simulate is not given (0: ../shared's)
+    # A file of the hand run and the workflow's counterpart (in its project), whose contents
+    # must be equal: the two runs did the same work. None: not compared.
+    same: tuple[str, str] | None = None
 
 
 ROUTES = {
@@ -126,6 +130,7 @@ ROUTES = {
         direct=modbam_direct_run,
         noisy="",
         default_reads=10_000,
+        same=("calls.bed.gz", "results/bench/methylation/bench.minimap2.cpg.bedmethyl.gz"),
     ),
 }
 
@@ -156,6 +161,12 @@ def count_reads(path: Path) -> int:
     with open(path) as handle:
         lines = [line[:1] for line in handle]
     return lines.count(">") or len(lines) // 4
+
+
+def check_same(hand: Path, workflow: Path) -> None:
+    """Fail unless the two (gzip) files hold the same text: the runs compared did one job."""
+    if gzip.decompress(hand.read_bytes()) != gzip.decompress(workflow.read_bytes()):
+        sys.exit(f"bench_overhead: {hand} and {workflow} differ: the runs did not do one job")
 
 
 def rule_seconds(work: Path) -> dict[str, float]:
@@ -251,18 +262,22 @@ def main() -> None:
             direct_dir = Path(tmp, f"direct{repeat}")
             direct_dir.mkdir()
             steps = route.direct(direct_dir, inputs, args.threads)
-            shutil.rmtree(direct_dir)
             for number, (name, repo) in enumerate(versions.items()):
                 wf_dir = Path(tmp, f"workflow{repeat}.{number}")
                 wf_dir.mkdir()
                 pipeline, report_rules = workflow_run(wf_dir, inputs, args.threads, repo)
                 runs[name].append((steps, pipeline, report_rules, rule_seconds(wf_dir)))
+                if route.same:
+                    check_same(direct_dir / route.same[0], wf_dir / route.same[1])
                 shutil.rmtree(wf_dir)
+            shutil.rmtree(direct_dir)
     hand = next(iter(runs.values()))
     direct_total = statistics.median(sum(r[0].values()) for r in hand)
     parts = ", ".join(f"{k} {v:.1f}" for k, v in hand[len(hand) // 2][0].items())
     print(f"route {args.route}: {reads} reads, {args.threads} threads, medians of {args.repeats}")
     print(f"direct tools:       {direct_total:7.1f} s  ({parts})")
+    if route.same:
+        print(f"same output:        {route.same[0]} (by hand) = {route.same[1]} (workflow)")
     for name, version_runs in runs.items():
         report(name, version_runs, route.noisy)
     sys.stdout.flush()

@@ -625,7 +625,11 @@ def _run_batch(batch: int) -> Batch:
         write_multi_fast5(out / "fast5_multi" / f"batch_{batch}.fast5", reads, cfg)
     fastq = "".join(fastq_record(r) for r in reads) if "fastq" in cfg.formats else ""
     # Both read models draw the same molecules: either gives the truth.
-    molecules = reads or [mol for _, mol in basecalled]
+    molecules = (
+        reads
+        or [mol for _, mol in basecalled]
+        or [draw_molecule(np.random.default_rng([cfg.seed, i]), ref, cfg) for i in range(lo, hi)]
+    )
     truth = "".join(truth_rows(r) for r in molecules) if "truth" in cfg.formats else ""
     blobs = []
     if "blow5" in cfg.formats:
