@@ -113,6 +113,9 @@ def test_simulated_samples_join_the_sheets(inputs):
         combine_samples(load_samples(read_sheet(empty), empty, inputs), {}, empty)
     with pytest.raises(InputError, match="simulate.bad: reference .* does not exist"):
         simulated_samples({"bad": {"reference": "nope.fa"}}, inputs)
+    modbam = simulated_samples({"m": {"reference": "ref.fa", "kind": "modbam"}}, inputs)["m"]
+    assert (modbam.kind, modbam.signal) == ("modbam", ())
+    assert modbam.reads == Path("results/simulated/m/reads.modbam.bam")
 
 
 def test_missing_sheet_and_missing_column(tmp_path):
