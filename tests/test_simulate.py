@@ -468,6 +468,19 @@ def test_modbam_calls_read_back(dh10b: Path, tmp_path: Path, mode: str) -> None:
     ).read_bytes()
 
 
+def test_cli_rejects_bad_modification_settings(dh10b: Path, tmp_path: Path, capsys) -> None:
+    """A noise-model setting out of range is one error line, before any read is written."""
+    args = ["--reference", str(dh10b), "--out", str(tmp_path), "--formats", "modbam", "--quiet"]
+    assert sim.main(args + ["--mod-sharpness", "0"]) == 1
+    assert sim.main(args + ["--mod-missing", "1"]) == 1
+    err = capsys.readouterr().err.splitlines()
+    assert err == [
+        "numapore.simulate: error: modification call sharpness must be > 0, not 0.0",
+        "numapore.simulate: error: missing-call rate must be in [0, 1), not 1.0",
+    ]
+    assert not (tmp_path / "reads.modbam.bam").exists()
+
+
 def test_modbam_calls_are_calibrated(dh10b: Path) -> None:
     """On ~15,000 calls, P(methylated | p) = p (after the sample's prior, the model being
     calibrated on balanced data: chi-square over 8 bins of p below its 0.1% point; a model 30%

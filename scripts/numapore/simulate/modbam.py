@@ -27,7 +27,6 @@ from __future__ import annotations
 
 from array import array
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 import pysam
@@ -119,13 +118,3 @@ def modbam_record(read: ModRead, header: pysam.AlignmentHeader) -> pysam.Aligned
     rec.set_tag("ML", array("B", read.ml.tobytes()))
     rec.set_tag("MN", len(read.sequence), "i")
     return rec
-
-
-def read_modbam_calls(path: Path) -> dict[str, dict[int, int]]:
-    """Per read of an unaligned modBAM, its 5mC calls as pysam reads them: position -> ML."""
-    out = {}
-    with pysam.AlignmentFile(str(path), check_sq=False) as bam:
-        for rec in bam:
-            calls = rec.modified_bases.get(("C", 0, "m"), [])
-            out[rec.query_name] = dict(calls)
-    return out
