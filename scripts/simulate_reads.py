@@ -20,6 +20,7 @@ cfg = SimConfig(
     mod_sharpness=s["mod_sharpness"],
     mod_missing=s["mod_missing"],
     mod_mode=s["mod_mode"],
+    mod_codes=s["mod_codes"],
 )
 out = Path(smk.output.reads).parent
 summary = simulate(Path(smk.input[0]), out, cfg, processes=smk.threads)

@@ -431,14 +431,14 @@ def _phi(x: float) -> float:
     return 0.5 * (1 + math.erf(x / math.sqrt(2)))
 
 
-@pytest.mark.parametrize("mode", ["?", "."])
-def test_modbam_calls_read_back(dh10b: Path, tmp_path: Path, mode: str) -> None:
+@pytest.mark.parametrize("mode, codes", [("?", "m"), (".", "m"), ("?", "hm")])
+def test_modbam_calls_read_back(dh10b: Path, tmp_path: Path, mode: str, codes: str) -> None:
     """The unaligned modBAM holds each read's basecalls and, read back with pysam's
-    modified_bases, exactly the simulator's calls (read positions, ML bytes) at CpG Cs; its
-    truth is the signal reads' truth (the same molecules)."""
+    modified_bases, exactly the simulator's calls (read positions, ML bytes; 5hmC too when
+    asked for) at CpG Cs; its truth is the signal reads' truth (the same molecules)."""
     cfg = sim.SimConfig(
         n_reads=8, seed=7, mean_length=3000, sd_length=800, error_rate=0.03, reads_per_file=3,
-        formats=("modbam", "truth"), mod_mode=mode,
+        formats=("modbam", "truth"), mod_mode=mode, mod_codes=codes,
     )  # fmt: skip
     ref = sim.Reference(sim.read_fasta(dh10b))
     sim.simulate(dh10b, tmp_path / "m", cfg, processes=2, progress=False)
@@ -451,9 +451,14 @@ def test_modbam_calls_read_back(dh10b: Path, tmp_path: Path, mode: str) -> None:
         want = expected[rec.query_name]
         assert rec.is_unmapped and rec.query_sequence == want.sequence
         assert rec.get_tag("MN") == len(want.sequence)
-        assert rec.get_tag("MM").startswith(f"C+m{mode},")
+        assert rec.get_tag("MM").startswith(f"C+{codes[0]}{mode},")
         got = rec.modified_bases[("C", 0, "m")]
         assert got == list(zip(want.call_positions.tolist(), want.ml.tolist(), strict=True))
+        if codes == "hm":
+            got_h = rec.modified_bases[("C", 0, "h")]
+            assert [q for q, _ in got_h] == [q for q, _ in got]
+            assert [ml for _, ml in got_h] == want.ml_h.tolist()
+            assert max(h + m for (_, h), (_, m) in zip(got_h, got, strict=True)) <= 255
         assert all(want.sequence[q : q + 2] == "CG" for q, _ in got)
         if mode == ".":  # implicit: a left-out call means canonical, so no call says 0
             assert all(ml > 0 for _, ml in got)

@@ -107,10 +107,11 @@ class SimConfig:
     mod_sharpness: float = ModCallModel.sharpness
     mod_missing: float = ModCallModel.missing
     mod_mode: str = ModCallModel.mode
+    mod_codes: str = ModCallModel.codes
 
     def mod_model(self) -> ModCallModel:
         """The noise model of the modBAM reads' calls."""
-        return ModCallModel(self.mod_sharpness, self.mod_missing, self.mod_mode)
+        return ModCallModel(self.mod_sharpness, self.mod_missing, self.mod_mode, self.mod_codes)
 
     def run_id(self) -> str:
         """Return a 40-hex run id derived from the seed (as MinKNOW's run_id looks)."""
@@ -372,14 +373,15 @@ def basecalled_read(ref: Reference, cfg: SimConfig, index: int) -> tuple[ModRead
     where = origin[mol.read_c[mol.methylated]]
     methylated_at[where[where >= 0]] = True
     model = cfg.mod_model()
-    sites, ml = cpg_calls(rng, called, methylated_at, model)
+    sites, ml, ml_h = cpg_calls(rng, called, methylated_at, model)
     qual = int(min(40, round(-10 * np.log10(max(cfg.error_rate, 1e-4)))))
     read = ModRead(
         read_id=mol.read_id,
         sequence=_BASE_BYTES[called].tobytes().decode(),
         quality=chr(33 + qual) * called.size,
-        mm=mm_tag(called, sites, model.mode),
+        mm=mm_tag(called, sites, model.mode, model.codes),
         ml=ml,
+        ml_h=ml_h,
         call_positions=sites,
         call_truth=methylated_at[sites],
     )
@@ -663,7 +665,7 @@ def modbam_header(cfg: SimConfig, reference: Path) -> dict[str, Any]:
     command = (
         f"numapore simulate --reference {reference} --seed {cfg.seed} --reads {cfg.n_reads} "
         f"--error-rate {cfg.error_rate} --mod-sharpness {cfg.mod_sharpness} "
-        f"--mod-missing {cfg.mod_missing} --mod-mode {cfg.mod_mode}"
+        f"--mod-missing {cfg.mod_missing} --mod-mode {cfg.mod_mode} --mod-codes {cfg.mod_codes}"
     )
     program = {"ID": "numapore-simulate", "PN": "numapore simulate", "CL": command}
     return {"HD": {"VN": "1.6", "SO": "unknown"}, "PG": [program]}
@@ -801,6 +803,7 @@ def main(argv: list[str] | None = None, prog: str = "numapore simulate") -> int:
     p.add_argument(
         "--mod-mode", default=d.mod_mode, choices=["?", "."], help="modbam: C+m? or C+m."
     )
+    p.add_argument("--mod-codes", default=d.mod_codes, help="modbam: m (5mC) or hm (+5hmC)")
     p.add_argument(
         "--formats",
         default=",".join(DEFAULT_FORMATS),
@@ -844,6 +847,7 @@ def main(argv: list[str] | None = None, prog: str = "numapore simulate") -> int:
         mod_sharpness=a.mod_sharpness,
         mod_missing=a.mod_missing,
         mod_mode=a.mod_mode,
+        mod_codes=a.mod_codes,
     )
     model = load_pore_model(a.standard_model, a.cpg_model)
     try:
