@@ -15,8 +15,9 @@ redirect_to_log(smk)
 html, data = Path(smk.output.html), Path(smk.output.data)
 inputs = [*smk.input.stats, *smk.input.flagstat, *smk.input.custom]
 with scratch_dir(html) as work:
+    # -I: isolated from PYTHONPATH, whose numapore scripts/ folder holds this multiqc.py
     command = [
-        sys.executable, "-m", "multiqc", "--no-version-check", "--no-ai", "--force",
+        sys.executable, "-I", "-m", "multiqc", "--no-version-check", "--no-ai", "--force",
         "--title", "numapore", "--filename", html.name, "--outdir", str(work),
         # read counts as they are (not in millions: nanopore runs have few, long reads)
         "--cl-config", "{read_count_multiplier: 1, read_count_prefix: '', read_count_desc: ''}",

@@ -1,4 +1,5 @@
-"""Rule simulate_reads: simulate a sample's raw signal, reads and methylation truth."""
+"""Rules simulate_reads and simulate_modbam_reads: simulate a sample's reads (raw signal and
+basecalls, or an unaligned modBAM) and their methylation truth."""
 
 from pathlib import Path
 
@@ -15,7 +16,11 @@ cfg = SimConfig(
     sd_length=s["sd_length"],
     error_rate=s["error_rate"],
     region=parse_region(s["region"]) if s["region"] else None,
-    formats=("fastq", "truth", "multi"),
+    formats=tuple(smk.params.formats),
+    mod_sharpness=s["mod_sharpness"],
+    mod_missing=s["mod_missing"],
+    mod_mode=s["mod_mode"],
+    mod_codes=s["mod_codes"],
 )
 out = Path(smk.output.reads).parent
 summary = simulate(Path(smk.input[0]), out, cfg, processes=smk.threads)

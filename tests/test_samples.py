@@ -4,6 +4,9 @@ import gzip
 from pathlib import Path
 
 import pytest
+import yaml
+from conftest import REPO
+from snakemake.utils import validate
 
 from numapore.signal.fast5 import list_fast5
 from numapore.inputs.sheet import (
@@ -113,6 +116,20 @@ def test_simulated_samples_join_the_sheets(inputs):
         combine_samples(load_samples(read_sheet(empty), empty, inputs), {}, empty)
     with pytest.raises(InputError, match="simulate.bad: reference .* does not exist"):
         simulated_samples({"bad": {"reference": "nope.fa"}}, inputs)
+    modbam = simulated_samples({"m": {"reference": "ref.fa", "kind": "modbam"}}, inputs)["m"]
+    assert (modbam.kind, modbam.signal) == ("modbam", ())
+    assert modbam.reads == Path("results/simulated/m/reads.modbam.bam")
+
+
+def test_simulated_sample_settings_default():
+    """A simulated sample needs only its reference: the schema gives every other setting,
+    the whole reference (region empty) and the modBAM noise model included."""
+    config = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
+    config["simulate"] = {"x": {"reference": "r.fa", "kind": "modbam"}}
+    validate(config, str(REPO / "workflow" / "schemas" / "config.schema.yaml"))
+    settings = config["simulate"]["x"]
+    assert (settings["region"], settings["reads"], settings["mod_mode"]) == ("", 300, "?")
+    assert (settings["mod_sharpness"], settings["mod_codes"]) == (3.5, "m")
 
 
 def test_missing_sheet_and_missing_column(tmp_path):

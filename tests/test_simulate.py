@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import math
 import shutil
 import subprocess
 import tarfile
@@ -12,6 +13,7 @@ from pathlib import Path
 
 import h5py
 import numpy as np
+import pysam
 import pytest
 import pandas as pd
 
@@ -419,3 +421,91 @@ def test_per_site_keeps_confident_calls_of_covered_sites():
     assert len(per) == 3 and r == pytest.approx(np.corrcoef([0.5, 1, 0], [0.5, 1, 0.5])[0, 1])
     _, too_few = accuracy.per_site(labelled, threshold=2.0, min_coverage=3)
     assert np.isnan(too_few)
+
+
+# ---------------------------------------------------------------------------- modBAM
+
+
+def _phi(x: float) -> float:
+    """The standard normal distribution function."""
+    return 0.5 * (1 + math.erf(x / math.sqrt(2)))
+
+
+@pytest.mark.parametrize("mode, codes", [("?", "m"), (".", "m"), ("?", "hm")])
+def test_modbam_calls_read_back(dh10b: Path, tmp_path: Path, mode: str, codes: str) -> None:
+    """The unaligned modBAM holds each read's basecalls and, read back with pysam's
+    modified_bases, exactly the simulator's calls (read positions, ML bytes; 5hmC too when
+    asked for) at CpG Cs; its truth is the signal reads' truth (the same molecules)."""
+    cfg = sim.SimConfig(
+        n_reads=8, seed=7, mean_length=3000, sd_length=800, error_rate=0.03, reads_per_file=3,
+        formats=("modbam", "truth"), mod_mode=mode, mod_codes=codes,
+    )  # fmt: skip
+    ref = sim.Reference(sim.read_fasta(dh10b))
+    sim.simulate(dh10b, tmp_path / "m", cfg, processes=2, progress=False)
+    expected = {r.read_id: r for r, _ in (sim.basecalled_read(ref, cfg, i) for i in range(8))}
+    calls = cpgs = 0
+    with pysam.AlignmentFile(str(tmp_path / "m" / "reads.modbam.bam"), check_sq=False) as bam:
+        records = list(bam)
+    assert [rec.query_name for rec in records] == list(expected)
+    for rec in records:
+        want = expected[rec.query_name]
+        assert rec.is_unmapped and rec.query_sequence == want.sequence
+        assert rec.get_tag("MN") == len(want.sequence)
+        assert rec.get_tag("MM").startswith(f"C+{codes[0]}{mode},")
+        got = rec.modified_bases[("C", 0, "m")]
+        assert got == list(zip(want.call_positions.tolist(), want.ml.tolist(), strict=True))
+        if codes == "hm":
+            got_h = rec.modified_bases[("C", 0, "h")]
+            assert [q for q, _ in got_h] == [q for q, _ in got]
+            assert [ml for _, ml in got_h] == want.ml_h.tolist()
+            assert max(h + m for (_, h), (_, m) in zip(got_h, got, strict=True)) <= 255
+        assert all(want.sequence[q : q + 2] == "CG" for q, _ in got)
+        if mode == ".":  # implicit: a left-out call means canonical, so no call says 0
+            assert all(ml > 0 for _, ml in got)
+        calls += len(got)
+        cpgs += want.sequence.count("CG")
+    if mode == "?":  # explicit: about mod_missing (2%) of the CpGs have no call
+        assert 0.95 < calls / cpgs < 1.0
+    signal_truth = dataclasses.replace(cfg, formats=("fastq", "truth"))
+    sim.simulate(dh10b, tmp_path / "s", signal_truth, progress=False)
+    assert (tmp_path / "m" / "truth.tsv").read_bytes() == (
+        tmp_path / "s" / "truth.tsv"
+    ).read_bytes()
+
+
+def test_cli_rejects_bad_modification_settings(dh10b: Path, tmp_path: Path, capsys) -> None:
+    """A noise-model setting out of range is one error line, before any read is written."""
+    args = ["--reference", str(dh10b), "--out", str(tmp_path), "--formats", "modbam", "--quiet"]
+    assert sim.main(args + ["--mod-sharpness", "0"]) == 1
+    assert sim.main(args + ["--mod-missing", "1"]) == 1
+    err = capsys.readouterr().err.splitlines()
+    assert err == [
+        "numapore.simulate: error: modification call sharpness must be > 0, not 0.0",
+        "numapore.simulate: error: missing-call rate must be in [0, 1), not 1.0",
+    ]
+    assert not (tmp_path / "reads.modbam.bam").exists()
+
+
+def test_modbam_calls_are_calibrated(dh10b: Path) -> None:
+    """On ~15,000 calls, P(methylated | p) = p (after the sample's prior, the model being
+    calibrated on balanced data: chi-square over 8 bins of p below its 0.1% point; a model 30%
+    too sharp scores ~40), the AUC is Phi(s / sqrt 2) and a call is right with probability
+    Phi(s / 2) at sharpness s."""
+    ref = sim.Reference(sim.read_fasta(dh10b))
+    cfg = sim.SimConfig(seed=9, mean_length=3000, sd_length=500, error_rate=0.02)
+    reads = [sim.basecalled_read(ref, cfg, i)[0] for i in range(60)]
+    p = np.concatenate([(r.ml + 0.5) / 256 for r in reads])  # the middle of each ML bin
+    truth = np.concatenate([r.call_truth for r in reads])
+    assert p.size > 10_000 and 0.3 < truth.mean() < 0.7
+    prior = np.log(truth.mean() / (1 - truth.mean()))
+    posterior = 1 / (1 + np.exp(-(np.log(p / (1 - p)) + prior)))
+    bins = np.digitize(p, [0.02, 0.1, 0.3, 0.5, 0.7, 0.9, 0.98])
+    chi2 = 0.0
+    for b in range(8):
+        n = int((bins == b).sum())
+        want = posterior[bins == b].mean()
+        chi2 += (truth[bins == b].mean() - want) ** 2 / (want * (1 - want) / n)
+    assert chi2 < 26.1  # chi-square, 8 degrees of freedom, p = 0.001
+    s = cfg.mod_sharpness
+    assert accuracy.roc_auc(p, truth) == pytest.approx(_phi(s / math.sqrt(2)), abs=0.01)
+    assert ((p > 0.5) == truth).mean() == pytest.approx(_phi(s / 2), abs=0.015)

@@ -380,6 +380,37 @@ def samples_running(step):
     return "|".join(names) if names else "(?!)"
 
 
+def simulated_of_kind(kind):
+    """A wildcard pattern matching the names of the simulated samples (config simulate:) of an
+    input kind (signal or modbam); one matching nothing when there is none."""
+    names = [re.escape(n) for n in config["simulate"] if SAMPLES[n].kind == kind]
+    return "|".join(names) if names else "(?!)"
+
+
+def scored(sample):
+    """Whether a sample's calls are scored against a simulated truth: a simulated sample whose
+    calls cover CpG (nanopolish's motifs, or the pileup's motif for a modbam sample)."""
+    if sample not in config["simulate"]:
+        return False
+    if SAMPLES[sample].input_kind.runs("call_methylation"):
+        return "cpg" in config["methylation"]["motifs"]
+    return config["pileup"]["motif"] == "cpg"
+
+
+def accuracy_inputs(wildcards):
+    """What the accuracy of a simulated sample reads besides its truth: nanopolish's CpG calls,
+    or (modbam) the aligned modBAM with its index and its CpG bedMethyl."""
+    s, aligner = wildcards.sample, wildcards.aligner
+    inputs = {"truth": f"results/simulated/{s}/truth.tsv"}
+    if SAMPLES[s].input_kind.runs("call_methylation"):
+        inputs["calls"] = f"results/{s}/methylation/{s}.{aligner}.cpg.calls.tsv"
+    else:
+        inputs["modbam"] = f"results/{s}/align/{s}.{aligner}.bam"
+        inputs["bai"] = f"results/{s}/align/{s}.{aligner}.bam.bai"
+        inputs["bedmethyl"] = f"results/{s}/methylation/{s}.{aligner}.cpg.bedmethyl.gz"
+    return inputs
+
+
 def pileup_inputs(wildcards):
     """What the pileup reads: the sample's modBAM (a modbam sample's aligned BAM, or the modBAM
     made from a signal sample's calls of the motif) with its index, and the reference."""
@@ -422,6 +453,8 @@ def final_outputs():
         if sample.kind == "modbam":
             name = f"{prefix}/methylation/{s}.{aligner}.{config['pileup']['motif']}"
             out += [f"{name}.bedmethyl.gz.tbi", f"{prefix}/{s}.staged.tsv"]
+            if scored(s):
+                out.append(f"{prefix}/methylation/{s}.{aligner}.cpg.accuracy.tsv")
         if not sample.input_kind.runs("call_methylation"):
             out += report_figures(s, aligner)
             continue
@@ -435,7 +468,7 @@ def final_outputs():
                 f"{name}.modbam.bam.bai",
             ]
         # The truth is known (simulated CpG methylation): measure calling accuracy.
-        if s in config["simulate"] and "cpg" in config["methylation"]["motifs"]:
+        if scored(s):
             out.append(f"{prefix}/methylation/{s}.{aligner}.cpg.accuracy.tsv")
         out += report_figures(s, aligner)
     out.append(MULTIQC_REPORT)

@@ -1,5 +1,7 @@
-# Simulated samples (config `simulate:`): raw R9.4 signal with known CpG methylation, made from
-# a reference by numapore.simulate.reads, and the accuracy of nanopolish's calls against that truth.
+# Simulated samples (config `simulate:`), made from a reference by numapore.simulate.reads with a
+# known CpG methylation: raw R9.4 signal (kind signal), or the same molecules as an R10.4.1
+# basecaller writes them, an unaligned modBAM with 5mC calls in MM/ML (kind modbam); and the
+# accuracy of the calls (nanopolish's, or the realigned modBAM's and its pileup) against the truth.
 
 
 rule simulate_reads:
@@ -13,19 +15,43 @@ rule simulate_reads:
         "results/logs/simulate_reads/{sample}.log",
     benchmark:
         "results/benchmarks/simulate_reads/{sample}.tsv"
+    wildcard_constraints:
+        sample=simulated_of_kind("signal"),
     conda:
         "../../envs/python.yaml"
     threads: RUN_CORES
     params:
         settings=lambda wc: config["simulate"][wc.sample],
+        formats=["fastq", "truth", "multi"],
+    script:
+        "../../scripts/simulate_reads.py"
+
+
+rule simulate_modbam_reads:
+    input:
+        lambda wc: SAMPLES[wc.sample].reference,
+    output:
+        reads="results/simulated/{sample}/reads.modbam.bam",
+        truth="results/simulated/{sample}/truth.tsv",
+    log:
+        "results/logs/simulate_modbam_reads/{sample}.log",
+    benchmark:
+        "results/benchmarks/simulate_modbam_reads/{sample}.tsv"
+    wildcard_constraints:
+        sample=simulated_of_kind("modbam"),
+    conda:
+        "../../envs/python.yaml"
+    threads: RUN_CORES
+    params:
+        settings=lambda wc: config["simulate"][wc.sample],
+        formats=["modbam", "truth"],
     script:
         "../../scripts/simulate_reads.py"
 
 
 rule methylation_accuracy:
     input:
-        calls="results/{sample}/methylation/{sample}.{aligner}.cpg.calls.tsv",
-        truth="results/simulated/{sample}/truth.tsv",
+        unpack(accuracy_inputs),
     output:
         "results/{sample}/methylation/{sample}.{aligner}.cpg.accuracy.tsv",
     log:

@@ -356,13 +356,19 @@ def load_samples(table: pd.DataFrame, sheet: Path, base: Path) -> dict[str, Samp
 
 
 def simulated_samples(simulate: dict[str, dict], base: Path) -> dict[str, Sample]:
-    """Samples the signal simulator makes (config `simulate:`), at their paths under results/."""
+    """Samples the simulator makes (config `simulate:`), at their paths under results/: raw
+    signal and its basecalls (kind signal, the default), or an unaligned modBAM (kind modbam)."""
     samples = {}
     for name, settings in simulate.items():
         reference = base / settings["reference"]
         check_reference(reference, f"config simulate.{name}")
         out = Path("results/simulated") / name
-        samples[name] = Sample(name, (out / "fast5_multi",), out / "reads.fastq", reference)
+        if settings.get("kind", DEFAULT_KIND) == "modbam":
+            samples[name] = Sample(
+                name, (), out / "reads.modbam.bam", reference, signal_kind="", kind="modbam"
+            )
+        else:
+            samples[name] = Sample(name, (out / "fast5_multi",), out / "reads.fastq", reference)
     return samples
 
 

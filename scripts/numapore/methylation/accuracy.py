@@ -1,8 +1,15 @@
-"""Score nanopolish call-methylation output against a numapore.simulate.reads truth table.
+"""Score methylation calls against a numapore.simulate.reads truth table: nanopolish
+call-methylation output (signal samples), or an aligned modBAM and its bedMethyl (modbam samples).
 
-A call covers the CpGs of one read from `start` to `end` (forward-strand C positions, as in the
-truth table). Its true label is the majority state of those CpGs in the truth (ties count as
-methylated); the simulator makes the CpGs of one nanopolish group share a state, so ties are rare.
+nanopolish: a call covers the CpGs of one read from `start` to `end` (forward-strand C positions,
+as in the truth table). Its true label is the majority state of those CpGs in the truth (ties
+count as methylated); the simulator makes the CpGs of one nanopolish group share a state, so ties
+are rare.
+
+modBAM: each 5mC call (MM/ML, read with pysam's modified_bases) of a primary alignment is placed
+on the reference (a reverse-strand read's call sits on the G, one past the forward C) and labelled
+with that read's truth at that CpG; the AUC is of its ML probability. Per site, the bedMethyl's
+fraction modified (5mC rows) is compared with the true fraction among the reads called there.
 """
 
 from __future__ import annotations
@@ -15,6 +22,9 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pysam
+
+from numapore.methylation.bedmethyl import read_bedmethyl
 
 
 @dataclass
@@ -26,7 +36,7 @@ class Accuracy:
     called_fraction: float
     calls: int
     calls_matched: int  # calls whose [start, end] holds at least one truth CpG of that read
-    auc: float  # per-call ROC AUC of log_lik_ratio against the group's true state
+    auc: float  # per-call ROC AUC of log_lik_ratio (a modBAM: probability) against the truth
     sites: int  # sites with >= min_coverage confident calls
     site_correlation: float  # Pearson r, called vs true methylated fraction at those sites
 
@@ -117,6 +127,74 @@ def evaluate(
     )
 
 
+def modbam_calls(bam_path: Path) -> pd.DataFrame:
+    """The 5mC calls of a modBAM's primary alignments: read_id, chromosome, position (the
+    forward-strand C of the CpG, as in the truth table) and probability (ML / 256 + 1/512)."""
+    rows: dict[str, list] = {"read_id": [], "chromosome": [], "position": [], "probability": []}
+    with pysam.AlignmentFile(str(bam_path)) as bam:
+        for rec in bam:
+            if rec.is_unmapped or rec.is_secondary or rec.is_supplementary:
+                continue
+            calls = [c for (base, _, code), cs in rec.modified_bases.items() if code == "m"
+                     and base == "C" for c in cs]  # fmt: skip
+            if not calls:
+                continue
+            ref_at = dict(rec.get_aligned_pairs(matches_only=True))
+            shift = 1 if rec.is_reverse else 0  # the read's C is the forward G
+            for qpos, ml in calls:
+                ref = ref_at.get(qpos)
+                if ref is None:
+                    continue
+                rows["read_id"].append(rec.query_name)
+                rows["chromosome"].append(rec.reference_name)
+                rows["position"].append(ref - shift)
+                rows["probability"].append((ml + 0.5) / 256)
+    return pd.DataFrame(rows)
+
+
+def bedmethyl_fractions(path: Path) -> pd.DataFrame:
+    """The 5mC rows of a bedMethyl as chromosome, position (forward-strand C) and fraction
+    modified (n_mod / valid coverage), rows without valid coverage left out."""
+    rows = [
+        (r.chrom, r.start - (r.strand == "-"), r.n_mod / r.valid_cov, r.valid_cov)
+        for r in read_bedmethyl(path)
+        if r.name == "m" and r.valid_cov > 0
+    ]
+    return pd.DataFrame(rows, columns=["chromosome", "position", "called", "n"])
+
+
+def evaluate_modbam(
+    bam_path: Path,
+    bedmethyl_path: Path,
+    truth_path: Path,
+    n_reads: int | None = None,
+    min_coverage: int = 5,
+) -> Accuracy:
+    """Compare an aligned modBAM's 5mC calls and its bedMethyl with the truth table (module
+    docstring); n_reads defaults to the truth's reads."""
+    truth = pd.read_csv(truth_path, sep="\t", dtype={"chromosome": str, "read_id": str})
+    total = n_reads if n_reads is not None else truth["read_id"].nunique()
+    calls = modbam_calls(bam_path)
+    key = ["read_id", "chromosome", "position"]
+    m = calls.merge(truth[[*key, "methylated"]], on=key, how="inner")
+    auc = roc_auc(m["probability"].to_numpy(), m["methylated"].to_numpy())
+    true_fraction = m.groupby(["chromosome", "position"])["methylated"].mean().rename("truth")
+    per = bedmethyl_fractions(bedmethyl_path).join(true_fraction, on=["chromosome", "position"])
+    per = per[(per["n"] >= min_coverage) & per["truth"].notna()]
+    r = float(np.corrcoef(per["called"], per["truth"])[0, 1]) if len(per) > 2 else float("nan")
+    called = calls["read_id"].nunique()
+    return Accuracy(
+        reads=int(total),
+        reads_called=int(called),
+        called_fraction=called / total if total else float("nan"),
+        calls=len(calls),
+        calls_matched=len(m),
+        auc=auc,
+        sites=len(per),
+        site_correlation=r,
+    )
+
+
 def count_fastq_reads(path: Path) -> int:
     """Return the number of records of a FASTQ file (4 lines each)."""
     with open(path, "rb") as fh:
@@ -126,14 +204,22 @@ def count_fastq_reads(path: Path) -> int:
 def main(argv: list[str] | None = None, prog: str = "numapore accuracy") -> int:
     """Command-line entry point: print the accuracy of calls against a truth table as JSON."""
     p = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n")[0])
-    p.add_argument("--calls", type=Path, required=True, help="nanopolish call-methylation TSV")
+    source = p.add_mutually_exclusive_group(required=True)
+    source.add_argument("--calls", type=Path, help="nanopolish call-methylation TSV")
+    source.add_argument("--modbam", type=Path, help="aligned modBAM (indexed), with --bedmethyl")
+    p.add_argument("--bedmethyl", type=Path, help="the modBAM's bedMethyl (numapore pileup)")
     p.add_argument("--truth", type=Path, required=True, help="numapore.simulate.reads truth.tsv")
     p.add_argument("--fastq", type=Path, help="simulated reads (denominator of called_fraction)")
     p.add_argument("--threshold", type=float, default=2.0, help="|llr| for a confident call")
     p.add_argument("--min-coverage", type=int, default=5, help="calls per site for correlation")
     a = p.parse_args(argv)
     n = count_fastq_reads(a.fastq) if a.fastq else None
-    acc = evaluate(a.calls, a.truth, n, a.threshold, a.min_coverage)
+    if a.modbam and not a.bedmethyl:
+        p.error("--modbam needs --bedmethyl")
+    if a.modbam:
+        acc = evaluate_modbam(a.modbam, a.bedmethyl, a.truth, n, a.min_coverage)
+    else:
+        acc = evaluate(a.calls, a.truth, n, a.threshold, a.min_coverage)
     json.dump(asdict(acc), sys.stdout, indent=2)
     print()
     return 0

@@ -23,7 +23,10 @@ truth.tsv (read_id, chromosome, position = 0-based forward-strand C of the CpG a
 call-methylation's `start`, strand, methylated), single-read FAST5 files (fast5_single/<batch>/),
 multi-read FAST5 files (fast5_multi/batch_<n>.fast5), BLOW5 (reads.blow5 and its .idx, written
 through numapore.signal.slow5; zlib records and uncompressed signal by default, which nanopolish
-0.14 reads), and simulation.json (the parameters).
+0.14 reads), reads.modbam.bam (format modbam: the same molecules as a basecaller, R10.4.1 and
+dorado-like, writes them: an unaligned BAM with MM/ML/MN 5mC calls from the truth, noise model in
+numapore.simulate.modbam; no signal is made when it is the only read format), and
+simulation.json (the parameters).
 
 Determinism: read i uses numpy's default_rng([seed, i]), so outputs are byte-identical for a
 given seed whatever the number of processes; batches of reads_per_file reads are the unit of
@@ -52,7 +55,9 @@ from typing import Any
 
 import h5py
 import numpy as np
+import pysam
 
+from numapore.simulate.modbam import ModCallModel, ModRead, cpg_calls, mm_tag, modbam_record
 from numapore.simulate.poremodel import (
     CPG_MODEL,
     STANDARD_MODEL,
@@ -61,7 +66,8 @@ from numapore.simulate.poremodel import (
     load_pore_model,
 )
 
-FORMATS = ("fastq", "truth", "single", "multi", "blow5")
+FORMATS = ("fastq", "truth", "single", "multi", "blow5", "modbam")
+SIGNAL_FORMATS = ("fastq", "single", "multi", "blow5")  # the R9.4 read model's outputs
 DEFAULT_FORMATS = ("fastq", "truth", "single", "multi")
 TRUTH_COLUMNS = ("read_id", "chromosome", "position", "strand", "methylated")
 CLUSTER_GAP = 10  # nanopolish call-methylation joins CpGs at most this far apart into one group
@@ -97,6 +103,15 @@ class SimConfig:
     formats: tuple[str, ...] = field(default=DEFAULT_FORMATS)
     blow5_record_compression: str = "zlib"  # none | zlib | zstd
     blow5_signal_compression: str = "none"  # none | svb-zd (nanopolish 0.14 reads only none)
+    # modbam: the basecaller's 5mC calls (numapore.simulate.modbam.ModCallModel)
+    mod_sharpness: float = ModCallModel.sharpness
+    mod_missing: float = ModCallModel.missing
+    mod_mode: str = ModCallModel.mode
+    mod_codes: str = ModCallModel.codes
+
+    def mod_model(self) -> ModCallModel:
+        """The noise model of the modBAM reads' calls."""
+        return ModCallModel(self.mod_sharpness, self.mod_missing, self.mod_mode, self.mod_codes)
 
     def run_id(self) -> str:
         """Return a 40-hex run id derived from the seed (as MinKNOW's run_id looks)."""
@@ -203,8 +218,16 @@ def _dwells(rng: np.random.Generator, cfg: SimConfig, n: int) -> np.ndarray:
 
 def _basecall(rng: np.random.Generator, codes: np.ndarray, rate: float) -> np.ndarray:
     """Return the codes with substitutions, deletions and insertions at a total rate."""
+    return basecall_errors(rng, codes, rate)[0]
+
+
+def basecall_errors(
+    rng: np.random.Generator, codes: np.ndarray, rate: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """Return the codes with substitutions, deletions and insertions at a total rate, and where
+    each true base went in them (-1: deleted; a substituted base keeps its place)."""
     if rate <= 0:
-        return codes
+        return codes, np.arange(codes.size)
     r = rng.random(codes.size)
     third = rate / 3
     out = codes.copy()
@@ -217,7 +240,8 @@ def _basecall(rng: np.random.Generator, codes: np.ndarray, rate: float) -> np.nd
     rep = np.repeat(out, copies)
     ends = np.cumsum(copies)
     rep[ends[ins] - 1] = rng.integers(0, 4, int(ins.sum()))
-    return rep
+    origin = np.where(copies > 0, ends - copies, -1)
+    return rep, origin
 
 
 def _choose_origin(
@@ -235,9 +259,23 @@ def _choose_origin(
     return name, start, start + length
 
 
-def simulate_read(ref: Reference, model: PoreModel, cfg: SimConfig, index: int) -> SimRead:
-    """Simulate read number `index`; the result depends only on (cfg, index)."""
-    rng = np.random.default_rng([cfg.seed, index])
+@dataclass
+class Molecule:
+    """A read's molecule: origin, true bases and CpG methylation (what every read model shares)."""
+
+    read_id: str
+    chromosome: str
+    start: int
+    end: int
+    strand: str
+    codes: np.ndarray  # true bases 5'->3' as sequenced, 0-3 (ACGT)
+    cpg_positions: np.ndarray  # forward-strand C positions of the CpGs inside the read
+    methylated: np.ndarray  # bool per CpG
+    read_c: np.ndarray  # per CpG, the index in codes of the read's own C of it
+
+
+def draw_molecule(rng: np.random.Generator, ref: Reference, cfg: SimConfig) -> Molecule:
+    """Draw a read's molecule: id, origin, strand, bases and the methylation of its CpGs."""
     read_id = str(uuid.UUID(bytes=rng.bytes(16), version=4))
     chrom, start, end = _choose_origin(rng, ref, cfg)
     strand = "+" if rng.random() < 0.5 else "-"
@@ -257,8 +295,16 @@ def simulate_read(ref: Reference, model: PoreModel, cfg: SimConfig, index: int) 
     meth = u[cluster] < frac if sites.size else np.zeros(0, dtype=bool)
     # The read's own C of each CpG: forward C for '+', the C opposite the forward G for '-'.
     mpos = sites - start if strand == "+" else end - 2 - sites
+    return Molecule(read_id, chrom, start, end, strand, codes, sites, meth, mpos)
+
+
+def simulate_read(ref: Reference, model: PoreModel, cfg: SimConfig, index: int) -> SimRead:
+    """Simulate read number `index`; the result depends only on (cfg, index)."""
+    rng = np.random.default_rng([cfg.seed, index])
+    mol = draw_molecule(rng, ref, cfg)
+    codes = mol.codes
     mask = np.zeros(codes.size, dtype=bool)
-    mask[mpos[meth]] = True
+    mask[mol.read_c[mol.methylated]] = True
 
     # Run metadata first and basecall errors last, so FASTQ error settings leave the signal alone.
     channel, mux = int(rng.integers(1, 513)), int(rng.integers(1, 5))
@@ -269,16 +315,16 @@ def simulate_read(ref: Reference, model: PoreModel, cfg: SimConfig, index: int) 
     qual = int(min(40, round(-10 * np.log10(max(cfg.error_rate, 1e-4)))))
     return SimRead(
         index=index,
-        read_id=read_id,
-        chromosome=chrom,
-        start=start,
-        end=end,
-        strand=strand,
+        read_id=mol.read_id,
+        chromosome=mol.chromosome,
+        start=mol.start,
+        end=mol.end,
+        strand=mol.strand,
         sequence=_BASE_BYTES[codes].tobytes().decode(),
         called=_BASE_BYTES[called].tobytes().decode(),
         quality=chr(33 + qual) * called.size,
-        cpg_positions=sites,
-        methylated=meth,
+        cpg_positions=mol.cpg_positions,
+        methylated=mol.methylated,
         signal=signal,
         offset=offset,
         digitisation=cfg.digitisation,
@@ -314,6 +360,32 @@ def _signal(
     raw += noise
     np.rint(raw, out=raw)
     return np.clip(raw, -32768, 32767).astype(np.int16), offset
+
+
+def basecalled_read(ref: Reference, cfg: SimConfig, index: int) -> tuple[ModRead, Molecule]:
+    """Read number `index` as a basecaller (R10.4.1, dorado-like) writes it: the molecule of
+    the signal read of that index (same id, origin and methylation), its basecalls with errors
+    at cfg.error_rate and its 5mC calls at the CpGs of the basecalls (cfg.mod_model())."""
+    rng = np.random.default_rng([cfg.seed, index])
+    mol = draw_molecule(rng, ref, cfg)
+    called, origin = basecall_errors(rng, mol.codes, cfg.error_rate)
+    methylated_at = np.zeros(called.size, dtype=bool)
+    where = origin[mol.read_c[mol.methylated]]
+    methylated_at[where[where >= 0]] = True
+    model = cfg.mod_model()
+    sites, ml, ml_h = cpg_calls(rng, called, methylated_at, model)
+    qual = int(min(40, round(-10 * np.log10(max(cfg.error_rate, 1e-4)))))
+    read = ModRead(
+        read_id=mol.read_id,
+        sequence=_BASE_BYTES[called].tobytes().decode(),
+        quality=chr(33 + qual) * called.size,
+        mm=mm_tag(called, sites, model.mode, model.codes),
+        ml=ml,
+        ml_h=ml_h,
+        call_positions=sites,
+        call_truth=methylated_at[sites],
+    )
+    return read, mol
 
 
 # ---------------------------------------------------------------------------- FAST5 writing
@@ -462,7 +534,7 @@ def fastq_record(read: SimRead) -> str:
     return f"@{read.read_id}\n{read.called}\n+\n{read.quality}\n"
 
 
-def truth_rows(read: SimRead) -> str:
+def truth_rows(read: SimRead | Molecule) -> str:
     """Return the truth TSV rows (no header) of a read's CpGs."""
     return "".join(
         f"{read.read_id}\t{read.chromosome}\t{p}\t{read.strand}\t{int(m)}\n"
@@ -523,12 +595,29 @@ def _init_worker(ref: Reference, model: PoreModel, cfg: SimConfig, out: str) -> 
     _WORKER.update(ref=ref, model=model, cfg=cfg, out=Path(out))
 
 
-def _run_batch(batch: int) -> tuple[int, str, str, list[tuple[str, bytes]], int]:
-    """Simulate one batch of reads and write its FAST5 files; return the text outputs."""
+@dataclass
+class Batch:
+    """What one batch of reads gives the main process to write (FAST5 files are written by the
+    worker)."""
+
+    reads: int
+    fastq: str
+    truth: str
+    blow5: list[tuple[str, bytes]]  # (read_id, encoded record)
+    samples: int
+    modbam: list[ModRead]
+
+
+def _run_batch(batch: int) -> Batch:
+    """Simulate one batch of reads and write its FAST5 files; return the other outputs."""
     ref, model, cfg, out = _WORKER["ref"], _WORKER["model"], _WORKER["cfg"], _WORKER["out"]
     lo = batch * cfg.reads_per_file
     hi = min(cfg.n_reads, lo + cfg.reads_per_file)
-    reads = [simulate_read(ref, model, cfg, i) for i in range(lo, hi)]
+    signal = bool(set(SIGNAL_FORMATS) & set(cfg.formats))
+    reads = [simulate_read(ref, model, cfg, i) for i in range(lo, hi)] if signal else []
+    basecalled = (
+        [basecalled_read(ref, cfg, i) for i in range(lo, hi)] if "modbam" in cfg.formats else []
+    )
     if "single" in cfg.formats:
         d = out / "fast5_single" / str(batch)
         d.mkdir(parents=True, exist_ok=True)
@@ -537,7 +626,13 @@ def _run_batch(batch: int) -> tuple[int, str, str, list[tuple[str, bytes]], int]
     if "multi" in cfg.formats:
         write_multi_fast5(out / "fast5_multi" / f"batch_{batch}.fast5", reads, cfg)
     fastq = "".join(fastq_record(r) for r in reads) if "fastq" in cfg.formats else ""
-    truth = "".join(truth_rows(r) for r in reads) if "truth" in cfg.formats else ""
+    # Both read models draw the same molecules: either gives the truth.
+    molecules = (
+        reads
+        or [mol for _, mol in basecalled]
+        or [draw_molecule(np.random.default_rng([cfg.seed, i]), ref, cfg) for i in range(lo, hi)]
+    )
+    truth = "".join(truth_rows(r) for r in molecules) if "truth" in cfg.formats else ""
     blobs = []
     if "blow5" in cfg.formats:
         # Encode (compress) here, in parallel; the main process only appends the bytes.
@@ -555,7 +650,25 @@ def _run_batch(batch: int) -> tuple[int, str, str, list[tuple[str, bytes]], int]
             )
             for r in reads
         ]
-    return len(reads), fastq, truth, blobs, int(sum(r.signal.size for r in reads))
+    return Batch(
+        reads=hi - lo,
+        fastq=fastq,
+        truth=truth,
+        blow5=blobs,
+        samples=int(sum(r.signal.size for r in reads)),
+        modbam=[read for read, _ in basecalled],
+    )
+
+
+def modbam_header(cfg: SimConfig, reference: Path) -> dict[str, Any]:
+    """The unaligned modBAM's header: no references, a @PG line naming the simulation."""
+    command = (
+        f"numapore simulate --reference {reference} --seed {cfg.seed} --reads {cfg.n_reads} "
+        f"--error-rate {cfg.error_rate} --mod-sharpness {cfg.mod_sharpness} "
+        f"--mod-missing {cfg.mod_missing} --mod-mode {cfg.mod_mode} --mod-codes {cfg.mod_codes}"
+    )
+    program = {"ID": "numapore-simulate", "PN": "numapore simulate", "CL": command}
+    return {"HD": {"VN": "1.6", "SO": "unknown"}, "PG": [program]}
 
 
 def simulate(
@@ -572,6 +685,7 @@ def simulate(
         raise ValueError(f"unknown output formats {sorted(bad)}; choose from {FORMATS}")
     if "blow5" in cfg.formats:
         _slow5().check_compression(cfg.blow5_record_compression, cfg.blow5_signal_compression)
+    cfg.mod_model().check()
     ref = Reference(read_fasta(reference))
     if cfg.region is not None and cfg.region[0] not in ref.seqs:
         raise ValueError(f"region chromosome {cfg.region[0]!r} is not in {reference}")
@@ -586,7 +700,7 @@ def simulate(
     t0 = last = time.monotonic()
     done = samples = 0
     with contextlib.ExitStack() as stack:
-        fq = tr = blow5 = None
+        fq = tr = blow5 = modbam = None
         if "fastq" in cfg.formats:
             fq = stack.enter_context(open(out / "reads.fastq", "w"))
         if "truth" in cfg.formats:
@@ -604,16 +718,24 @@ def simulate(
                 )
             )
             blow5.add_read_group(read_group_attrs(cfg))
-        for n, fastq, truth, blobs, nsamp in _batches(ref, model, cfg, out, processes, n_batches):
+        if "modbam" in cfg.formats:
+            modbam = stack.enter_context(
+                pysam.AlignmentFile(
+                    str(out / "reads.modbam.bam"), "wb", header=modbam_header(cfg, reference)
+                )
+            )
+        for batch in _batches(ref, model, cfg, out, processes, n_batches):
             if fq:
-                fq.write(fastq)
+                fq.write(batch.fastq)
             if tr:
-                tr.write(truth)
+                tr.write(batch.truth)
             if blow5 is not None:
-                for read_id, blob in blobs:
+                for read_id, blob in batch.blow5:
                     blow5.write_encoded(read_id, blob)
-            done += n
-            samples += nsamp
+            for read in batch.modbam:
+                modbam.write(modbam_record(read, modbam.header))
+            done += batch.reads
+            samples += batch.samples
             now = time.monotonic()
             if progress and (now - last > 2.0 or done == cfg.n_reads):
                 last = now
@@ -625,7 +747,7 @@ def simulate(
 
 def _batches(
     ref: Reference, model: PoreModel, cfg: SimConfig, out: Path, processes: int, n: int
-) -> Iterator[tuple[int, str, str, list[tuple[str, bytes]], int]]:
+) -> Iterator[Batch]:
     """Yield batch results in batch order, from a process pool when processes > 1."""
     if processes <= 1 or n <= 1:
         _init_worker(ref, model, cfg, str(out))
@@ -673,6 +795,16 @@ def main(argv: list[str] | None = None, prog: str = "numapore simulate") -> int:
     p.add_argument("--error-rate", type=float, default=d.error_rate, help="FASTQ error rate")
     p.add_argument("--reads-per-file", type=int, default=d.reads_per_file)
     p.add_argument(
+        "--mod-sharpness", type=float, default=d.mod_sharpness, help="modbam: sd of call log-odds"
+    )
+    p.add_argument(
+        "--mod-missing", type=float, default=d.mod_missing, help="modbam: missing-call rate (?)"
+    )
+    p.add_argument(
+        "--mod-mode", default=d.mod_mode, choices=["?", "."], help="modbam: C+m? or C+m."
+    )
+    p.add_argument("--mod-codes", default=d.mod_codes, help="modbam: m (5mC) or hm (+5hmC)")
+    p.add_argument(
         "--formats",
         default=",".join(DEFAULT_FORMATS),
         help=f"comma-separated subset of {','.join(FORMATS)}",
@@ -712,6 +844,10 @@ def main(argv: list[str] | None = None, prog: str = "numapore simulate") -> int:
         formats=tuple(f for f in a.formats.split(",") if f),
         blow5_record_compression=a.blow5_record_compression,
         blow5_signal_compression=a.blow5_signal_compression,
+        mod_sharpness=a.mod_sharpness,
+        mod_missing=a.mod_missing,
+        mod_mode=a.mod_mode,
+        mod_codes=a.mod_codes,
     )
     model = load_pore_model(a.standard_model, a.cpg_model)
     try:
