@@ -34,6 +34,7 @@ rule align:
         reference=lambda wc: str(SAMPLES[wc.sample].reference),
         kind=lambda wc: SAMPLES[wc.sample].kind,
         duplicates=marks_duplicates,
+        minimap2_preset=lambda wc: minimap2_preset(SAMPLES[wc.sample]),
     script:
         "../../scripts/align.py"
 

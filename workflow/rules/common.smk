@@ -45,6 +45,7 @@ from numapore.inputs.sheet import (  # noqa: E402
     simulated_samples,
 )
 from numapore.base.atomic import temp_name  # noqa: E402
+from numapore.inputs.modbam_reads import StagedReads  # noqa: E402
 from numapore.signal.slow5 import check_nanopolish_compatible  # noqa: E402
 from numapore.base.workdir import (  # noqa: E402
     check_writable,
@@ -421,10 +422,11 @@ def final_outputs():
         if sample.kind == "modbam":
             name = f"{prefix}/methylation/{s}.{aligner}.{config['pileup']['motif']}"
             out += [f"{name}.bedmethyl.gz.tbi", f"{prefix}/{s}.staged.tsv"]
+        if sample.input_kind.read_accounting:
+            out.append(f"{prefix}/{s}.{aligner}.accounting.tsv")
         if not sample.input_kind.runs("call_methylation"):
             out += report_figures(s, aligner)
             continue
-        out.append(f"{prefix}/{s}.{aligner}.accounting.tsv")
         for motif in config["methylation"]["motifs"]:
             name = f"{prefix}/methylation/{s}.{aligner}.{motif}"
             out += [
@@ -494,8 +496,10 @@ def report_figures(sample, aligner):
     simulated = sample in config["simulate"] and "cpg" in config["methylation"]["motifs"]
     kinds = REPORT_KINDS + (["accuracy"] if simulated else [])
     if not SAMPLES[sample].input_kind.runs("call_methylation"):
-        piled = SAMPLES[sample].input_kind.runs("pileup")
-        kinds = ["alignment_qc", *(["methylation"] if piled else []), "provenance"]
+        kind = SAMPLES[sample].input_kind
+        kinds = ["alignment_qc", *(["methylation"] if kind.runs("pileup") else [])]
+        kinds += ["accounting"] if kind.read_accounting else []
+        kinds.append("provenance")
     suffix = {"provenance": "html"}  # the others are figures
     return [f"results/{sample}/report/{sample}.{aligner}.{k}.{suffix.get(k, 'png')}" for k in kinds]
 
@@ -565,7 +569,7 @@ def multiqc_runs(wildcards=None):
     runs = {}
     for s, sample in SAMPLES.items():
         kinds = ["modbam", "bedmethyl"] if sample.input_kind.runs("pileup") else []
-        if sample.input_kind.runs("call_methylation"):
+        if sample.input_kind.read_accounting:
             kinds.append("accounting")
         runs[f"{s}.{a}"] = {k: run_output(k, s, a) for k in kinds}
     return runs
@@ -587,8 +591,16 @@ def aligner_index_files(wildcards):
     ref = sample.reference_name
     prefix = f"results/references/{ref}/{wildcards.aligner}/{ref}"
     if wildcards.aligner == "minimap2":  # one index per preset (the kind's)
-        return [f"{prefix}.{sample.input_kind.minimap2_index}.mmi"]
+        return [f"{prefix}.{minimap2_preset(sample)}.mmi"]
     return [prefix + suffix for suffix in INDEX_SUFFIXES[wildcards.aligner]]
+
+
+def minimap2_preset(sample):
+    """minimap2's -x for a sample, index and alignment alike: config modbam.minimap2_preset for
+    modbam samples, else its kind's (numapore.inputs.kinds)."""
+    if sample.kind == "modbam":
+        return config["modbam"]["minimap2_preset"]
+    return sample.input_kind.minimap2_index
 
 
 def aligner_index(wildcards):
@@ -673,10 +685,18 @@ def methylation_shard_inputs(wildcards):
 
 def accounting_inputs(wildcards):
     """What the accounting reads: reads and their signal index, BAM, the first motif's calls
-    (+ the BLOW5's; + the census of FAST5/POD5 inputs)."""
+    (+ the BLOW5's; + the census of FAST5/POD5 inputs); for a modbam sample, the staged reads,
+    what staging counted and listed, and the realigned BAM."""
     prefix = f"results/{wildcards.sample}"
     name = f"{wildcards.sample}.{wildcards.aligner}"
     reads = staged_reads(wildcards)
+    if SAMPLES[wildcards.sample].kind == "modbam":  # what staging counted and listed
+        return {
+            "reads": reads,
+            "staged": f"{prefix}/{wildcards.sample}.staged.tsv",
+            "untagged": f"{prefix}/reads/modbam/{wildcards.sample}.untagged.tsv",
+            "bam": f"{prefix}/align/{name}.bam",
+        }
     inputs = {
         "reads": reads,
         "readdb": f"{reads}.index.readdb",
@@ -704,6 +724,20 @@ def report_rejected():
                     f"numapore: sample '{name}': {skipped} FAST5 files/reads skipped "
                     f"(on_bad_fast5: skip), listed with reasons in {listing}"
                 )
+
+
+def report_modbam_staging():
+    """After a run: say per modbam sample which reads went without calls for want of usable
+    tags, and when its input was aligned to another reference (numapore.inputs.modbam_reads)."""
+    for name, sample in SAMPLES.items():
+        counts = Path(f"results/{name}/{name}.staged.tsv")
+        if sample.kind != "modbam" or not counts.is_file():
+            continue
+        staged = StagedReads.read(counts)
+        listing = f"results/{name}/reads/modbam/{name}.untagged.tsv"
+        log = f"results/logs/stage_modbam_reads/{name}.log"
+        for line in staged.warnings(name, str(sample.reference), listing, log):
+            logger.warning(f"numapore: {line}")
 
 
 def report_write_problem():

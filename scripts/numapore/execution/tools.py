@@ -23,14 +23,16 @@ def align_command(
     reads2: Path | None = None,
     sample: str = "sample",
     mark_duplicates: bool = False,
+    minimap2_preset: str = "",
 ) -> str:
     """Align reads of an input kind with the chosen aligner and sort into a BAM (index: file or
     prefix); the aligner's options for the kind come from the input kinds table (a read group
-    named after sample where it has one). reads2: the second mates of pairs (R2), in the order of
-    reads. mark_duplicates (kinds that mark them): samtools fixmate -m between the aligner and
-    the sort, the mate tags samtools markdup reads once the BAM is merged."""
+    named after sample where it has one; minimap2_preset: -x where the kind lets a user choose
+    it). reads2: the second mates of pairs (R2), in the order of reads. mark_duplicates (kinds
+    that mark them): samtools fixmate -m between the aligner and the sort, the mate tags
+    samtools markdup reads once the BAM is merged."""
     input_kind = KINDS[kind]
-    options = input_kind.aligner_preset(aligner, sample)
+    options = input_kind.aligner_preset(aligner, sample, minimap2_preset)
     if reads2 is not None and not input_kind.paired:
         raise ValueError(f"{kind} samples take one reads file, not pairs")
     files = " ".join(quote(str(p)) for p in (reads, reads2) if p is not None)
