@@ -6,6 +6,7 @@ its read's calls, and the bedMethyl is the pileup of the output modBAM."""
 from __future__ import annotations
 
 import gzip
+import json
 import shlex
 import subprocess
 import sys
@@ -18,6 +19,7 @@ from conftest import SHARED, host_file
 from project import snakemake_command, write_project
 
 from numapore.base.errors import AccountingError, InputError
+from numapore.execution.tools import align_command
 from numapore.inputs.kinds import KINDS, STEPS, infer_kind
 from numapore.inputs.modbam_reads import MN_MISMATCH, NO_TAGS, StagedReads, stage_modbam_reads
 from numapore.inputs.sheet import load_samples, read_sheet
@@ -497,6 +499,27 @@ def test_bwa_and_bowtie2_carry_the_tags(tmp_path: Path, aligner: str) -> None:
     done = run_workflow(work)
     assert done.returncode == 0, done.stderr[-3000:]
     check_run(work, aligner, tmp_path, ("unmapped",))
+
+
+def test_minimap2_preset_of_modbam_samples_is_a_config_key(tmp_path: Path) -> None:
+    """modbam.minimap2_preset sets minimap2's -x of the index and the alignment (map-ont by
+    default); the calls survive it."""
+    assert "minimap2 -ax map-ont -y -Y -t 2 ix " in align_command(
+        "minimap2", "ix", Path("r.fastq"), Path("o.bam"), 2, "modbam"
+    )
+    work = write_modbam_project(
+        tmp_path / "run", ["unmapped"], {"modbam": {"minimap2_preset": "map-pb"}}
+    )
+    done = run_workflow(work, "results/unmapped/align/unmapped.minimap2.bam")
+    assert done.returncode == 0, done.stderr[-3000:]
+    index = "results/references/CGI_ladder_3.6kb_ref/minimap2/CGI_ladder_3.6kb_ref.map-pb.mmi"
+    assert (work / index).is_file()
+    record = json.loads((work / "results/logs/align/unmapped.minimap2.1-of-1.run.json").read_text())
+    (process,) = record["processes"]
+    assert f"minimap2 -ax map-pb -y -Y -t 2 {index} " in process["command"]
+    source = calls_by_read(SUITE["unmapped"])
+    out = calls_by_read(work / "results/unmapped/align/unmapped.minimap2.bam")
+    assert out and all(calls == source[read] for read, calls in out.items())
 
 
 REGION = SHARED / "data" / "ecoli_r94" / "region.fa"

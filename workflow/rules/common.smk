@@ -266,7 +266,10 @@ WILDCARD_PATTERNS = {
     "signal": "fast5|blow5",
     "cell": r"[a-z0-9.-]+",
     "motif": "|".join([*MOTIFS, "any"]),
-    "preset": "map-ont|sr",
+    # The kinds' presets and the one config modbam.minimap2_preset names.
+    "preset": "|".join(
+        map(re.escape, sorted({"map-ont", "sr", config["modbam"]["minimap2_preset"]}))
+    ),
 }
 REFERENCES = {s.reference_name: s.reference for s in SAMPLES.values()}
 
