@@ -428,6 +428,8 @@ def test_report_and_multiqc_show_the_modbam_accounting(baseline: Path) -> None:
     them with their reasons."""
     for name in ("partial", "other"):
         assert (baseline / f"results/{name}/report/{name}.minimap2.accounting.png").stat().st_size
+        data = baseline / f"results/{name}/report/{name}.minimap2.accounting.data.json"
+        assert json.loads(data.read_text())["fates"] == fates(accounting(baseline, name))
     mqc = (baseline / "results/multiqc/numapore_accounting_mqc.tsv").read_text().splitlines()
     table = [line.split("\t") for line in mqc if not line.startswith("#")]
     rows = {r[0]: dict(zip(table[0][1:], r[1:], strict=True)) for r in table[1:]}

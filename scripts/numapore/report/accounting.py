@@ -364,15 +364,17 @@ def account_modbam(inp: ModbamAccountingInputs) -> list[Row]:
          "primary record is realigned)"),
         ("input", "records left out", st.duplicates, "marked duplicate (0x400), left out as "
          "modkit does"),
+    ]  # fmt: skip
+    if st.aligned_input:
+        to = f"another reference ({st.other_reference})" if st.other_reference else "it"
+        rows.append(("input", "aligned", NA, f"to {to}; realigned to the sample's reference"))
+    rows += [
         ("staging", "reads", st.reads, "primary records, realigned"),
         ("staging", "reads with MM/ML tags", st.with_tags, ""),
         ("staging", "reads without MM/ML tags", st.without_tags, "aligned, without calls"),
         ("staging", "reads with an MN tag not their length", st.mn_mismatch, "aligned without "
          "their tags"),
     ]  # fmt: skip
-    if st.aligned_input:
-        to = f"another reference ({st.other_reference})" if st.other_reference else "it"
-        rows.append(("input", "aligned", NA, f"to {to}; realigned to the sample's reference"))
     if st.records != st.reads + st.left_out:
         raise AccountingError(
             f"sample '{inp.sample}': {st.records} input records but {st.reads} staged + "
