@@ -576,7 +576,7 @@ def test_bwa_and_bowtie2_carry_the_tags(tmp_path: Path, aligner: str) -> None:
 
 def test_minimap2_preset_of_modbam_samples_is_a_config_key(tmp_path: Path) -> None:
     """modbam.minimap2_preset sets minimap2's -x of the index and the alignment (map-ont by
-    default); the calls survive it."""
+    default); the calls survive it. A preset minimap2 does not know stops the run first."""
     assert "minimap2 -ax map-ont -y -Y -t 2 ix " in align_command(
         "minimap2", "ix", Path("r.fastq"), Path("o.bam"), 2, "modbam"
     )
@@ -593,6 +593,18 @@ def test_minimap2_preset_of_modbam_samples_is_a_config_key(tmp_path: Path) -> No
     source = calls_by_read(SUITE["unmapped"])
     out = calls_by_read(work / "results/unmapped/align/unmapped.minimap2.bam")
     assert out and all(calls == source[read] for read, calls in out.items())
+    # A preset this machine's minimap2 (Debian's 2.24) lacks stops the run before any job.
+    work = write_modbam_project(
+        tmp_path / "lrhq", ["unmapped"], {"modbam": {"minimap2_preset": "lr:hq"}}
+    )
+    done = run_workflow(work)
+    lines = [x for x in (done.stdout + done.stderr).splitlines() if x.startswith("numapore: ")]
+    assert done.returncode == 1 and lines[0] == (
+        "numapore: config modbam.minimap2_preset: minimap2 2.24-r1122 refuses preset 'lr:hq' "
+        "([ERROR] unknown preset 'lr:hq'); lr:hq needs minimap2 2.27 or later (Debian's 2.24 "
+        "runs map-ont)"
+    ), lines
+    assert not (work / "results").exists()
 
 
 REGION = SHARED / "data" / "ecoli_r94" / "region.fa"

@@ -33,6 +33,7 @@ from numapore.execution.hosts import (  # noqa: E402
     with_overrides,
 )
 from numapore.execution.runstate import replaced_results  # noqa: E402
+from numapore.execution.tools import check_minimap2_preset  # noqa: E402
 from numapore.execution.topology import NumaError  # noqa: E402
 from numapore.inputs.schema import check_config, check_sheet, did_you_mean  # noqa: E402
 from numapore.inputs.sheet import (  # noqa: E402
@@ -130,6 +131,8 @@ try:
     if IO_MODE == "slow5":
         check_nanopolish_compatible(config["slow5"]["signal_compression"])
     check_signal_io_mode(SAMPLES.values(), IO_MODE, HOST_FILE)
+    if config["aligner"] == "minimap2" and any(s.kind == "modbam" for s in SAMPLES.values()):
+        check_minimap2_preset(config["modbam"]["minimap2_preset"], "config modbam.minimap2_preset")
 except (InputError, NumaError, ValueError) as err:
     raise WorkflowError(f"numapore: {err}")
 if workflow.is_main_process:

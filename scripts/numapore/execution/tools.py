@@ -6,9 +6,12 @@ strategies (numactl prefixes, per-node instances, process pools) only wrap it.
 
 from __future__ import annotations
 
+import shutil
+import subprocess
 from pathlib import Path
 from shlex import quote
 
+from numapore.base.errors import InputError
 from numapore.inputs.kinds import DEFAULT_KIND, KINDS
 from numapore.inputs.sheet import reads_format
 
@@ -57,6 +60,23 @@ def align_command(
         # recomputes TLEN by its own rule (it differs from bwa's on some discordant pairs).
         tool += f" | samtools fixmate -m -@ {threads} - -"
     return f"{tool} | samtools sort -@ {threads} -o {quote(str(output))} -"
+
+
+def check_minimap2_preset(preset: str, key: str) -> None:
+    """InputError naming key when the minimap2 on PATH does not know preset (its -x); nothing
+    to say when there is none (the jobs' own minimap2, e.g. a conda env, is then the judge)."""
+    if not shutil.which("minimap2"):
+        return
+    probe = ["minimap2", "-x", preset, "-d", "/dev/null", "/dev/null"]
+    done = subprocess.run(probe, capture_output=True, text=True)
+    if done.returncode != 0:
+        version = subprocess.run(["minimap2", "--version"], capture_output=True, text=True)
+        errors = [x for x in done.stderr.splitlines() if x.startswith("[ERROR]")]
+        raise InputError(
+            f"{key}: minimap2 {version.stdout.strip()} refuses preset {preset!r} "
+            f"({errors[0] if errors else f'exit {done.returncode}'}); lr:hq needs minimap2 2.27 "
+            "or later (Debian's 2.24 runs map-ont)"
+        )
 
 
 def call_methylation_command(
