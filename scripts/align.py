@@ -27,6 +27,7 @@ run_alignment(
     reads2=reads2,
     sample=smk.wildcards.sample,
     mark_duplicates=smk.params.duplicates,
+    minimap2_preset=smk.params.minimap2_preset,
 )
 if "summary" in smk.output.keys():  # the sample's BAM (common.smk: ONE_ALIGN_SHARD)
     finish_sample_bam(

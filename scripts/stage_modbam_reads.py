@@ -1,28 +1,33 @@
 """Rule stage_modbam_reads: a modBAM sample's reads as FASTQ with their MM/ML/MN tags in the
-headers (numapore.inputs.modbam_reads), and what staging counted."""
+headers (numapore.inputs.modbam_reads), what staging counted, and the reads staged without
+calls with the reason."""
 
 import sys
 from pathlib import Path
 
-from numapore.base.atomic import atomic_output
 from numapore.base.rulelog import redirect_to_log
-from numapore.inputs.modbam_reads import stage_modbam_reads
+from numapore.inputs.modbam_reads import NAMED_IN_LOG, mn_mismatched_reads, stage_modbam_reads
 from numapore.inputs.sheet import InputError
 
 smk = snakemake  # noqa: F821 (injected by the script directive)
 redirect_to_log(smk)
+sample = smk.wildcards.sample
 try:
     staged = stage_modbam_reads(
-        Path(smk.input.reads), Path(smk.output.reads), Path(smk.params.reference), smk.threads
-    )
+        Path(smk.input.reads), Path(smk.output.reads), Path(smk.params.reference), smk.threads,
+        fai=Path(smk.input.fai), listing=Path(smk.output.untagged),
+    )  # fmt: skip
 except InputError as err:  # the file and the reason; no traceback
-    sys.exit(f"numapore: sample '{smk.wildcards.sample}': {err}")
+    sys.exit(f"numapore: sample '{sample}': {err}")
 print(staged.summary())
+if staged.mn_mismatch:
+    names = mn_mismatched_reads(Path(smk.output.untagged))
+    more = f" and {len(names) - NAMED_IN_LOG} more" if len(names) > NAMED_IN_LOG else ""
+    print(
+        f"numapore: sample '{sample}': {staged.mn_mismatch} read(s) whose MN tag does not match "
+        f"their sequence length, aligned without their tags: {', '.join(names[:NAMED_IN_LOG])}"
+        f"{more} (all in {smk.output.untagged})"
+    )
 if staged.aligned_input:
     print(f"the input was aligned; its primary records are realigned to {smk.params.reference}")
-with atomic_output(Path(smk.output.counts)) as tmp:
-    Path(tmp).write_text(
-        "reads\twith_tags\twithout_tags\tduplicates_left_out\taligned_input\n"
-        f"{staged.reads}\t{staged.with_tags}\t{staged.without_tags}\t{staged.duplicates}\t"
-        f"{staged.aligned_input}\n"
-    )
+staged.write(Path(smk.output.counts))

@@ -6,20 +6,33 @@ its read's calls, and the bedMethyl is the pileup of the output modBAM."""
 from __future__ import annotations
 
 import gzip
+import json
 import shlex
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pysam
 import pytest
-from conftest import SHARED, host_file
+import numa_guest
+from conftest import REPO, SHARED, host_file
 from project import snakemake_command, write_project
 
-from numapore.base.errors import InputError
+from numapore.base.errors import AccountingError, InputError
+from numapore.execution.tools import align_command
 from numapore.inputs.kinds import KINDS, STEPS, infer_kind
-from numapore.inputs.modbam_reads import stage_modbam_reads
+from numapore.inputs.modbam_reads import MN_MISMATCH, NO_TAGS, StagedReads, stage_modbam_reads
 from numapore.inputs.sheet import load_samples, read_sheet
+from numapore.report.accounting import NA, ModbamAccountingInputs, account_modbam
+
+# The accounting's reasons for records left out, and for reads staged.
+LEFT_OUT = (
+    "secondary alignment (the read's primary record is realigned)",
+    "supplementary alignment (the read's primary record is realigned)",
+    "marked duplicate (0x400), left out as modkit does",
+)
+STAGED = "primary records, realigned"
 
 INPUTS = SHARED / "data" / "modkit_pileup" / "inputs"
 LADDER = INPUTS / "CGI_ladder_3.6kb_ref.fa"
@@ -33,6 +46,61 @@ REALIGNED = {
         ".bam"
     ),
 }
+
+SUITE = {name: INPUTS / file for name, file in REALIGNED.items()}
+# Aligned to GRCh38 (absent here), with a secondary and a supplementary record.
+SECONDARY_SUPPLEMENTARY = INPUTS / "supplementary_and_secondary_read.bam"
+
+
+def edited_bam(out: Path, edit) -> Path:
+    """The unaligned modBAM of the suite with edit(index, record) applied to each record."""
+    with (
+        pysam.AlignmentFile(str(INPUTS / REALIGNED["unmapped"]), check_sq=False) as src,
+        pysam.AlignmentFile(str(out), "wb", template=src) as dst,
+    ):
+        for index, rec in enumerate(src):
+            edit(index, rec)
+            dst.write(rec)
+    return out
+
+
+def partial_tags_bam(tmp_path: Path) -> Path:
+    """The unaligned modBAM with an MN tag on each read: no MM/ML on the first 4 reads, an MN of
+    5 more than the length on the next 2, the length on the others."""
+
+    def edit(index: int, rec: pysam.AlignedSegment) -> None:
+        if index < 4:
+            rec.set_tag("MM", None)
+            rec.set_tag("ML", None)
+        rec.set_tag("MN", rec.query_length + (5 if index in (4, 5) else 0), "i")
+
+    return edited_bam(tmp_path / "partial.bam", edit)
+
+
+def other_reference_bam(tmp_path: Path) -> Path:
+    """The aligned modBAM as if aligned to another reference (its sequences renamed 'old_*'),
+    with a secondary and a supplementary copy of its first record."""
+    with pysam.AlignmentFile(str(SUITE["sorted"])) as src:
+        header = src.header.to_dict()
+        for sq in header["SQ"]:
+            sq["SN"] = f"old_{sq['SN']}"
+        out = tmp_path / "other_reference.bam"
+        with pysam.AlignmentFile(str(out), "wb", header=header) as dst:
+            for index, rec in enumerate(src):
+                record = pysam.AlignedSegment.fromstring(rec.to_string(), dst.header)
+                dst.write(record)
+                for flag in (0x100, 0x800) if index == 0 else ():
+                    copy = pysam.AlignedSegment.fromstring(rec.to_string(), dst.header)
+                    copy.flag |= flag
+                    dst.write(copy)
+    return out
+
+
+def cram_of(bam: Path, reference: Path, out: Path) -> Path:
+    """bam as a CRAM written against reference (samtools view -C)."""
+    subprocess.run(["samtools", "view", "-C", "-T", str(reference), "-o", str(out), str(bam)],
+                   check=True)  # fmt: skip
+    return out
 
 
 # ---------- the table and the sheet ----------
@@ -113,8 +181,40 @@ def test_staging_keeps_tags_and_counts_reads(tmp_path: Path) -> None:
     assert (from_fastq.reads, from_fastq.with_tags) == (10, 10)
     assert (tmp_path / "a.fastq").read_text() == (tmp_path / "b.fastq").read_text()
     dup = stage_modbam_reads(INPUTS / REALIGNED["duplicated"], tmp_path / "c.fastq", LADDER, 2)
-    assert (dup.reads, dup.duplicates, dup.aligned_input) == (10, 10, True)
-    assert "10 records marked duplicate left out" in dup.summary()
+    assert (dup.records, dup.reads, dup.duplicates, dup.aligned_input) == (20, 10, 10, True)
+    assert dup.summary().endswith("; records left out: 10 marked duplicate")
+    assert dup.other_reference == ""  # aligned to the ladder
+
+
+def test_staging_counts_records_left_out_and_another_reference(tmp_path: Path) -> None:
+    """Secondary and supplementary records are counted and left out (the read's primary record
+    is staged); an input aligned to sequences the sample's reference lacks says which."""
+    fai = tmp_path / "ladder.fa.fai"
+    fai.write_text(Path(f"{LADDER}.fai").read_text())
+    staged = stage_modbam_reads(SECONDARY_SUPPLEMENTARY, tmp_path / "f.fastq", LADDER, 1, fai=fai)
+    assert (staged.records, staged.secondary, staged.supplementary, staged.reads) == (3, 1, 1, 1)
+    assert staged.other_reference.startswith("chr1, chr2, chr3 and ")
+
+
+def test_staging_drops_tags_whose_mn_does_not_fit(tmp_path: Path) -> None:
+    """A read whose MN tag is not its length is staged without its tags, counted and listed
+    (htslib gives it no calls either); the others keep theirs."""
+    listing = tmp_path / "untagged.tsv"
+    staged = stage_modbam_reads(
+        partial_tags_bam(tmp_path), tmp_path / "m.fastq", LADDER, 1, listing=listing
+    )
+    assert (staged.reads, staged.with_tags, staged.mn_mismatch, staged.without_tags) == (
+        10,
+        4,
+        2,
+        4,
+    )
+    rows = [line.split("\t") for line in listing.read_text().splitlines()]
+    assert [r[1] for r in rows[1:]] == [NO_TAGS] * 4 + [MN_MISMATCH] * 2
+    headers = [x for x in (tmp_path / "m.fastq").read_text().splitlines() if x.startswith("@")]
+    untagged = [h.split()[0][1:] for h in headers if "MM:Z:" not in h]
+    assert untagged == [r[0] for r in rows[1:]]
+    assert sum("MN:i:" in h for h in headers) == 8  # the 2 whose MN did not fit lost theirs
 
 
 def untagged_bam(tmp_path: Path) -> Path:
@@ -142,13 +242,14 @@ def test_staging_refuses_a_bam_without_tags(tmp_path: Path) -> None:
 # ---------- the workflow ----------
 
 
-def write_modbam_project(work: Path, names: list[str], config: dict | None = None) -> Path:
-    """A project (tests/project.py's, no demo) whose sheet has the named modBAMs of the suite,
-    each a sample against the ladder."""
+def write_modbam_project(
+    work: Path, samples: list[str] | dict[str, Path], config: dict | None = None
+) -> Path:
+    """A project (tests/project.py's, no demo) whose sheet has the named modBAMs of the suite
+    (or name -> file), each a sample against the ladder."""
     write_project(work, [], config)
-    lines = ["sample\treads\treference"] + [
-        f"{n}\t{INPUTS / REALIGNED[n]}\t{LADDER}" for n in names
-    ]
+    files = samples if isinstance(samples, dict) else {n: SUITE[n] for n in samples}
+    lines = ["sample\treads\treference"] + [f"{n}\t{f}\t{LADDER}" for n, f in files.items()]
     (work / "config" / "samples.tsv").write_text("\n".join(lines) + "\n")
     return work
 
@@ -194,20 +295,42 @@ def pileup_again(bam: Path, options: list[str], out: Path, cwd: Path) -> bytes:
 
 
 @pytest.fixture(scope="module")
-def baseline(tmp_path_factory) -> Path:
-    """Every realignable modBAM of the suite through the workflow: minimap2, strategy none."""
-    work = write_modbam_project(tmp_path_factory.mktemp("modbam"), list(REALIGNED))
+def variants(tmp_path_factory) -> dict[str, Path]:
+    """Inputs made from the suite's: tags on some reads only and MN tags not all fitting, a
+    CRAM (against the ladder) of the aligned modBAM, and that modBAM as if aligned to another
+    reference."""
+    tmp = tmp_path_factory.mktemp("variants")
+    return {
+        "partial": partial_tags_bam(tmp),
+        "cram": cram_of(SUITE["sorted"], LADDER, tmp / "sorted.cram"),
+        "other": other_reference_bam(tmp),
+    }
+
+
+@pytest.fixture(scope="module")
+def baseline_run(tmp_path_factory, variants) -> tuple[Path, subprocess.CompletedProcess]:
+    """Every modBAM of the suite and the variants through the workflow: minimap2, strategy
+    none (the run, and its output)."""
+    work = write_modbam_project(tmp_path_factory.mktemp("modbam"), SUITE | variants)
     done = run_workflow(work)
     assert done.returncode == 0, done.stderr[-3000:]
-    return work
+    return work, done
 
 
-def check_run(work: Path, aligner: str, tmp_path: Path, names=tuple(REALIGNED)) -> None:
+@pytest.fixture(scope="module")
+def baseline(baseline_run) -> Path:
+    """The folder of the baseline run."""
+    return baseline_run[0]
+
+
+def check_run(
+    work: Path, aligner: str, tmp_path: Path, names=tuple(REALIGNED), files: dict | None = None
+) -> None:
     """For each sample: every read of the input is staged and aligned with its calls equal to
     the input read's; the bedMethyl is the pileup command line's on the output modBAM."""
     for name in names:
         bam = work / f"results/{name}/align/{name}.{aligner}.bam"
-        source = calls_by_read(INPUTS / REALIGNED[name])
+        source = calls_by_read((files or SUITE)[name])
         out = calls_by_read(bam)
         assert out and set(out) <= set(source), name
         for read, calls in out.items():
@@ -218,11 +341,131 @@ def check_run(work: Path, aligner: str, tmp_path: Path, names=tuple(REALIGNED)) 
         assert gzip.decompress(bed.read_bytes()) == again and again, name
 
 
-def test_each_modbam_realigned_with_its_calls(baseline: Path, tmp_path: Path) -> None:
-    """Strategy none, minimap2: calls intact, bedMethyl = the pileup of the output modBAM."""
-    check_run(baseline, "minimap2", tmp_path)
-    staged = (baseline / "results/duplicated/duplicated.staged.tsv").read_text().splitlines()
-    assert staged[1].split("\t") == ["10", "10", "0", "10", "True"]
+def test_each_modbam_realigned_with_its_calls(baseline: Path, variants, tmp_path: Path) -> None:
+    """Strategy none, minimap2: calls intact, bedMethyl = the pileup of the output modBAM, for
+    the suite's modBAMs, a CRAM, and inputs with tags on some reads or MN tags not fitting (a
+    read whose MN does not fit has no calls in the input either, by htslib)."""
+    check_run(baseline, "minimap2", tmp_path, (*REALIGNED, *variants), SUITE | variants)
+    staged = StagedReads.read(baseline / "results/duplicated/duplicated.staged.tsv")
+    assert (staged.records, staged.reads, staged.duplicates) == (20, 10, 10)
+
+
+def accounting(work: Path, name: str, aligner: str = "minimap2") -> list[tuple]:
+    """A run's accounting rows (stage, what, reads, detail) without the input's path."""
+    lines = (work / f"results/{name}/{name}.{aligner}.accounting.tsv").read_text().splitlines()
+    rows = [tuple(line.split("\t")) for line in lines[1:]]
+    return [(r[0], r[1], r[2], "" if r[1] == "records" else r[3]) for r in rows]
+
+
+def fates(rows: list[tuple]) -> dict[str, int]:
+    """Reads with calls, and without by reason, from accounting rows."""
+    return {
+        ("with calls" if what == "reads with calls" else detail): int(n)
+        for stage, what, n, detail in rows
+        if stage == "methylation"
+    }
+
+
+def test_accounting_reconciles_for_every_modbam(baseline: Path) -> None:
+    """Each sample's accounting: records in = staged + left out (and why); staged = aligned +
+    unmapped = with calls + each reason without; the counts of the suite's modBAMs."""
+    expected = {
+        # records, secondary, supplementary, duplicates, staged, no tags, MN, aligned, calls
+        "unmapped": (10, 0, 0, 0, 10, 0, 0, 10, 10),
+        "sorted": (10, 0, 0, 0, 10, 0, 0, 10, 10),
+        "duplicated": (20, 0, 0, 10, 10, 0, 0, 10, 10),
+        "dorado032": (12, 0, 0, 0, 12, 0, 0, 12, 12),
+        "other": (12, 1, 1, 0, 10, 0, 0, 10, 10),
+        "partial": (10, 0, 0, 0, 10, 4, 2, 10, 4),
+        "cram": (10, 0, 0, 0, 10, 0, 0, 10, 10),
+    }
+    for name, counts in expected.items():
+        rows = accounting(baseline, name)
+        got = {(stage, what, detail): int(n) for stage, what, n, detail in rows if n != NA}
+        left = [got[("input", "records left out", d)] for d in LEFT_OUT]
+        assert (
+            got[("input", "records", "")], *left, got[("staging", "reads", STAGED)],
+            got[("staging", "reads without MM/ML tags", "aligned, without calls")],
+            got[("staging", "reads with an MN tag not their length", "aligned without their tags")],
+            got[("alignment", "primary aligned", "minimap2")],
+            got[("methylation", "reads with calls", "any modification code")],
+        ) == counts, (name, rows)  # fmt: skip
+        staged, aligned = counts[4], counts[7]
+        assert got[("alignment", "unmapped", "")] == staged - aligned, name
+        assert sum(fates(rows).values()) == staged, name
+    assert fates(accounting(baseline, "partial")) == {"with calls": 4, NO_TAGS: 4, MN_MISMATCH: 2}
+    other = [r for r in accounting(baseline, "other") if r[:2] == ("input", "aligned")]
+    assert other == [
+        ("input", "aligned", NA, "to another reference (old_oligo_1512_adapters, "
+         "old_oligo_741_adapters, old_oligo_677_adapters and 31 more); realigned to the sample's "
+         "reference")
+    ]  # fmt: skip
+    sorted_ = [r for r in accounting(baseline, "sorted") if r[:2] == ("input", "aligned")]
+    assert sorted_ == [("input", "aligned", NA, "to it; realigned to the sample's reference")]
+
+
+def test_modbam_accounting_refuses_totals_that_disagree(baseline: Path, tmp_path: Path) -> None:
+    """A staging count or listing that does not fit the staged reads stops the accounting."""
+    prefix = baseline / "results/partial"
+    inputs = ModbamAccountingInputs(
+        sample="partial", aligner="minimap2", source=SUITE["unmapped"],
+        staged=StagedReads.read(prefix / "partial.staged.tsv"),
+        untagged=prefix / "reads/modbam/partial.untagged.tsv",
+        reads=prefix / "reads/modbam/partial.fastq", bam=prefix / "align/partial.minimap2.bam",
+    )  # fmt: skip
+    assert sum(fates(account_modbam(inputs)).values()) == 10
+    more = replace(inputs, staged=replace(inputs.staged, records=11))
+    with pytest.raises(AccountingError, match="11 input records but 10 staged"):
+        account_modbam(more)
+    listing = tmp_path / "untagged.tsv"
+    listing.write_text("\n".join(Path(inputs.untagged).read_text().splitlines()[:-1]) + "\n")
+    with pytest.raises(AccountingError, match="lists 5 reads without tags, staging counted 6"):
+        account_modbam(replace(inputs, untagged=listing))
+
+
+def test_report_and_multiqc_show_the_modbam_accounting(baseline: Path) -> None:
+    """The accounting figure of each modbam sample is made, and MultiQC's read fates list
+    them with their reasons."""
+    for name in ("partial", "other"):
+        assert (baseline / f"results/{name}/report/{name}.minimap2.accounting.png").stat().st_size
+        data = baseline / f"results/{name}/report/{name}.minimap2.accounting.data.json"
+        assert json.loads(data.read_text())["fates"] == fates(accounting(baseline, name))
+    mqc = (baseline / "results/multiqc/numapore_accounting_mqc.tsv").read_text().splitlines()
+    table = [line.split("\t") for line in mqc if not line.startswith("#")]
+    rows = {r[0]: dict(zip(table[0][1:], r[1:], strict=True)) for r in table[1:]}
+    assert rows["partial.minimap2"]["with calls"] == "4"
+    assert rows["partial.minimap2"][NO_TAGS] == "4"
+    assert rows["partial.minimap2"][MN_MISMATCH] == "2"
+    assert rows["other.minimap2"]["with calls"] == "10"
+
+
+def test_the_run_says_what_it_realigned_without_calls(baseline_run, variants) -> None:
+    """After the run, one numapore line each: reads without tags (counted), MN tags that do not
+    fit (counted; the reads named in the staging log), an input aligned to another reference."""
+    work, done = baseline_run
+    lines = [x for x in done.stderr.splitlines() if x.startswith("numapore: sample '")]
+    assert (
+        "numapore: sample 'partial': 4 of its 10 reads carry no MM/ML tags: aligned, without "
+        "modification calls (listed in results/partial/reads/modbam/partial.untagged.tsv)"
+    ) in lines, lines
+    assert (
+        "numapore: sample 'partial': 2 read(s) have an MN tag that does not match their "
+        "sequence length: aligned without their tags (named in "
+        "results/logs/stage_modbam_reads/partial.log)"
+    ) in lines, lines
+    assert (
+        "numapore: sample 'other': its reads file was aligned to another reference "
+        "(old_oligo_1512_adapters, old_oligo_741_adapters, old_oligo_677_adapters and 31 more "
+        f"are not in {LADDER}): its reads were realigned to the sample's reference"
+    ) in lines, lines
+    assert not [x for x in lines if x.startswith("numapore: sample 'sorted'")], lines
+    with pysam.AlignmentFile(str(variants["partial"]), check_sq=False) as handle:
+        named = [r.query_name for i, r in enumerate(handle) if i in (4, 5)]
+    log = (work / "results/logs/stage_modbam_reads/partial.log").read_text()
+    assert (
+        "numapore: sample 'partial': 2 read(s) whose MN tag does not match their sequence length, "
+        f"aligned without their tags: {', '.join(named)}"
+    ) in log
 
 
 def records(bam: Path) -> list[str]:
@@ -252,6 +495,76 @@ def test_strategies_and_scatter_give_the_same_records(baseline, tmp_path, strate
     check_run(work, "minimap2", tmp_path, ("unmapped", "dorado032"))
 
 
+# Runs in the 2-node guest (tests/numa_guest.py): the align step exactly as its rule runs it
+# (numapore.execution.steps), on the staged reads and the index of the host's `none` run; one
+# Python for every sample (under software emulation each start costs seconds).
+GUEST_DRIVER = """
+import sys
+from pathlib import Path
+from numapore.execution.hosts import load_host_config
+from numapore.execution.steps import run_alignment
+run, out, host = Path(sys.argv[1]), Path(sys.argv[2]), load_host_config(sys.argv[3])
+(mmi,) = (run / "results/references").glob("*/minimap2/*.map-ont.mmi")
+for name in sys.argv[4:]:
+    with open(out / f"{name}.log", "w") as log:
+        sys.stderr = log
+        run_alignment(host, "minimap2", str(mmi), [mmi],
+                      run / f"results/{name}/reads/modbam/{name}.fastq", out / f"{name}.bam", 2,
+                      out / f"{name}.run.json", kind="modbam", sample=name)
+"""
+GUEST_SAMPLES = (*REALIGNED, "cram")
+
+
+@pytest.fixture(scope="module")
+def guest_instances(tmp_path_factory, baseline: Path) -> Path:
+    """Boot the 2-node NUMA guest once: every modBAM sample of the baseline aligned there with
+    the strategy instances (one minimap2 per node); the folder of the BAMs and run records."""
+    root = tmp_path_factory.mktemp("guest")
+    driver = root / "driver.py"
+    driver.write_text(GUEST_DRIVER)
+    host = host_file(root / "instances.yaml", "instances")
+    python = REPO / ".venv" / "bin" / "python"
+    script = root / "guest.sh"
+    script.write_text(
+        f"{python} {driver} {baseline} {root} {host} {' '.join(GUEST_SAMPLES)}"
+        f" > {root}/driver.out 2>&1; echo exit=$? >> {root}/driver.out\n"
+    )
+    # The guest sees this machine's files read-only: its outputs and temporary files go to root.
+    env = {"PYTHONPATH": str(REPO / "scripts"), "TMPDIR": str(root)}
+    result = numa_guest.run_in_numa_guest(
+        f"sh {script}", timeout=1800, rwdirs=(root,), env=env, cwd=baseline
+    )
+    out = root / "driver.out"
+    text = out.read_text() if out.exists() else "(no output)"
+    assert text.rstrip().endswith("exit=0"), f"{text[-3000:]}\n{result.stderr[-2000:]}"
+    return root
+
+
+def test_instances_on_two_numa_nodes_give_the_none_records(
+    guest_instances: Path, baseline: Path, variants, tmp_path: Path
+) -> None:
+    """On a real 2-node machine, strategy instances runs one aligner per node, bound to it; the
+    merged modBAM has the `none` run's records, the input's calls, and the same bedMethyl."""
+    for name in GUEST_SAMPLES:
+        record = json.loads((guest_instances / f"{name}.run.json").read_text())
+        assert record["strategy"] == "instances", name
+        assert [p["node"] for p in record["processes"]] == [0, 1], name
+        for node, process in enumerate(record["processes"]):
+            assert process["command"].startswith(f"numactl --cpunodebind={node} --membind={node} ")
+            assert "minimap2 -ax map-ont -y -Y -t 1 " in process["command"]
+            assert f"membind: {node} " in process["policy"], process["policy"]
+        bam = guest_instances / f"{name}.bam"
+        none = baseline / f"results/{name}/align/{name}.minimap2.bam"
+        assert records(bam) == records(none), name
+        source = calls_by_read((SUITE | variants)[name])
+        assert all(calls == source[read] for read, calls in calls_by_read(bam).items()), name
+        bed = baseline / f"results/{name}/methylation/{name}.minimap2.cpg.bedmethyl.gz"
+        options = logged_pileup(baseline, name, "minimap2")
+        pysam.index(str(bam))
+        again = pileup_again(bam, options, tmp_path / f"{name}.bed", cwd=baseline)
+        assert again and again == gzip.decompress(bed.read_bytes()), name
+
+
 @pytest.mark.parametrize("aligner", ["bwa", "bowtie2"])
 def test_bwa_and_bowtie2_carry_the_tags(tmp_path: Path, aligner: str) -> None:
     """bwa (-C) and bowtie2 (--sam-append-comment) copy the tags into their records too."""
@@ -261,15 +574,84 @@ def test_bwa_and_bowtie2_carry_the_tags(tmp_path: Path, aligner: str) -> None:
     check_run(work, aligner, tmp_path, ("unmapped",))
 
 
-def test_a_bam_without_tags_stops_before_alignment(tmp_path: Path) -> None:
-    """The run stops at staging with one numapore line naming the sample and the file."""
-    bare = untagged_bam(tmp_path)
+def test_minimap2_preset_of_modbam_samples_is_a_config_key(tmp_path: Path) -> None:
+    """modbam.minimap2_preset sets minimap2's -x of the index and the alignment (map-ont by
+    default); the calls survive it. A preset minimap2 does not know stops the run first."""
+    assert "minimap2 -ax map-ont -y -Y -t 2 ix " in align_command(
+        "minimap2", "ix", Path("r.fastq"), Path("o.bam"), 2, "modbam"
+    )
+    work = write_modbam_project(
+        tmp_path / "run", ["unmapped"], {"modbam": {"minimap2_preset": "map-pb"}}
+    )
+    done = run_workflow(work, "results/unmapped/align/unmapped.minimap2.bam")
+    assert done.returncode == 0, done.stderr[-3000:]
+    index = "results/references/CGI_ladder_3.6kb_ref/minimap2/CGI_ladder_3.6kb_ref.map-pb.mmi"
+    assert (work / index).is_file()
+    record = json.loads((work / "results/logs/align/unmapped.minimap2.1-of-1.run.json").read_text())
+    (process,) = record["processes"]
+    assert f"minimap2 -ax map-pb -y -Y -t 2 {index} " in process["command"]
+    source = calls_by_read(SUITE["unmapped"])
+    out = calls_by_read(work / "results/unmapped/align/unmapped.minimap2.bam")
+    assert out and all(calls == source[read] for read, calls in out.items())
+    # A preset this machine's minimap2 (Debian's 2.24) lacks stops the run before any job.
+    work = write_modbam_project(
+        tmp_path / "lrhq", ["unmapped"], {"modbam": {"minimap2_preset": "lr:hq"}}
+    )
+    done = run_workflow(work)
+    lines = [x for x in (done.stdout + done.stderr).splitlines() if x.startswith("numapore: ")]
+    assert done.returncode == 1 and lines[0] == (
+        "numapore: config modbam.minimap2_preset: minimap2 2.24-r1122 refuses preset 'lr:hq' "
+        "([ERROR] unknown preset 'lr:hq'); lr:hq needs minimap2 2.27 or later (Debian's 2.24 "
+        "runs map-ont)"
+    ), lines
+    assert not (work / "results").exists()
+
+
+REGION = SHARED / "data" / "ecoli_r94" / "region.fa"
+
+
+def bad_input(case: str, tmp_path: Path) -> tuple[str, Path, Path, str]:
+    """A sheet row (kind, reads, reference) of a bad modBAM input, and the line that stops the
+    run (after `numapore: `; {sheet}: the sheet's path)."""
+    if case == "no tags":
+        bare = untagged_bam(tmp_path)
+        return "", bare, LADDER, (
+            f"sample 'bad': reads file {bare}: none of its 10 reads carries MM/ML tags: it holds "
+            "no modification calls (basecall with modified-base models, e.g. dorado "
+            "--modified-bases, and keep the tags: samtools fastq -T MM,ML,MN)"
+        )  # fmt: skip
+    if case == "cram without its reference":
+        written = tmp_path / "ladder.fa"  # the reference the CRAM was written with, then gone
+        written.write_text(LADDER.read_text())
+        cram = cram_of(SUITE["sorted"], written, tmp_path / "sorted.cram")
+        written.unlink()
+        Path(f"{written}.fai").unlink()
+        return "", cram, REGION, (
+            f"sample 'bad': reads file {cram}: its reference is not found: a CRAM is decoded "
+            f"against the reference it was written with ({written}, as its header says), and "
+            f"neither the sample's reference {REGION} nor that file holds it; give that FASTA as "
+            "the sample's reference"
+        )  # fmt: skip
+    fastq = tagged_fastq(tmp_path, tags=False)
+    return "modbam", fastq, LADDER, (
+        f"sample sheet {{sheet}}, line 2, sample 'bad': reads file {fastq}: the first read's "
+        "header carries no MM/ML tags (a FASTQ that lost them?); write it with dorado "
+        "--emit-fastq or samtools fastq -T MM,ML,MN"
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("case", ["no tags", "cram without its reference", "fastq without tags"])
+def test_bad_modbam_input_stops_with_one_line(tmp_path: Path, case: str) -> None:
+    """A BAM none of whose reads has MM/ML, a CRAM whose reference is nowhere, a FASTQ whose
+    headers lost the tags: the run stops before the alignment with one numapore line naming
+    the sample, the file and the reason."""
+    kind, reads, reference, reason = bad_input(case, tmp_path)
     work = write_modbam_project(tmp_path / "run", [])
-    (work / "config/samples.tsv").write_text(f"sample\treads\treference\nbare\t{bare}\t{LADDER}\n")
+    sheet = work / "config/samples.tsv"
+    sheet.write_text(f"sample\tkind\treads\treference\nbad\t{kind}\t{reads}\t{reference}\n")
     done = run_workflow(work)
     assert done.returncode == 1
     lines = [x for x in (done.stdout + done.stderr).splitlines() if x.startswith("numapore: ")]
-    assert f"numapore: sample 'bare': reads file {bare}: none of its 10 reads carries MM/ML" in (
-        "\n".join(lines)
-    ), lines
-    assert not list((work / "results").glob("bare/align/*.bam"))
+    about = [x for x in lines if "'bad'" in x]
+    assert about == [f"numapore: {reason}".replace("{sheet}", "config/samples.tsv")], lines
+    assert not list((work / "results").glob("bad/align/*.bam"))

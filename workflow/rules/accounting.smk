@@ -1,5 +1,6 @@
 # Read accounting: per sample and aligner, where every read went from the FAST5 files to the
-# CpG calls (numapore.report.accounting); the job fails when the totals do not reconcile.
+# CpG calls, or for a modbam sample from the input's records to the modification calls
+# (numapore.report.accounting); the job fails when the totals do not reconcile.
 
 
 # The reads of FAST5 or POD5 inputs, from the files' layout: a job of its own, which runs
@@ -41,6 +42,8 @@ rule read_accounting:
     params:
         signal=lambda wc: [str(p) for p in SAMPLES[wc.sample].signal],
         kind=lambda wc: SAMPLES[wc.sample].signal_kind,
+        input_kind=lambda wc: SAMPLES[wc.sample].kind,
+        source=lambda wc: str(SAMPLES[wc.sample].reads),
         min_mapq=config["methylation"]["min_mapping_quality"],
     script:
         "../../scripts/read_accounting.py"

@@ -35,6 +35,7 @@ rule align:
         kind=lambda wc: SAMPLES[wc.sample].kind,
         duplicates=marks_duplicates,
         reads=lambda wc: str(SAMPLES[wc.sample].reads),
+        minimap2_preset=lambda wc: minimap2_preset(SAMPLES[wc.sample]),
     script:
         "../../scripts/align.py"
 

@@ -34,6 +34,7 @@ from numapore.execution.hosts import (  # noqa: E402
 )
 from numapore.execution.runstate import replaced_results  # noqa: E402
 from numapore.report.empty import SampleOutputs, closing_lines  # noqa: E402
+from numapore.execution.tools import check_minimap2_preset  # noqa: E402
 from numapore.execution.topology import NumaError  # noqa: E402
 from numapore.inputs.schema import check_config, check_sheet, did_you_mean  # noqa: E402
 from numapore.inputs.sheet import (  # noqa: E402
@@ -46,6 +47,7 @@ from numapore.inputs.sheet import (  # noqa: E402
     simulated_samples,
 )
 from numapore.base.atomic import temp_name  # noqa: E402
+from numapore.inputs.modbam_reads import StagedReads  # noqa: E402
 from numapore.signal.slow5 import check_nanopolish_compatible  # noqa: E402
 from numapore.base.workdir import (  # noqa: E402
     check_writable,
@@ -130,6 +132,8 @@ try:
     if IO_MODE == "slow5":
         check_nanopolish_compatible(config["slow5"]["signal_compression"])
     check_signal_io_mode(SAMPLES.values(), IO_MODE, HOST_FILE)
+    if config["aligner"] == "minimap2" and any(s.kind == "modbam" for s in SAMPLES.values()):
+        check_minimap2_preset(config["modbam"]["minimap2_preset"], "config modbam.minimap2_preset")
 except (InputError, NumaError, ValueError) as err:
     raise WorkflowError(f"numapore: {err}")
 if workflow.is_main_process:
@@ -266,7 +270,10 @@ WILDCARD_PATTERNS = {
     "signal": "fast5|blow5",
     "cell": r"[a-z0-9.-]+",
     "motif": "|".join([*MOTIFS, "any"]),
-    "preset": "map-ont|sr",
+    # The kinds' presets and the one config modbam.minimap2_preset names.
+    "preset": "|".join(
+        map(re.escape, sorted({"map-ont", "sr", config["modbam"]["minimap2_preset"]}))
+    ),
 }
 REFERENCES = {s.reference_name: s.reference for s in SAMPLES.values()}
 
@@ -455,10 +462,11 @@ def final_outputs():
             out += [f"{name}.bedmethyl.gz.tbi", f"{prefix}/{s}.staged.tsv"]
             if scored(s):
                 out.append(f"{prefix}/methylation/{s}.{aligner}.cpg.accuracy.tsv")
+        if sample.input_kind.read_accounting:
+            out.append(f"{prefix}/{s}.{aligner}.accounting.tsv")
         if not sample.input_kind.runs("call_methylation"):
             out += report_figures(s, aligner)
             continue
-        out.append(f"{prefix}/{s}.{aligner}.accounting.tsv")
         for motif in config["methylation"]["motifs"]:
             name = f"{prefix}/methylation/{s}.{aligner}.{motif}"
             out += [
@@ -528,8 +536,10 @@ def report_figures(sample, aligner):
     simulated = sample in config["simulate"] and "cpg" in config["methylation"]["motifs"]
     kinds = REPORT_KINDS + (["accuracy"] if simulated else [])
     if not SAMPLES[sample].input_kind.runs("call_methylation"):
-        piled = SAMPLES[sample].input_kind.runs("pileup")
-        kinds = ["alignment_qc", *(["methylation"] if piled else []), "provenance"]
+        kind = SAMPLES[sample].input_kind
+        kinds = ["alignment_qc", *(["methylation"] if kind.runs("pileup") else [])]
+        kinds += ["accounting"] if kind.read_accounting else []
+        kinds.append("provenance")
     suffix = {"provenance": "html"}  # the others are figures
     return [f"results/{sample}/report/{sample}.{aligner}.{k}.{suffix.get(k, 'png')}" for k in kinds]
 
@@ -599,7 +609,7 @@ def multiqc_runs(wildcards=None):
     runs = {}
     for s, sample in SAMPLES.items():
         kinds = ["modbam", "bedmethyl"] if sample.input_kind.runs("pileup") else []
-        if sample.input_kind.runs("call_methylation"):
+        if sample.input_kind.read_accounting:
             kinds.append("accounting")
         runs[f"{s}.{a}"] = {k: run_output(k, s, a) for k in kinds}
     return runs
@@ -655,8 +665,16 @@ def aligner_index_files(wildcards):
     ref = sample.reference_name
     prefix = f"results/references/{ref}/{wildcards.aligner}/{ref}"
     if wildcards.aligner == "minimap2":  # one index per preset (the kind's)
-        return [f"{prefix}.{sample.input_kind.minimap2_index}.mmi"]
+        return [f"{prefix}.{minimap2_preset(sample)}.mmi"]
     return [prefix + suffix for suffix in INDEX_SUFFIXES[wildcards.aligner]]
+
+
+def minimap2_preset(sample):
+    """minimap2's -x for a sample, index and alignment alike: config modbam.minimap2_preset for
+    modbam samples, else its kind's (numapore.inputs.kinds)."""
+    if sample.kind == "modbam":
+        return config["modbam"]["minimap2_preset"]
+    return sample.input_kind.minimap2_index
 
 
 def aligner_index(wildcards):
@@ -741,10 +759,18 @@ def methylation_shard_inputs(wildcards):
 
 def accounting_inputs(wildcards):
     """What the accounting reads: reads and their signal index, BAM, the first motif's calls
-    (+ the BLOW5's; + the census of FAST5/POD5 inputs)."""
+    (+ the BLOW5's; + the census of FAST5/POD5 inputs); for a modbam sample, the staged reads,
+    what staging counted and listed, and the realigned BAM."""
     prefix = f"results/{wildcards.sample}"
     name = f"{wildcards.sample}.{wildcards.aligner}"
     reads = staged_reads(wildcards)
+    if SAMPLES[wildcards.sample].kind == "modbam":  # what staging counted and listed
+        return {
+            "reads": reads,
+            "staged": f"{prefix}/{wildcards.sample}.staged.tsv",
+            "untagged": f"{prefix}/reads/modbam/{wildcards.sample}.untagged.tsv",
+            "bam": f"{prefix}/align/{name}.bam",
+        }
     inputs = {
         "reads": reads,
         "readdb": f"{reads}.index.readdb",
@@ -772,6 +798,20 @@ def report_rejected():
                     f"numapore: sample '{name}': {skipped} FAST5 files/reads skipped "
                     f"(on_bad_fast5: skip), listed with reasons in {listing}"
                 )
+
+
+def report_modbam_staging():
+    """After a run: say per modbam sample which reads went without calls for want of usable
+    tags, and when its input was aligned to another reference (numapore.inputs.modbam_reads)."""
+    for name, sample in SAMPLES.items():
+        counts = Path(f"results/{name}/{name}.staged.tsv")
+        if sample.kind != "modbam" or not counts.is_file():
+            continue
+        staged = StagedReads.read(counts)
+        listing = f"results/{name}/reads/modbam/{name}.untagged.tsv"
+        log = f"results/logs/stage_modbam_reads/{name}.log"
+        for line in staged.warnings(name, str(sample.reference), listing, log):
+            logger.warning(f"numapore: {line}")
 
 
 def report_write_problem():

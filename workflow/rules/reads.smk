@@ -109,12 +109,15 @@ rule split_paired_reads:
 
 # A modBAM sample's reads (a basecaller's BAM/CRAM, or FASTQ with tags): its primary records as
 # FASTQ whose headers carry MM/ML/MN, for the aligners to copy into their records
-# (numapore.inputs.modbam_reads); the counts go to the run's outputs.
+# (numapore.inputs.modbam_reads); the counts and the reads staged without calls (and why) go to
+# the read accounting. The reference's index tells whether an aligned input was aligned to it.
 rule stage_modbam_reads:
     input:
         reads=lambda wc: SAMPLES[wc.sample].reads,
+        fai=lambda wc: f"{reference_fasta(wc)}.fai",
     output:
         reads="results/{sample}/reads/modbam/{sample}.fastq",
+        untagged="results/{sample}/reads/modbam/{sample}.untagged.tsv",
         counts="results/{sample}/{sample}.staged.tsv",
     log:
         "results/logs/stage_modbam_reads/{sample}.log",

@@ -56,9 +56,11 @@ def run_alignment(
     sample: str = "sample",
     mark_duplicates: bool = False,
     pool: int = 1,
+    minimap2_preset: str = "",
 ) -> StepRun:
-    """Align reads of an input kind (reads2: the R2 mates of pairs) into a sorted BAM under the
-    host's alignment strategy. Short reads are split into consecutive shares of whole pairs and
+    """Align reads of an input kind (reads2: the R2 mates of pairs; minimap2_preset: minimap2's
+    -x where the kind lets a user choose it) into a sorted BAM under the host's alignment
+    strategy. Short reads are split into consecutive shares of whole pairs and
     whole bwa batches (numapore.execution.shards.split_short_reads), other reads round-robin.
     pool > 1: that many unbound processes on shards, split and merged as instances are (the
     tests run the instances' split on a one-node machine so)."""
@@ -71,7 +73,9 @@ def run_alignment(
     def tool(src: Path, out: Path, t: int) -> str:
         """The unchanged aligner command for one shard (its R2 shard beside it)."""
         second = None if reads2 is None else (reads2 if src == reads else mate_shard(src))
-        return align_command(aligner, index, src, out, t, kind, second, sample, mark_duplicates)
+        return align_command(
+            aligner, index, src, out, t, kind, second, sample, mark_duplicates, minimap2_preset
+        )
 
     def split(src: Path, shards: Sequence[Path]) -> object:
         """The reads into one shard per process."""

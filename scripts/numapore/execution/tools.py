@@ -6,9 +6,12 @@ strategies (numactl prefixes, per-node instances, process pools) only wrap it.
 
 from __future__ import annotations
 
+import shutil
+import subprocess
 from pathlib import Path
 from shlex import quote
 
+from numapore.base.errors import InputError
 from numapore.inputs.kinds import DEFAULT_KIND, KINDS
 from numapore.inputs.sheet import reads_format
 
@@ -23,14 +26,16 @@ def align_command(
     reads2: Path | None = None,
     sample: str = "sample",
     mark_duplicates: bool = False,
+    minimap2_preset: str = "",
 ) -> str:
     """Align reads of an input kind with the chosen aligner and sort into a BAM (index: file or
     prefix); the aligner's options for the kind come from the input kinds table (a read group
-    named after sample where it has one). reads2: the second mates of pairs (R2), in the order of
-    reads. mark_duplicates (kinds that mark them): samtools fixmate -m between the aligner and
-    the sort, the mate tags samtools markdup reads once the BAM is merged."""
+    named after sample where it has one; minimap2_preset: -x where the kind lets a user choose
+    it). reads2: the second mates of pairs (R2), in the order of reads. mark_duplicates (kinds
+    that mark them): samtools fixmate -m between the aligner and the sort, the mate tags
+    samtools markdup reads once the BAM is merged."""
     input_kind = KINDS[kind]
-    options = input_kind.aligner_preset(aligner, sample)
+    options = input_kind.aligner_preset(aligner, sample, minimap2_preset)
     if reads2 is not None and not input_kind.paired:
         raise ValueError(f"{kind} samples take one reads file, not pairs")
     files = " ".join(quote(str(p)) for p in (reads, reads2) if p is not None)
@@ -55,6 +60,23 @@ def align_command(
         # recomputes TLEN by its own rule (it differs from bwa's on some discordant pairs).
         tool += f" | samtools fixmate -m -@ {threads} - -"
     return f"{tool} | samtools sort -@ {threads} -o {quote(str(output))} -"
+
+
+def check_minimap2_preset(preset: str, key: str) -> None:
+    """InputError naming key when the minimap2 on PATH does not know preset (its -x); nothing
+    to say when there is none (the jobs' own minimap2, e.g. a conda env, is then the judge)."""
+    if not shutil.which("minimap2"):
+        return
+    probe = ["minimap2", "-x", preset, "-d", "/dev/null", "/dev/null"]
+    done = subprocess.run(probe, capture_output=True, text=True)
+    if done.returncode != 0:
+        version = subprocess.run(["minimap2", "--version"], capture_output=True, text=True)
+        errors = [x for x in done.stderr.splitlines() if x.startswith("[ERROR]")]
+        raise InputError(
+            f"{key}: minimap2 {version.stdout.strip()} refuses preset {preset!r} "
+            f"({errors[0] if errors else f'exit {done.returncode}'}); lr:hq needs minimap2 2.27 "
+            "or later (Debian's 2.24 runs map-ont)"
+        )
 
 
 def call_methylation_command(

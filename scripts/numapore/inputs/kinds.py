@@ -2,9 +2,9 @@
 runs, how each aligner is told about its reads, and what its read accounting counts.
 
 Every kind meets the others at an aligned BAM (a modBAM where modifications were called). The
-workflow's rules ask this table (runs, aligner_preset; paired, batch_bases, marks_duplicates,
-minimap2_index for short reads) rather than testing kind names, so a new kind is a new entry
-here plus the rules of the steps only it runs.
+workflow's rules ask this table (runs, aligner_preset, read_accounting; paired, batch_bases,
+marks_duplicates, minimap2_index for short reads) rather than testing kind names, so a new kind
+is a new entry here plus the rules of the steps only it runs.
 """
 
 from __future__ import annotations
@@ -35,6 +35,8 @@ class InputKind:
     # an aligner missing here cannot align this kind.
     aligner_options: dict[str, str] = field(default_factory=dict)
     accounting: str = ""  # what its read accounting counts, in a phrase
+    # Its runs write a read accounting table (<sample>.<aligner>.accounting.tsv) that reconciles.
+    read_accounting: bool = False
     paired: bool = False  # may have a second reads file (the sheet's `reads2`: mates, R2)
     # bwa mem's -K of the kind's preset (bases per batch; 0: none): bwa estimates the insert
     # size per batch, so shards of the reads are cut on whole batches (numapore.execution.shards).
@@ -50,15 +52,20 @@ class InputKind:
             raise ValueError(f"unknown step {step!r}; steps are {', '.join(STEPS)}")
         return step in self.steps
 
-    def aligner_preset(self, aligner: str, sample: str = "sample") -> str:
+    def aligner_preset(
+        self, aligner: str, sample: str = "sample", minimap2_preset: str = ""
+    ) -> str:
         """The aligner's options for this kind (a read group, where the preset has one, named
-        after the sample); InputError naming the aligners that can."""
+        after the sample; minimap2's -x where the kind lets a user choose it, else
+        minimap2_index); InputError naming the aligners that can."""
         if aligner not in self.aligner_options:
             raise InputError(
                 f"aligner {aligner} cannot align {self.name} samples; use "
                 + " or ".join(sorted(self.aligner_options))
             )
-        return self.aligner_options[aligner].format(sample=sample, batch=self.batch_bases)
+        return self.aligner_options[aligner].format(
+            sample=sample, batch=self.batch_bases, preset=minimap2_preset or self.minimap2_index
+        )
 
 
 KINDS = {
@@ -77,6 +84,7 @@ KINDS = {
                 "bowtie2": "--local",
             },
             accounting="signal files and reads, staged, aligned, called (first motif)",
+            read_accounting=True,
         ),
         InputKind(
             name="modbam",
@@ -90,12 +98,18 @@ KINDS = {
             steps=frozenset({"pileup"}),
             # -y copies the FASTQ comment (MM, ML, MN) into each record; -Y soft-clips
             # supplementary alignments so that their tags still fit the sequence they hold.
+            # {preset}: config modbam.minimap2_preset (map-ont: Debian's minimap2 2.24 has no
+            # lr:hq, the field's preset for reads of R10.4.1).
             aligner_options={
-                "minimap2": "-ax map-ont -y -Y",
+                "minimap2": "-ax {preset} -y -Y",
                 "bwa": "mem -x ont2d -C",
                 "bowtie2": "--local --sam-append-comment",
             },
-            accounting="reads in, with tags, aligned (primary), with modification calls",
+            accounting=(
+                "records in, left out (secondary, supplementary, duplicates), reads staged with "
+                "and without tags (MN not fitting), aligned, with modification calls or why not"
+            ),
+            read_accounting=True,
         ),
         InputKind(
             name="short",

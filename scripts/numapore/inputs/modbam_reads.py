@@ -4,15 +4,18 @@ or a FASTQ that has them. The aligners copy the tags from the headers into their
 (minimap2 -y, bwa -C, bowtie2 --sam-append-comment), so the basecaller's calls survive the
 realignment.
 
-Every read is counted: in, with tags, without (kept, aligned, no calls); a sample whose reads
-carry no MM/ML at all stops here with one line.
+Every record is counted: in, left out (secondary, supplementary, marked duplicate), staged with
+tags, without (kept, aligned, no calls), or with an MN tag that does not fit the sequence (kept
+without its tags, named in the log and listed: htslib and modkit refuse such tags). A sample
+whose reads carry no usable MM/ML at all stops here with one line.
 """
 
 from __future__ import annotations
 
+import os
 import subprocess
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import IO
 
@@ -26,29 +29,94 @@ KEPT_TAGS = "MM,ML,MN,Mm,Ml"
 MOD_TAGS = ("MM:Z:", "Mm:Z:")
 
 
+# Why a staged read carries no calls (the listing beside the staged reads; read accounting).
+NO_TAGS = "no MM/ML tags in the input"
+MN_MISMATCH = "MN tag does not match its sequence length: tags dropped (as htslib and modkit do)"
+NAMED_IN_LOG = 20  # reads of a kind named in the log; the listing names them all
+
+
 @dataclass
 class StagedReads:
-    """What staging found: reads written, with and without modification tags, and whether the
-    input was aligned (to which reference, as its header says)."""
+    """What staging found: the input's records and those left out, reads written, with and
+    without modification tags, and whether the input was aligned (and to which reference)."""
 
-    reads: int = 0
-    with_tags: int = 0
-    aligned_input: bool = False
+    records: int = 0  # in the input (a FASTQ: its reads)
+    secondary: int = 0  # left out: the read's primary record is realigned
+    supplementary: int = 0  # left out, as secondary records
     duplicates: int = 0  # primary records marked duplicate (0x400): left out, as modkit does
+    reads: int = 0  # staged: the input's primary records not marked duplicate
+    with_tags: int = 0
+    mn_mismatch: int = 0  # reads whose MN is not their length: staged without their tags
+    aligned_input: bool = False
+    # Reference sequences the input was aligned to that the sample's reference lacks (a few).
+    other_reference: str = ""
 
     @property
     def without_tags(self) -> int:
-        """Reads staged without MM/ML (aligned, but without calls)."""
-        return self.reads - self.with_tags
+        """Reads staged without MM/ML tags in the input (aligned, but without calls)."""
+        return self.reads - self.with_tags - self.mn_mismatch
+
+    @property
+    def left_out(self) -> int:
+        """Records of the input not staged (secondary, supplementary, duplicates)."""
+        return self.secondary + self.supplementary + self.duplicates
 
     def summary(self) -> str:
         """One line for the log."""
         line = f"{self.reads} reads staged, {self.with_tags} with MM/ML tags"
         if self.without_tags:
             line += f", {self.without_tags} without (aligned; no modification calls)"
-        if self.duplicates:
-            line += f"; {self.duplicates} records marked duplicate left out"
+        if self.mn_mismatch:
+            line += f", {self.mn_mismatch} whose MN tag does not match their length (tags dropped)"
+        left = {
+            "secondary": self.secondary,
+            "supplementary": self.supplementary,
+            "marked duplicate": self.duplicates,
+        }
+        if self.left_out:
+            line += "; records left out: " + ", ".join(f"{n} {w}" for w, n in left.items() if n)
         return line
+
+    def warnings(self, sample: str, reference: str, listing: str, log: str) -> list[str]:
+        """What a user must hear after the run (one line each): reads without calls for want
+        of tags, MN tags that do not fit, an input aligned to another reference."""
+        lines = []
+        if self.without_tags:
+            lines.append(
+                f"sample '{sample}': {self.without_tags} of its {self.reads} reads carry no MM/ML "
+                f"tags: aligned, without modification calls (listed in {listing})"
+            )
+        if self.mn_mismatch:
+            lines.append(
+                f"sample '{sample}': {self.mn_mismatch} read(s) have an MN tag that does not "
+                f"match their sequence length: aligned without their tags (named in {log})"
+            )
+        if self.other_reference:
+            lines.append(
+                f"sample '{sample}': its reads file was aligned to another reference "
+                f"({self.other_reference} are not in {reference}): its reads were realigned "
+                "to the sample's reference"
+            )
+        return lines
+
+    def write(self, path: Path) -> None:
+        """The counts as a two-line TSV (header, values), complete or absent."""
+        names = [f.name for f in fields(self)]
+        with atomic_output(path) as tmp:
+            values = (getattr(self, n) for n in names)
+            Path(tmp).write_text("\t".join(names) + "\n" + "\t".join(map(str, values)) + "\n")
+
+    @classmethod
+    def read(cls, path: str | os.PathLike) -> StagedReads:
+        """The counts write() wrote."""
+        header, values = Path(path).read_text().splitlines()[:2]
+        row = dict(zip(header.split("\t"), values.split("\t"), strict=True))
+        kinds = {f.name: f.type for f in fields(cls)}
+        parsed = {
+            k: (v == "True" if kinds[k] == "bool" else int(v) if kinds[k] == "int" else v)
+            for k, v in row.items()
+        }
+        return cls(**parsed)
 
 
 def fastq_records(handle: IO[str], source: Path) -> Iterator[tuple[str, str, str]]:
@@ -79,53 +147,149 @@ def samtools_fastq(source: Path, reference: Path, threads: int) -> subprocess.Po
     )
 
 
-def is_aligned(source: Path) -> bool:
-    """Whether a BAM/CRAM's header lists reference sequences (it was aligned)."""
+def reference_names(source: Path) -> list[str]:
+    """The reference sequences a BAM/CRAM's header lists (none: it was not aligned)."""
     header = subprocess.run(["samtools", "view", "-H", str(source)], capture_output=True, text=True)
-    return any(line.startswith("@SQ") for line in header.stdout.splitlines())
+    return [
+        field[3:]
+        for line in header.stdout.splitlines()
+        if line.startswith("@SQ")
+        for field in line.split("\t")
+        if field.startswith("SN:")
+    ]
 
 
-def duplicate_records(source: Path, reference: Path) -> int:
-    """Primary records of a BAM/CRAM marked duplicate (0x400)."""
-    argv = ["samtools", "view", "-c", "-f", "0x400", "-F", "0x900", str(source)]
-    if source.name.lower().endswith(".cram"):
-        argv[2:2] = ["--reference", str(reference)]
-    counted = subprocess.run(argv, capture_output=True, text=True)
-    return int(counted.stdout.strip() or 0) if counted.returncode == 0 else 0
+def cram_reference(source: Path) -> str:
+    """Where a CRAM's header says its reference was (the first @SQ's UR), or ''."""
+    header = subprocess.run(["samtools", "view", "-H", str(source)], capture_output=True, text=True)
+    for line in header.stdout.splitlines():
+        if line.startswith("@SQ"):
+            for field in line.split("\t"):
+                if field.startswith("UR:"):
+                    return field[3:].removeprefix("file://")
+    return ""
 
 
-def stage_modbam_reads(source: Path, output: Path, reference: Path, threads: int) -> StagedReads:
-    """Write source's reads as FASTQ with their tags to output (complete or absent); InputError
-    when nothing usable is there."""
+def record_counts(source: Path) -> dict[str, int]:
+    """A BAM/CRAM's records by samtools flagstat (one pass; a CRAM needs no reference for it):
+    total, secondary, supplementary, primary duplicates (QC-passed and failed together)."""
+    done = subprocess.run(["samtools", "flagstat", "-O", "tsv", str(source)], capture_output=True,
+                          text=True)  # fmt: skip
+    counts = {}
+    for line in done.stdout.splitlines():
+        passed, failed, what = line.split("\t", 2)
+        if passed.isdigit() and failed.isdigit():
+            counts[what] = int(passed) + int(failed)
+    if done.returncode != 0 or "primary duplicates" not in counts:
+        raise InputError(f"reads file {source}: samtools flagstat cannot read it")
+    return {
+        "records": counts["total (QC-passed reads + QC-failed reads)"],
+        "secondary": counts["secondary"],
+        "supplementary": counts["supplementary"],
+        "duplicates": counts["primary duplicates"],
+    }
+
+
+def fasta_names(fai: Path) -> set[str]:
+    """The sequence names of a faidx index."""
+    return {line.split("\t", 1)[0] for line in fai.read_text().splitlines() if line}
+
+
+def mn_mismatch(header: str, length: int) -> bool:
+    """Whether a FASTQ header's MN tag (the length its MM/ML were written for) is not length."""
+    return any(f.startswith("MN:i:") and f[5:] != str(length) for f in header.split()[1:])
+
+
+def without_mod_tags(header: str) -> str:
+    """A FASTQ header without its modification tags (MM, ML, MN and the old Mm, Ml)."""
+    drop = tuple(f"{tag}:" for tag in KEPT_TAGS.split(","))
+    name, *rest = header.split()
+    return "\t".join([name, *(f for f in rest if not f.startswith(drop))])
+
+
+def samtools_error(source: Path, reference: Path, error: str, returncode: int) -> InputError:
+    """Why samtools could not read a BAM/CRAM, in one line."""
+    if source.name.lower().endswith(".cram") and "reference" in error.lower():
+        written = cram_reference(source)
+        where = f" ({written}, as its header says)" if written else ""
+        return InputError(
+            f"reads file {source}: its reference is not found: a CRAM is decoded against the "
+            f"reference it was written with{where}, and neither the sample's reference "
+            f"{reference} nor that file holds it; give that FASTA as the sample's reference"
+        )
+    lines = [x for x in error.splitlines() if not x.startswith("[M::")]
+    detail = lines[-1] if lines else f"exit {returncode}"
+    return InputError(f"reads file {source}: samtools cannot read it: {detail}")
+
+
+def stage_modbam_reads(
+    source: Path, output: Path, reference: Path, threads: int, fai: Path | None = None,
+    listing: Path | None = None,
+) -> StagedReads:  # fmt: skip
+    """Write source's reads as FASTQ with their tags to output (complete or absent), and the
+    reads staged without calls with the reason to listing; InputError when nothing usable is
+    there. fai: the sample's reference index, to tell whether an aligned input was aligned to
+    another reference."""
     staged = StagedReads()
     bam = source.name.lower().endswith(MODBAM_SUFFIXES)
-    process = samtools_fastq(source, reference, threads) if bam else None
     if bam:
-        staged.aligned_input = is_aligned(source)
-        staged.duplicates = duplicate_records(source, reference)
+        counts = record_counts(source)
+        staged.records = counts.pop("records")
+        for key, value in counts.items():
+            setattr(staged, key, value)
+        names = reference_names(source)
+        staged.aligned_input = bool(names)
+        if names and fai is not None:
+            known = fasta_names(fai)
+            other = [n for n in names if n not in known]
+            shown = ", ".join(other[:3]) + (f" and {len(other) - 3} more" if len(other) > 3 else "")
+            staged.other_reference = shown
+    process = samtools_fastq(source, reference, threads) if bam else None
+    untagged: list[tuple[str, str]] = []
     with atomic_output(output) as tmp, open(tmp, "w") as out:
         handle = process.stdout if process else open_text(source)
         try:
             for header, seq, qual in fastq_records(handle, source):
                 staged.reads += 1
-                staged.with_tags += has_mod_tags(header)
+                if not has_mod_tags(header):
+                    untagged.append((header.split()[0][1:], NO_TAGS))
+                elif mn_mismatch(header, len(seq)):
+                    staged.mn_mismatch += 1
+                    untagged.append((header.split()[0][1:], MN_MISMATCH))
+                    header = without_mod_tags(header)
+                else:
+                    staged.with_tags += 1
                 out.write(f"{header}\n{seq}\n+\n{qual}\n")
         finally:
             handle.close()
         if process is not None:
             error = process.stderr.read().strip()
             if process.wait() != 0:
-                detail = error.splitlines()[-1] if error else f"exit {process.returncode}"
-                hint = ""
-                if source.name.lower().endswith(".cram"):
-                    hint = " (a CRAM needs the reference it was written against)"
-                raise InputError(f"reads file {source}: samtools cannot read it{hint}: {detail}")
+                raise samtools_error(source, reference, error, process.returncode)
+        if not bam:
+            staged.records = staged.reads
         if staged.reads == 0:
             raise InputError(f"reads file {source}: no reads (no primary records)")
         if staged.with_tags == 0:
             raise InputError(
-                f"reads file {source}: none of its {staged.reads} reads carries MM/ML tags: "
-                "it holds no modification calls (basecall with modified-base models, e.g. "
+                f"reads file {source}: none of its {staged.reads} reads carries MM/ML tags"
+                + (" that fit its sequence (MN)" if staged.mn_mismatch else "")
+                + ": it holds no modification calls (basecall with modified-base models, e.g. "
                 "dorado --modified-bases, and keep the tags: samtools fastq -T MM,ML,MN)"
             )
+        if staged.records != staged.reads + staged.left_out:
+            raise InputError(
+                f"reads file {source}: {staged.records} records, but {staged.reads} staged and "
+                f"{staged.left_out} left out (secondary, supplementary, duplicates)"
+            )
+        if listing is not None:
+            with atomic_output(listing) as tmp_listing:
+                rows = "".join(f"{name}\t{why}\n" for name, why in untagged)
+                Path(tmp_listing).write_text("read_id\treason\n" + rows)
     return staged
+
+
+def mn_mismatched_reads(listing: Path) -> list[str]:
+    """The reads a staging listing says had an MN tag that did not fit their sequence."""
+    rows = (line.split("\t", 1) for line in listing.read_text().splitlines()[1:] if line)
+    return [name for name, why in rows if why == MN_MISMATCH]

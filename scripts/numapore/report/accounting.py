@@ -1,4 +1,6 @@
-"""Read accounting: where every read of a sample went, from the FAST5 files to the CpG calls.
+"""Read accounting: where every read of a sample went, from the FAST5 files to the CpG calls
+(a modbam sample: from the input's records to the realigned reads with modification calls,
+account_modbam).
 
     table = account(AccountingInputs(...))   # rows; raises AccountingError if totals disagree
     write_table(table, "results/s/s.minimap2.accounting.tsv")
@@ -33,7 +35,8 @@ from numapore.base.errors import AccountingError
 from numapore.methylation.frequency import table_blocks
 from numapore.base.atomic import atomic_output
 from numapore.signal.census import Fast5Census, fast5_census, pod5_census, read_census
-from numapore.inputs.readids import id_column, read_id_column, rows_frame
+from numapore.inputs.modbam_reads import StagedReads
+from numapore.inputs.readids import id_column, read_id_column, rows_frame, unique_read_ids
 from numapore.signal.slow5 import INDEX_EOF, INDEX_HEADER_SIZE, INDEX_MAGIC, iter_index_entries
 
 COLUMNS = ("stage", "what", "reads", "detail")
@@ -308,6 +311,131 @@ def account(inp: AccountingInputs) -> list[Row]:
         raise AccountingError(
             f"sample '{inp.sample}': {len(basecalled)} basecalled reads but {len(called)} with "
             f"calls + {sum(fates.values())} without"
+        )
+    return rows
+
+
+def reads_with_modification_calls(bam: str | os.PathLike) -> pl.Series:
+    """Names of the reads whose mapped primary record in a BAM carries at least one
+    modification call (ML values), sorted, each once."""
+    skip = 0x4 | 0x100 | 0x800
+    try:
+        with pysam.AlignmentFile(str(bam), check_sq=False) as handle:
+            names = (
+                (rec.query_name,)
+                for rec in handle.fetch(until_eof=True)
+                if not rec.flag & skip
+                and any(rec.has_tag(t) and len(rec.get_tag(t)) for t in ("ML", "Ml"))
+            )
+            found = rows_frame(names, {"read_id": pl.String})["read_id"]
+    except (OSError, ValueError) as err:
+        raise AccountingError(f"{bam}: not a readable BAM: {err}") from err
+    return found.unique().sort()
+
+
+TAGS_WITHOUT_CALLS = "MM/ML tags without a call (no base of the read called)"
+
+
+@dataclass
+class ModbamAccountingInputs:
+    """What a modbam sample's accounting reads: the input, what staging counted and listed,
+    the staged reads and the realigned BAM."""
+
+    sample: str
+    aligner: str
+    source: str | os.PathLike  # the sample sheet's reads file
+    staged: StagedReads
+    untagged: str | os.PathLike  # staged reads without calls and why (read_id, reason)
+    reads: str | os.PathLike  # the staged FASTQ
+    bam: str | os.PathLike
+
+
+def account_modbam(inp: ModbamAccountingInputs) -> list[Row]:
+    """The accounting table of a modbam sample: the input's records, those left out and why,
+    the staged reads by their tags, aligned or not, and each read's one fate (with calls;
+    unmapped; without tags, or with tags that do not fit it; tags without a call). Raises
+    AccountingError when the totals do not reconcile."""
+    st = inp.staged
+    rows: list[Row] = [
+        ("input", "records", st.records, str(Path(inp.source).resolve())),
+        ("input", "records left out", st.secondary, "secondary alignment (the read's primary "
+         "record is realigned)"),
+        ("input", "records left out", st.supplementary, "supplementary alignment (the read's "
+         "primary record is realigned)"),
+        ("input", "records left out", st.duplicates, "marked duplicate (0x400), left out as "
+         "modkit does"),
+    ]  # fmt: skip
+    if st.aligned_input:
+        to = f"another reference ({st.other_reference})" if st.other_reference else "it"
+        rows.append(("input", "aligned", NA, f"to {to}; realigned to the sample's reference"))
+    rows += [
+        ("staging", "reads", st.reads, "primary records, realigned"),
+        ("staging", "reads with MM/ML tags", st.with_tags, ""),
+        ("staging", "reads without MM/ML tags", st.without_tags, "aligned, without calls"),
+        ("staging", "reads with an MN tag not their length", st.mn_mismatch, "aligned without "
+         "their tags"),
+    ]  # fmt: skip
+    if st.records != st.reads + st.left_out:
+        raise AccountingError(
+            f"sample '{inp.sample}': {st.records} input records but {st.reads} staged + "
+            f"{st.left_out} left out"
+        )
+    staged = unique_read_ids(inp.reads, inp.sample)
+    if len(staged) != st.reads:
+        raise AccountingError(
+            f"sample '{inp.sample}': staging counted {st.reads} reads but {inp.reads} holds "
+            f"{len(staged)}"
+        )
+    listed = pl.read_csv(inp.untagged, separator="\t", schema={"read_id": pl.String,
+                                                               "reason": pl.String})  # fmt: skip
+    if listed.height != st.without_tags + st.mn_mismatch:
+        raise AccountingError(
+            f"sample '{inp.sample}': {inp.untagged} lists {listed.height} reads without tags, "
+            f"staging counted {st.without_tags + st.mn_mismatch}"
+        )
+    aligned = primary_alignments(inp.bam)
+    called = reads_with_modification_calls(inp.bam)
+    known = staged.implode()
+    strangers = pl.concat([aligned["read_id"], called, listed["read_id"]]).filter(
+        ~pl.concat([aligned["read_id"], called, listed["read_id"]]).is_in(known)
+    )
+    if len(strangers):
+        raise AccountingError(
+            f"sample '{inp.sample}': {strangers.n_unique()} read(s) in {inp.bam} or "
+            f"{inp.untagged} are not among the staged reads {inp.reads} (e.g. {strangers.min()})"
+        )
+    odd = called.filter(called.is_in(listed["read_id"].implode()))
+    if len(odd):
+        raise AccountingError(
+            f"sample '{inp.sample}': {len(odd)} read(s) staged without tags have calls in "
+            f"{inp.bam} (e.g. {odd[0]})"
+        )
+    rows += [
+        ("alignment", "primary aligned", aligned.height, inp.aligner),
+        ("alignment", "unmapped", len(staged) - aligned.height, ""),
+    ]
+    reads = (
+        pl.DataFrame({"read_id": staged})
+        .with_columns(called=pl.col("read_id").is_in(called.implode()))
+        .join(aligned, on="read_id", how="left")
+        .join(listed, on="read_id", how="left")
+    )
+    fate = (
+        pl.when(pl.col("called"))
+        .then(None)
+        .when(pl.col("mapq").is_null())
+        .then(pl.lit("unmapped"))
+        .when(pl.col("reason").is_not_null())
+        .then(pl.col("reason"))
+        .otherwise(pl.lit(TAGS_WITHOUT_CALLS))
+    )
+    fates = dict(reads.select(fate=fate)["fate"].drop_nulls().value_counts().iter_rows())
+    rows.append(("methylation", "reads with calls", len(called), "any modification code"))
+    rows += [("methylation", "reads without calls", n, f) for f, n in sorted(fates.items())]
+    if len(called) + sum(fates.values()) != len(staged):
+        raise AccountingError(
+            f"sample '{inp.sample}': {len(staged)} staged reads but {len(called)} with calls + "
+            f"{sum(fates.values())} without"
         )
     return rows
 

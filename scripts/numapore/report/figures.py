@@ -321,7 +321,7 @@ def row_label(row: Mapping[str, str]) -> str:
     """An accounting row's label in the plot: stage and what, with the reason where several
     rows share them (reads skipped or without calls)."""
     label = f"{row['stage']}: {row['what']}"
-    if row["what"] in ("reads without calls", "reads skipped"):
+    if row["what"] in ("reads without calls", "reads skipped", "records left out"):
         label += f" ({row['detail']})"
     return label
 
@@ -526,8 +526,9 @@ MQC_HEADERS = {
     "accounting": {
         "id": "numapore_accounting",
         "section_name": "numapore: read accounting",
-        "description": "Where every basecalled read went: with CpG calls, or the reason it has "
-        "none (results/&lt;sample&gt;/&lt;sample&gt;.&lt;aligner&gt;.accounting.tsv).",
+        "description": "Where every basecalled read went: with calls (CpG for signal samples, "
+        "any modification for modbam samples), or the reason it has none "
+        "(results/&lt;sample&gt;/&lt;sample&gt;.&lt;aligner&gt;.accounting.tsv).",
         "plot_type": "bargraph",
         "pconfig": {"id": "numapore_accounting_plot", "title": "numapore: read fates"},
     },
