@@ -37,6 +37,7 @@ from numapore.execution.topology import NumaError  # noqa: E402
 from numapore.inputs.schema import check_config, check_sheet, did_you_mean  # noqa: E402
 from numapore.inputs.sheet import (  # noqa: E402
     InputError,
+    check_aligner,
     check_signal_io_mode,
     combine_samples,
     load_samples,
@@ -129,6 +130,7 @@ try:
     if IO_MODE == "slow5":
         check_nanopolish_compatible(config["slow5"]["signal_compression"])
     check_signal_io_mode(SAMPLES.values(), IO_MODE, HOST_FILE)
+    check_aligner(SAMPLES.values(), config["aligner"])
 except (InputError, NumaError, ValueError) as err:
     raise WorkflowError(f"numapore: {err}")
 if workflow.is_main_process:
@@ -248,12 +250,13 @@ RUN_CORES = run_cores()
 # before it (on a PromethION run they read for hours). Their one thread shares the cores.
 IO_BOUND = 0
 
-ALIGNERS = ["minimap2", "bwa", "bowtie2"]
-# The files each aligner's index consists of (after the reference's name).
+ALIGNERS = ["minimap2", "bwa", "bowtie2", "snap"]
+# The files each aligner's index consists of (after the reference's name; SNAP's is a folder).
 INDEX_SUFFIXES = {
     "minimap2": [".map-ont.mmi"],
     "bwa": [".amb", ".ann", ".bwt", ".pac", ".sa"],
     "bowtie2": [".1.bt2", ".2.bt2", ".3.bt2", ".4.bt2", ".rev.1.bt2", ".rev.2.bt2"],
+    "snap": ["/Genome", "/GenomeIndex", "/GenomeIndexHash", "/OverflowTable"],
 }
 # Wildcard patterns (applied in the Snakefile): sample names as the sheet schema allows them.
 WILDCARD_PATTERNS = {
@@ -592,7 +595,8 @@ def aligner_index_files(wildcards):
 
 
 def aligner_index(wildcards):
-    """What the aligner is given as its index: minimap2's .mmi, or bwa's / bowtie2's prefix."""
+    """What the aligner is given as its index: minimap2's .mmi, bwa's / bowtie2's prefix, or
+    SNAP's folder."""
     first = aligner_index_files(wildcards)[0]
     if wildcards.aligner == "minimap2":
         return first

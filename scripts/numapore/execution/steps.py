@@ -65,7 +65,7 @@ def run_alignment(
     topology = check_host_against_machine(host)
     print(host_line(host), file=sys.stderr)
     index_bytes = sum(Path(p).stat().st_size for p in index_files)
-    plan = plan_step(host, topology, "alignment", threads, index_bytes, pool)
+    plan = plan_step(host, topology, "alignment", threads, index_bytes, pool, aligner)
     input_kind = KINDS[kind]
 
     def tool(src: Path, out: Path, t: int) -> str:
