@@ -670,7 +670,7 @@ def test_group_processes_are_recorded_with_their_nodes(tmp_path: Path) -> None:
     plan = planner.plan_step(host, topo, "alignment", 8, 10 * 2**30)  # > 40 % of 16 GiB
     (proc,) = plan_processes(plan, lambda i, o, t: f"cat {i} > {o}", [tmp_path / "i"],
                              [tmp_path / "o"], tmp_path)  # fmt: skip
-    assert proc.node == (0, 1, 2, 3) is not None and len(plan.slots) == 1
+    assert proc.node == (0, 1, 2, 3) and len(plan.slots) == 1
     assert proc.command.startswith("numactl --cpunodebind=0-3 --interleave=0-3 ")
     assert probe.format_policy({"policy": "interleave"}, proc.node).startswith("asked nodes=0-3")
     record = tmp_path / "r.json"
