@@ -90,7 +90,9 @@ rule snap_index:
     input:
         "results/references/{ref}/{ref}.fa",
     output:
-        multiext("results/references/{ref}/snap/{ref}", *INDEX_SUFFIXES["snap"]),
+        expand(
+            "results/references/{{ref}}/snap/{{ref}}{suffix}", suffix=INDEX_SUFFIXES["snap"]
+        ),
     log:
         "results/logs/snap_index/{ref}.log",
     benchmark:

@@ -22,6 +22,10 @@ ALIGNER_COMMANDS = {
     "snap": "snap-aligner {mode} {index} {files} {options} -t {threads} -o -sam -",
 }
 
+# The longest read an aligner takes (SNAP: its MAX_READ_LENGTH, compiled in; it stops at a
+# longer one): checked before it starts (numapore.inputs.short_reads.check_read_lengths).
+MAX_READ_LENGTH = {"snap": 1000}
+
 
 def align_command(
     aligner: str,
