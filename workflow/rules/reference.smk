@@ -90,9 +90,7 @@ rule snap_index:
     input:
         "results/references/{ref}/{ref}.fa",
     output:
-        expand(
-            "results/references/{{ref}}/snap/{{ref}}{suffix}", suffix=INDEX_SUFFIXES["snap"]
-        ),
+        expand("results/references/{{ref}}/snap/{{ref}}{suffix}", suffix=INDEX_SUFFIXES["snap"]),
     log:
         "results/logs/snap_index/{ref}.log",
     benchmark:
