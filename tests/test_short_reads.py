@@ -579,7 +579,7 @@ def test_snap_alignments_equal_snap_by_hand(snap_run, lambda_index, tmp_path) ->
     own index, through the same fixmate, sort and markdup: every field of every primary record
     (which of equal fragments is marked the duplicate aside); its index is the one snap-aligner
     index builds; the accounting counts the pairs."""
-    folder = snap_run / "results/references/lambda_virus/snap/lambda_virus"
+    folder = snap_run / "results/references/lambda_virus/snap/lambda_virus.snap"
     for name in ("Genome", "GenomeIndexHash", "OverflowTable"):
         assert (folder / name).read_bytes() == Path(f"{lambda_index}.snap/{name}").read_bytes()
     argv = ["snap-aligner", "paired", f"{lambda_index}.snap", str(R1), str(R2), *SNAP_OPTIONS]

@@ -251,12 +251,12 @@ RUN_CORES = run_cores()
 IO_BOUND = 0
 
 ALIGNERS = ["minimap2", "bwa", "bowtie2", "snap"]
-# The files each aligner's index consists of (after the reference's name; SNAP's is a folder).
+# The files each aligner's index consists of (after the reference's name; SNAP's, a folder).
 INDEX_SUFFIXES = {
     "minimap2": [".map-ont.mmi"],
     "bwa": [".amb", ".ann", ".bwt", ".pac", ".sa"],
     "bowtie2": [".1.bt2", ".2.bt2", ".3.bt2", ".4.bt2", ".rev.1.bt2", ".rev.2.bt2"],
-    "snap": ["/Genome", "/GenomeIndex", "/GenomeIndexHash", "/OverflowTable"],
+    "snap": [f".snap/{f}" for f in ("Genome", "GenomeIndex", "GenomeIndexHash", "OverflowTable")],
 }
 # Wildcard patterns (applied in the Snakefile): sample names as the sheet schema allows them.
 WILDCARD_PATTERNS = {
@@ -600,6 +600,8 @@ def aligner_index(wildcards):
     first = aligner_index_files(wildcards)[0]
     if wildcards.aligner == "minimap2":
         return first
+    if wildcards.aligner == "snap":
+        return str(Path(first).parent)
     return first.removesuffix(INDEX_SUFFIXES[wildcards.aligner][0])
 
 
