@@ -9,13 +9,15 @@ set -euo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 cd "$repo"
 
-apt_packages=(samtools minimap2 bwa bowtie2 bowtie2-examples nanopolish numactl tabix nanook-examples
+apt_packages=(samtools minimap2 bwa bowtie2 bowtie2-examples snap-aligner nanopolish numactl tabix nanook-examples
     libvbz-hdf-plugin0 tombo time python3-venv
     # numapore's compiled svb-zd encoder and FAST5 reader (C through cffi:
     # numapore/signal/svbzd_build.py, fast5_core_build.py; the reader links HDF5, libdeflate, zlib)
     gcc python3-dev libhdf5-dev libdeflate-dev zlib1g-dev pkg-config
     # FUSE for the emulated slow storage (numapore.slowfs: libfuse3 and fusermount3)
     fuse3
+    # short reads simulated for the tests (art_illumina)
+    art-nextgen-simulation-tools
     # the emulated 2-node NUMA guest of the tests (virtme-ng comes from PyPI)
     qemu-system-x86 linux-image-amd64 busybox-static
     # the one-node Slurm cluster of the tests (tests/slurm_cluster.py): Slurm and its client

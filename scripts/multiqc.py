@@ -24,7 +24,10 @@ with scratch_dir(html) as work:
         *inputs,
     ]  # fmt: skip
     print(" ".join(command), flush=True)
-    subprocess.run(command, stdout=sys.stderr, stderr=sys.stderr, check=True)
+    # Without PYTHONPATH: one naming this scripts/ folder (a checkout's tests run so) would make
+    # `-m multiqc` find this script instead of MultiQC.
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    subprocess.run(command, stdout=sys.stderr, stderr=sys.stderr, check=True, env=env)
     shutil.rmtree(data, ignore_errors=True)
     os.replace(work / data.name, data)
     os.replace(work / html.name, html)

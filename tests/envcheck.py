@@ -42,6 +42,7 @@ TOOL_PACKAGES = {
     "bwa": "bwa",
     "bowtie2": "bowtie2",
     "bowtie2-build": "bowtie2",
+    "snap-aligner": "snap-aligner",
     "nanopolish": "nanopolish",
     "numactl": "numactl",
     "tabix": "htslib",
@@ -59,6 +60,8 @@ ALIGNERS = tuple(
         "properties"
     ]["aligner"]["enum"]
 )  # the config schema's aligners: an {aligner} env is checked for each
+# The conda package of an aligner whose package is named otherwise.
+ALIGNER_PACKAGES = {"snap": "snap-aligner"}
 # Modules whose tool use is optional by design, with the reason (not counted as needs).
 OPTIONAL_TOOLS = {
     # provenance asks every tool for its version and says "not found" where one is absent
@@ -419,7 +422,12 @@ def rule_problems(rule: Rule, env_dir: Path | None = None) -> list[str]:
                 for companion in companions:
                     needs.setdefault(companion, f"{tool} needs it ({needs[tool]})")
         for package, why in sorted(needs.items()):
-            if aligner and package in ALIGNERS and package != aligner:
+            packages = {ALIGNER_PACKAGES.get(a, a) for a in ALIGNERS}
+            if (
+                aligner
+                and package in packages
+                and package != ALIGNER_PACKAGES.get(aligner, aligner)
+            ):
                 continue  # the other aligners' commands are not run for this wildcard
             if package not in have:
                 problems.append(

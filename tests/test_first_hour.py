@@ -193,16 +193,29 @@ def test_bad_aligner_name(tmp_path, ecoli_dir):
     assert result.returncode == 1
     assert first_numapore_line(result) == (
         f"numapore: config/config.yaml, line {line}: aligner: 'minimap' is not one of "
-        "['minimap2', 'bwa', 'bowtie2']; did you mean `minimap2`?"
+        "['minimap2', 'bwa', 'bowtie2', 'snap']; did you mean `minimap2`?"
     )
     result = dry_run(
         write_project(tmp_path / "cli", [ecoli(ecoli_dir)]), "--config", "aligner=bwa2"
     )
     assert result.returncode == 1
     assert first_numapore_line(result) == (
-        "numapore: --config aligner=bwa2: 'bwa2' is not one of ['minimap2', 'bwa', 'bowtie2']; "
-        "did you mean `bwa`?"
+        "numapore: --config aligner=bwa2: 'bwa2' is not one of ['minimap2', 'bwa', 'bowtie2', "
+        "'snap']; did you mean `bwa`?"
     )
+
+
+def test_snap_refuses_nanopore_reads_before_any_job(tmp_path, ecoli_dir):
+    """SNAP is a short-read aligner: a nanopore sample with aligner snap stops the run before
+    any job, with one line naming the sample, the reason and the aligners that can."""
+    work = write_project(tmp_path, [ecoli(ecoli_dir)], {"aligner": "snap"})
+    result = dry_run(work)
+    assert result.returncode == 1
+    assert first_numapore_line(result) == (
+        "numapore: aligner: sample 'ecoli': aligner snap cannot align signal samples (it aligns "
+        "short samples only); use bowtie2 or bwa or minimap2"
+    )
+    assert not (work / "results").exists()
 
 
 # ----------------------------------------------------------------------------------------------

@@ -46,8 +46,12 @@ def test_layouts_on_the_opteron_example():
     auto = host("auto")
     small = plan_step(auto, topo, "alignment", 64, index_bytes=8 << 30)
     big = plan_step(auto, topo, "alignment", 64, index_bytes=20 << 30)
-    assert (small.strategy, big.strategy) == ("instances", "interleave")
-    assert big.nodes == (None,) and big.threads == (64,)
+    huge = plan_step(auto, topo, "alignment", 64, index_bytes=120 << 30)
+    assert (small.strategy, big.strategy, huge.strategy) == ("instances",) * 2 + ("interleave",)
+    # 20 GiB is > 40 % of a 32 GiB node, <= 40 % of two: one instance per pair of nodes.
+    assert big.groups == ((0, 1), (2, 3), (4, 5), (6, 7)) and big.threads == (16,) * 4
+    assert big.prefix(1) == ["numactl", "--cpunodebind=2-3", "--interleave=2-3"]
+    assert huge.nodes == (None,) and huge.threads == (64,)
 
 
 def test_process_pool_layout_splits_threads():

@@ -497,15 +497,17 @@ def test_advise_one_node_is_none(topologies: dict[str, topology.Topology]) -> No
 
 
 @pytest.mark.parametrize(
-    ("host", "index_gib", "per_node", "expected"),
+    ("host", "index_gib", "per_node", "expected", "group"),
     [
-        ("opteron-6376", 8, 1, "instances"),  # 8 of 32 GiB: 25 %
-        ("opteron-6376", 12.8, 1, "instances"),  # exactly 40 %
-        ("opteron-6376", 13, 1, "interleave"),
-        ("opteron-6376", 8, 2, "interleave"),  # two copies per node: 50 %
-        ("opteron-6376", 3.1, 4, "instances"),
-        ("xeon-2socket", 60, 1, "instances"),  # 60 of 192 GiB
-        ("xeon-2socket", 100, 1, "interleave"),
+        ("opteron-6376", 8, 1, "instances", 1),  # 8 of 32 GiB: 25 %
+        ("opteron-6376", 12.8, 1, "instances", 1),  # exactly 40 %
+        ("opteron-6376", 13, 1, "instances", 2),  # 13 of 64 GiB over 2 nodes
+        ("opteron-6376", 8, 2, "instances", 2),  # two copies per node: 50 %; per 2 nodes 25 %
+        ("opteron-6376", 3.1, 4, "instances", 1),
+        ("opteron-6376", 51, 1, "instances", 4),  # 51 of 128 GiB over 4 nodes
+        ("opteron-6376", 60, 1, "interleave", None),  # only all 8 nodes (256 GiB) hold it
+        ("xeon-2socket", 60, 1, "instances", 1),  # 60 of 192 GiB
+        ("xeon-2socket", 100, 1, "interleave", None),
     ],
 )
 def test_advise_multi_node(
@@ -514,15 +516,20 @@ def test_advise_multi_node(
     index_gib: float,
     per_node: int,
     expected: str,
+    group: int | None,
 ) -> None:
-    """Instances when the index copies fit in 40 % of the smallest node, else interleave."""
+    """Instances when the index copies fit in 40 % of the smallest node, each over the fewest
+    nodes whose memory they fit so (a group) when not; interleave when only all nodes do."""
     strategy, why = advisor.advise(topologies[host], int(index_gib * 2**30), per_node)
     assert strategy == expected == why["strategy"]
+    assert why.get("instance_nodes") == group
     node_mib = min(n.memory_mib for n in topologies[host].nodes)
     assert why["smallest_node_memory_mib"] == node_mib
     assert why["fit_limit_mib"] == pytest.approx(0.4 * node_mib, abs=0.1)
     assert why["index_copies_per_node_mib"] == pytest.approx(index_gib * 1024 * per_node, abs=0.1)
     assert why["why"]
+    if group:
+        assert why["group_memory_mib"] == group * node_mib
 
 
 def test_advise_logs_its_numbers(
@@ -532,8 +539,9 @@ def test_advise_logs_its_numbers(
     with caplog.at_level(logging.INFO, logger="numapore.execution.advisor"):
         advisor.advise(topologies["opteron-6376"], 20 * 2**30)
     line = caplog.records[-1].getMessage()
-    assert line.startswith("NUMA advisor: interleave")
+    assert line.startswith("NUMA advisor: instances")
     assert '"smallest_node_memory_mib": 32768' in line and '"index_bytes": 21474836480' in line
+    assert '"instance_nodes": 2' in line
 
 
 def test_resolve_strategy_uses_config_or_advisor(topologies: dict[str, topology.Topology]) -> None:
@@ -548,6 +556,128 @@ def test_resolve_strategy_uses_config_or_advisor(topologies: dict[str, topology.
     assert big[0] == "interleave" and "smallest_node_memory_mib" in big[1]
     with pytest.raises(ValueError, match="unknown step"):
         advisor.resolve_strategy(xeon, "basecalling", topologies["xeon-2socket"])
+
+
+# --- instances over groups of nodes (an index larger than a node's share) ---------------------
+
+
+def synthetic(nodes: int, memory_gib: int, cpus: int = 16) -> topology.Topology:
+    """nodes NUMA nodes of cpus CPUs and memory_gib GiB each, Linux's default distances."""
+    return topology.Topology(
+        tuple(
+            topology.Node(
+                i,
+                tuple(range(i * cpus, (i + 1) * cpus)),
+                memory_gib * 1024,
+                tuple(topology.default_distance(i, j) for j in range(nodes)),
+            )
+            for i in range(nodes)
+        ),
+        f"synthetic {nodes} x {memory_gib} GiB",
+    )
+
+
+SNAP_HUMAN_INDEX = 29 * 2**30  # the study's SNAP index of a human genome
+
+
+@pytest.mark.parametrize(
+    ("memory_gib", "index_gib", "group"),
+    [
+        (16, 29, 8),  # 29 GiB > 40 % of 4 x 16 GiB (25.6): only all 8 nodes (51.2) hold it
+        (24, 29, 4),  # > 40 % of 2 x 24 GiB (19.2), <= 40 % of 4 x 24 GiB (38.4): the study's
+        (48, 29, 2),  # <= 40 % of 2 x 48 GiB (38.4)
+        (96, 29, 1),  # <= 40 % of one 96 GiB node
+        (16, 6, 1),  # a bwa index of a human genome (6 GiB) on 16 GiB nodes: one node each
+        (8, 100, None),  # not even all 8 x 8 GiB
+    ],
+)
+def test_fitting_group_of_nodes(memory_gib: int, index_gib: int, group: int | None) -> None:
+    """The fewest consecutive nodes (a divisor of 8) whose memory holds the index in 40 %."""
+    assert advisor.fitting_group(synthetic(8, memory_gib), index_gib * 2**30) == group
+
+
+def test_the_study_layout_snap_over_groups_of_four() -> None:
+    """8 nodes x 24 GiB, SNAP's 29 GiB index, 64 threads, auto: 2 instances x 32 threads, each
+    bound to its 4 nodes' CPUs with its memory interleaved over them, groups in the record."""
+    topo = synthetic(8, 24)
+    host = hosts.host_config_from_dict({"strategy": {"alignment": "auto"}})
+    plan = planner.plan_step(host, topo, "alignment", 64, SNAP_HUMAN_INDEX, aligner="snap")
+    assert plan.strategy == "instances" and plan.reasons["instance_nodes"] == 4
+    assert plan.groups == ((0, 1, 2, 3), (4, 5, 6, 7)) and plan.threads == (32, 32)
+    assert plan.nodes == (None, None)  # no single node: a group each
+    assert plan.slots[1].cpus == tuple(range(64, 128))
+    assert plan.prefix(0) == ["numactl", "--cpunodebind=0-3", "--interleave=0-3"]
+    assert plan.reasons["groups"] == [[0, 1, 2, 3], [4, 5, 6, 7]]
+    assert "<= 40% of 4 nodes (98304 MiB), > 40% of fewer nodes" in plan.reasons["why"]
+    # On 16 GiB nodes only all 8 hold it: auto interleaves; `instances` makes one instance over
+    # all of them (the same placement, bound to their CPUs).
+    assert planner.plan_step(
+        host, synthetic(8, 16), "alignment", 64, SNAP_HUMAN_INDEX
+    ).strategy == ("interleave")
+    inst = hosts.host_config_from_dict({"strategy": {"alignment": "instances"}})
+    one = planner.plan_step(inst, synthetic(8, 16), "alignment", 64, SNAP_HUMAN_INDEX)
+    assert one.groups == (tuple(range(8)),) and one.threads == (64,)
+    assert one.prefix(0) == ["numactl", "--cpunodebind=0-7", "--interleave=0-7"]
+    assert "<= 40% of 8 nodes (131072 MiB)" in one.reasons["groups_why"]
+    none_fit = planner.plan_step(inst, synthetic(8, 8), "alignment", 64, 100 * 2**30)
+    assert none_fit.groups == one.groups  # not even all 8 x 8 GiB: one instance over all
+    assert "> 40% of even all 8 nodes" in none_fit.reasons["groups_why"]
+
+
+def test_instance_nodes_in_the_host_file(tmp_path: Path) -> None:
+    """instance_nodes per step or aligner (the aligner's wins); under auto a set value makes
+    the step run as instances; a size that does not divide the nodes fails naming the key."""
+    topo = synthetic(8, 64)
+    data = {
+        "topology": topo.to_dict(),
+        "strategy": {"alignment": "auto", "methylation": "instances"},
+        "instance_nodes": {"alignment": 2, "snap": 4, "methylation": 8},
+        "instances_per_node": 2,
+    }
+    host = hosts.host_config_from_dict(data)
+    assert host.instance_nodes_for("alignment", "snap") == 4
+    assert host.instance_nodes_for("alignment", "bwa") == 2
+    snap = planner.plan_step(host, topo, "alignment", 64, 0, aligner="snap")
+    assert snap.strategy == "instances"  # auto, with a group size set
+    assert snap.groups == ((0, 1, 2, 3),) * 2 + ((4, 5, 6, 7),) * 2  # 2 instances per group
+    assert snap.threads == (16,) * 4
+    assert "instance_nodes: 4 in the host file" in snap.reasons["why"]
+    bwa = planner.plan_step(host, topo, "alignment", 64, 0, aligner="bwa")
+    assert bwa.groups[::2] == ((0, 1), (2, 3), (4, 5), (6, 7))
+    calls = planner.plan_step(host, topo, "methylation", 8, 0)
+    assert calls.groups == (tuple(range(8)),) * 2 and calls.threads == (4, 4)
+    assert planner.split_threads(topo, 10, 1, 4) == [5, 5]
+    data["instance_nodes"] = {"snap": 3}
+    path = write_host(tmp_path, data)
+    with pytest.raises(hosts.HostConfigError, match=r"instance_nodes\.snap: .*groups of 3 node"):
+        hosts.check_host_against_machine(hosts.load_host_config(path), topo)
+    data["instance_nodes"] = {"star": 2}
+    with pytest.raises(hosts.HostConfigError, match=r"instance_nodes: Additional .*'star'"):
+        hosts.load_host_config(write_host(tmp_path, data))
+    # Its keys are the steps and the config's aligners.
+    config = yaml.safe_load((REPO / "workflow/schemas/config.schema.yaml").read_text())
+    keys = hosts.load_schema()["properties"]["instance_nodes"]["properties"]
+    assert list(keys) == [*hosts.STEPS, *config["properties"]["aligner"]["enum"]]
+
+
+def test_group_processes_are_recorded_with_their_nodes(tmp_path: Path) -> None:
+    """A process over a group: its command binds the group, its log line and record name
+    every node of it."""
+    from numapore.execution.launch import StepRun, plan_processes, write_record
+
+    topo = synthetic(4, 8)
+    host = hosts.host_config_from_dict({"strategy": {"alignment": "instances"}})
+    plan = planner.plan_step(host, topo, "alignment", 8, 10 * 2**30)  # > 40 % of 16 GiB
+    (proc,) = plan_processes(plan, lambda i, o, t: f"cat {i} > {o}", [tmp_path / "i"],
+                             [tmp_path / "o"], tmp_path)  # fmt: skip
+    assert proc.node == (0, 1, 2, 3) and len(plan.slots) == 1
+    assert proc.command.startswith("numactl --cpunodebind=0-3 --interleave=0-3 ")
+    assert probe.format_policy({"policy": "interleave"}, proc.node).startswith("asked nodes=0-3")
+    record = tmp_path / "r.json"
+    write_record(record, plan, StepRun([proc], 1.0, 1.0))
+    saved = json.loads(record.read_text())
+    assert saved["processes"][0]["node"] == [0, 1, 2, 3]
+    assert saved["reasons"]["instance_nodes"] == 4
 
 
 # --- command building -------------------------------------------------------------------------

@@ -4,12 +4,15 @@ One boot of an emulated 2-node guest (QEMU without KVM, ~1.5-2 min to boot) runs
 probes of numactl and of numapore's topology detection and instance plans, then the pipeline's
 steps with the `instances` and `interleave` strategies on a small input (region.fa and a few
 reads); the policies each process recorded prove where it ran, and the merged outputs equal the
-`none` strategy's run on this host. NUMAPORE_SKIP_GUEST=1 skips these tests (for quick local
+`none` strategy's run on this host. Short-read pairs too (issue 29): bwa as an instance per
+node on an odd number of pairs, and SNAP under a host file whose nodes are smaller than its
+index: one instance over both nodes. NUMAPORE_SKIP_GUEST=1 skips these tests (for quick local
 runs; CI runs them).
 """
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import re
@@ -107,8 +110,11 @@ with open(out / "call_methylation.log", "w") as log:
 
 
 @pytest.fixture(scope="module")
-def guest(tmp_path_factory, none_run) -> tuple[subprocess.CompletedProcess[str], dict[str, Path]]:
-    """Boot the 2-node guest once: the probes, then both steps with instances and interleave."""
+def guest(
+    tmp_path_factory, none_run, short_cases
+) -> tuple[subprocess.CompletedProcess[str], dict[str, Path]]:
+    """Boot the 2-node guest once: the probes, then both steps with instances and interleave,
+    then the short-read cases (short_cases)."""
     if os.environ.get("NUMAPORE_SKIP_GUEST") == "1":
         pytest.skip("NUMAPORE_SKIP_GUEST=1")
     root = tmp_path_factory.mktemp("guest")
@@ -123,6 +129,11 @@ def guest(tmp_path_factory, none_run) -> tuple[subprocess.CompletedProcess[str],
             f"{python} {driver} {none_run} {runs[strategy]} {host} {strategy}"
             f" > {root}/{strategy}.out 2>&1; echo exit=$? >> {root}/{strategy}.out"
         )
+    runs["short"] = root / "short"
+    commands.append(
+        f"{python} {short_cases / 'driver.py'} {short_cases / 'cases.json'} {runs['short']}"
+        f" > {root}/short.out 2>&1; echo exit=$? >> {root}/short.out"
+    )
     # The guest sees this machine's files read-only: results, caches, temporary files go to root.
     env = {"PYTHONPATH": str(REPO / "scripts"), "TMPDIR": str(root)}
     probes = PROBE_SCRIPT.replace("{pythonpath}", env["PYTHONPATH"]).replace(
@@ -275,3 +286,192 @@ def test_numa_guest_instances_bind_each_node(guest_run: subprocess.CompletedProc
         assert re.search(rf"^Cpus_allowed_list:\s+{node}$", body, re.MULTILINE)
         assert re.search(r"^policy: bind$", body, re.MULTILINE)
         assert re.search(rf"^membind: {node} $", body, re.MULTILINE)
+
+
+# --- short reads (issue 29): instances per node, and one instance over a group of nodes -------
+
+EXAMPLES = Path("/usr/share/doc/bowtie2/examples")  # Debian's bowtie2-examples (setup.sh)
+COPIES = 5  # the 10,000 lambda pairs 5 times over (renamed) and one more: 50,001 pairs
+PAIRS = COPIES * 10_000 + 1  # odd; 11 M bases, more than one bwa batch of 10 M: two shares
+SNAP_PAIRS = 2001  # pairs simulated from DH10B (art_illumina), whose SNAP index is 57 MiB
+NODE_MIB = 32  # the node memory the SNAP case's host file declares: smaller than that index
+
+# Runs inside the guest (and on this host, for the `none` baselines): each case's alignment
+# exactly as the align rule runs it (numapore.execution.steps.run_alignment), then its read
+# groups settled as the sample BAM's are (samtools merge moves RG tags to the end of a merged
+# BAM's records, so the unsplit BAM goes through it too); duplicates are not marked here (which
+# of equal fragments markdup marks follows SNAP's thread timing).
+SHORT_DRIVER = """
+import json, sys
+from pathlib import Path
+from numapore.execution.hosts import load_host_config
+from numapore.execution.shards import settle_read_groups
+from numapore.execution.steps import run_alignment
+cases, out = json.loads(Path(sys.argv[1]).read_text()), Path(sys.argv[2])
+out.mkdir(parents=True)
+for case in cases:
+    bam = out / f"{case['name']}.bam"
+    with open(out / f"{case['name']}.log", "w") as log:
+        sys.stderr = log
+        run_alignment(load_host_config(case["host"]), case["aligner"], case["index"],
+                      [Path(p) for p in case["index_files"]], Path(case["reads"]), bam, 2,
+                      out / f"{case['name']}.run.json", "short", Path(case["reads2"]),
+                      case["sample"], mark_duplicates=True)
+        settle_read_groups(bam, 2, log, duplicates=False)
+"""
+
+
+def fastq_records(path: Path) -> list[list[str]]:
+    """The 4-line records of a (gzip) FASTQ file."""
+    lines = gzip.decompress(path.read_bytes()).decode().splitlines()
+    return [lines[i : i + 4] for i in range(0, len(lines), 4)]
+
+
+def write_records(path: Path, records: list[list[str]]) -> Path:
+    """Write FASTQ records."""
+    path.write_text("".join("\n".join(r) + "\n" for r in records))
+    return path
+
+
+def lambda_pairs(folder: Path) -> tuple[Path, Path]:
+    """The bowtie2 examples' pairs COPIES times over, each copy renamed, plus the first pair
+    once more: PAIRS pairs (odd), plain FASTQ."""
+    files = []
+    for mates in ("reads_1", "reads_2"):
+        pairs = fastq_records(EXAMPLES / "reads" / f"{mates}.fq.gz")
+        out = [[f"@c{k}_{r[0][1:]}", *r[1:]] for k in range(COPIES) for r in pairs]
+        out.append([f"@odd_{pairs[0][0][1:]}", *pairs[0][1:]])
+        files.append(write_records(folder / f"lambda_{mates}.fq", out))
+    return files[0], files[1]
+
+
+def dh10b_pairs(folder: Path, dh10b: Path) -> tuple[Path, Path]:
+    """SNAP_PAIRS 2 x 150 pairs simulated from DH10B by art_illumina (HiSeq 2500 profile, fixed
+    seed), named dh1, dh2, ..."""
+    prefix = folder / "art"
+    subprocess.run(
+        ["art_illumina", "-ss", "HS25", "-i", str(dh10b), "-p", "-l", "150", "-f", "0.15",
+         "-m", "300", "-s", "30", "-rs", "7", "-na", "-o", str(prefix)],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    files = []
+    for mate in (1, 2):
+        lines = Path(f"{prefix}{mate}.fq").read_text().splitlines()
+        records = [lines[i : i + 4] for i in range(0, len(lines), 4)][:SNAP_PAIRS]
+        assert len(records) == SNAP_PAIRS
+        renamed = [[f"@dh{i + 1}/{mate}", *r[1:]] for i, r in enumerate(records)]
+        files.append(write_records(folder / f"dh10b_{mate}.fq", renamed))
+    return files[0], files[1]
+
+
+def short_host(path: Path, strategy: str, node_mib: int | None = None) -> Path:
+    """A host file for the short-read cases: alignment under strategy; with node_mib, the
+    guest's layout written out with that much memory per node."""
+    data: dict = {"description": f"2-node NUMA guest, {strategy}", "topology": "auto",
+                  "strategy": {"alignment": strategy, "methylation": "none"}}  # fmt: skip
+    if node_mib is not None:
+        nodes = [{"id": i, "cpus": str(i), "memory_mib": node_mib} for i in (0, 1)]
+        data["topology"] = {"nodes": nodes}
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+@pytest.fixture(scope="module")
+def short_cases(tmp_path_factory, dh10b) -> Path:
+    """The short-read cases' inputs, indexes (built by hand), host files and driver, and their
+    `none` baselines run on this host (folder none/)."""
+    folder = tmp_path_factory.mktemp("short")
+    fasta = folder / "lambda.fa"
+    fasta.write_bytes(gzip.decompress((EXAMPLES / "reference" / "lambda_virus.fa.gz").read_bytes()))
+    subprocess.run(["bwa", "index", str(fasta)], check=True, capture_output=True)
+    snap_index = folder / "dh10b.snap"
+    subprocess.run(["snap-aligner", "index", str(dh10b), str(snap_index), "-t2"],
+                   check=True, capture_output=True)  # fmt: skip
+    snap_files = sorted(str(p) for p in snap_index.iterdir())
+    assert sum(Path(p).stat().st_size for p in snap_files) > NODE_MIB * 2**20
+    lam, dh = lambda_pairs(folder), dh10b_pairs(folder, dh10b)
+    bwa_files = [f"{fasta}{x}" for x in (".amb", ".ann", ".bwt", ".pac", ".sa")]
+    cases = {
+        "bwa": (short_host(folder / "instances.yaml", "instances"), "bwa", str(fasta),
+                bwa_files, lam, "lam"),
+        "snap": (short_host(folder / "small-nodes.yaml", "instances", NODE_MIB), "snap",
+                 str(snap_index), snap_files, dh, "dh"),
+    }  # fmt: skip
+    none = short_host(folder / "none.yaml", "none")
+
+    def listed(host_of: dict[str, Path]) -> list[dict]:
+        """The cases as the driver reads them, each under the host file host_of names."""
+        return [
+            {"name": name, "host": str(host_of[name]), "aligner": aligner, "index": index,
+             "index_files": files, "reads": str(reads[0]), "reads2": str(reads[1]),
+             "sample": sample}
+            for name, (_, aligner, index, files, reads, sample) in cases.items()
+        ]  # fmt: skip
+
+    (folder / "cases.json").write_text(json.dumps(listed({n: c[0] for n, c in cases.items()})))
+    (folder / "none.json").write_text(json.dumps(listed(dict.fromkeys(cases, none))))
+    (folder / "driver.py").write_text(SHORT_DRIVER)
+    python = REPO / ".venv" / "bin" / "python"
+    env = {**os.environ, "PYTHONPATH": str(REPO / "scripts")}
+    argv = [str(python), str(folder / "driver.py"), str(folder / "none.json"), str(folder / "none")]
+    done = subprocess.run(argv, env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return folder
+
+
+def bam_records(bam: Path) -> list[str]:
+    """A BAM's records as text, in file order (no header: its @PG lines name the run)."""
+    import pysam
+
+    return pysam.view(str(bam)).splitlines()
+
+
+def test_numa_guest_short_pairs_instances_equal_none(guest_runs, short_cases):
+    """bwa as an instance per node on 50,001 pairs (odd): the pairs were cut into two shares of
+    whole pairs, each instance bound to its node, and the merged BAM holds the records of the
+    `none` run on this host, in the same order; every pair's mates aligned together."""
+    out = guest_runs["short"]
+    record = json.loads((out / "bwa.run.json").read_text())
+    assert record["strategy"] == "instances"
+    assert [p["node"] for p in record["processes"]] == [0, 1]
+    for i, proc in enumerate(record["processes"]):
+        assert proc["command"].startswith(f"numactl --cpunodebind={i} --membind={i} ")
+        assert f"membind: {i} " in proc["policy"] and f"Cpus_allowed_list:\t{i}\n" in proc["policy"]
+    log = (out / "bwa.log").read_text()
+    shares = [int(n) for n in log.split("pairs per process: [")[1].split("]")[0].split(",")]
+    assert sum(shares) == PAIRS and all(shares), shares
+    got = bam_records(out / "bwa.bam")
+    assert got == bam_records(short_cases / "none" / "bwa.bam")
+    mates: dict[str, list[int]] = {}
+    for line in got:
+        fields = line.split("\t")
+        if not int(fields[1]) & 0x900:
+            mates.setdefault(fields[0], []).append(int(fields[1]) & 0xC1)
+    # Each fragment: a first and a last mate, both flagged paired: aligned as a pair.
+    assert len(mates) == PAIRS and all(sorted(f) == [0x41, 0x81] for f in mates.values())
+
+
+def test_numa_guest_snap_spans_both_nodes(guest_runs, short_cases):
+    """SNAP's 57 MiB index under a host file of 32 MiB nodes, strategy instances: the plan makes
+    one instance over both nodes (bound to both, its memory interleaved over them), its record
+    says why, and its BAM holds the records of the `none` run on this host."""
+    out = guest_runs["short"]
+    record = json.loads((out / "snap.run.json").read_text())
+    reasons = record["reasons"]
+    assert record["strategy"] == "instances" and reasons["instance_nodes"] == 2
+    assert reasons["groups"] == [[0, 1]] and reasons["group_memory_mib"] == 2 * NODE_MIB
+    assert "> 40% of even all 2 nodes (64 MiB): one process per group of 2 nodes (1)" in (
+        reasons["groups_why"]
+    )
+    (proc,) = record["processes"]
+    assert proc["node"] == [0, 1] and proc["threads"] == 2
+    assert proc["command"].startswith("numactl --cpunodebind=0-1 --interleave=0-1 snap") or proc[
+        "command"
+    ].startswith("numactl --cpunodebind=0-1 --interleave=0-1 bash")
+    assert "policy: interleave" in proc["policy"] and "interleavemask: 0 1" in proc["policy"]
+    assert "Cpus_allowed_list:\t0-1\n" in proc["policy"]
+    got = bam_records(out / "snap.bam")
+    # SNAP's two threads write their batches as they finish: records at one position may come
+    # in another order, so the records are compared as a sorted list.
+    assert sorted(got) == sorted(bam_records(short_cases / "none" / "snap.bam"))
+    assert sum(not int(x.split("\t")[1]) & 0x900 for x in got) == 2 * SNAP_PAIRS

@@ -1,8 +1,9 @@
 """Short reads as an input kind (issue 29): the kinds table, the sheet, staging with the mates
 checked, the split that keeps mates together on whole bwa batches, and real workflow runs on the
-lambda-phage reads of Debian's bowtie2-examples (single-end and pairs, gzip) with bwa, bowtie2
-and minimap2: primary alignments equal to the tool run by hand with the same options, duplicates
-marked, and the same records under a NUMA strategy and a scattered alignment as under none."""
+lambda-phage reads of Debian's bowtie2-examples (single-end and pairs, gzip) with bwa, bowtie2,
+minimap2 and SNAP: primary alignments equal to the tool run by hand with the same options,
+duplicates marked, and the same records under a NUMA strategy and a scattered alignment as under
+none."""
 
 from __future__ import annotations
 
@@ -197,12 +198,15 @@ def primary_records(sam: str) -> list[str]:
 
 @pytest.fixture(scope="module")
 def lambda_index(tmp_path_factory) -> Path:
-    """The lambda genome, plain, with its bwa and bowtie2 indexes, built by hand."""
+    """The lambda genome, plain, with its bwa and bowtie2 indexes, built by hand (and SNAP's,
+    in the folder lambda.fa.snap)."""
     folder = tmp_path_factory.mktemp("lambda")
     fasta = folder / "lambda.fa"
     fasta.write_bytes(gzip.decompress(LAMBDA.read_bytes()))
     subprocess.run(["bwa", "index", str(fasta)], check=True, capture_output=True)
     subprocess.run(["bowtie2-build", "-q", str(fasta), str(fasta)], check=True)
+    snap = ["snap-aligner", "index", str(fasta), f"{fasta}.snap", "-t2"]
+    subprocess.run(snap, check=True, capture_output=True)
     return fasta
 
 
@@ -312,15 +316,21 @@ def big_pairs(tmp_path_factory) -> tuple[Path, Path]:
 
 
 def write_short_project(
-    work: Path, aligner: str, config: dict | None = None, big: tuple[Path, Path] | None = None
+    work: Path,
+    aligner: str,
+    config: dict | None = None,
+    big: tuple[Path, Path] | None = None,
+    single: bool = True,
 ) -> Path:
-    """A project with the pairs (pe) and the single-end reads (se) against lambda (and the big
-    pairs as sample big), no demo."""
+    """A project with the pairs (pe) and the single-end reads (se; not when single is False)
+    against lambda (and the big pairs as sample big), no demo."""
     (work / "config").mkdir(parents=True, exist_ok=True)
     base = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
     base.update({"simulate": {}, "aligner": aligner, **(config or {})})
     (work / "config" / "config.yaml").write_text(yaml.safe_dump(base))
-    rows = [f"pe\t\t{R1}\t{R2}\t{LAMBDA}", f"se\tshort\t{SINGLE}\t\t{LAMBDA}"]
+    rows = [f"pe\t\t{R1}\t{R2}\t{LAMBDA}"]
+    if single:
+        rows.append(f"se\tshort\t{SINGLE}\t\t{LAMBDA}")
     if big:
         rows.append(f"big\t\t{big[0]}\t{big[1]}\t{LAMBDA}")
     write_sheet(work / "config" / "samples.tsv", rows)
@@ -530,3 +540,85 @@ def test_shards_of_one_step_merge_to_the_unsplit_bam(tmp_path, lambda_index, big
     assert records(bams[1]) == records(bams[0]) and len(records(bams[0])) > 100_000
     duplicates = sum(int(x.split("\t")[1]) & 0x400 > 0 for x in records(bams[1]))
     assert (duplicates > 0) == marked
+
+
+# ---------- SNAP ----------
+
+SNAP_OPTIONS = ["-b-", "-map-", "-R", READ_GROUP.format("pe")]
+
+
+def test_snap_preset_and_command() -> None:
+    """SNAP aligns pairs (paired) and single-end reads (single) to SAM on its standard output,
+    with the sample's read group, its threads left where numactl put them (-b-) and its index
+    read into the process's memory (-map-); it aligns short reads only."""
+    assert KINDS["short"].aligner_preset("snap", "s") == "-b- -map- -R '@RG\\tID:s\\tSM:s'"
+    paired = align_command("snap", "ix", R1, Path("o.bam"), 2, "short", R2, "s")
+    assert paired.startswith(
+        f"snap-aligner paired ix {R1} {R2} -b- -map- -R '@RG\\tID:s\\tSM:s' -t 2 -o -sam - | "
+        "samtools sort -@ 2 -o o.bam -"
+    )
+    single = align_command("snap", "ix", SINGLE, Path("o.bam"), 2, "short")
+    assert single.startswith(f"snap-aligner single ix {SINGLE} -b- ")
+    refusal = r"^aligner snap cannot align modbam samples \(it aligns short samples only\); use "
+    with pytest.raises(InputError, match=refusal + "bowtie2 or bwa or minimap2$"):
+        KINDS["modbam"].aligner_preset("snap")
+
+
+@pytest.fixture(scope="module")
+def snap_run(tmp_path_factory) -> Path:
+    """The pairs through the workflow with SNAP, its index built by the workflow's rule (the
+    single-end reads hold reads longer than SNAP takes: test_snap_refuses_longer_reads)."""
+    work = write_short_project(tmp_path_factory.mktemp("snap"), "snap", single=False)
+    result = run_workflow(work)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return work
+
+
+def test_snap_alignments_equal_snap_by_hand(snap_run, lambda_index, tmp_path) -> None:
+    """The workflow's SNAP records are snap-aligner's run by hand with the kind's options on its
+    own index, through the same fixmate, sort and markdup: every field of every primary record
+    (which of equal fragments is marked the duplicate aside); its index is the one snap-aligner
+    index builds; the accounting counts the pairs."""
+    folder = snap_run / "results/references/lambda_virus/snap/lambda_virus.snap"
+    for name in ("Genome", "GenomeIndexHash", "OverflowTable"):
+        assert (folder / name).read_bytes() == Path(f"{lambda_index}.snap/{name}").read_bytes()
+    argv = ["snap-aligner", "paired", f"{lambda_index}.snap", str(R1), str(R2), *SNAP_OPTIONS]
+    sam = subprocess.run(
+        [*argv, "-t", "2", "-o", "-sam", "-"], check=True, capture_output=True, text=True
+    ).stdout
+    (tmp_path / "raw.sam").write_text(sam)
+    shell = (
+        f"samtools fixmate -m {tmp_path / 'raw.sam'} - | samtools sort -o {tmp_path / 's.bam'} - "
+        f"&& samtools markdup {tmp_path / 's.bam'} {tmp_path / 'm.bam'}"
+    )
+    subprocess.run(shell, shell=True, check=True, capture_output=True)
+    got = primary_records(pysam.view(str(bam_of(snap_run, "pe", "snap"))))
+    marked = primary_records(pysam.view(str(tmp_path / "m.bam")))
+    assert len(got) == 20_000
+    # SNAP's threads write their batches as they finish, so equal fragments reach markdup in
+    # another order from run to run and it may mark another of them: the marks aside, every
+    # field (TLEN too) is equal, and so is the number marked.
+    assert core_fields(got) == core_fields(marked)
+    assert sum(int(x.split("\t")[1]) & 0x400 > 0 for x in got) == sum(
+        int(x.split("\t")[1]) & 0x400 > 0 for x in marked
+    )
+    assert all("\tRG:Z:pe" in x for x in got)
+    summary = (snap_run / "results/pe/align/pe.snap.summary.tsv").read_text().splitlines()
+    row = dict(zip(summary[0].split("\t"), summary[1].split("\t"), strict=True))
+    # SNAP leaves reads under 50 bases unaligned (its -mrl): 81 % of these reads map.
+    assert row["pairs_in"] == "10000" and int(row["primary_mapped"]) > 0.8 * 20_000
+
+
+def test_snap_refuses_longer_reads(tmp_path, lambda_index) -> None:
+    """SNAP takes reads of up to 1000 bases (compiled in): a longer one stops the alignment
+    before SNAP starts, with one line naming the file, the record and the read; no BAM."""
+    host = host_config_from_dict({"strategy": {"alignment": "none", "methylation": "none"}})
+    out = tmp_path / "se.bam"
+    with pytest.raises(InputError) as err:
+        run_alignment(host, "snap", f"{lambda_index}.snap", [lambda_index], SINGLE, out, 2,
+                      tmp_path / "run.json", "short", sample="se")  # fmt: skip
+    assert str(err.value) == (
+        f"reads file {SINGLE}, record 26: read r26 has 1337 bases, more than the 1000 that snap "
+        "takes; align these reads with bwa, bowtie2 or minimap2"
+    )
+    assert not out.exists()

@@ -39,6 +39,7 @@ from numapore.execution.topology import NumaError  # noqa: E402
 from numapore.inputs.schema import check_config, check_sheet, did_you_mean  # noqa: E402
 from numapore.inputs.sheet import (  # noqa: E402
     InputError,
+    check_aligner,
     check_signal_io_mode,
     combine_samples,
     load_samples,
@@ -134,6 +135,7 @@ try:
     check_signal_io_mode(SAMPLES.values(), IO_MODE, HOST_FILE)
     if config["aligner"] == "minimap2" and any(s.kind == "modbam" for s in SAMPLES.values()):
         check_minimap2_preset(config["modbam"]["minimap2_preset"], "config modbam.minimap2_preset")
+    check_aligner(SAMPLES.values(), config["aligner"])
 except (InputError, NumaError, ValueError) as err:
     raise WorkflowError(f"numapore: {err}")
 if workflow.is_main_process:
@@ -253,12 +255,13 @@ RUN_CORES = run_cores()
 # before it (on a PromethION run they read for hours). Their one thread shares the cores.
 IO_BOUND = 0
 
-ALIGNERS = ["minimap2", "bwa", "bowtie2"]
-# The files each aligner's index consists of (after the reference's name).
+ALIGNERS = ["minimap2", "bwa", "bowtie2", "snap"]
+# The files each aligner's index consists of (after the reference's name; SNAP's, a folder).
 INDEX_SUFFIXES = {
     "minimap2": [".map-ont.mmi"],
     "bwa": [".amb", ".ann", ".bwt", ".pac", ".sa"],
     "bowtie2": [".1.bt2", ".2.bt2", ".3.bt2", ".4.bt2", ".rev.1.bt2", ".rev.2.bt2"],
+    "snap": [f".snap/{f}" for f in ("Genome", "GenomeIndex", "GenomeIndexHash", "OverflowTable")],
 }
 # Wildcard patterns (applied in the Snakefile): sample names as the sheet schema allows them.
 WILDCARD_PATTERNS = {
@@ -678,10 +681,13 @@ def minimap2_preset(sample):
 
 
 def aligner_index(wildcards):
-    """What the aligner is given as its index: minimap2's .mmi, or bwa's / bowtie2's prefix."""
+    """What the aligner is given as its index: minimap2's .mmi, bwa's / bowtie2's prefix, or
+    SNAP's folder."""
     first = aligner_index_files(wildcards)[0]
     if wildcards.aligner == "minimap2":
         return first
+    if wildcards.aligner == "snap":
+        return str(Path(first).parent)
     return first.removesuffix(INDEX_SUFFIXES[wildcards.aligner][0])
 
 

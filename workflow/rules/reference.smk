@@ -82,3 +82,26 @@ rule bowtie2_index:
         prefix=subpath(output[0], strip_suffix=".1.bt2"),
     shell:
         "bowtie2-build --threads {threads} {input} {params.prefix} > {log} 2>&1"
+
+
+# SNAP's index is a folder (Genome, GenomeIndex, GenomeIndexHash, OverflowTable); chromosome
+# names end at the first space, as samtools faidx and the other aligners cut them.
+rule snap_index:
+    input:
+        "results/references/{ref}/{ref}.fa",
+    output:
+        expand("results/references/{{ref}}/snap/{{ref}}{suffix}", suffix=INDEX_SUFFIXES["snap"]),
+    log:
+        "results/logs/snap_index/{ref}.log",
+    benchmark:
+        "results/benchmarks/snap_index/{ref}.tsv"
+    # Run in a shadow folder: outputs are moved into place (a rename) only when complete.
+    shadow:
+        "minimal"
+    conda:
+        "../../envs/snap.yaml"
+    threads: RUN_CORES
+    params:
+        folder=subpath(output[0], parent=True),
+    shell:
+        "snap-aligner index {input} {params.folder} -t{threads} > {log} 2>&1"

@@ -52,6 +52,9 @@ class HostConfig:
     topology: Topology | None
     strategy: Mapping[str, str] = field(default_factory=dict)
     instances_per_node: int = 1
+    # Nodes each instance spans, by step or aligner name (the host file's instance_nodes);
+    # absent: the advisor's rule (numapore.execution.advisor.instance_group).
+    instance_nodes: Mapping[str, int] = field(default_factory=dict)
     io_mode: str = "fast5"
     io_processes: int | None = None
     description: str = ""
@@ -64,6 +67,15 @@ class HostConfig:
         if step not in STEPS:
             raise ValueError(f"unknown step {step!r}; steps are {', '.join(STEPS)}")
         return self.strategy[step]
+
+    def instance_nodes_for(self, step: str, aligner: str | None = None) -> int | None:
+        """The nodes each instance of a step spans as the host file sets them (the aligner's
+        setting over the step's), or None: chosen from the index size."""
+        if step not in STEPS:
+            raise ValueError(f"unknown step {step!r}; steps are {', '.join(STEPS)}")
+        if aligner is not None and aligner in self.instance_nodes:
+            return self.instance_nodes[aligner]
+        return self.instance_nodes.get(step)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -253,6 +265,7 @@ def host_config_from_dict(
         topology=topology,
         strategy=dict(full["strategy"]),
         instances_per_node=full["instances_per_node"],
+        instance_nodes=dict(full["instance_nodes"]),
         io_mode=full["io_mode"],
         io_processes=full["io_processes"],
         description=full["description"],
@@ -289,10 +302,11 @@ def check_host_against_machine(host: HostConfig, machine: Topology | None = None
     """The layout a host's jobs run on, checked against the machine (detected when None);
     raise HostConfigError naming each problem."""
     machine = machine if machine is not None else detect_topology()
+    where = str(host.path) if host.path else host.name
     # `topology: auto` is the machine's own layout by definition.
     if host.topology is None:
+        check_instance_nodes(host, machine, where)
         return machine
-    where = str(host.path) if host.path else host.name
     machine_cpu_node = machine.cpu_node()
     problems: list[str] = []
     for n in host.topology.nodes:
@@ -319,6 +333,7 @@ def check_host_against_machine(host: HostConfig, machine: Topology | None = None
             f"{where} does not match this machine ({machine.summary()}):\n  - "
             + "\n  - ".join(problems)
         )
+    check_instance_nodes(host, host.topology, where)
     for n in host.topology.nodes:
         real = machine.node(n.id).memory_mib
         if real and n.memory_mib > real * 1.05:
@@ -327,6 +342,16 @@ def check_host_against_machine(host: HostConfig, machine: Topology | None = None
                 where, n.id, n.memory_mib, real, n.memory_mib,
             )  # fmt: skip
     return host.topology
+
+
+def check_instance_nodes(host: HostConfig, topology: Topology, where: str) -> None:
+    """Fail, naming the key, when an instance_nodes setting does not split the layout's nodes
+    into equal groups."""
+    for key, size in host.instance_nodes.items():
+        try:
+            topology.node_groups(size)
+        except TopologyError as exc:
+            raise HostConfigError(f"{where}: instance_nodes.{key}: {exc}") from None
 
 
 def startup_check(

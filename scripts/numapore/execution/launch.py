@@ -5,6 +5,8 @@ Its plan says how many processes run it and how each is started:
   none / interleave / localalloc  one process, with the numactl prefix of the strategy;
   instances                       one process per NUMA node (x instances_per_node), bound to it
                                   with numactl --cpunodebind=N --membind=N, on a shard of the input;
+                                  or per group of nodes G (instance_nodes), with --cpunodebind=G
+                                  --interleave=G;
   a process pool (fast5-pool)     K processes with threads/K threads each, on K shards, so each
                                   has its own HDF5 library (and its own global lock).
 The launcher splits the input by read, starts every process, merges the outputs in shard order
@@ -35,10 +37,11 @@ Merge = Callable[[Sequence[Path], Path], object]
 
 @dataclass(frozen=True)
 class Process:
-    """One process of a step: its shard, node binding (or None), threads and command line."""
+    """One process of a step: its shard, node binding (a node, a group's nodes as a tuple, or
+    None: unbound), threads and command line."""
 
     shard: int
-    node: int | None
+    node: int | tuple[int, ...] | None
     threads: int
     command: str
     input: Path
@@ -77,9 +80,15 @@ def plan_processes(
         if not command.startswith("numactl "):  # no prefix: still one shell with pipefail
             command = f"bash -o pipefail -c {shlex.quote(command)}"
         processes.append(
-            Process(i, slot.node, slot.threads, command, inputs[i], outputs[i], policy_files[i])
+            Process(i, bound_to(slot.nodes), slot.threads, command, inputs[i], outputs[i],
+                    policy_files[i])  # fmt: skip
         )
     return processes
+
+
+def bound_to(nodes: tuple[int, ...]) -> int | tuple[int, ...] | None:
+    """A process's binding as its record gives it: the node, the group's nodes, or None."""
+    return None if not nodes else nodes[0] if len(nodes) == 1 else nodes
 
 
 Progress = Callable[[Sequence[Process]], str]
@@ -199,7 +208,8 @@ def write_record(
         "processes": [
             {
                 "shard": p.shard + 1,
-                "node": p.node,
+                # A node's id, or a list of a group's nodes (an instance over several).
+                "node": list(p.node) if isinstance(p.node, tuple) else p.node,
                 "threads": p.threads,
                 "command": p.command,
                 "policy": p.policy_file.read_text() if p.policy_file.is_file() else None,

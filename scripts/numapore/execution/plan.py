@@ -2,7 +2,9 @@
 
 plan_step resolves the host's strategy (the advisor for `auto`) and lays the step out as
 processes (`Slot`s): one process under none / interleave / localalloc, or an unbound pool of K
-processes (fast5-pool); one bound process per NUMA node x instances_per_node under instances.
+processes (fast5-pool); under instances, one bound process per NUMA node x instances_per_node,
+or per group of nodes when an instance spans several (its index larger than a node's share:
+numapore.execution.advisor.instance_group).
 StepPlan.command(i, tool) then gives process i's command line: the strategy's numactl prefix
 in front of the unchanged tool command. The launcher, the compare cells, the probe CLI and the
 tests all use this model.
@@ -15,7 +17,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from numapore.execution.advisor import resolve_strategy
+from numapore.execution.advisor import instance_group, resolve_strategy
 from numapore.execution.hosts import STEPS, STRATEGIES, HostConfig
 from numapore.execution.topology import Topology, TopologyError, format_cpulist
 
@@ -27,11 +29,17 @@ ShardCommand = Callable[[int, int, int], Sequence[str] | str]
 
 @dataclass(frozen=True)
 class Slot:
-    """One process of a step: the node it is bound to (None: unbound), its CPUs and threads."""
+    """One process of a step: the nodes it is bound to (none: unbound; several: a group), its
+    CPUs and threads."""
 
-    node: int | None
+    nodes: tuple[int, ...]
     cpus: tuple[int, ...]
     threads: int
+
+    @property
+    def node(self) -> int | None:
+        """The one node the process is bound to; None when unbound or over a group."""
+        return self.nodes[0] if len(self.nodes) == 1 else None
 
 
 @dataclass(frozen=True)
@@ -47,8 +55,13 @@ class StepPlan:
 
     @property
     def nodes(self) -> tuple[int | None, ...]:
-        """The node each process is bound to (None: unbound), in shard order."""
+        """The node each process is bound to (None: unbound or over a group), in shard order."""
         return tuple(s.node for s in self.slots)
+
+    @property
+    def groups(self) -> tuple[tuple[int, ...], ...]:
+        """The nodes each process is bound to (empty: unbound), in shard order."""
+        return tuple(s.nodes for s in self.slots)
 
     @property
     def threads(self) -> tuple[int, ...]:
@@ -57,7 +70,7 @@ class StepPlan:
 
     def prefix(self, i: int) -> list[str]:
         """The numactl argv prefix of process i."""
-        return numactl_prefix(self.strategy, self.topology, self.slots[i].node)
+        return numactl_prefix(self.strategy, self.topology, self.slots[i].nodes)
 
     def command(self, i: int, tool: Sequence[str] | str) -> Command:
         """Process i's command line: its numactl prefix around the unchanged tool command."""
@@ -78,8 +91,11 @@ class StepPlan:
         return [self.command(i, tool(i, n, s.threads)) for i, s in enumerate(self.slots)]
 
 
-def numactl_prefix(strategy: str, topology: Topology, node: int | None = None) -> list[str]:
-    """The numactl argv prefix for a strategy (node is required for 'instances')."""
+def numactl_prefix(
+    strategy: str, topology: Topology, nodes: int | Sequence[int] | None = None
+) -> list[str]:
+    """The numactl argv prefix for a strategy (nodes, one or a group, required for
+    'instances': a group's CPUs, its memory interleaved over it)."""
     if strategy == "none":
         return []
     if strategy == "interleave":
@@ -88,9 +104,15 @@ def numactl_prefix(strategy: str, topology: Topology, node: int | None = None) -
     if strategy == "localalloc":
         return ["numactl", "--localalloc"]
     if strategy == "instances":
-        if node is None:
+        group = [nodes] if isinstance(nodes, int) else list(nodes or [])
+        if not group:
             raise ValueError("the instances strategy needs a node")
-        return ["numactl", f"--cpunodebind={node}", f"--membind={node}"]
+        where = format_cpulist(group)
+        if len(group) == 1:
+            return ["numactl", f"--cpunodebind={where}", f"--membind={where}"]
+        # --membind over several nodes fills the first before the next: interleave spreads the
+        # index evenly over the group's memory.
+        return ["numactl", f"--cpunodebind={where}", f"--interleave={where}"]
     if strategy == "auto":
         raise ValueError("strategy 'auto' must be resolved first (resolve_strategy / advise)")
     raise ValueError(f"unknown strategy {strategy!r}; expected one of {', '.join(STRATEGIES)}")
@@ -123,16 +145,23 @@ def with_prefix(prefix: Sequence[str], command: Sequence[str] | str) -> Command:
     return [*prefix, *command]
 
 
-def split_threads(topology: Topology, threads: int, instances_per_node: int = 1) -> list[int]:
-    """Split threads over the instances (node-major), in proportion to each node's CPUs."""
+def split_threads(
+    topology: Topology, threads: int, instances_per_node: int = 1, instance_nodes: int = 1
+) -> list[int]:
+    """Split threads over the instances (group-major; a group is one node unless each instance
+    spans instance_nodes nodes), in proportion to each group's CPUs."""
     # Every instance gets at least one thread, so fewer threads than instances oversubscribes.
     if threads < 1:
         raise ValueError(f"threads must be >= 1, got {threads}")
     if instances_per_node < 1:
         raise ValueError(f"instances_per_node must be >= 1, got {instances_per_node}")
-    weights = [len(n.cpus) for n in topology.compute_nodes for _ in range(instances_per_node)]
-    if not weights:
+    if not topology.compute_nodes:
         raise TopologyError(f"{topology.source}: no node has both CPUs and memory")
+    weights = [
+        sum(len(n.cpus) for n in group)
+        for group in topology.node_groups(instance_nodes)
+        for _ in range(instances_per_node)
+    ]
     total = sum(weights)
     exact = [threads * w / total for w in weights]
     shares = [int(x) for x in exact]
@@ -151,21 +180,28 @@ def plan_strategy(
     instances_per_node: int = 1,
     pool: int = 1,
     reasons: dict[str, Any] | None = None,
+    instance_nodes: int = 1,
 ) -> StepPlan:
-    """Lay a step out under a concrete strategy: one bound process per node x
-    instances_per_node (instances), else `pool` unbound processes sharing the threads."""
+    """Lay a step out under a concrete strategy: one bound process per group of
+    instance_nodes nodes (one node by default) x instances_per_node (instances), else `pool`
+    unbound processes sharing the threads."""
     if step not in STEPS:
         raise ValueError(f"unknown step {step!r}; steps are {', '.join(STEPS)}")
-    numactl_prefix(strategy, topology, node=0)  # refuses auto and unknown strategies
+    numactl_prefix(strategy, topology, nodes=0)  # refuses auto and unknown strategies
     reasons = reasons if reasons is not None else {"strategy": strategy}
     if strategy == "instances":
-        nodes = [n for n in topology.compute_nodes for _ in range(instances_per_node)]
-        shares = split_threads(topology, threads, instances_per_node)
-        slots = tuple(Slot(n.id, n.cpus, t) for n, t in zip(nodes, shares, strict=True))
+        groups = [
+            g for g in topology.node_groups(instance_nodes) for _ in range(instances_per_node)
+        ]
+        shares = split_threads(topology, threads, instances_per_node, instance_nodes)
+        slots = tuple(
+            Slot(tuple(n.id for n in g), tuple(sorted(c for n in g for c in n.cpus)), t)
+            for g, t in zip(groups, shares, strict=True)
+        )
         return StepPlan(step, strategy, topology, slots, reasons, instances_per_node)
     pool = max(1, pool)
     shares = [threads // pool + (1 if i < threads % pool else 0) for i in range(pool)]
-    slots = tuple(Slot(None, topology.cpus, max(1, s)) for s in shares)
+    slots = tuple(Slot((), topology.cpus, max(1, s)) for s in shares)
     return StepPlan(step, strategy, topology, slots, reasons)
 
 
@@ -176,8 +212,15 @@ def plan_step(
     threads: int,
     index_bytes: int = 0,
     pool: int = 1,
+    aligner: str | None = None,
 ) -> StepPlan:
     """Plan a step on a host: its strategy (the advisor's when `auto`, from the index size) and
-    its processes (pool > 1: a process pool, unbound; instances ignore the pool)."""
-    strategy, reasons = resolve_strategy(host, step, topology, index_bytes)
-    return plan_strategy(topology, step, strategy, threads, host.instances_per_node, pool, reasons)
+    its processes (pool > 1: a process pool, unbound; instances ignore the pool; each instance
+    over as many nodes as instance_group says, for the aligner's setting where it has one)."""
+    strategy, reasons = resolve_strategy(host, step, topology, index_bytes, aligner)
+    size = 1
+    if strategy == "instances":
+        size = instance_group(host, step, topology, index_bytes, aligner, reasons)
+    return plan_strategy(
+        topology, step, strategy, threads, host.instances_per_node, pool, reasons, size
+    )

@@ -92,18 +92,23 @@ def policy_in_force(pid: int | None = None, numactl: str = "numactl") -> dict[st
 
 
 def format_policy(
-    policy: Mapping[str, Any], asked_node: int | None = None, threads: int | None = None
+    policy: Mapping[str, Any],
+    asked_node: int | Sequence[int] | None = None,
+    threads: int | None = None,
 ) -> str:
     """One log line for a policy (policy_in_force or read_policy): the policy, its memory
-    nodes and allowed CPUs/nodes; with the node a launched process asked for and its threads."""
+    nodes and allowed CPUs/nodes; with the node (or group of nodes) a launched process asked
+    for and its threads."""
 
     def fmt(v: Any) -> str:
         """Lists as cpulists, other values as text."""
         return format_cpulist(v) if isinstance(v, list) and v else str(v or "-")
 
     parts = [] if "pid" not in policy else [f"pid {policy['pid']}:"]
-    if asked_node is not None:
+    if isinstance(asked_node, int):
         parts.append(f"asked node={asked_node}")
+    elif asked_node:
+        parts.append(f"asked nodes={format_cpulist(list(asked_node))}")
     parts.append(f"policy={policy.get('policy', '?')}")
     for key in ("membind", "interleavemask", "preferred_node", "cpus_allowed", "mems_allowed"):
         if key in policy and policy[key] not in ("", [], None):

@@ -24,9 +24,10 @@ from numapore.execution.shards import (
     split_fastx,
     split_short_reads,
 )
-from numapore.execution.tools import align_command, call_methylation_command
+from numapore.execution.tools import MAX_READ_LENGTH, align_command, call_methylation_command
 from numapore.inputs.kinds import DEFAULT_KIND, KINDS
 from numapore.inputs.sheet import reads_format
+from numapore.inputs.short_reads import check_read_lengths
 from numapore.base.atomic import atomic_output, scratch_dir
 from numapore.signal.hdf5plugin import vbz_plugin_env
 
@@ -66,8 +67,12 @@ def run_alignment(
     tests run the instances' split on a one-node machine so)."""
     topology = check_host_against_machine(host)
     print(host_line(host), file=sys.stderr)
+    if aligner in MAX_READ_LENGTH:  # before the index is loaded: one line naming the read
+        for path in (reads, reads2):
+            if path is not None:
+                check_read_lengths(path, MAX_READ_LENGTH[aligner], aligner)
     index_bytes = sum(Path(p).stat().st_size for p in index_files)
-    plan = plan_step(host, topology, "alignment", threads, index_bytes, pool)
+    plan = plan_step(host, topology, "alignment", threads, index_bytes, pool, aligner)
     input_kind = KINDS[kind]
 
     def tool(src: Path, out: Path, t: int) -> str:
@@ -82,7 +87,9 @@ def run_alignment(
         if input_kind.name != "short":
             return split_fastx(src, shards)
         mates = None if reads2 is None else [mate_shard(p) for p in shards]
-        return split_short_reads(src, reads2, shards, mates, input_kind.batch_bases)
+        counts = split_short_reads(src, reads2, shards, mates, input_kind.batch_bases)
+        print(f"{'pairs' if mates else 'reads'} per process: {counts}", file=sys.stderr)
+        return counts
 
     with scratch_dir(output) as workdir, atomic_output(output) as partial:
         run = run_step(

@@ -15,6 +15,20 @@ from numapore.base.errors import InputError
 from numapore.inputs.kinds import DEFAULT_KIND, KINDS
 from numapore.inputs.sheet import reads_format
 
+# Each aligner's command line, the one place it is written: {options} is the kind's preset
+# (numapore.inputs.kinds), {files} the reads (R1, then R2 for pairs), {mates} bowtie2's -1/-2 or
+# -U, {fmt} its -q/-f, {mode} SNAP's single/paired; SAM goes to standard output (SNAP: -o -sam -).
+ALIGNER_COMMANDS = {
+    "minimap2": "minimap2 {options} -t {threads} {index} {files}",
+    "bwa": "bwa {options} -t {threads} {index} {files}",
+    "bowtie2": "bowtie2 {options} -p {threads} -x {index} {fmt} {mates}",
+    "snap": "snap-aligner {mode} {index} {files} {options} -t {threads} -o -sam -",
+}
+
+# The longest read an aligner takes (SNAP: its MAX_READ_LENGTH, compiled in; it stops at a
+# longer one): checked before it starts (numapore.inputs.short_reads.check_read_lengths).
+MAX_READ_LENGTH = {"snap": 1000}
+
 
 def align_command(
     aligner: str,
@@ -28,31 +42,29 @@ def align_command(
     mark_duplicates: bool = False,
     minimap2_preset: str = "",
 ) -> str:
-    """Align reads of an input kind with the chosen aligner and sort into a BAM (index: file or
-    prefix); the aligner's options for the kind come from the input kinds table (a read group
-    named after sample where it has one; minimap2_preset: -x where the kind lets a user choose
-    it). reads2: the second mates of pairs (R2), in the order of reads. mark_duplicates (kinds
-    that mark them): samtools fixmate -m between the aligner and the sort, the mate tags
-    samtools markdup reads once the BAM is merged."""
+    """Align reads of an input kind with the chosen aligner (ALIGNER_COMMANDS) and sort into a
+    BAM (index: file, prefix or SNAP's folder); the aligner's options for the kind come from the
+    input kinds table (a read group named after sample where it has one; minimap2_preset: -x
+    where the kind lets a user choose it). reads2: the second mates of pairs (R2), in the order
+    of reads. mark_duplicates (kinds that mark them): samtools fixmate -m between the aligner and
+    the sort, the mate tags samtools markdup reads once the BAM is merged."""
     input_kind = KINDS[kind]
+    # refuses an aligner the kind lacks
     options = input_kind.aligner_preset(aligner, sample, minimap2_preset)
     if reads2 is not None and not input_kind.paired:
         raise ValueError(f"{kind} samples take one reads file, not pairs")
-    files = " ".join(quote(str(p)) for p in (reads, reads2) if p is not None)
-    if aligner == "minimap2":
-        tool = f"minimap2 {options} -t {threads} {quote(index)} {files}"
-    elif aligner == "bwa":
-        tool = f"bwa {options} -t {threads} {quote(index)} {files}"
-    elif aligner == "bowtie2":
+    first = quote(str(reads))
+    mates = f"-U {first}" if reads2 is None else f"-1 {first} -2 {quote(str(reads2))}"
+    tool = ALIGNER_COMMANDS[aligner].format(
+        options=options,
+        threads=threads,
+        index=quote(index),
+        files=" ".join(quote(str(p)) for p in (reads, reads2) if p is not None),
+        mates=mates,
         # bowtie2 reads FASTQ unless told the reads are FASTA.
-        fmt = "-f" if reads_format(reads).startswith("fasta") else "-q"
-        if reads2 is None:
-            mates = f"-U {quote(str(reads))}"
-        else:
-            mates = f"-1 {quote(str(reads))} -2 {quote(str(reads2))}"
-        tool = f"bowtie2 {options} -p {threads} -x {quote(index)} {fmt} {mates}"
-    else:
-        raise ValueError(f"unknown aligner {aligner!r}")
+        fmt="-f" if reads_format(reads).startswith("fasta") else "-q",
+        mode="single" if reads2 is None else "paired",
+    )
     if mark_duplicates and input_kind.marks_duplicates:
         # fixmate wants the records grouped by read name, as samtools collate would make them:
         # the aligners write each read's (each pair's) records together, so their output is.

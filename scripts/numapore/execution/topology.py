@@ -91,6 +91,17 @@ class Topology:
         """Nodes with both CPUs and memory: the ones an instance can be bound to."""
         return tuple(n for n in self.nodes if n.cpus and n.memory_mib > 0)
 
+    def node_groups(self, size: int) -> tuple[tuple[Node, ...], ...]:
+        """The compute nodes in groups of size consecutive nodes (by id): where the instances
+        of a step go when each spans several nodes. size must divide the compute nodes."""
+        usable = self.compute_nodes
+        if size < 1 or len(usable) % size:
+            raise TopologyError(
+                f"{self.source}: groups of {size} node(s) do not divide the {len(usable)} "
+                f"node(s) with CPUs and memory ({format_cpulist([n.id for n in usable])})"
+            )
+        return tuple(usable[i : i + size] for i in range(0, len(usable), size))
+
     def node(self, node_id: int) -> Node:
         """The node with this id."""
         for n in self.nodes:

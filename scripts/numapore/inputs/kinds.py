@@ -59,8 +59,10 @@ class InputKind:
         after the sample; minimap2's -x where the kind lets a user choose it, else
         minimap2_index); InputError naming the aligners that can."""
         if aligner not in self.aligner_options:
+            serves = [k.name for k in KINDS.values() if aligner in k.aligner_options]
+            only = f" (it aligns {' and '.join(serves)} samples only)" if serves else ""
             raise InputError(
-                f"aligner {aligner} cannot align {self.name} samples; use "
+                f"aligner {aligner} cannot align {self.name} samples{only}; use "
                 + " or ".join(sorted(self.aligner_options))
             )
         return self.aligner_options[aligner].format(
@@ -124,11 +126,17 @@ KINDS = {
             # bwa: no -x (its short-read defaults), a read group named after the sample, and a
             # fixed batch (-K) so that its output does not depend on its threads or on how the
             # reads are split (it estimates the insert size per batch); bowtie2 end to end
-            # (-1/-2 or -U, numapore.execution.tools); minimap2's short-read preset.
+            # (-1/-2 or -U, numapore.execution.tools); minimap2's short-read preset. SNAP
+            # (single or paired, numapore.execution.tools): -b- leaves its threads where numactl
+            # put them (it pins thread i to CPU i otherwise, whatever node that is) and -map-
+            # reads its index into the process's own memory, placed by the strategy's policy
+            # (mapped, the index stays in the page cache wherever it was first read, shared by
+            # every instance); its read group named after the sample, as bwa's.
             aligner_options={
                 "minimap2": "-ax sr",
                 "bwa": "mem -K {batch} -R '@RG\\tID:{sample}\\tSM:{sample}'",
                 "bowtie2": "--end-to-end",
+                "snap": "-b- -map- -R '@RG\\tID:{sample}\\tSM:{sample}'",
             },
             accounting="reads and pairs in, mapped, properly paired, duplicates",
             paired=True,

@@ -418,6 +418,16 @@ def fast5_links(files: list[Path]) -> list[tuple[Path, str]]:
     return links
 
 
+def check_aligner(samples: Iterable[Sample], aligner: str) -> None:
+    """Fail, naming the first sample, when the config's aligner cannot align its kind (SNAP
+    aligns short reads only): before any job, not in the align job."""
+    for sample in samples:
+        try:
+            sample.input_kind.aligner_preset(aligner, sample.name)
+        except InputError as err:
+            raise InputError(f"aligner: sample '{sample.name}': {err}") from None
+
+
 def check_signal_io_mode(samples: Iterable[Sample], io_mode: str, host_file: str) -> None:
     """Fail when a sample's raw signal is not FAST5 and the host's I/O mode reads FAST5:
     nanopolish reads POD5 and BLOW5 samples from BLOW5 (I/O mode slow5) only."""

@@ -42,6 +42,21 @@ def check_mates(reads: Path, reads2: Path) -> int:
     return pairs
 
 
+def check_read_lengths(reads: Path, limit: int, aligner: str) -> None:
+    """InputError naming the file, the record and the read when a read is longer than limit
+    bases, the most the aligner takes (SNAP: 1000, compiled in)."""
+    import pysam
+
+    with pysam.FastxFile(str(reads)) as fastx:
+        for number, record in enumerate(fastx, 1):
+            if len(record.sequence) > limit:
+                raise InputError(
+                    f"reads file {reads}, record {number}: read {record.name} has "
+                    f"{len(record.sequence)} bases, more than the {limit} that {aligner} takes; "
+                    "align these reads with bwa, bowtie2 or minimap2"
+                )
+
+
 def stage_short_reads(
     reads: Path, target: Path, fmt: str, reads2: Path | None = None, target2: Path | None = None
 ) -> str:

@@ -42,6 +42,7 @@ TOOL_VERSIONS = {
     "nanopolish": ["nanopolish", "--version"],
     "bwa": ["bwa"],
     "bowtie2": ["bowtie2", "--version"],
+    "snap": ["snap-aligner"],  # its usage, after 'Welcome to SNAP version ...'
 }
 
 
