@@ -77,12 +77,12 @@ def difference(rows: Sequence[Mapping[str, Any]], config: tuple) -> str:
     plots mark it: 'baseline' (it is the reference), 'too short' (a cell of either ran under
     MIN_MEASURABLE_S: not measurable), 'identical' (it ran as strategy none did: the same
     command on this host), 'within spread' (neither clearly_faster than the other), 'faster',
-    'slower'; '' when the matrix lacks the reference."""
+    'slower'; '' when the matrix lacks it or its reference."""
     reference = reference_config(config)
     if reference is None:
         return "baseline"
     runs = [r for r in rows if r["repeat"] != "median" and config_of(r) in (config, reference)]
-    if reference not in {config_of(r) for r in runs}:
+    if {config_of(r) for r in runs} != {config, reference}:
         return ""
     if any(r["identical_to"] for r in runs if config_of(r) == config):
         return "identical"

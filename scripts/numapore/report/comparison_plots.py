@@ -155,7 +155,7 @@ def plot_series(ax, groups: Mapping[str, Sequence[Point]], column: str) -> list[
     count. Returns what was drawn, read back from the artists (drawn_series)."""
     threads = sorted({p.threads for g in groups.values() for p in g})
     gap = min((b - a for a, b in zip(threads, threads[1:], strict=False)), default=1)
-    width = 0.35 * gap  # the series of one thread count spread over this much of the axis
+    width = 0.3 * gap  # the series of one thread count spread over this much of the axis
     drawn = []
     for i, (label, points) in enumerate(groups.items()):
         colour, marker = series_style(i)
@@ -213,8 +213,8 @@ def short_band(ax, top: float) -> None:
     ax.set_ylim(0, top)
     ax.axhspan(0, MIN_MEASURABLE_S, color=SHORT_BAND, zorder=0, linewidth=0)
     ax.text(
-        0.01, min(MIN_MEASURABLE_S, top) * 0.97, f"too short to measure (< {MIN_MEASURABLE_S:g} s)",
-        transform=ax.get_yaxis_transform(), va="top", ha="left", fontsize="small", color="0.35",
+        0.5, min(MIN_MEASURABLE_S, top) * 0.97, f"too short to measure (< {MIN_MEASURABLE_S:g} s)",
+        transform=ax.get_yaxis_transform(), va="top", ha="center", fontsize="small", color="0.35",
     )  # fmt: skip
 
 
