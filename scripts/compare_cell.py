@@ -25,6 +25,8 @@ request = {
     "index_files": list(smk.input.get(f"index_{cell.aligner}", [])),
     "min_mapq": smk.params.min_mapq,
     "storage": dict(smk.params.storage),
+    # Where the cell ran in the seeded shuffled order (cells.matrix): kept in its record.
+    "order": {"position": smk.params.position, "seed": smk.params.seed},
 }
 data = measure_cell(request, Path(smk.output.record), Path(smk.output.time))
 utilisation = data["cpu_seconds"] / (data["wall_seconds"] * cell.threads)

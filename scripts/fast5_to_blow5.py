@@ -10,7 +10,7 @@ smk = snakemake  # noqa: F821 (injected by the script directive)
 redirect_to_log(smk)
 try:
     convert(
-        [Path(p) for p in smk.input],
+        [Path(p) for p in smk.input.signal],
         Path(smk.output.blow5),
         record_compression=smk.params.record_compression,
         signal_compression=smk.params.signal_compression,

@@ -10,7 +10,7 @@ from numapore.inputs.sheet import fast5_links
 smk = snakemake  # noqa: F821 (injected by the script directive)
 redirect_to_log(smk)
 folder = Path(smk.output[0])
-for source, link in fast5_links([Path(p) for p in smk.input]):
+for source, link in fast5_links([Path(p) for p in smk.input.signal]):
     (folder / link).parent.mkdir(parents=True, exist_ok=True)
     os.symlink(Path(source).resolve(), folder / link)
     print(f"{folder / link} -> {Path(source).resolve()}")

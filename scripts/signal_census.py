@@ -7,7 +7,7 @@ from numapore.base.rulelog import redirect_to_log
 
 smk = snakemake  # noqa: F821 (injected by the script directive)
 redirect_to_log(smk)
-census = (pod5_census if smk.params.kind == "pod5" else fast5_census)(smk.input)
+census = (pod5_census if smk.params.kind == "pod5" else fast5_census)(smk.input.signal)
 write_census(census, smk.output.reads, smk.output.files)
 print(
     f"numapore: {census.files} {smk.params.kind} files ({len(census.unreadable)} unreadable), "

@@ -15,14 +15,14 @@ output = Path(smk.output.blow5)
 try:
     if smk.params.kind == "pod5":
         reads = pod5_to_blow5(
-            [Path(p) for p in smk.input],
+            [Path(p) for p in smk.input.signal],
             output,
             record_compression=smk.params.record_compression,
             signal_compression=smk.params.signal_compression,
             processes=smk.params.processes,
         )
     else:
-        reads = use_blow5(Path(smk.input[0]), output)
+        reads = use_blow5(Path(smk.input.signal[0]), output)
 except SignalError as err:
     sys.exit(f"numapore: sample '{smk.wildcards.sample}': {err}")
 write_rejected(output, [])

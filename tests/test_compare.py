@@ -17,8 +17,9 @@ from conftest import ecoli_row, run_workflow
 
 from numapore.compare import measure, recommend, subsample, summary
 from numapore.report import comparison as compare_report
+from numapore.report import comparison_plots
 from numapore.compare import run as cell_run
-from numapore.compare.cells import Cell, cell_host, matrix
+from numapore.compare.cells import STEPS, Cell, cell_host, matrix
 from numapore.execution.hosts import HostConfigError, host_config_from_dict
 from numapore.execution.topology import detect_topology
 from project import write_project
@@ -32,6 +33,7 @@ MATRIX = {
     "io_modes": ["fast5", "fast5-pool", "slow5"],
     "threads": [1, 2],
     "repeats": 2,
+    "seed": 7,  # of the run order (not the default: the config's value is the one used)
     # Emulated storage on (1 ms per request): the FUSE path runs in every methylation cell.
     "storage": {"latency_ms": 1, "disks": 4},
 }
@@ -39,11 +41,17 @@ MATRIX = {
 
 @pytest.fixture(scope="module")
 def compared(tmp_path_factory, ecoli_dir, dh10b) -> tuple[Path, subprocess.CompletedProcess]:
-    """`snakemake --profile hpc-numa compare` on the E. coli reads; its folder and result."""
+    """`snakemake --profile hpc-numa compare` on the E. coli reads, in a project holding an
+    earlier run's MultiQC report; its folder and result."""
     work = write_project(
         tmp_path_factory.mktemp("compare"), [ecoli_row(ecoli_dir, dh10b)], {"compare": MATRIX}
     )
+    (work / STALE_MULTIQC).parent.mkdir(parents=True)
+    (work / STALE_MULTIQC).write_text("<html>an earlier run's report</html>\n")
     return work, run_workflow(work, "compare")
+
+
+STALE_MULTIQC = "results/multiqc/numapore_multiqc.html"
 
 
 def test_one_command_writes_summary_plots_report(compared):
@@ -63,6 +71,85 @@ def test_one_command_writes_summary_plots_report(compared):
     # One progress line per finished cell, in matrix order (never two cells at once).
     progress = [ln for ln in result.stdout.splitlines() if ln.startswith("compare: cell ")]
     assert [ln.split()[3].rstrip(":") for ln in progress] == [c.name for c in cells]
+    # The run's last line of its own says where the comparison is; no pointer to the earlier
+    # run's MultiQC report (this run did not make it).
+    own = [ln for ln in result.stderr.splitlines() if ln.startswith("numapore: ")]
+    assert own[-1].startswith(f"numapore: strategy comparison: {out / 'report.md'} (plots beside")
+    assert "MultiQC" not in result.stderr
+
+
+def test_cells_ran_in_the_seeded_shuffled_order(compared):
+    """Each cell's row says where it ran in the order (its record's), and the seed: the order is
+    cells.matrix's shuffle with compare.seed, not thread order."""
+    work, _ = compared
+    rows = summary.read_tsv(work / "results/compare/summary.tsv")
+    runs = sorted((r for r in rows if r["repeat"] != "median"), key=lambda r: r["run_order"])
+    ran = [
+        Cell(*(r[k] for k in ("step", "aligner", "strategy", "io_mode", "threads", "repeat")))
+        for r in runs
+    ]
+    assert ran == matrix(MATRIX, "minimap2")
+    assert [r["run_order"] for r in runs] == list(range(1, len(runs) + 1))
+    assert {r["seed"] for r in rows} == {MATRIX["seed"]}
+    first = [c.threads for c in ran if c.repeat == 1]
+    assert first != sorted(first) and first != sorted(first, reverse=True)
+
+
+def test_plots_mark_what_is_noise(compared):
+    """What the plots drew (plots.data.json, read back from the figures' artists): a colour and
+    a marker of its own per series, the repeats' range as error bars around the median, the
+    strategies that ran as none did marked as such (on this one-node host: interleave and
+    localalloc), no-difference points hollow, and too-short cells faded."""
+    work, _ = compared
+    drawn = json.loads((work / "results/compare/plots.data.json").read_text())["panels"]
+    rows = summary.read_tsv(work / "results/compare/summary.tsv")
+    assert {(p["figure"], p["step"]) for p in drawn} == {
+        (f, s) for f in ("time_vs_threads", "utilisation_core_hours") for s in STEPS
+    } | {("io_modes", "methylation")}
+    for panel in drawn:
+        series = panel["series"]
+        count = {"alignment": 2 * 4, "methylation": 3 * 4}[panel["step"]]
+        count = 3 if panel["figure"] == "io_modes" else count
+        # No two series alike: as many colours and as many markers as series.
+        assert len(series) == count
+        assert len({s["colour"] for s in series}) == len({s["marker"] for s in series}) == count
+        for s in series:
+            medians = []
+            for point in s["points"]:
+                median, *runs = configuration_rows(rows, panel["step"], s["label"], point)
+                medians.append(median)
+                values = [r[panel["column"]] for r in runs]
+                assert len(values) == MATRIX["repeats"]
+                low, high = point["error_bar"]
+                assert low == pytest.approx(min(values)) and high == pytest.approx(max(values))
+                assert point["median"] == pytest.approx(median[panel["column"]])
+                assert point["too_short"] == any(r["too_short"] for r in runs)
+                assert point["faded"] == point["too_short"]
+                no_difference = ("identical", "within spread", "too short")
+                assert point["hollow"] == (point["verdict"] in no_difference)
+                assert (point["verdict"] == "identical") == bool(median["identical_to"])
+            identical = all(m["identical_to"] for m in medians)
+            assert s["legend"].endswith("(= none on this host)") == identical
+            assert (s["linestyle"] == ":") == identical
+            if len(detect_topology().compute_nodes) == 1 and " interleave" in s["label"]:
+                # The same command as none on one node: marked, never shown as an effect.
+                assert identical and all(p["hollow"] for p in s["points"])
+        if panel["step"] == "alignment":  # 12 reads: far too short
+            assert all(p["faded"] for s in series for p in s["points"])
+
+
+def configuration_rows(rows, step, label, point) -> list[dict]:
+    """The summary's median row and repeat rows of a plotted point (its series' label: aligner
+    or I/O mode, and strategy)."""
+
+    def drawn_here(r):
+        cell = Cell(*(r[k] for k in ("step", "aligner", "strategy", "io_mode", "threads")), 1)
+        return (r["step"], cell.label, r["threads"]) == (step, label, point["threads"])
+
+    chosen = [r for r in rows if drawn_here(r)]
+    return [r for r in chosen if r["repeat"] == "median"] + [
+        r for r in chosen if r["repeat"] != "median"
+    ]
 
 
 def test_summary_arithmetic_from_raw_files(compared):
@@ -182,6 +269,66 @@ def test_matrix_interleaves_repeats():
     }
 
 
+def test_matrix_order_is_a_seeded_shuffle_of_each_repeat():
+    cells = matrix(MATRIX, "minimap2")
+    configs = [c for c in cells if c.repeat == 1]
+    # Each repeat runs every configuration once, in an order of its own.
+    for repeat in (1, 2):
+        block = [c for c in cells if c.repeat == repeat]
+        assert cells[(repeat - 1) * len(configs) : repeat * len(configs)] == block
+        assert sorted(map(config_key, block)) == sorted(map(config_key, configs))
+    assert [config_key(c) for c in cells if c.repeat == 2] != list(map(config_key, configs))
+    # Not in thread order (the load drift the issue saw biased 1 against 2 threads).
+    threads = [c.threads for c in configs]
+    assert threads != sorted(threads) and threads != sorted(threads, reverse=True)
+    # The same seed, the same order; another seed, another order.
+    assert matrix(dict(MATRIX), "minimap2") == cells
+    assert matrix({**MATRIX, "seed": 8}, "minimap2") != cells
+    assert sorted(matrix({**MATRIX, "seed": 8}, "minimap2"), key=str) == sorted(cells, key=str)
+
+
+def config_key(cell: Cell) -> tuple:
+    """A cell's configuration: the cell without its repeat."""
+    return (cell.step, cell.aligner, cell.strategy, cell.io_mode, cell.threads)
+
+
+def test_series_styles_differ_at_any_count():
+    styles = [comparison_plots.series_style(i) for i in range(144)]
+    assert len(set(styles)) == 144
+    first = styles[:12]  # the most series a panel has: each its own colour and marker
+    assert len({c for c, _ in first}) == len({m for _, m in first}) == 12
+
+
+def test_difference_against_the_reference():
+    rows = summary.summarise(
+        [row("none", "fast5", 2, r, w) for r, w in ((1, 10.0), (2, 10.2))]
+        + [row("localalloc", "fast5", 2, r, w) for r, w in ((1, 8.0), (2, 8.1))]
+        + [row("interleave", "fast5", 2, r, w) for r, w in ((1, 9.9), (2, 10.4))]
+        + [row("instances", "fast5", 2, r, w) for r, w in ((1, 12.0), (2, 12.2))]
+        + [row("none", "slow5", 2, r, w) for r, w in ((1, 1.0), (2, 1.1))]
+        + [row("interleave", "slow5", 2, 1, 3.0)]
+    )
+    verdict = {
+        (s, i): recommend.difference(rows, ("methylation", "bwa", s, i, 2))
+        for s, i in {(r["strategy"], r["io_mode"]) for r in rows}
+    }
+    assert verdict == {
+        ("none", "fast5"): "baseline",
+        ("localalloc", "fast5"): "faster",
+        ("interleave", "fast5"): "within spread",
+        ("instances", "fast5"): "slower",
+        ("none", "slow5"): "too short",
+        ("interleave", "slow5"): "too short",  # its reference (none, slow5) is too short
+    }
+    assert recommend.difference(rows, ("methylation", "bwa", "none", "fast5-pool", 2)) == ""
+    identical = summary.summarise(
+        [placed_row("none", r, w, ONE_NODE_NONE) for r, w in ((1, 10.0), (2, 10.2))]
+        + [placed_row("instances", r, w, ONE_NODE_INSTANCES) for r, w in ((1, 7.0), (2, 7.1))]
+    )
+    config = ("alignment", "minimap2", "instances", "na", 2)
+    assert recommend.difference(identical, config) == "identical"
+
+
 def test_cell_host_sets_strategy_and_io_mode():
     base = {"topology": "auto", "strategy": {"alignment": "auto"}, "io_processes": 3}
     host = cell_host(base, Cell("methylation", "bwa", "interleave", "slow5", 2, 1))
@@ -215,10 +362,13 @@ def test_parse_benchmark():
     assert parsed["s"] == 1.5 and parsed["max_rss"] == 12.5 and math.isnan(parsed["cpu_time"])
 
 
+ORDER = {"position": 1, "seed": 1}  # a cell's place in the run order, in its record
+
+
 def row(strategy, io_mode, threads, repeat, wall, step="methylation"):
     """A summary row with the given coordinates and wall time (CPU = wall x threads)."""
     cell = Cell(step, "bwa", strategy, io_mode, threads, repeat)
-    record = {"wall_seconds": wall, "cpu_seconds": wall * threads / 2}
+    record = {"wall_seconds": wall, "cpu_seconds": wall * threads / 2, "order": ORDER}
     return measure.cell_row(cell, record, {"max_rss_kb": 2048}, {"s": wall + 1})
 
 
@@ -330,6 +480,7 @@ def placed_row(strategy, repeat, wall, policy, processes=1, step="alignment", io
         "wall_seconds": wall,
         "cpu_seconds": wall,
         "processes": [{"threads": 2 // processes, "policy": policy}] * processes,
+        "order": ORDER,
     }
     return measure.cell_row(cell, record, {"max_rss_kb": 2048}, {"s": wall + 1})
 

@@ -275,6 +275,43 @@ def test_snakemake_report_opens_in_chromium_with_every_sample(report_run):
     print(f"screenshots: {shots}")
 
 
+def rule_graph(html: str) -> list[str]:
+    """The rule names of the rule graph a Snakemake report draws (its Vega spec's nodes)."""
+    start = html.index('"node-data", "values": ') + len('"node-data", "values": ')
+    nodes, _ = json.JSONDecoder().raw_decode(html[start:])
+    return [node["rule"] for node in nodes]
+
+
+def test_report_lands_on_the_results_with_each_rule_once(report_run):
+    """The report opens on the summary with every result a click away (not on the rule graph),
+    and its rule graph names each rule once: the demo's reads are simulated, one job deeper than
+    the E. coli sample's files, yet its first jobs sit at the same depth (after the reference's
+    check) as the sample's."""
+    work, _ = report_run
+    html = work / "results/report.html"
+    names = rule_graph(html.read_text())
+    assert len(names) == len(set(names)), sorted(n for n in names if names.count(n) > 1)
+    assert {"simulate_reads", "stage_reads", "signal_census", "nanopolish_index"} <= set(names)
+    with Browser() as browser:
+        browser.open(html)
+        # The rule graph is drawn in div#rulegraph (its spec is script#rulegraph): not here.
+        assert browser.evaluate("document.querySelector('div#rulegraph') === null")
+        text = browser.evaluate("document.body.innerText")
+        assert "numapore run report" in text and "2 samples (demo, ecoli)" in text
+        links = browser.evaluate("[...document.querySelectorAll('a')].map(a => a.href)")
+        for sample in SAMPLES:
+            assert f"javascript:app.showCategory('{sample}')" in links
+            for _, _, suffix in ITEMS:
+                path = f"results/{sample}/report/{sample}.{ALIGNER}.{suffix}"
+                assert f"javascript:app.showResultInfo('{path}')" in links, path
+        browser.screenshot(work / "report.landing.png")
+        # One click on a result: its caption and view button.
+        assert browser.evaluate(CLICK % json.dumps("accuracy"))
+        browser.drain(0.5)
+        assert "ROC curve" in browser.evaluate("document.body.innerText")
+        assert browser.errors == []
+
+
 def test_multiqc_report_opens_in_chromium_with_every_sample(report_run):
     work, _ = report_run
     with Browser() as browser:

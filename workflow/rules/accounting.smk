@@ -7,7 +7,8 @@
 # beside nanopolish index (one thread) instead of after the calls.
 rule signal_census:
     input:
-        lambda wc: [str(p) for p in SAMPLES[wc.sample].signal],
+        signal=lambda wc: [str(p) for p in SAMPLES[wc.sample].signal],
+        reference=reference_fasta,  # checked first (common.smk: reference_fasta)
     output:
         reads="results/{sample}/signal/{sample}.census.parquet",
         files="results/{sample}/signal/{sample}.census.files.tsv",

@@ -372,6 +372,11 @@ def marks_duplicates(wildcards):
     return kind.marks_duplicates and config["short_reads"]["mark_duplicates"]
 
 
+# The rules that first read a signal sample's reads or raw signal take its prepared reference as
+# an input too: a bad reference (prepare_reference checks it) stops the run before they start,
+# and every sample's first jobs sit at the same depth of the DAG whether its files are on disk
+# or simulated (simulate_reads reads the raw reference): Snakemake's report draws a rule once per
+# depth, so a rule at two depths was drawn twice.
 def reference_fasta(wildcards):
     """The sample's reference as prepared under results/references/."""
     ref = SAMPLES[wildcards.sample].reference_name
@@ -619,13 +624,24 @@ def multiqc_runs(wildcards=None):
 
 
 def report_locations():
-    """After a successful run: say where the reports are (and how to build Snakemake's)."""
-    if Path(MULTIQC_REPORT).is_file():
+    """After a successful run: say where the reports this run made are (and how to build
+    Snakemake's), each only if this run's targets include it (no pointer to an earlier run's
+    leftover); the strategy comparison's last, so that a comparison's last line says where it is."""
+    rules = {job.rule.name for job in workflow.dag.jobs}
+    if "multiqc" in rules:
         logger.info(f"numapore: MultiQC report over every sample: {Path(MULTIQC_REPORT).resolve()}")
-    logger.info(
-        "numapore: figures per sample in results/<sample>/report/; the run report (figures, "
-        "accounting, provenance): snakemake --profile profiles/hpc-numa --report results/report.html"
-    )
+    if rules & {f"report_{kind}" for kind in REPORT_KINDS}:
+        logger.info(
+            "numapore: figures per sample in results/<sample>/report/; the run report (figures, "
+            "accounting, provenance): snakemake --profile profiles/hpc-numa --report "
+            "results/report.html"
+        )
+    if "compare_report" in rules:
+        logger.info(
+            f"numapore: strategy comparison: {Path(COMPARISON_REPORT).resolve()} (plots beside "
+            "it: time_vs_threads.png, utilisation_core_hours.png, io_modes.png; every cell: "
+            "summary.tsv; the host file to adopt: recommended-host.yaml)"
+        )
 
 
 def read_fates(sample, aligner):
@@ -832,7 +848,7 @@ def report_write_problem():
 
 
 # ----------------------------------------------------------------------------------------------
-# The strategy comparison (rules/compare.smk): its cells run one at a time, in matrix order.
+# The strategy comparison (rules/compare.smk): its cells run one at a time, in run order.
 
 
 def compare_sample():
@@ -852,7 +868,9 @@ def compare_sample():
     return SAMPLES[name]
 
 
-# The comparison's cells in run order, repeats interleaved (numapore.compare.cells.matrix).
+COMPARISON_REPORT = "results/compare/report.md"
+# The comparison's cells in run order: repeats interleaved, each shuffled with compare.seed
+# (numapore.compare.cells.matrix).
 COMPARE_CELLS = [cell.name for cell in matrix(config["compare"], config["aligner"])]
 
 
@@ -898,7 +916,7 @@ def compare_cell_inputs(wildcards):
     return inputs
 
 
-# Cells run one at a time, in matrix order: each holds the resource `compare` (rules/compare.smk),
+# Cells run one at a time, in run order: each holds the resource `compare` (rules/compare.smk),
 # limited to 1 by `resources: [compare=1]` in profiles/default, and the scheduler starts the
 # ready cell of highest priority first (cell_priority).
 def check_one_cell_at_a_time():
@@ -913,7 +931,7 @@ def check_one_cell_at_a_time():
 
 
 def cell_priority(wildcards):
-    """A cell's scheduling priority: the earlier in the matrix, the higher (run order)."""
+    """A cell's scheduling priority: the earlier in the run order, the higher."""
     return len(COMPARE_CELLS) - COMPARE_CELLS.index(wildcards.cell)
 
 

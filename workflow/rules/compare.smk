@@ -1,14 +1,14 @@
 # The strategy comparison, `snakemake --profile profiles/hpc-numa compare`: every cell of the
 # matrix in config `compare:` (a heavy step with one aligner, strategy, I/O mode, thread count,
 # repeat) is its own job, timed by Snakemake's benchmark and /usr/bin/time -v, one cell at a
-# time in matrix order; then the summary table, plots, report and a recommended host file in
-# results/compare/.
+# time in the matrix's seeded shuffled order; then the summary table, plots, report and a
+# recommended host file in results/compare/.
 
 
 rule compare:
     input:
         "results/compare/summary.tsv",
-        "results/compare/report.md",
+        COMPARISON_REPORT,
         "results/compare/recommended-host.yaml",
         "results/compare/time_vs_threads.png",
         "results/compare/utilisation_core_hours.png",
@@ -60,7 +60,7 @@ rule compare_cell:
         "results/logs/compare_cell/{cell}.log",
     benchmark:
         "results/benchmarks/compare_cell/{cell}.tsv"
-    # One cell at a time (`compare`: the run's limit is 1), in matrix order (priority).
+    # One cell at a time (`compare`: the run's limit is 1), in run order (priority).
     priority: cell_priority
     conda:
         "../../envs/compare.yaml"
@@ -71,6 +71,7 @@ rule compare_cell:
         host=HOST_FILE,
         position=lambda wc: COMPARE_CELLS.index(wc.cell) + 1,
         cells=len(COMPARE_CELLS),
+        seed=config["compare"]["seed"],
         index=lambda wc: aligner_index(
             SimpleNamespace(sample=compare_sample().name, aligner=Cell.parse(wc.cell).aligner)
         ),
@@ -90,6 +91,8 @@ rule compare_summary:
             "results/compare/summary.tsv",
             caption="../report/summary.rst",
             category="Strategy comparison",
+            subcategory="Every cell",
+            labels={"figure": "summary table"},
         ),
     log:
         "results/logs/compare_summary/summary.log",
@@ -109,17 +112,25 @@ rule compare_plots:
             "results/compare/time_vs_threads.png",
             caption="../report/time_vs_threads.rst",
             category="Strategy comparison",
+            subcategory="Plots",
+            labels={"figure": "time vs threads"},
         ),
         cost=report(
             "results/compare/utilisation_core_hours.png",
             caption="../report/utilisation_core_hours.rst",
             category="Strategy comparison",
+            subcategory="Plots",
+            labels={"figure": "CPU utilisation and core-hours"},
         ),
         io=report(
             "results/compare/io_modes.png",
             caption="../report/io_modes.rst",
             category="Strategy comparison",
+            subcategory="Plots",
+            labels={"figure": "I/O modes"},
         ),
+        # What the plots show, series by series and point by point (colours, marks, bars).
+        data="results/compare/plots.data.json",
     log:
         "results/logs/compare_plots/plots.log",
     benchmark:
@@ -137,14 +148,18 @@ rule compare_report:
         reads=lambda wc: compare_reads(),
     output:
         report=report(
-            "results/compare/report.md",
+            COMPARISON_REPORT,
             caption="../report/report.rst",
             category="Strategy comparison",
+            subcategory="Recommendation",
+            labels={"figure": "report (Markdown)"},
         ),
         host=report(
             "results/compare/recommended-host.yaml",
             caption="../report/recommendation.rst",
             category="Strategy comparison",
+            subcategory="Recommendation",
+            labels={"figure": "recommended host file"},
         ),
     log:
         "results/logs/compare_report/report.log",

@@ -8,7 +8,8 @@
 # it: samples_of_kind).
 rule fast5_to_blow5:
     input:
-        lambda wc: [str(p) for p in SAMPLES[wc.sample].signal],
+        signal=lambda wc: [str(p) for p in SAMPLES[wc.sample].signal],
+        reference=reference_fasta,  # checked first (common.smk: reference_fasta)
     output:
         blow5="results/{sample}/signal/{sample}.blow5",
         index="results/{sample}/signal/{sample}.blow5.idx",
@@ -33,7 +34,8 @@ rule fast5_to_blow5:
 
 rule pod5_to_blow5:
     input:
-        lambda wc: [str(p) for p in SAMPLES[wc.sample].signal],
+        signal=lambda wc: [str(p) for p in SAMPLES[wc.sample].signal],
+        reference=reference_fasta,  # checked first (common.smk: reference_fasta)
     output:
         blow5="results/{sample}/signal/{sample}.blow5",
         index="results/{sample}/signal/{sample}.blow5.idx",
@@ -59,7 +61,8 @@ rule pod5_to_blow5:
 # A BLOW5 input is used as it is: checked, linked and indexed (when no .idx is beside it).
 rule link_blow5:
     input:
-        lambda wc: [str(p) for p in SAMPLES[wc.sample].signal],
+        signal=lambda wc: [str(p) for p in SAMPLES[wc.sample].signal],
+        reference=reference_fasta,  # checked first (common.smk: reference_fasta)
     output:
         blow5="results/{sample}/signal/{sample}.blow5",
         index="results/{sample}/signal/{sample}.blow5.idx",
@@ -80,7 +83,8 @@ rule link_blow5:
 
 rule link_fast5_files:
     input:
-        lambda wc: fast5_inputs(wc)["files"],
+        signal=lambda wc: fast5_inputs(wc)["files"],
+        reference=reference_fasta,  # checked first (common.smk: reference_fasta)
     output:
         directory("results/{sample}/fast5_files"),
     log:

@@ -7,6 +7,7 @@
 rule stage_reads:
     input:
         lambda wc: SAMPLES[wc.sample].reads,
+        reference=reference_fasta,  # checked first (common.smk: reference_fasta)
     output:
         "results/{sample}/reads/{signal}/{sample}.{fmt}",
     log:

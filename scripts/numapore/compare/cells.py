@@ -1,6 +1,6 @@
 """The comparison's cells: what one benchmark cell is (a heavy step with one aligner, strategy,
 I/O mode, thread count and repeat), its name, the matrix of cells a config's `compare:` block
-asks for, in run order, and the host settings a cell runs with.
+asks for, in its seeded shuffled run order, and the host settings a cell runs with.
 
 A cell is named `<step>.<aligner>.<strategy>.<io_mode>.t<threads>.r<repeat>` (io_mode `na` for
 alignment). The workflow imports this module at DAG time: it stays free of heavy imports.
@@ -9,6 +9,7 @@ alignment). The workflow imports this module at DAG time: it stays free of heavy
 from __future__ import annotations
 
 import json
+import random
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -60,8 +61,11 @@ class Cell:
 
 def matrix(compare: Mapping[str, Any], aligner: str) -> list[Cell]:
     """Every cell of the config's `compare:` block in run order: all cells of repeat 1, then all
-    of repeat 2, ... (interleaved, so a slow phase of the machine hits every cell alike).
-    Methylation cells use the alignments of `aligner` (the workflow's)."""
+    of repeat 2, ... (so a slow phase of the machine hits every configuration alike), each
+    repeat's cells in an order shuffled by a generator seeded with `compare.seed` (the same
+    seed, the same order): a load that drifts during a repeat then falls on no thread count,
+    strategy or step in particular. Methylation cells use the alignments of `aligner` (the
+    workflow's)."""
     configs = []
     for step in compare["steps"]:
         for threads in compare["threads"]:
@@ -76,11 +80,14 @@ def matrix(compare: Mapping[str, Any], aligner: str) -> list[Cell]:
                         ("methylation", aligner, strategy, io, threads)
                         for io in compare["io_modes"]
                     ]
-    return [
-        Cell(*config, repeat)
-        for repeat in range(1, compare["repeats"] + 1)
-        for config in sorted(set(configs), key=configs.index)
-    ]
+    configs = sorted(set(configs), key=configs.index)
+    shuffler = random.Random(compare["seed"])
+    cells = []
+    for repeat in range(1, compare["repeats"] + 1):
+        order = list(configs)
+        shuffler.shuffle(order)
+        cells += [Cell(*config, repeat) for config in order]
+    return cells
 
 
 def cell_host(base: Mapping[str, Any], cell: Cell) -> dict[str, Any]:

@@ -38,10 +38,16 @@ SUMMARY_COLUMNS = [
     "placement",
     "too_short",
     "identical_to",
+    "run_order",
+    "seed",
+]
+# The measured columns, whose median over repeats is the configuration's (summary.summarise).
+MEASURED_COLUMNS = SUMMARY_COLUMNS[
+    SUMMARY_COLUMNS.index("wall_s") : SUMMARY_COLUMNS.index("placement")
 ]
 # A cell whose tool processes ran for less than this many seconds is too short to measure: start-up
 # and scheduling noise is as large as the differences between strategies.
-MIN_MEASURABLE_S = 2.0
+MIN_MEASURABLE_S = 2.0  # quoted by the plots' captions (workflow/report/*.rst)
 # A cell's raw files, after its name, in results/compare/cells/ (the benchmark is Snakemake's).
 RECORD_SUFFIX = ".run.json"
 
@@ -110,7 +116,8 @@ def cell_row(
 ) -> dict[str, Any]:
     """A summary row from a cell's raw measurements: the tool processes' wall and CPU seconds
     (run record), the largest process's RSS (time -v), the job's wall seconds (benchmark), where
-    the processes ran (placement) and whether the cell was too short to measure."""
+    the processes ran (placement), whether the cell was too short to measure, and its place in
+    the run order with the order's seed (run record)."""
     wall, cpu = record["wall_seconds"], record["cpu_seconds"]
     storage = record.get("storage") or {}
     return {
@@ -128,6 +135,8 @@ def cell_row(
         "placement": placement(record),
         "too_short": int(wall < MIN_MEASURABLE_S),
         "identical_to": "",
+        "run_order": record["order"]["position"],
+        "seed": record["order"]["seed"],
     }
 
 

@@ -60,6 +60,41 @@ def clearly_faster(rows: Sequence[Mapping[str, Any]], config: tuple, than: tuple
     )
 
 
+def reference_config(config: tuple) -> tuple | None:
+    """The configuration a configuration's effect is measured against: strategy none with the
+    same step, aligner, I/O mode and threads (a strategy's effect); for strategy none, I/O mode
+    fast5 (an I/O mode's effect); None for the baseline itself."""
+    step, aligner, strategy, io_mode, threads = config
+    if strategy != BASELINE["strategy"]:
+        return (step, aligner, BASELINE["strategy"], io_mode, threads)
+    if io_mode not in (NOT_APPLICABLE, BASELINE["io_mode"]):
+        return (step, aligner, strategy, BASELINE["io_mode"], threads)
+    return None
+
+
+def difference(rows: Sequence[Mapping[str, Any]], config: tuple) -> str:
+    """How a configuration's time compares with its reference's (reference_config), as the
+    plots mark it: 'baseline' (it is the reference), 'too short' (a cell of either ran under
+    MIN_MEASURABLE_S: not measurable), 'identical' (it ran as strategy none did: the same
+    command on this host), 'within spread' (neither clearly_faster than the other), 'faster',
+    'slower'; '' when the matrix lacks it or its reference."""
+    reference = reference_config(config)
+    if reference is None:
+        return "baseline"
+    runs = [r for r in rows if r["repeat"] != "median" and config_of(r) in (config, reference)]
+    if {config_of(r) for r in runs} != {config, reference}:
+        return ""
+    if any(r["identical_to"] for r in runs if config_of(r) == config):
+        return "identical"
+    if any(r["too_short"] for r in runs):
+        return "too short"
+    if clearly_faster(rows, config, reference):
+        return "faster"
+    if clearly_faster(rows, reference, config):
+        return "slower"
+    return "within spread"
+
+
 def recommended(rows: Sequence[Mapping[str, Any]], step: str) -> dict[str, Any] | None:
     """The configuration to adopt for a step: the fastest median at the highest thread count
     among those clearly faster (clearly_faster) than each simpler configuration measured

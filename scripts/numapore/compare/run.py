@@ -71,7 +71,8 @@ def cell_host_config(base_file: str | os.PathLike, cell: Cell):
 def run_cell(request: Mapping[str, Any]) -> dict[str, Any]:
     """Run one cell (what `python -m numapore.compare.run REQUEST-JSON` does under
     /usr/bin/time -v): the step with the cell's host and threads, on emulated storage if asked;
-    the record (launcher's run record + cell + storage) is written to request['record']."""
+    the record (launcher's run record + cell + storage + its place in the run order) is written
+    to request['record']."""
     from numapore.execution.steps import run_alignment, run_methylation
 
     cell = Cell.parse(request["cell"])
@@ -114,7 +115,7 @@ def run_cell(request: Mapping[str, Any]) -> dict[str, Any]:
         else:
             call(reads)
     data = json.loads(record.read_text())
-    data.update(cell=asdict(cell), storage=storage)
+    data.update(cell=asdict(cell), storage=storage, order=request["order"])
     record.write_text(json.dumps(data, indent=2) + "\n")
     return data
 

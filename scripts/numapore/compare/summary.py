@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from numapore.compare.cells import NOT_APPLICABLE, STEPS
-from numapore.compare.measure import MIN_MEASURABLE_S, SUMMARY_COLUMNS
+from numapore.compare.measure import MEASURED_COLUMNS, MIN_MEASURABLE_S, SUMMARY_COLUMNS
 from numapore.base.atomic import atomic_output
 
 # The baseline each cell's speed-up is measured against (same step, aligner, threads).
@@ -42,13 +42,16 @@ def summarise(rows: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
             "threads": threads,
             "repeat": "median",
         }
-        for column in SUMMARY_COLUMNS[6:-3]:
+        for column in MEASURED_COLUMNS:
             values = [m[column] for m in members]
             median[column] = round(statistics.median(values), 6)
         places = {m["placement"] for m in members}
         median["placement"] = places.pop() if len(places) == 1 else "varied"
         median["too_short"] = int(median["wall_s"] < MIN_MEASURABLE_S)
         median["identical_to"] = ""
+        median["run_order"] = ""  # its repeats ran at their own places in the order
+        seeds = {m["seed"] for m in members}
+        median["seed"] = seeds.pop() if len(seeds) == 1 else "varied"
         medians.append(median)
     for row in rows + medians:
         base = baseline_of(row, medians)
