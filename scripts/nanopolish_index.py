@@ -29,8 +29,11 @@ with scratch_dir(smk.output[0]) as scratch:
     link.symlink_to(os.path.relpath(reads, scratch))
     command = nanopolish_index_command(link, list(smk.input.signal), blow5)
     print(command, flush=True)
+    # Snakemake sets OMP_NUM_THREADS to the rule's threads, 0 here (IO_BOUND), which libgomp
+    # refuses with a warning in the log; nanopolish index runs one thread.
     with vbz_plugin_env(sys.stdout):  # multi-read FAST5 may be VBZ-compressed
-        done = subprocess.run(command, shell=True, stdout=sys.stdout, stderr=sys.stderr)
+        env = {**os.environ, "OMP_NUM_THREADS": "1"}
+        done = subprocess.run(command, shell=True, stdout=sys.stdout, stderr=sys.stderr, env=env)
     if done.returncode != 0:
         sys.exit(done.returncode)
     # Reads none of which has raw signal (basecalled from another run?): stop here, naming them.

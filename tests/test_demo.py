@@ -71,6 +71,15 @@ def test_demo_writes_every_output(demo_run):
         assert (out / path).stat().st_size > 0, path
 
 
+def test_demo_logs_carry_no_tool_warnings(demo_run):
+    """No job log of the demo holds libgomp's complaint about OMP_NUM_THREADS (Snakemake sets
+    it to a rule's threads, 0 for the I/O-bound steps)."""
+    logs = sorted((demo_run / "results/logs").rglob("*.log"))
+    assert any("nanopolish_index" in str(p) for p in logs)
+    noisy = [str(p) for p in logs if "libgomp" in p.read_text(errors="replace")]
+    assert noisy == []
+
+
 def test_demo_bedmethyl_is_modkits(demo_run):
     """The demo's bedMethyl is byte for byte modkit 0.4.4's pileup of the demo's own modBAM
     with the command the pileup job's log gives (tests/data/modkit)."""
