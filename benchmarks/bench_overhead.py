@@ -1,16 +1,27 @@
 """Benchmark: the workflow end to end versus the same tools run directly, and where the
-difference goes. Prints a table; measures, never asserts.
+difference goes. Prints tables; measures, never asserts.
 
-    .venv/bin/python benchmarks/bench_overhead.py [--simulate N | --replicate N] [--repeats R]
-        [--fast5 DIR --reads FASTA --reference FASTA] [--baseline REPO]
+    .venv/bin/python benchmarks/bench_overhead.py [--route signal|short] [--simulate N |
+        --replicate N] [--repeats R] [--reads FILE [--reads2 FILE] --fast5 DIR --reference FASTA]
+        [--baseline REPO]
 
-Defaults to the 112 E. coli reads in ../shared against the DH10B genome from ./setup.sh;
---replicate N copies them N times with new read ids (27: 3,024 reads); --simulate N uses N
-reads of numapore's simulator instead. The by-hand run makes
-the alignments and the calls; the workflow run is timed twice: its pipeline (everything but the
-report figures and MultiQC, which the hand run has no counterpart for: `--omit-from`), then the
-report rules alone (a second invocation on the finished pipeline). Runs are interleaved, R
-repeats, medians. --baseline names another numapore checkout (e.g. /work/main, with its .venv)
+One route per input kind (ROUTES: the sample the workflow gets, the tools by hand, which hand
+steps each workflow job stands for, the step that is most of both runs):
+- signal (default): the 112 E. coli reads in ../shared against the DH10B genome from ./setup.sh;
+  --replicate N copies them N times with new read ids (27: 3,024 reads); --simulate N uses N
+  reads of numapore's simulator. By hand: minimap2 | samtools sort, samtools index, nanopolish
+  index, nanopolish call-methylation.
+- short: --simulate N pairs of 150 bp reads from the reference's first sequence (Debian's
+  art_illumina, HiSeq 2500 profile, fixed seed), or --reads/--reads2. By hand, the workflow's
+  preset and defaults: bwa index; bwa mem -K (the kind's batch) -R (read group) | samtools
+  fixmate -m | samtools sort; samtools markdup -s; samtools index, flagstat, stats.
+
+The workflow run is timed twice: its pipeline (everything but the report figures and MultiQC,
+which the hand run has no counterpart for: `--omit-from`), then the report rules alone (a second
+invocation on the finished pipeline). R repeats, medians; the order alternates (repeat 1: by hand
+first, repeat 2: the workflow first, ...) so that a machine getting busier or quieter does not
+favour one side. Wall and CPU seconds (CPU: rusage of the waited-for process trees) per step,
+side by side. --baseline names another numapore checkout (e.g. /work/main, with its .venv)
 whose workflow runs too, in the same conditions: before/after figures side by side.
 """
 
@@ -18,7 +29,9 @@ from __future__ import annotations
 
 import argparse
 import csv
+import json
 import os
+import resource
 import shlex
 import shutil
 import statistics
@@ -26,28 +39,112 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import benchpath  # noqa: F401  (scripts/ and tests/ on the path)
 from bench_io import replicate_reads
 from project import snakemake_command, write_project
 
+from numapore.inputs.kinds import KINDS
+
 REPO = Path(__file__).resolve().parent.parent
 ECOLI = REPO.parent / "shared" / "data" / "ecoli_r94"
+SAMPLE = "bench"
+HAND = "by hand"  # the hand run's name in the run order
 
 
-def timed(cmd: str, cwd: Path) -> float:
-    """Run a shell command (pipefail), fail loudly, return its wall time in seconds."""
-    start = time.perf_counter()
-    subprocess.run(["bash", "-o", "pipefail", "-c", cmd], cwd=cwd, check=True,
-                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
-    return time.perf_counter() - start
+@dataclass(frozen=True)
+class Timing:
+    """Wall and CPU seconds (user + system of the process and its waited-for children)."""
+
+    wall: float
+    cpu: float
+
+    def utilisation(self, threads: int) -> float:
+        """CPU seconds per wall second and thread (1.0: every thread busy all along)."""
+        return self.cpu / (self.wall * threads) if self.wall else 0.0
 
 
-def direct_run(work: Path, fast5: Path, reads: Path, reference: Path, threads: int) -> dict:
+def children_cpu() -> float:
+    """CPU seconds of this process's waited-for children so far."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def timed(cmd: str, cwd: Path) -> Timing:
+    """Run a shell command (pipefail), return its wall and CPU seconds; on failure stop with
+    the command and the end of what it said."""
+    cpu, start = children_cpu(), time.perf_counter()
+    with tempfile.TemporaryFile("w+") as said:
+        done = subprocess.run(["bash", "-o", "pipefail", "-c", cmd], cwd=cwd,
+                              stdout=subprocess.DEVNULL, stderr=said)  # fmt: skip
+        timing = Timing(time.perf_counter() - start, children_cpu() - cpu)
+        if done.returncode:
+            said.seek(0)
+            raise SystemExit(f"failed ({done.returncode}): {cmd}\n{said.read()[-3000:]}")
+    return timing
+
+
+@dataclass(frozen=True)
+class Inputs:
+    """A route's data: the sample sheet row the workflow gets (its files absolute) and what the
+    first line of the figures says it is."""
+
+    row: dict[str, str]
+    what: str
+
+    def path(self, key: str) -> Path:
+        """A file of the row."""
+        return Path(self.row[key])
+
+
+@dataclass(frozen=True)
+class Route:
+    """One input kind through the benchmark. hand(workdir, inputs, threads) runs the tools by
+    hand and returns each step's Timing; groups: side-by-side lines, each a label, the hand steps
+    and the workflow rules doing the same work; main: the hand step that is most of both runs
+    and the workflow rule whose tool processes (its jobs' run records) run the same command.
+    The fixed cost is measured without the main step on either side: its noise would swamp
+    what the workflow adds."""
+
+    name: str
+    prepare: Callable[[argparse.Namespace, Path], Inputs]
+    hand: Callable[[Path, Inputs, int], dict[str, Timing]]
+    groups: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...]
+    main: tuple[str, str]
+    config: Mapping = field(default_factory=dict)
+
+
+# --- signal: raw nanopore signal, nanopolish ------------------------------------------------
+
+
+def signal_inputs(args: argparse.Namespace, tmp: Path) -> Inputs:
+    """The E. coli reads (replicated), simulated reads, or the given ones."""
+    fast5, reads = args.fast5 or ECOLI / "fast5", args.reads or ECOLI / "reads.fasta"
+    if args.replicate:
+        fast5, reads = replicate_reads(tmp / "data", args.replicate)
+    if args.simulate:  # numapore's simulator: raw R9.4 signal of reads from the reference
+        sim = tmp / "sim"
+        subprocess.run(
+            [sys.executable, "-m", "numapore.simulate.reads", "--reference",
+             str(args.reference), "--out", str(sim), "--reads", str(args.simulate),
+             "--processes", str(args.threads), "--quiet"],
+            check=True, env={**os.environ, "PYTHONPATH": str(REPO / "scripts")},
+        )  # fmt: skip
+        fast5, reads = sim / "fast5_single", sim / "reads.fastq"
+    with open(reads) as handle:  # FASTA or FASTQ records (FASTQ: every 4th line)
+        lines = [line[:1] for line in handle]
+    count = lines.count(">") or len(lines) // 4
+    row = {"sample": SAMPLE, "signal": fast5, "reads": reads, "reference": args.reference}
+    return Inputs({k: str(Path(v).resolve()) for k, v in row.items()}, f"{count} reads")
+
+
+def signal_by_hand(work: Path, inputs: Inputs, threads: int) -> dict[str, Timing]:
     """The tools by hand: align+sort, index BAM, nanopolish index, call-methylation."""
-    shutil.copy(reads, work / "reads.fasta")
-    shutil.copy(reference, work / "genome.fa")
+    shutil.copy(inputs.path("reads"), work / "reads.fasta")
+    shutil.copy(inputs.path("reference"), work / "genome.fa")
     return {
         "align+sort": timed(
             f"minimap2 -ax map-ont -t {threads} genome.fa reads.fasta"
@@ -55,7 +152,7 @@ def direct_run(work: Path, fast5: Path, reads: Path, reference: Path, threads: i
             work,
         ),
         "index_bam": timed("samtools index aln.bam", work),
-        "nanopolish_index": timed(f"nanopolish index -d {fast5} reads.fasta", work),
+        "nanopolish_index": timed(f"nanopolish index -d {inputs.path('signal')} reads.fasta", work),
         "call_methylation": timed(
             f"nanopolish call-methylation -t {threads} -r reads.fasta -b aln.bam -g genome.fa"
             " > calls.tsv",
@@ -64,127 +161,300 @@ def direct_run(work: Path, fast5: Path, reads: Path, reference: Path, threads: i
     }
 
 
+# --- short: paired short reads, bwa ---------------------------------------------------------
+
+SHORT = KINDS["short"]
+READ_LENGTH, FRAGMENT, FRAGMENT_SD = 150, 400, 50
+
+
+def simulate_pairs(reference: Path, pairs: int, out: Path) -> tuple[Path, Path]:
+    """pairs read pairs (READ_LENGTH bp, fragments of FRAGMENT +- FRAGMENT_SD) from the first
+    sequence of reference with art_illumina (HiSeq 2500 profile, fixed seed): R1 and R2 FASTQ."""
+    import pysam
+
+    out.mkdir(parents=True)
+    with pysam.FastxFile(str(reference)) as fasta:
+        first = next(iter(fasta))
+    genome = out / "genome.fa"
+    genome.write_text(f">{first.name}\n{first.sequence}\n")
+    command = ["art_illumina", "-ss", "HS25", "-p", "-na", "-rs", "1", "-i", str(genome)]
+    command += ["-l", str(READ_LENGTH), "-m", str(FRAGMENT), "-s", str(FRAGMENT_SD)]
+    command += ["-c", str(pairs), "-o", str(out / "pairs")]
+    done = subprocess.run(command, capture_output=True, text=True)
+    if done.returncode:
+        raise SystemExit(f"failed ({done.returncode}): {shlex.join(command)}\n{done.stderr}")
+    return out / "pairs1.fq", out / "pairs2.fq"
+
+
+def short_inputs(args: argparse.Namespace, tmp: Path) -> Inputs:
+    """Simulated pairs, or the given reads (and mates)."""
+    reads, reads2 = args.reads, args.reads2
+    if args.simulate:
+        reads, reads2 = simulate_pairs(args.reference, args.simulate, tmp / "sim")
+    if reads is None:
+        raise SystemExit("numapore: the short route needs --simulate N or --reads (and --reads2)")
+    import pysam
+
+    with pysam.FastxFile(str(reads)) as fastx:
+        count = sum(1 for _ in fastx)
+    row = {
+        "sample": SAMPLE,
+        "kind": "short",
+        "reads": str(reads.resolve()),
+        "reads2": str(reads2.resolve()) if reads2 else "",
+        "reference": str(args.reference.resolve()),
+    }
+    return Inputs(row, f"{count} {'pairs' if reads2 else 'single-end reads'}")
+
+
+def short_by_hand(work: Path, inputs: Inputs, threads: int) -> dict[str, Timing]:
+    """The tools by hand with the workflow's preset and defaults (duplicates marked): bwa index;
+    bwa mem | fixmate -m | sort; markdup -s; index, flagstat, stats."""
+    shutil.copy(inputs.path("reference"), work / "genome.fa")
+    mates = " ".join(shlex.quote(inputs.row[k]) for k in ("reads", "reads2") if inputs.row[k])
+    preset = SHORT.aligner_preset("bwa", SAMPLE)
+    return {
+        "bwa_index": timed("bwa index genome.fa", work),
+        "align+fixmate+sort": timed(
+            f"bwa {preset} -t {threads} genome.fa {mates}"
+            f" | samtools fixmate -m -@ {threads} - -"
+            f" | samtools sort -@ {threads} -o sorted.bam -",
+            work,
+        ),
+        "markdup": timed(f"samtools markdup -s -@ {threads} sorted.bam aln.bam", work),
+        "index+flagstat+stats": timed(
+            f"samtools index -@ {threads} aln.bam && samtools flagstat -@ {threads} aln.bam"
+            f" > flagstat.txt && samtools stats -@ {threads} aln.bam > stats.txt",
+            work,
+        ),
+    }
+
+
+ROUTES = {
+    route.name: route
+    for route in (
+        Route(
+            name="signal",
+            prepare=signal_inputs,
+            hand=signal_by_hand,
+            groups=(
+                ("alignment", ("align+sort", "index_bam"), ("minimap2_index", "align")),
+                ("read index", ("nanopolish_index",), ("nanopolish_index",)),
+                ("calls", ("call_methylation",), ("call_methylation",)),
+            ),
+            main=("call_methylation", "call_methylation"),
+        ),
+        Route(
+            name="short",
+            prepare=short_inputs,
+            hand=short_by_hand,
+            groups=(
+                ("index", ("bwa_index",), ("bwa_index",)),
+                (
+                    "alignment",
+                    ("align+fixmate+sort", "markdup", "index+flagstat+stats"),
+                    ("align",),
+                ),
+            ),
+            main=("align+fixmate+sort", "align"),
+            config={"aligner": "bwa"},
+        ),
+    )
+}
+
 REPORT_RULES = [
     "report_alignment_qc", "report_methylation", "report_accounting", "report_accuracy",
     "report_provenance", "multiqc_custom_content", "multiqc",
 ]  # fmt: skip
 
 
-def workflow_run(
-    work: Path, fast5: Path, reads: Path, reference: Path, threads: int, repo: Path = REPO
-) -> tuple[float, float]:
-    """The workflow of repo in a fresh project directory: wall seconds of its pipeline (no
-    report rules), then of the report rules run on the finished pipeline."""
-    row = {"sample": "bench", "fast5": fast5, "reads": reads, "reference": reference}
-    write_project(work, [row], repo=repo)
+@dataclass
+class WorkflowRun:
+    """One workflow run: its pipeline and report rules (Timing), each job's benchmark file
+    (wall s, CPU s as Snakemake sampled it) and its main job's tool processes (run record)."""
+
+    pipeline: Timing
+    report_rules: Timing
+    jobs: dict[str, Timing]
+    tools: dict[str, Timing]
+
+
+def workflow_run(work: Path, route: Route, inputs: Inputs, threads: int, repo: Path) -> WorkflowRun:
+    """The workflow of repo in a fresh project directory: its pipeline (no report rules), then
+    the report rules run on the finished pipeline."""
+    write_project(work, [inputs.row], dict(route.config), repo=repo)
     command = snakemake_command(work, threads, repo=repo)
     pipeline = timed(shlex.join([*command, "--omit-from", *REPORT_RULES]), work)
-    return pipeline, timed(shlex.join(command), work)
+    report_rules = timed(shlex.join(command), work)
+    return WorkflowRun(pipeline, report_rules, job_timings(work), tool_timings(work))
 
 
-def rule_seconds(work: Path) -> dict[str, float]:
-    """Wall seconds per rule from the workflow's benchmark files."""
-    totals: dict[str, float] = {}
+def job_timings(work: Path) -> dict[str, Timing]:
+    """Wall and CPU seconds per rule from the workflow's benchmark files (CPU is Snakemake's
+    sampling of the job's processes: NA, counted 0, for jobs shorter than its interval)."""
+    totals: dict[str, Timing] = {}
     for path in sorted((work / "results" / "benchmarks").glob("*/*.tsv")):
         with open(path) as handle:
             row = next(csv.DictReader(handle, delimiter="\t"))
-        totals[path.parent.name] = totals.get(path.parent.name, 0.0) + float(row["s"])
+        cpu = float(row["cpu_time"]) if row.get("cpu_time", "NA") not in ("NA", "-") else 0.0
+        old = totals.get(path.parent.name, Timing(0.0, 0.0))
+        totals[path.parent.name] = Timing(old.wall + float(row["s"]), old.cpu + cpu)
     return totals
 
 
-Run = tuple[dict, float, float, dict]  # hand steps, pipeline s, report rules s, jobs' s
+def tool_timings(work: Path) -> dict[str, Timing]:
+    """Per rule, the wall and exact CPU seconds of the tool processes its jobs ran (the run
+    records, *.run.json, of the heavy steps)."""
+    totals: dict[str, Timing] = {}
+    for path in sorted((work / "results" / "logs").glob("*/*.run.json")):
+        record = json.loads(path.read_text())
+        old = totals.get(path.parent.name, Timing(0.0, 0.0))
+        totals[path.parent.name] = Timing(
+            old.wall + record["wall_seconds"], old.cpu + record["cpu_seconds"]
+        )
+    return totals
 
 
-def fixed_cost(run: Run) -> float:
-    """One repeat's fixed cost: pipeline minus its call job, minus the hand run's other steps."""
-    steps, pipeline, _, rules = run
-    hand = sum(steps.values()) - steps["call_methylation"]
-    return pipeline - rules.get("call_methylation", 0.0) - hand
+@dataclass
+class Repeat:
+    """One repeat: the order its runs went in, the hand steps, and each workflow version's run."""
+
+    order: list[str]
+    hand: dict[str, Timing] = field(default_factory=dict)
+    workflows: dict[str, WorkflowRun] = field(default_factory=dict)
 
 
-def report(name: str, runs: list[Run]) -> None:
+def run_order(repeat: int, versions: list[str]) -> list[str]:
+    """The order of a repeat's runs (repeat counted from 0): by hand first in even repeats, the
+    workflow version(s) first in odd ones."""
+    return [HAND, *versions] if repeat % 2 == 0 else [*versions, HAND]
+
+
+def run_repeats(
+    route: Route,
+    inputs: Inputs,
+    threads: int,
+    repeats: int,
+    versions: Mapping[str, Path],
+    tmp: Path,
+) -> list[Repeat]:
+    """Every repeat's runs, in alternating order (run_order)."""
+    done = []
+    for number in range(repeats):
+        repeat = Repeat(run_order(number, list(versions)))
+        for name in repeat.order:
+            work = Path(tmp, f"run{number}.{repeat.order.index(name)}")
+            work.mkdir()
+            if name == HAND:
+                repeat.hand = route.hand(work, inputs, threads)
+            else:
+                repeat.workflows[name] = workflow_run(work, route, inputs, threads, versions[name])
+            shutil.rmtree(work)
+        done.append(repeat)
+    return done
+
+
+def median_timing(timings: list[Timing]) -> Timing:
+    """Median wall and median CPU seconds."""
+    return Timing(
+        statistics.median(t.wall for t in timings), statistics.median(t.cpu for t in timings)
+    )
+
+
+def summed(timings: Mapping[str, Timing], names: tuple[str, ...]) -> Timing:
+    """The sum of the named timings (missing names count 0)."""
+    chosen = [timings[n] for n in names if n in timings]
+    return Timing(sum(t.wall for t in chosen), sum(t.cpu for t in chosen))
+
+
+def cells(timing: Timing, threads: int) -> str:
+    """Wall, CPU and CPU utilisation as table cells."""
+    return f"{timing.wall:8.1f} {timing.cpu:8.1f} {timing.utilisation(threads):5.2f}"
+
+
+def report(route: Route, name: str, repeats: list[Repeat], threads: int) -> None:
     """Print one workflow version's figures against the hand runs of the same repeats."""
-    direct_total = statistics.median(sum(r[0].values()) for r in runs)
-    pipeline = statistics.median(r[1] for r in runs)
-    report_rules = statistics.median(r[2] for r in runs)
-    rules = runs[len(runs) // 2][3]
+    runs = [r.workflows[name] for r in repeats]
+    hand_total = median_timing([summed(r.hand, tuple(r.hand)) for r in repeats])
+    pipeline = median_timing([w.pipeline for w in runs])
     print(f"{name}:")
-    print(f"workflow pipeline:  {pipeline:7.1f} s  ratio {pipeline / direct_total:.2f}")
-    # call-methylation is most of both runs and the noisiest part on a shared machine: the cost
-    # the workflow adds is measured without it (each run's own call step taken out).
-    calls_by_hand = statistics.median(r[0]["call_methylation"] for r in runs)
-    calls_in_workflow = statistics.median(r[3].get("call_methylation", 0.0) for r in runs)
-    fixed = (pipeline - calls_in_workflow) - (direct_total - calls_by_hand)
+    print(f"workflow pipeline:  {pipeline.wall:7.1f} s  ratio {pipeline.wall / hand_total.wall:.3f}"
+          f"  (CPU {pipeline.cpu:.1f} s, ratio {pipeline.cpu / hand_total.cpu:.3f})")  # fmt: skip
+    main_step, main_rule = route.main
+
+    def fixed_cost(repeat: Repeat, run: WorkflowRun) -> float:
+        """The pipeline without the main rule's tool processes, minus the hand run without its
+        main step."""
+        hand = summed(repeat.hand, tuple(repeat.hand)).wall - repeat.hand[main_step].wall
+        return run.pipeline.wall - summed(run.tools, (main_rule,)).wall - hand
+
+    each = [fixed_cost(r, w) for r, w in zip(repeats, runs, strict=True)]
     print(
-        f"fixed cost:         {fixed:7.1f} s  (pipeline without its call-methylation job, "
-        f"{pipeline - calls_in_workflow:.1f} s, minus the hand run without it, "
-        f"{direct_total - calls_by_hand:.1f} s)"
+        f"fixed cost:         {statistics.median(each):7.1f} s  (pipeline without its "
+        f"{main_rule} tool processes minus the hand run without {main_step}"
+        + (f"; per repeat: {', '.join(f'{s:.1f}' for s in each)} s)" if len(each) > 1 else ")")
     )
-    if len(runs) > 1:  # the spread says whether the median can be trusted on a busy machine
-        each = [fixed_cost(r) for r in runs]
-        print(f"  per repeat:        {', '.join(f'{s:.1f}' for s in each)} s")
-    print(f"report rules alone: {report_rules:7.1f} s  (figures, MultiQC: no hand-run counterpart)")
-    print("workflow jobs (benchmark: wall s):")
-    for rule, seconds in sorted(rules.items(), key=lambda kv: -kv[1]):
-        print(f"  {rule:28s} {seconds:7.2f}")
-    jobs = sum(v for k, v in rules.items() if k not in REPORT_RULES)
-    print(f"  {'sum of pipeline jobs':28s} {jobs:7.2f}")
+    report_rules = median_timing([w.report_rules for w in runs])
     print(
-        f"  {'scheduling, start-up, DAG':28s} {pipeline - jobs:7.2f}  (pipeline wall - its jobs;"
-        " jobs that run side by side make it smaller, even negative)"
+        f"report rules alone: {report_rules.wall:7.1f} s  (figures, MultiQC: no hand counterpart)"
+    )
+    print(f"side by side (medians; wall s, CPU s, CPU utilisation of {threads} threads):")
+    print(f"  {'step':12s} {'by hand':>23s} | {'workflow jobs':>23s}")
+    for label, hand_steps, rules in route.groups:
+        hand = median_timing([summed(r.hand, hand_steps) for r in repeats])
+        jobs = median_timing([summed(w.jobs, rules) for w in runs])
+        print(f"  {label:12s} {cells(hand, threads)} | {cells(jobs, threads)}")
+    hand = median_timing([r.hand[main_step] for r in repeats])
+    tools = median_timing([summed(w.tools, (main_rule,)) for w in runs])
+    print(
+        f"  the same command, {main_step} by hand against {main_rule}'s tool processes:\n"
+        f"  {'':12s} {cells(hand, threads)} | {cells(tools, threads)}"
+        f"  (x{tools.wall / hand.wall:.3f} wall, x{tools.cpu / hand.cpu:.3f} CPU)"
+    )
+    grouped = {rule for _, _, rules in route.groups for rule in rules}
+    jobs = runs[len(runs) // 2].jobs
+    others = {k: v for k, v in jobs.items() if k not in grouped and k not in REPORT_RULES}
+    print("  other workflow jobs (benchmark files, middle repeat):")
+    for rule, timing in sorted(others.items(), key=lambda kv: -kv[1].wall):
+        print(f"    {rule:28s} {cells(timing, threads)}")
+    job_sum = sum(v.wall for k, v in jobs.items() if k not in REPORT_RULES)
+    print(
+        f"  scheduling, start-up, DAG: {runs[len(runs) // 2].pipeline.wall - job_sum:7.2f} s"
+        "  (pipeline wall - its jobs; jobs that run side by side make it smaller, even negative)"
     )
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     """Run the tools and the workflow(s) side by side and print the comparison."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--fast5", type=Path, default=ECOLI / "fast5")
-    parser.add_argument("--reads", type=Path, default=ECOLI / "reads.fasta")
+    parser.add_argument("--route", choices=sorted(ROUTES), default="signal")
+    parser.add_argument("--fast5", type=Path, help="signal route: the raw signal")
+    parser.add_argument("--reads", type=Path)
+    parser.add_argument("--reads2", type=Path, help="short route: the mates (R2)")
     parser.add_argument("--reference", type=Path, default=REPO / "resources" / "ecoli_dh10b.fa")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--replicate", type=int, default=0, help="copies of the E. coli reads")
-    parser.add_argument("--simulate", type=int, default=0, help="simulated reads instead")
+    parser.add_argument("--simulate", type=int, default=0, help="simulated reads (short: pairs)")
     parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument("--baseline", type=Path, help="another numapore checkout, run beside")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
+    route = ROUTES[args.route]
     versions = {"this checkout": REPO}
     if args.baseline:
         versions[f"baseline {args.baseline}"] = args.baseline.resolve()
     with tempfile.TemporaryDirectory() as tmp:
-        if args.replicate:
-            args.fast5, args.reads = replicate_reads(Path(tmp, "data"), args.replicate)
-        if args.simulate:  # numapore's simulator: raw R9.4 signal of reads from the reference
-            sim = Path(tmp, "sim")
-            subprocess.run(
-                [sys.executable, "-m", "numapore.simulate.reads", "--reference",
-                 str(args.reference), "--out", str(sim), "--reads", str(args.simulate),
-                 "--processes", str(args.threads), "--quiet"],
-                check=True, env={**os.environ, "PYTHONPATH": str(REPO / "scripts")},
-            )  # fmt: skip
-            args.fast5, args.reads = sim / "fast5_single", sim / "reads.fastq"
-        inputs = (args.fast5.resolve(), args.reads.resolve(), args.reference.resolve())
-        with open(inputs[1]) as handle:  # FASTA or FASTQ records (FASTQ: every 4th line)
-            lines = [line[:1] for line in handle]
-        reads = lines.count(">") or len(lines) // 4
-        runs: dict[str, list[Run]] = {name: [] for name in versions}
-        for repeat in range(args.repeats):  # interleaved: a busy phase hits all alike
-            direct_dir = Path(tmp, f"direct{repeat}")
-            direct_dir.mkdir()
-            steps = direct_run(direct_dir, *inputs, args.threads)
-            shutil.rmtree(direct_dir)
-            for number, (name, repo) in enumerate(versions.items()):
-                wf_dir = Path(tmp, f"workflow{repeat}.{number}")
-                wf_dir.mkdir()
-                pipeline, report_rules = workflow_run(wf_dir, *inputs, args.threads, repo)
-                runs[name].append((steps, pipeline, report_rules, rule_seconds(wf_dir)))
-                shutil.rmtree(wf_dir)
-    hand = next(iter(runs.values()))
-    direct_total = statistics.median(sum(r[0].values()) for r in hand)
-    parts = ", ".join(f"{k} {v:.1f}" for k, v in hand[len(hand) // 2][0].items())
-    print(f"{reads} reads, {args.threads} threads, medians of {args.repeats}")
-    print(f"direct tools:       {direct_total:7.1f} s  ({parts})")
-    for name, version_runs in runs.items():
-        report(name, version_runs)
+        inputs = route.prepare(args, Path(tmp))
+        repeats = run_repeats(route, inputs, args.threads, args.repeats, versions, Path(tmp))
+    hand_total = median_timing([summed(r.hand, tuple(r.hand)) for r in repeats])
+    print(f"route {route.name}: {inputs.what}, {args.threads} threads, medians of {args.repeats}")
+    for number, repeat in enumerate(repeats, 1):
+        print(f"repeat {number} order: {' -> '.join(repeat.order)}")
+    steps = ", ".join(
+        f"{k} {median_timing([r.hand[k] for r in repeats]).wall:.1f}" for k in repeats[0].hand
+    )
+    print(f"direct tools:       {hand_total.wall:7.1f} s  (CPU {hand_total.cpu:.1f} s; {steps})")
+    for name in versions:
+        report(route, name, repeats, args.threads)
     sys.stdout.flush()
 
 

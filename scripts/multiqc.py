@@ -23,7 +23,10 @@ with scratch_dir(html) as work:
         *inputs,
     ]  # fmt: skip
     print(" ".join(command), flush=True)
-    subprocess.run(command, stdout=sys.stderr, stderr=sys.stderr, check=True)
+    # Without PYTHONPATH: one naming scripts/ (a checkout run without its own install) would
+    # make `-m multiqc` import this rule script instead of MultiQC.
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    subprocess.run(command, stdout=sys.stderr, stderr=sys.stderr, check=True, env=env)
     shutil.rmtree(data, ignore_errors=True)
     os.replace(work / data.name, data)
     os.replace(work / html.name, html)
