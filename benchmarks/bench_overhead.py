@@ -137,8 +137,9 @@ def signal_inputs(args: argparse.Namespace, tmp: Path) -> Inputs:
     with open(reads) as handle:  # FASTA or FASTQ records (FASTQ: every 4th line)
         lines = [line[:1] for line in handle]
     count = lines.count(">") or len(lines) // 4
-    row = {"sample": SAMPLE, "signal": fast5, "reads": reads, "reference": args.reference}
-    return Inputs({k: str(Path(v).resolve()) for k, v in row.items()}, f"{count} reads")
+    files = {"signal": fast5, "reads": reads, "reference": args.reference}
+    row = {"sample": SAMPLE, **{k: str(Path(v).resolve()) for k, v in files.items()}}
+    return Inputs(row, f"{count} reads")
 
 
 def signal_by_hand(work: Path, inputs: Inputs, threads: int) -> dict[str, Timing]:
