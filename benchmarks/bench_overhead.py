@@ -348,9 +348,15 @@ def run_repeats(
             work.mkdir()
             if name == HAND:
                 repeat.hand = route.hand(work, inputs, threads)
+                timing = summed(repeat.hand, tuple(repeat.hand))
             else:
                 repeat.workflows[name] = workflow_run(work, route, inputs, threads, versions[name])
+                timing = repeat.workflows[name].pipeline
             shutil.rmtree(work)
+            # Progress, for long runs: each run's figures as soon as it ends.
+            print(f"repeat {number + 1}: {name}: {timing.wall:.1f} s wall, {timing.cpu:.1f} s CPU"
+                  + (f" ({', '.join(f'{k} {v.wall:.1f}' for k, v in repeat.hand.items())})"
+                     if name == HAND else ""), file=sys.stderr, flush=True)  # fmt: skip
         done.append(repeat)
     return done
 
