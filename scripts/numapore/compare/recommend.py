@@ -111,12 +111,12 @@ def index_fit(
     return fits
 
 
-def fit_comment(fit: Mapping[str, Any]) -> str:
-    """One aligner's index against node memory as a comment line of the host-file fragment."""
+def fit_line(fit: Mapping[str, Any]) -> str:
+    """One aligner's index against node memory in words (a line of the host-file fragment)."""
     share = f"{fit['share']:.1%}" if fit["share"] is not None else "?"
     verdict = "fits one node" if fit["fits"] else "does not fit one node"
     return (
-        f"# {fit['aligner']} index {fit['index_mib']:g} MiB = {share} of the smallest node "
+        f"{fit['aligner']} index {fit['index_mib']:g} MiB = {share} of the smallest node "
         f"({fit['node_mib']} MiB): {verdict}; by that rule: {fit['strategy']}"
     )
 
@@ -170,7 +170,7 @@ def recommendation(
             )
         if step == "alignment" and fits:
             lines.append("#   index size against node memory (instances when it fits one node):")
-            lines += [f"#   {fit_comment(f)[2:]}" for f in fits]
+            lines += [f"#   {fit_line(f)}" for f in fits]
             chosen = next((f for f in fits if f["aligner"] == best["aligner"]), None)
             if chosen and best["strategy"] == "instances" and not chosen["fits"]:
                 lines.append(
