@@ -1,23 +1,33 @@
 """Benchmark: the workflow end to end versus the same tools run directly, and where the
-difference goes. Prints a table; measures, never asserts.
+difference goes. Prints tables; measures, never asserts.
 
-    .venv/bin/python benchmarks/bench_overhead.py [--route signal|modbam]
-        [--simulate N | --replicate N] [--repeats R]
-        [--fast5 DIR --reads FASTA --reference FASTA] [--baseline REPO]
+    .venv/bin/python benchmarks/bench_overhead.py [--route signal|modbam|short] [--simulate N |
+        --replicate N] [--repeats R] [--reads FILE [--reads2 FILE] --fast5 DIR --reference FASTA]
+        [--baseline REPO]
 
-Defaults to the 112 E. coli reads in ../shared against the DH10B genome from ./setup.sh;
---replicate N copies them N times with new read ids (27: 3,024 reads); --simulate N uses N
-reads of numapore's simulator instead. The by-hand run makes
-the alignments and the calls; the workflow run is timed twice: its pipeline (everything but the
-report figures and MultiQC, which the hand run has no counterpart for: `--omit-from`), then the
-report rules alone (a second invocation on the finished pipeline). Runs are interleaved, R
-repeats, medians. --baseline names another numapore checkout (e.g. /work/main, with its .venv)
+One route per input kind (ROUTES: the sample the workflow gets, the tools by hand, which hand
+steps each workflow job stands for, the step that is most of both runs):
+- signal (default): the 112 E. coli reads in ../shared against the DH10B genome from ./setup.sh;
+  --replicate N copies them N times with new read ids (27: 3,024 reads); --simulate N uses N
+  reads of numapore's simulator. By hand: minimap2 | samtools sort, samtools index, nanopolish
+  index, nanopolish call-methylation.
+- modbam: --simulate N basecaller reads (default 10,000) of numapore's simulator (an unaligned
+  modBAM with 5mC MM/ML tags, numapore.simulate.modbam; 2 % basecalling errors), or --reads.
+  By hand: samtools fastq -T MM,ML,MN | minimap2 -y -Y | samtools sort, samtools index, then
+  `numapore pileup` with the options the workflow's pileup job logs, bgzip and tabix; both
+  runs must write the same bedMethyl (Route.same).
+- short: --simulate N pairs of 150 bp reads from the reference's first sequence (Debian's
+  art_illumina, HiSeq 2500 profile, fixed seed), or --reads/--reads2. By hand, the workflow's
+  preset and defaults: bwa index; bwa mem -K (the kind's batch) -R (read group) | samtools
+  fixmate -m | samtools sort; samtools markdup -s; samtools index, flagstat, stats.
+
+The workflow run is timed twice: its pipeline (everything but the report figures and MultiQC,
+which the hand run has no counterpart for: `--omit-from`), then the report rules alone (a second
+invocation on the finished pipeline). R repeats, medians; the order alternates (repeat 1: by hand
+first, repeat 2: the workflow first, ...) so that a machine getting busier or quieter does not
+favour one side. Wall and CPU seconds (CPU: rusage of the waited-for process trees) per step,
+side by side. --baseline names another numapore checkout (e.g. /work/main, with its .venv)
 whose workflow runs too, in the same conditions: before/after figures side by side.
-
-Routes (ROUTES): signal (above) and modbam: N simulated basecaller reads (an unaligned modBAM
-with 5mC MM/ML tags, numapore.simulate.modbam; 10,000 by default) against the workflow's modbam
-sample, by hand `samtools fastq -T MM,ML,MN | minimap2 -y -Y | samtools sort`, `samtools index`,
-then `numapore pileup` with the options the workflow's pileup job logs, bgzip and tabix.
 """
 
 from __future__ import annotations
@@ -25,7 +35,10 @@ from __future__ import annotations
 import argparse
 import csv
 import gzip
+import hashlib
+import json
 import os
+import resource
 import shlex
 import shutil
 import statistics
@@ -33,8 +46,8 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import benchpath  # noqa: F401  (scripts/ and tests/ on the path)
@@ -42,22 +55,108 @@ from bench_io import replicate_reads
 import yaml
 from project import snakemake_command, write_project
 
+from numapore.inputs.kinds import KINDS
+
 REPO = Path(__file__).resolve().parent.parent
 ECOLI = REPO.parent / "shared" / "data" / "ecoli_r94"
+SAMPLE = "bench"
+HAND = "by hand"  # the hand run's name in the run order
 
 
-def timed(cmd: str, cwd: Path) -> float:
-    """Run a shell command (pipefail), fail loudly, return its wall time in seconds."""
-    start = time.perf_counter()
-    subprocess.run(["bash", "-o", "pipefail", "-c", cmd], cwd=cwd, check=True,
-                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
-    return time.perf_counter() - start
+@dataclass(frozen=True)
+class Timing:
+    """Wall and CPU seconds (user + system of the process and its waited-for children)."""
+
+    wall: float
+    cpu: float
+
+    def utilisation(self, threads: int) -> float:
+        """CPU seconds per wall second and thread (1.0: every thread busy all along)."""
+        return self.cpu / (self.wall * threads) if self.wall else 0.0
 
 
-def direct_run(work: Path, fast5: Path, reads: Path, reference: Path, threads: int) -> dict:
+def children_cpu() -> float:
+    """CPU seconds of this process's waited-for children so far."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def timed(cmd: str, cwd: Path) -> Timing:
+    """Run a shell command (pipefail), return its wall and CPU seconds; on failure stop with
+    the command and the end of what it said."""
+    cpu, start = children_cpu(), time.perf_counter()
+    with tempfile.TemporaryFile("w+") as said:
+        done = subprocess.run(["bash", "-o", "pipefail", "-c", cmd], cwd=cwd,
+                              stdout=subprocess.DEVNULL, stderr=said)  # fmt: skip
+        timing = Timing(time.perf_counter() - start, children_cpu() - cpu)
+        if done.returncode:
+            said.seek(0)
+            raise SystemExit(f"failed ({done.returncode}): {cmd}\n{said.read()[-3000:]}")
+    return timing
+
+
+@dataclass(frozen=True)
+class Inputs:
+    """A route's data: the sample sheet row the workflow gets (its files absolute) and what the
+    first line of the figures says it is."""
+
+    row: dict[str, str]
+    what: str
+
+    def path(self, key: str) -> Path:
+        """A file of the row."""
+        return Path(self.row[key])
+
+
+@dataclass(frozen=True)
+class Route:
+    """One input kind through the benchmark. hand(workdir, inputs, threads) runs the tools by
+    hand and returns each step's Timing; groups: side-by-side lines, each a label, the hand steps
+    and the workflow rules doing the same work; main: the hand step that is most of both runs
+    and the workflow rule whose tool processes (its jobs' run records) run the same command.
+    The fixed cost is measured without the main step on either side: its noise would swamp
+    what the workflow adds."""
+
+    name: str
+    prepare: Callable[[argparse.Namespace, Path], Inputs]
+    hand: Callable[[Path, Inputs, int], dict[str, Timing]]
+    groups: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...]
+    main: tuple[str, str]
+    config: Mapping = field(default_factory=dict)
+    # A gzip file of the hand run and its counterpart in the workflow's project, whose text must
+    # be equal: the two runs did one job. None: not compared.
+    same: tuple[str, str] | None = None
+
+
+# --- signal: raw nanopore signal, nanopolish ------------------------------------------------
+
+
+def signal_inputs(args: argparse.Namespace, tmp: Path) -> Inputs:
+    """The E. coli reads (replicated), simulated reads, or the given ones."""
+    fast5, reads = args.fast5 or ECOLI / "fast5", args.reads or ECOLI / "reads.fasta"
+    if args.replicate:
+        fast5, reads = replicate_reads(tmp / "data", args.replicate)
+    if args.simulate:  # numapore's simulator: raw R9.4 signal of reads from the reference
+        sim = tmp / "sim"
+        subprocess.run(
+            [sys.executable, "-m", "numapore.simulate.reads", "--reference",
+             str(args.reference), "--out", str(sim), "--reads", str(args.simulate),
+             "--processes", str(args.threads), "--quiet"],
+            check=True, env={**os.environ, "PYTHONPATH": str(REPO / "scripts")},
+        )  # fmt: skip
+        fast5, reads = sim / "fast5_single", sim / "reads.fastq"
+    with open(reads) as handle:  # FASTA or FASTQ records (FASTQ: every 4th line)
+        lines = [line[:1] for line in handle]
+    count = lines.count(">") or len(lines) // 4
+    files = {"signal": fast5, "reads": reads, "reference": args.reference}
+    row = {"sample": SAMPLE, **{k: str(Path(v).resolve()) for k, v in files.items()}}
+    return Inputs(row, f"{count} reads")
+
+
+def signal_by_hand(work: Path, inputs: Inputs, threads: int) -> dict[str, Timing]:
     """The tools by hand: align+sort, index BAM, nanopolish index, call-methylation."""
-    shutil.copy(reads, work / "reads.fasta")
-    shutil.copy(reference, work / "genome.fa")
+    shutil.copy(inputs.path("reads"), work / "reads.fasta")
+    shutil.copy(inputs.path("reference"), work / "genome.fa")
     return {
         "align+sort": timed(
             f"minimap2 -ax map-ont -t {threads} genome.fa reads.fasta"
@@ -65,7 +164,7 @@ def direct_run(work: Path, fast5: Path, reads: Path, reference: Path, threads: i
             work,
         ),
         "index_bam": timed("samtools index aln.bam", work),
-        "nanopolish_index": timed(f"nanopolish index -d {fast5} reads.fasta", work),
+        "nanopolish_index": timed(f"nanopolish index -d {inputs.path('signal')} reads.fasta", work),
         "call_methylation": timed(
             f"nanopolish call-methylation -t {threads} -r reads.fasta -b aln.bam -g genome.fa"
             " > calls.tsv",
@@ -74,13 +173,38 @@ def direct_run(work: Path, fast5: Path, reads: Path, reference: Path, threads: i
     }
 
 
-def modbam_direct_run(work: Path, inputs: dict[str, Path], threads: int) -> dict:
-    """The modBAM route by hand: primary records to FASTQ with their tags, aligned keeping them
-    (the workflow's minimap2 options for the kind) and sorted, indexed, piled up with the
-    workflow's default pileup options, the bedMethyl bgzipped and indexed."""
+# --- modbam: basecaller modBAMs, realigned keeping their calls, piled up ----------------------
+
+MODBAM_READS = 10_000  # simulated reads when --simulate is not given
+
+
+def modbam_inputs(args: argparse.Namespace, tmp: Path) -> Inputs:
+    """Simulated basecaller reads (R10.4.1-like: 2 % basecalling errors), or the given modBAM."""
+    reads = args.reads
+    if reads is None:
+        sim = tmp / "sim"
+        subprocess.run(
+            [sys.executable, "-m", "numapore.simulate.reads", "--reference",
+             str(args.reference), "--out", str(sim), "--reads", str(args.simulate or MODBAM_READS),
+             "--processes", str(args.threads), "--quiet", "--formats", "modbam",
+             "--error-rate", "0.02"],
+            check=True, env={**os.environ, "PYTHONPATH": str(REPO / "scripts")},
+        )  # fmt: skip
+        reads = sim / "reads.modbam.bam"
+    count = subprocess.run(["samtools", "view", "-c", "-F", "0x900", str(reads)],
+                           capture_output=True, text=True, check=True).stdout.strip()  # fmt: skip
+    row = {"sample": SAMPLE, "kind": "modbam", "reads": str(Path(reads).resolve()),
+           "reference": str(args.reference.resolve())}  # fmt: skip
+    return Inputs(row, f"{count} reads")
+
+
+def modbam_by_hand(work: Path, inputs: Inputs, threads: int) -> dict[str, Timing]:
+    """Primary records to FASTQ with their tags, aligned keeping them (the kind's minimap2
+    options) and sorted, indexed, piled up with the workflow's default pileup options, the
+    bedMethyl bgzipped and indexed."""
     from numapore.methylation.pileup_settings import pileup_arguments
 
-    shutil.copy(inputs["reference"], work / "genome.fa")
+    shutil.copy(inputs.path("reference"), work / "genome.fa")
     settings = yaml.safe_load((REPO / "config" / "config.yaml").read_text())["pileup"]
     pileup = shlex.join(
         [sys.executable, "-m", "numapore", "pileup", "aln.bam", "calls.bed",
@@ -88,7 +212,7 @@ def modbam_direct_run(work: Path, inputs: dict[str, Path], threads: int) -> dict
     )  # fmt: skip
     return {
         "fastq+align+sort": timed(
-            f"samtools fastq -F 0x900 -T MM,ML,MN {inputs['reads']}"
+            f"samtools fastq -F 0x900 -T MM,ML,MN {shlex.quote(inputs.row['reads'])}"
             f" | minimap2 -ax map-ont -y -Y -t {threads} genome.fa -"
             f" | samtools sort -@ {threads} -o aln.bam -",
             work,
@@ -99,41 +223,124 @@ def modbam_direct_run(work: Path, inputs: dict[str, Path], threads: int) -> dict
     }
 
 
-@dataclass(frozen=True)
-class Route:
-    """One route through the workflow, and the same tools by hand."""
+# --- short: paired short reads, bwa ---------------------------------------------------------
 
-    simulator: tuple[str, ...]  # the simulator's options for its reads (--simulate)
-    inputs: Callable[[Path], dict[str, Path]]  # the sheet's files, from the simulator's folder
-    direct: Callable[[Path, dict[str, Path], int], dict[str, float]]  # by hand: step -> s
-    # The hand step (and workflow job) left out of the fixed cost: most of both runs and the
-    # noisiest part on a shared machine; "" for none.
-    noisy: str
-    default_reads: int = 0  # simulated reads when --simulate is not given (0: ../shared's)
-    # A file of the hand run and the workflow's counterpart (in its project), whose contents
-    # must be equal: the two runs did the same work. None: not compared.
-    same: tuple[str, str] | None = None
+SHORT = KINDS["short"]
+READ_LENGTH, FRAGMENT, FRAGMENT_SD = 150, 400, 50
+
+
+def simulate_pairs(reference: Path, pairs: int, out: Path) -> tuple[Path, Path]:
+    """pairs read pairs (READ_LENGTH bp, fragments of FRAGMENT +- FRAGMENT_SD) from the first
+    sequence of reference with art_illumina (HiSeq 2500 profile, fixed seed): R1 and R2 FASTQ."""
+    import pysam
+
+    out.mkdir(parents=True)
+    with pysam.FastxFile(str(reference)) as fasta:
+        first = next(iter(fasta))
+    genome = out / "genome.fa"
+    genome.write_text(f">{first.name}\n{first.sequence}\n")
+    command = ["art_illumina", "-ss", "HS25", "-p", "-na", "-rs", "1", "-i", str(genome)]
+    command += ["-l", str(READ_LENGTH), "-m", str(FRAGMENT), "-s", str(FRAGMENT_SD)]
+    command += ["-c", str(pairs), "-o", str(out / "pairs")]
+    done = subprocess.run(command, capture_output=True, text=True)
+    if done.returncode:
+        raise SystemExit(f"failed ({done.returncode}): {shlex.join(command)}\n{done.stderr}")
+    return out / "pairs1.fq", out / "pairs2.fq"
+
+
+def short_inputs(args: argparse.Namespace, tmp: Path) -> Inputs:
+    """Simulated pairs, or the given reads (and mates)."""
+    reads, reads2 = args.reads, args.reads2
+    if args.simulate:
+        reads, reads2 = simulate_pairs(args.reference, args.simulate, tmp / "sim")
+    if reads is None:
+        raise SystemExit("numapore: the short route needs --simulate N or --reads (and --reads2)")
+    import pysam
+
+    with pysam.FastxFile(str(reads)) as fastx:
+        count = sum(1 for _ in fastx)
+    row = {
+        "sample": SAMPLE,
+        "kind": "short",
+        "reads": str(reads.resolve()),
+        "reads2": str(reads2.resolve()) if reads2 else "",
+        "reference": str(args.reference.resolve()),
+    }
+    return Inputs(row, f"{count} {'pairs' if reads2 else 'single-end reads'}")
+
+
+def short_by_hand(work: Path, inputs: Inputs, threads: int) -> dict[str, Timing]:
+    """The tools by hand with the workflow's preset and defaults (duplicates marked): bwa index;
+    bwa mem | fixmate -m | sort; markdup -s; index, flagstat, stats."""
+    shutil.copy(inputs.path("reference"), work / "genome.fa")
+    mates = " ".join(shlex.quote(inputs.row[k]) for k in ("reads", "reads2") if inputs.row[k])
+    preset = SHORT.aligner_preset("bwa", SAMPLE)
+    return {
+        "bwa_index": timed("bwa index genome.fa", work),
+        "align+fixmate+sort": timed(
+            f"bwa {preset} -t {threads} genome.fa {mates}"
+            f" | samtools fixmate -m -@ {threads} - -"
+            f" | samtools sort -@ {threads} -o sorted.bam -",
+            work,
+        ),
+        "markdup": timed(f"samtools markdup -s -@ {threads} sorted.bam aln.bam", work),
+        "index+flagstat+stats": timed(
+            f"samtools index -@ {threads} aln.bam && samtools flagstat -@ {threads} aln.bam"
+            f" > flagstat.txt && samtools stats -@ {threads} aln.bam > stats.txt",
+            work,
+        ),
+    }
 
 
 ROUTES = {
-    "signal": Route(
-        simulator=("--formats", "fastq,single"),
-        inputs=lambda sim: {"signal": sim / "fast5_single", "reads": sim / "reads.fastq"},
-        direct=lambda work, i, threads: direct_run(
-            work, i["signal"], i["reads"], i["reference"], threads
+    route.name: route
+    for route in (
+        Route(
+            name="signal",
+            prepare=signal_inputs,
+            hand=signal_by_hand,
+            groups=(
+                ("alignment", ("align+sort", "index_bam"), ("minimap2_index", "align")),
+                ("read index", ("nanopolish_index",), ("nanopolish_index",)),
+                ("calls", ("call_methylation",), ("call_methylation",)),
+            ),
+            main=("call_methylation", "call_methylation"),
         ),
-        noisy="call_methylation",
-    ),
-    "modbam": Route(
-        simulator=("--formats", "modbam", "--error-rate", "0.02"),  # R10.4.1-like basecalls
-        inputs=lambda sim: {"signal": "", "reads": sim / "reads.modbam.bam"},
-        direct=modbam_direct_run,
-        noisy="",
-        default_reads=10_000,
-        same=("calls.bed.gz", "results/bench/methylation/bench.minimap2.cpg.bedmethyl.gz"),
-    ),
+        Route(
+            name="modbam",
+            prepare=modbam_inputs,
+            hand=modbam_by_hand,
+            groups=(
+                (
+                    "alignment",
+                    ("fastq+align+sort", "index_bam"),
+                    ("stage_modbam_reads", "minimap2_index", "align"),
+                ),
+                ("pileup", ("pileup", "bgzip+tabix"), ("pileup",)),
+            ),
+            main=("fastq+align+sort", "align"),
+            same=(
+                "calls.bed.gz",
+                f"results/{SAMPLE}/methylation/{SAMPLE}.minimap2.cpg.bedmethyl.gz",
+            ),
+        ),
+        Route(
+            name="short",
+            prepare=short_inputs,
+            hand=short_by_hand,
+            groups=(
+                ("index", ("bwa_index",), ("bwa_index",)),
+                (
+                    "alignment",
+                    ("align+fixmate+sort", "markdup", "index+flagstat+stats"),
+                    ("align",),
+                ),
+            ),
+            main=("align+fixmate+sort", "align"),
+            config={"aligner": "bwa"},
+        ),
+    )
 }
-
 
 REPORT_RULES = [
     "report_alignment_qc", "report_methylation", "report_accounting", "report_accuracy",
@@ -141,145 +348,215 @@ REPORT_RULES = [
 ]  # fmt: skip
 
 
-def workflow_run(
-    work: Path, inputs: dict[str, Path], threads: int, repo: Path = REPO
-) -> tuple[float, float]:
-    """The workflow of repo in a fresh project directory on one sample (its sheet's signal,
-    reads and reference): wall seconds of its pipeline (no report rules), then of the report
-    rules run on the finished pipeline."""
-    write_project(work, [{"sample": "bench", **inputs}], repo=repo)
+@dataclass
+class WorkflowRun:
+    """One workflow run: its pipeline and report rules (Timing), each job's benchmark file
+    (wall s, CPU s as Snakemake sampled it) and its main job's tool processes (run record)."""
+
+    pipeline: Timing
+    report_rules: Timing
+    jobs: dict[str, Timing]
+    tools: dict[str, Timing]
+
+
+def workflow_run(work: Path, route: Route, inputs: Inputs, threads: int, repo: Path) -> WorkflowRun:
+    """The workflow of repo in a fresh project directory: its pipeline (no report rules), then
+    the report rules run on the finished pipeline."""
+    write_project(work, [inputs.row], dict(route.config), repo=repo)
     command = snakemake_command(work, threads, repo=repo)
     pipeline = timed(shlex.join([*command, "--omit-from", *REPORT_RULES]), work)
-    return pipeline, timed(shlex.join(command), work)
+    report_rules = timed(shlex.join(command), work)
+    return WorkflowRun(pipeline, report_rules, job_timings(work), tool_timings(work))
 
 
-def count_reads(path: Path) -> int:
-    """Records of a FASTA or FASTQ (FASTQ: every 4th line) or BAM file."""
-    if path.suffix == ".bam":
-        return int(subprocess.run(["samtools", "view", "-c", str(path)], check=True,
-                                  capture_output=True, text=True).stdout)  # fmt: skip
-    with open(path) as handle:
-        lines = [line[:1] for line in handle]
-    return lines.count(">") or len(lines) // 4
-
-
-def check_same(hand: Path, workflow: Path) -> None:
-    """Fail unless the two (gzip) files hold the same text: the runs compared did one job."""
-    if gzip.decompress(hand.read_bytes()) != gzip.decompress(workflow.read_bytes()):
-        sys.exit(f"bench_overhead: {hand} and {workflow} differ: the runs did not do one job")
-
-
-def rule_seconds(work: Path) -> dict[str, float]:
-    """Wall seconds per rule from the workflow's benchmark files."""
-    totals: dict[str, float] = {}
+def job_timings(work: Path) -> dict[str, Timing]:
+    """Wall and CPU seconds per rule from the workflow's benchmark files (CPU is Snakemake's
+    sampling of the job's processes: NA, counted 0, for jobs shorter than its interval)."""
+    totals: dict[str, Timing] = {}
     for path in sorted((work / "results" / "benchmarks").glob("*/*.tsv")):
         with open(path) as handle:
             row = next(csv.DictReader(handle, delimiter="\t"))
-        totals[path.parent.name] = totals.get(path.parent.name, 0.0) + float(row["s"])
+        cpu = float(row["cpu_time"]) if row.get("cpu_time", "NA") not in ("NA", "-") else 0.0
+        old = totals.get(path.parent.name, Timing(0.0, 0.0))
+        totals[path.parent.name] = Timing(old.wall + float(row["s"]), old.cpu + cpu)
     return totals
 
 
-Run = tuple[dict, float, float, dict]  # hand steps, pipeline s, report rules s, jobs' s
+def tool_timings(work: Path) -> dict[str, Timing]:
+    """Per rule, the wall and exact CPU seconds of the tool processes its jobs ran (the run
+    records, *.run.json, of the heavy steps)."""
+    totals: dict[str, Timing] = {}
+    for path in sorted((work / "results" / "logs").glob("*/*.run.json")):
+        record = json.loads(path.read_text())
+        old = totals.get(path.parent.name, Timing(0.0, 0.0))
+        totals[path.parent.name] = Timing(
+            old.wall + record["wall_seconds"], old.cpu + record["cpu_seconds"]
+        )
+    return totals
 
 
-def fixed_cost(run: Run, noisy: str) -> float:
-    """One repeat's fixed cost: pipeline minus its noisy job, minus the hand run's other steps."""
-    steps, pipeline, _, rules = run
-    hand = sum(steps.values()) - steps.get(noisy, 0.0)
-    return pipeline - rules.get(noisy, 0.0) - hand
+@dataclass
+class Repeat:
+    """One repeat: the order its runs went in, the hand steps, and each workflow version's run."""
+
+    order: list[str]
+    hand: dict[str, Timing] = field(default_factory=dict)
+    workflows: dict[str, WorkflowRun] = field(default_factory=dict)
+    outputs: dict[str, str] = field(default_factory=dict)  # run -> digest of Route.same's file
 
 
-def report(name: str, runs: list[Run], noisy: str) -> None:
+def text_digest(path: Path) -> str:
+    """SHA-256 of a gzip file's text (bgzip blocks may differ where the text does not)."""
+    return hashlib.sha256(gzip.decompress(path.read_bytes())).hexdigest()
+
+
+def run_order(repeat: int, versions: list[str]) -> list[str]:
+    """The order of a repeat's runs (repeat counted from 0): by hand first in even repeats, the
+    workflow version(s) first in odd ones."""
+    return [HAND, *versions] if repeat % 2 == 0 else [*versions, HAND]
+
+
+def run_repeats(
+    route: Route,
+    inputs: Inputs,
+    threads: int,
+    repeats: int,
+    versions: Mapping[str, Path],
+    tmp: Path,
+) -> list[Repeat]:
+    """Every repeat's runs, in alternating order (run_order)."""
+    done = []
+    for number in range(repeats):
+        repeat = Repeat(run_order(number, list(versions)))
+        for name in repeat.order:
+            work = Path(tmp, f"run{number}.{repeat.order.index(name)}")
+            work.mkdir()
+            if name == HAND:
+                repeat.hand = route.hand(work, inputs, threads)
+                timing = summed(repeat.hand, tuple(repeat.hand))
+            else:
+                repeat.workflows[name] = workflow_run(work, route, inputs, threads, versions[name])
+                timing = repeat.workflows[name].pipeline
+            if route.same:
+                repeat.outputs[name] = text_digest(work / route.same[name != HAND])
+            shutil.rmtree(work)
+            # Progress, for long runs: each run's figures as soon as it ends.
+            print(f"repeat {number + 1}: {name}: {timing.wall:.1f} s wall, {timing.cpu:.1f} s CPU"
+                  + (f" ({', '.join(f'{k} {v.wall:.1f}' for k, v in repeat.hand.items())})"
+                     if name == HAND else ""), file=sys.stderr, flush=True)  # fmt: skip
+        if len(set(repeat.outputs.values())) > 1:
+            hand_file, workflow_file = route.same
+            raise SystemExit(
+                f"bench_overhead: repeat {number + 1}: {hand_file} (by hand) and {workflow_file}"
+                " (workflow) differ: the runs did not do one job"
+            )
+        done.append(repeat)
+    return done
+
+
+def median_timing(timings: list[Timing]) -> Timing:
+    """Median wall and median CPU seconds."""
+    return Timing(
+        statistics.median(t.wall for t in timings), statistics.median(t.cpu for t in timings)
+    )
+
+
+def summed(timings: Mapping[str, Timing], names: tuple[str, ...]) -> Timing:
+    """The sum of the named timings (missing names count 0)."""
+    chosen = [timings[n] for n in names if n in timings]
+    return Timing(sum(t.wall for t in chosen), sum(t.cpu for t in chosen))
+
+
+def cells(timing: Timing, threads: int) -> str:
+    """Wall, CPU and CPU utilisation as table cells."""
+    return f"{timing.wall:8.1f} {timing.cpu:8.1f} {timing.utilisation(threads):5.2f}"
+
+
+def report(route: Route, name: str, repeats: list[Repeat], threads: int) -> None:
     """Print one workflow version's figures against the hand runs of the same repeats."""
-    direct_total = statistics.median(sum(r[0].values()) for r in runs)
-    pipeline = statistics.median(r[1] for r in runs)
-    report_rules = statistics.median(r[2] for r in runs)
-    rules = runs[len(runs) // 2][3]
+    runs = [r.workflows[name] for r in repeats]
+    hand_total = median_timing([summed(r.hand, tuple(r.hand)) for r in repeats])
+    pipeline = median_timing([w.pipeline for w in runs])
     print(f"{name}:")
-    print(f"workflow pipeline:  {pipeline:7.1f} s  ratio {pipeline / direct_total:.2f}")
-    # The cost the workflow adds is measured without the route's noisy step (each run's own).
-    by_hand = statistics.median(r[0].get(noisy, 0.0) for r in runs)
-    in_workflow = statistics.median(r[3].get(noisy, 0.0) for r in runs)
-    fixed = (pipeline - in_workflow) - (direct_total - by_hand)
-    without = f" without its {noisy} job" if noisy else ""
+    print(f"workflow pipeline:  {pipeline.wall:7.1f} s  ratio {pipeline.wall / hand_total.wall:.3f}"
+          f"  (CPU {pipeline.cpu:.1f} s, ratio {pipeline.cpu / hand_total.cpu:.3f})")  # fmt: skip
+    main_step, main_rule = route.main
+
+    def fixed_cost(repeat: Repeat, run: WorkflowRun) -> float:
+        """The pipeline without the main rule's tool processes, minus the hand run without its
+        main step."""
+        hand = summed(repeat.hand, tuple(repeat.hand)).wall - repeat.hand[main_step].wall
+        return run.pipeline.wall - summed(run.tools, (main_rule,)).wall - hand
+
+    each = [fixed_cost(r, w) for r, w in zip(repeats, runs, strict=True)]
     print(
-        f"fixed cost:         {fixed:7.1f} s  (pipeline{without}, "
-        f"{pipeline - in_workflow:.1f} s, minus the hand run{without and ' without it'}, "
-        f"{direct_total - by_hand:.1f} s)"
+        f"fixed cost:         {statistics.median(each):7.1f} s  (pipeline without its "
+        f"{main_rule} tool processes minus the hand run without {main_step}"
+        + (f"; per repeat: {', '.join(f'{s:.1f}' for s in each)} s)" if len(each) > 1 else ")")
     )
-    if len(runs) > 1:  # the spread says whether the median can be trusted on a busy machine
-        each = [fixed_cost(r, noisy) for r in runs]
-        print(f"  per repeat:        {', '.join(f'{s:.1f}' for s in each)} s")
-    print(f"report rules alone: {report_rules:7.1f} s  (figures, MultiQC: no hand-run counterpart)")
-    print("workflow jobs (benchmark: wall s):")
-    for rule, seconds in sorted(rules.items(), key=lambda kv: -kv[1]):
-        print(f"  {rule:28s} {seconds:7.2f}")
-    jobs = sum(v for k, v in rules.items() if k not in REPORT_RULES)
-    print(f"  {'sum of pipeline jobs':28s} {jobs:7.2f}")
+    report_rules = median_timing([w.report_rules for w in runs])
     print(
-        f"  {'scheduling, start-up, DAG':28s} {pipeline - jobs:7.2f}  (pipeline wall - its jobs;"
-        " jobs that run side by side make it smaller, even negative)"
+        f"report rules alone: {report_rules.wall:7.1f} s  (figures, MultiQC: no hand counterpart)"
+    )
+    print(f"side by side (medians; wall s, CPU s, CPU utilisation of {threads} threads):")
+    print(f"  {'step':12s} {'by hand':>23s} | {'workflow jobs':>23s}")
+    for label, hand_steps, rules in route.groups:
+        hand = median_timing([summed(r.hand, hand_steps) for r in repeats])
+        jobs = median_timing([summed(w.jobs, rules) for w in runs])
+        print(f"  {label:12s} {cells(hand, threads)} | {cells(jobs, threads)}")
+    hand = median_timing([r.hand[main_step] for r in repeats])
+    tools = median_timing([summed(w.tools, (main_rule,)) for w in runs])
+    print(
+        f"  the same command, {main_step} by hand against {main_rule}'s tool processes:\n"
+        f"  {'':12s} {cells(hand, threads)} | {cells(tools, threads)}"
+        f"  (x{tools.wall / hand.wall:.3f} wall, x{tools.cpu / hand.cpu:.3f} CPU)"
+    )
+    grouped = {rule for _, _, rules in route.groups for rule in rules}
+    jobs = runs[len(runs) // 2].jobs
+    others = {k: v for k, v in jobs.items() if k not in grouped and k not in REPORT_RULES}
+    print("  other workflow jobs (benchmark files, middle repeat):")
+    for rule, timing in sorted(others.items(), key=lambda kv: -kv[1].wall):
+        print(f"    {rule:28s} {cells(timing, threads)}")
+    job_sum = sum(v.wall for k, v in jobs.items() if k not in REPORT_RULES)
+    print(
+        f"  scheduling, start-up, DAG: {runs[len(runs) // 2].pipeline.wall - job_sum:7.2f} s"
+        "  (pipeline wall - its jobs; jobs that run side by side make it smaller, even negative)"
     )
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     """Run the tools and the workflow(s) side by side and print the comparison."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--fast5", type=Path, default=ECOLI / "fast5")
-    parser.add_argument("--reads", type=Path, default=ECOLI / "reads.fasta")
+    parser.add_argument("--route", choices=sorted(ROUTES), default="signal")
+    parser.add_argument("--fast5", type=Path, help="signal route: the raw signal")
+    parser.add_argument("--reads", type=Path, help="the reads (modbam route: a modBAM)")
+    parser.add_argument("--reads2", type=Path, help="short route: the mates (R2)")
     parser.add_argument("--reference", type=Path, default=REPO / "resources" / "ecoli_dh10b.fa")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--replicate", type=int, default=0, help="copies of the E. coli reads")
-    parser.add_argument("--simulate", type=int, default=0, help="simulated reads instead")
+    parser.add_argument("--simulate", type=int, default=0, help="simulated reads (short: pairs)")
     parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument("--baseline", type=Path, help="another numapore checkout, run beside")
-    parser.add_argument("--route", choices=sorted(ROUTES), default="signal")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     route = ROUTES[args.route]
-    args.simulate = args.simulate or route.default_reads
     versions = {"this checkout": REPO}
     if args.baseline:
         versions[f"baseline {args.baseline}"] = args.baseline.resolve()
     with tempfile.TemporaryDirectory() as tmp:
-        if args.replicate:
-            args.fast5, args.reads = replicate_reads(Path(tmp, "data"), args.replicate)
-        if args.simulate:  # numapore's simulator: the route's reads drawn from the reference
-            sim = Path(tmp, "sim")
-            subprocess.run(
-                [sys.executable, "-m", "numapore.simulate.reads", "--reference",
-                 str(args.reference), "--out", str(sim), "--reads", str(args.simulate),
-                 "--processes", str(args.threads), "--quiet", *route.simulator],
-                check=True, env={**os.environ, "PYTHONPATH": str(REPO / "scripts")},
-            )  # fmt: skip
-            inputs = route.inputs(sim)
-        else:
-            inputs = {"signal": args.fast5, "reads": args.reads}
-        inputs = {k: Path(v).resolve() if v else v for k, v in inputs.items()}
-        inputs["reference"] = args.reference.resolve()
-        reads = count_reads(inputs["reads"])
-        runs: dict[str, list[Run]] = {name: [] for name in versions}
-        for repeat in range(args.repeats):  # interleaved: a busy phase hits all alike
-            direct_dir = Path(tmp, f"direct{repeat}")
-            direct_dir.mkdir()
-            steps = route.direct(direct_dir, inputs, args.threads)
-            for number, (name, repo) in enumerate(versions.items()):
-                wf_dir = Path(tmp, f"workflow{repeat}.{number}")
-                wf_dir.mkdir()
-                pipeline, report_rules = workflow_run(wf_dir, inputs, args.threads, repo)
-                runs[name].append((steps, pipeline, report_rules, rule_seconds(wf_dir)))
-                if route.same:
-                    check_same(direct_dir / route.same[0], wf_dir / route.same[1])
-                shutil.rmtree(wf_dir)
-            shutil.rmtree(direct_dir)
-    hand = next(iter(runs.values()))
-    direct_total = statistics.median(sum(r[0].values()) for r in hand)
-    parts = ", ".join(f"{k} {v:.1f}" for k, v in hand[len(hand) // 2][0].items())
-    print(f"route {args.route}: {reads} reads, {args.threads} threads, medians of {args.repeats}")
-    print(f"direct tools:       {direct_total:7.1f} s  ({parts})")
+        inputs = route.prepare(args, Path(tmp))
+        repeats = run_repeats(route, inputs, args.threads, args.repeats, versions, Path(tmp))
+    hand_total = median_timing([summed(r.hand, tuple(r.hand)) for r in repeats])
+    print(f"route {route.name}: {inputs.what}, {args.threads} threads, medians of {args.repeats}")
+    for number, repeat in enumerate(repeats, 1):
+        print(f"repeat {number} order: {' -> '.join(repeat.order)}")
+    steps = ", ".join(
+        f"{k} {median_timing([r.hand[k] for r in repeats]).wall:.1f}" for k in repeats[0].hand
+    )
+    print(f"direct tools:       {hand_total.wall:7.1f} s  (CPU {hand_total.cpu:.1f} s; {steps})")
     if route.same:
         print(f"same output:        {route.same[0]} (by hand) = {route.same[1]} (workflow)")
-    for name, version_runs in runs.items():
-        report(name, version_runs, route.noisy)
+    for name in versions:
+        report(route, name, repeats, args.threads)
     sys.stdout.flush()
 
 

@@ -19,6 +19,10 @@ request = {
     "cell": cell.name,
     "host": smk.params.host,
     "reads": smk.input[f"signal_{cell.io_mode}"][0] if methylation else smk.input.reads,
+    "reads2": smk.input.get("reads2", ""),  # pairs' R2 (kind short)
+    "kind": smk.params.kind,
+    "sample": smk.params.sample,
+    "mark_duplicates": smk.params.duplicates,
     "genome": smk.input.genome,
     "bam": smk.input.get("bam", ""),
     "index": "" if methylation else smk.params.index,

@@ -15,17 +15,16 @@ redirect_to_log(smk)
 html, data = Path(smk.output.html), Path(smk.output.data)
 inputs = [*smk.input.stats, *smk.input.flagstat, *smk.input.custom]
 with scratch_dir(html) as work:
-    # -I: isolated from PYTHONPATH, whose numapore scripts/ folder holds this multiqc.py
     command = [
-        sys.executable, "-I", "-m", "multiqc", "--no-version-check", "--no-ai", "--force",
+        sys.executable, "-m", "multiqc", "--no-version-check", "--no-ai", "--force",
         "--title", "numapore", "--filename", html.name, "--outdir", str(work),
         # read counts as they are (not in millions: nanopore runs have few, long reads)
         "--cl-config", "{read_count_multiplier: 1, read_count_prefix: '', read_count_desc: ''}",
         *inputs,
     ]  # fmt: skip
     print(" ".join(command), flush=True)
-    # Without PYTHONPATH: one naming this scripts/ folder (a checkout's tests run so) would make
-    # `-m multiqc` find this script instead of MultiQC.
+    # Without PYTHONPATH: one naming scripts/ (a checkout run without its own install) would
+    # make `-m multiqc` import this rule script instead of MultiQC.
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     subprocess.run(command, stdout=sys.stderr, stderr=sys.stderr, check=True, env=env)
     shutil.rmtree(data, ignore_errors=True)

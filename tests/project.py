@@ -15,14 +15,20 @@ def write_project(
     workdir: Path, rows: list[dict[str, str]], config: dict | None = None, repo: Path = REPO
 ) -> Path:
     """Write config/config.yaml (repo's, by default this repository's, without its demo sample,
-    updated by config) and config/samples.tsv (rows) in workdir; return workdir."""
+        updated by config) and config/samples.tsv (rows: the four columns, and any other a row has,
+    empty where a row lacks it) in workdir; return workdir."""
     (workdir / "config").mkdir(parents=True, exist_ok=True)
     base = yaml.safe_load((repo / "config" / "config.yaml").read_text())
     base["simulate"] = {}  # no demo sample unless asked for
     base.update(config or {})
     (workdir / "config" / "config.yaml").write_text(yaml.safe_dump(base))
-    lines = ["\t".join(SHEET_COLUMNS)]
-    lines += ["\t".join(str(row[c]) for c in SHEET_COLUMNS) for row in rows]
+    # Columns beyond the four (kind, reads2: short samples) when a row has them.
+    columns = [
+        *SHEET_COLUMNS,
+        *(k for k in dict.fromkeys(k for r in rows for k in r) if k not in SHEET_COLUMNS),
+    ]
+    lines = ["\t".join(columns)]
+    lines += ["\t".join(str(row.get(c, "")) for c in columns) for row in rows]
     (workdir / "config" / "samples.tsv").write_text("\n".join(lines) + "\n")
     return workdir
 

@@ -1,6 +1,7 @@
 """The strategy comparison: one command runs the matrix on the real E. coli reads and writes the
-summary (checked here against the cells' raw files), plots, report and a recommendation; and the
-comparison's helpers."""
+summary (checked here against the cells' raw files), plots, report and a recommendation; a
+short-read sample (real lambda pairs) compared in its alignment with bwa and bowtie2, its index
+sizes set against node memory; and the comparison's helpers."""
 
 from __future__ import annotations
 
@@ -19,9 +20,10 @@ from numapore.compare import measure, recommend, subsample, summary
 from numapore.report import comparison as compare_report
 from numapore.report import comparison_plots
 from numapore.compare import run as cell_run
-from numapore.compare.cells import STEPS, Cell, cell_host, matrix
+from numapore.base.errors import InputError
+from numapore.compare.cells import STEPS, Cell, cell_host, matrix, measured_steps
 from numapore.execution.hosts import HostConfigError, host_config_from_dict
-from numapore.execution.topology import detect_topology
+from numapore.execution.topology import Node, Topology, detect_topology
 from project import write_project
 
 MATRIX = {
@@ -577,3 +579,166 @@ def test_signal_view_relocates_the_read_index(tmp_path, minimap2_run):
     lines = Path(f"{view}.index.readdb").read_text().splitlines()
     assert len(lines) == 112 and all(ln.split("\t")[1].startswith("/elsewhere/") for ln in lines)
     assert Path(f"{view}.index.fai").resolve() == Path(f"{reads}.index.fai").resolve()
+
+
+# A short-read sample (issue 29): the lambda-phage pairs of Debian's bowtie2-examples ---------
+
+EXAMPLES = Path("/usr/share/doc/bowtie2/examples")
+PAIRS = (EXAMPLES / "reads" / "reads_1.fq.gz", EXAMPLES / "reads" / "reads_2.fq.gz")
+SHORT_MATRIX = {
+    "sample": "pe",
+    "reads": 2000,  # pairs
+    "steps": ["alignment", "methylation"],  # methylation: not a step of short reads
+    "aligners": ["bwa", "bowtie2"],
+    "strategies": ["none", "instances"],
+    "io_modes": ["fast5"],
+    "threads": [1, 2],
+    "repeats": 1,
+}
+
+
+def short_row() -> dict[str, str]:
+    """A sheet row of the lambda pairs (kind short, R2 in reads2)."""
+    return {
+        "sample": "pe",
+        "signal": "",
+        "reads": str(PAIRS[0]),
+        "reference": str(EXAMPLES / "reference" / "lambda_virus.fa.gz"),
+        "kind": "short",
+        "reads2": str(PAIRS[1]),
+    }
+
+
+@pytest.fixture(scope="module")
+def short_compared(tmp_path_factory) -> tuple[Path, subprocess.CompletedProcess]:
+    """`snakemake compare` on the first 2,000 lambda pairs with bwa and bowtie2."""
+    work = write_project(
+        tmp_path_factory.mktemp("short_compare"), [short_row()], {"compare": SHORT_MATRIX}
+    )
+    return work, run_workflow(work, "compare")
+
+
+def test_short_sample_is_compared_in_its_alignment(short_compared):
+    """Aligner x strategy x threads for bwa and bowtie2, no methylation cells (the kind has no
+    such step, and the report says so); each cell runs the align job's command for pairs."""
+    work, result = short_compared
+    cells = matrix({**SHORT_MATRIX, "steps": ["alignment"]}, "bwa")
+    assert len(cells) == 2 * 2 * 2 and {c.step for c in cells} == {"alignment"}
+    progress = [ln for ln in result.stdout.splitlines() if ln.startswith("compare: cell ")]
+    assert [ln.split()[3].rstrip(":") for ln in progress] == [c.name for c in cells]
+    inputs = work / "results/compare/input"
+    for cell in cells:
+        record = json.loads((work / f"results/compare/cells/{cell.name}.run.json").read_text())
+        (process,) = record["processes"]  # one node: one instance
+        if cell.aligner == "bwa":
+            preset = "bwa mem -K 10000000 -R '\"'\"'@RG\\tID:pe\\tSM:pe'\"'\"'"
+            mates = f"{inputs / 'pe.1.fastq'} {inputs / 'pe.2.fastq'}"
+        else:
+            preset = "bowtie2 --end-to-end"
+            mates = f"-1 {inputs / 'pe.1.fastq'} -2 {inputs / 'pe.2.fastq'}"
+        command = process["command"].replace(f"{work}/", "")
+        assert preset in command and mates.replace(f"{work}/", "") in command, command
+        assert "samtools fixmate -m" in command  # duplicates marked, as the align job does
+    rows = summary.read_tsv(work / "results/compare/summary.tsv")
+    assert {r["step"] for r in rows} == {"alignment"}
+    report = (work / "results/compare/report.md").read_text()
+    assert "Sample `pe` (first 2000 pairs)" in report
+    assert "- methylation: not measured; sample `pe` is of kind `short`" in report
+    assert "| bwa | none |" in report and "| bowtie2 | instances" in report
+
+
+def test_short_subsample_keeps_mates_together(short_compared):
+    """The cells' reads: the first 2,000 pairs, R2 record i the mate of R1 record i."""
+    work, _ = short_compared
+    staged = [work / f"results/pe/reads/paired/pe.{m}.fastq.gz" for m in (1, 2)]
+    subset = [work / f"results/compare/input/pe.{m}.fastq" for m in (1, 2)]
+    names = []
+    for full, part in zip(staged, subset, strict=True):
+        with pysam.FastxFile(str(full)) as a, pysam.FastxFile(str(part)) as b:
+            kept = [r.name for r in b]
+            assert kept == [r.name for _, r in zip(range(len(kept)), a, strict=False)]
+        names.append(kept)
+    assert len(names[0]) == 2000 and names[0] == names[1]
+
+
+def test_short_report_sets_each_index_against_node_memory(short_compared):
+    """Each aligner's index size (its files) against the smallest node's memory, with the
+    advisor's rule (instances when it fits one node), in the report and the host fragment."""
+    work, _ = short_compared
+    nodes = detect_topology().compute_nodes
+    smallest = min(n.memory_mib for n in nodes)
+    report = (work / "results/compare/report.md").read_text()
+    fragment = (work / "results/compare/recommended-host.yaml").read_text()
+    references = work / "results/references/lambda_virus"
+    for aligner in ("bwa", "bowtie2"):
+        size = sum(p.stat().st_size for p in (references / aligner).iterdir())
+        mib = round(size / 2**20, 1)
+        rule = "none" if len(nodes) == 1 else "instances"
+        assert f"| {aligner} | {mib:g} | {smallest} | " in report
+        assert f"| yes | {rule} |" in report
+        assert f"#   {aligner} index {mib:g} MiB = " in fragment
+        assert f"of the smallest node ({smallest} MiB): fits one node; by that rule: {rule}" in (
+            fragment
+        )
+    assert yaml.safe_load(fragment) == {"strategy": {"alignment": "none"}}
+
+
+def test_short_sample_without_alignment_is_refused(tmp_path):
+    work = write_project(
+        tmp_path, [short_row()], {"compare": {**SHORT_MATRIX, "steps": ["methylation"]}}
+    )
+    result = run_workflow(work, "compare", "-n", check=False)
+    assert result.returncode != 0
+    message = "numapore: compare.steps: sample 'pe' (short reads) runs none of methylation"
+    assert message in result.stdout + result.stderr
+
+
+def test_measured_steps_follow_the_kind():
+    both = ["alignment", "methylation"]
+    assert measured_steps(both, "signal") == both
+    assert measured_steps(both, "short") == ["alignment"]
+    assert measured_steps(["methylation"], "modbam") == []
+
+
+def test_subsample_pairs(tmp_path):
+    r1, r2 = tmp_path / "r1.fq", tmp_path / "r2.fq"
+    r1.write_text("".join(f"@p{i}/1\nACGT\n+\nIIII\n" for i in range(5)))
+    r2.write_text("".join(f"@p{i}/2\nTTGA\n+\nIIII\n" for i in range(5)))
+    out = [tmp_path / "o1.fq", tmp_path / "o2.fq"]
+    assert subsample.subsample_pairs(r1, r2, *out, 3) == 3
+    assert [r.name for r in pysam.FastxFile(str(out[1]))] == ["p0/2", "p1/2", "p2/2"]
+    assert subsample.subsample_pairs(r1, r2, *out, 0) == 5
+    r2.write_text("@p0/2\nTTGA\n+\nIIII\n@q1/2\nTTGA\n+\nIIII\n")
+    with pytest.raises(
+        InputError, match=f"reads file {r2}, record 2: q1/2 is not the mate of p1/1"
+    ):
+        subsample.subsample_pairs(r1, r2, *out, 0)
+
+
+def two_nodes(memory_mib: int) -> Topology:
+    """A two-node layout of 2 CPUs per node with memory_mib each."""
+    return Topology(
+        (Node(0, (0, 1), memory_mib, (10, 20)), Node(1, (2, 3), memory_mib, (20, 10))), "test"
+    )
+
+
+def test_index_fit_and_its_lines():
+    # 29 GB (the study's SNAP index) against 16 GiB nodes; a 5 GB bwa index fits.
+    fits = recommend.index_fit({"bwa": 5 * 10**9, "snap": 29 * 10**9}, two_nodes(16384))
+    assert [(f["aligner"], f["fits"], f["strategy"]) for f in fits] == [
+        ("bwa", True, "instances"),
+        ("snap", False, "interleave"),
+    ]
+    assert fits[0]["index_mib"] == round(5 * 10**9 / 2**20, 1) and fits[0]["node_mib"] == 16384
+    table = compare_report.index_table(fits)
+    assert "| snap | 27656.6 | 16384 | 168.80% | no | interleave |" in table
+    # instances measured fastest with an index that does not fit: said beside the choice.
+    rows = summary.summarise(
+        [row("none", "na", 2, r, w, "alignment") for r, w in ((1, 30.0), (2, 30.5))]
+        + [row("instances", "na", 2, r, w, "alignment") for r, w in ((1, 10.0), (2, 10.2))]
+    )
+    fits = recommend.index_fit({"bwa": 10 * 10**9}, two_nodes(16384))
+    text = recommend.recommendation(rows, "x.yaml", fits)
+    assert "bwa index 9536.7 MiB = 58.2% of the smallest node (16384 MiB): does not fit" in text
+    assert "instances measured fastest, but bwa's index does not fit one node" in text
+    assert yaml.safe_load(text) == {"strategy": {"alignment": "instances"}}

@@ -10,7 +10,14 @@ import pysam
 import pytest
 
 from numapore.inputs.sheet import InputError
-from numapore.inputs.seqcheck import PIECE, check_sequences, stage_sequences
+from numapore.inputs import seqcheck
+from numapore.inputs.seqcheck import (
+    PIECE,
+    Parser,
+    check_sequences,
+    plain_fastq_records,
+    stage_sequences,
+)
 
 
 @pytest.fixture(scope="module")
@@ -194,3 +201,59 @@ def test_tidied_copy_for_lowercase_cr_and_blank_lines(tmp_path, fasta_text, fast
     assert check.needs_copy("reference") and check.cr_line_ends
     lower = write(tmp_path / "lower.fa", fasta_text.lower())
     assert not check_sequences(lower, "reference", "fasta").needs_copy("reference")
+
+
+# Short reads: a plain 4-line FASTQ is checked a block at a time (plain_fastq_records); anything
+# else goes to the parser. Both must give the same answer on every file.
+PLAIN = "@r1/1 c\nACGTN\n+\n@IIII\n@r2/1\nGGCA\n+r2\nIIII\n@r3\nT\n+\n5\n"
+VARIANTS = {
+    "plain": (PLAIN, 3),
+    "lowercase bases": (PLAIN.replace("GGCA", "ggca"), None),
+    "CRLF": (PLAIN.replace("\n", "\r\n"), None),
+    "blank line": (PLAIN + "\n", None),
+    "header without a name": (PLAIN.replace("@r2/1", "@ r2"), None),
+    "name too long": (PLAIN.replace("@r3", "@" + "x" * 300), None),
+    "sequence over two lines": (PLAIN.replace("ACGTN\n+\n@IIII", "ACG\nTN\n+\n@IIII"), None),
+    "no final line end": (PLAIN[:-1], None),
+    "truncated": (PLAIN + "@r4\nACGT\n", None),
+    "zero-length read": (PLAIN + "@r4\n\n+\n\n", None),
+    "RNA": (PLAIN.replace("GGCA", "GGUA"), None),
+    "short quality": (PLAIN.replace("+r2\nIIII", "+r2\nIII"), None),
+}
+
+
+def parser_answer(path: Path) -> tuple:
+    """What the line parser alone says of a FASTQ: its check, or its message."""
+    parser = Parser(path, "reads", "fastq")
+    try:
+        for _ in parser.pieces():
+            pass
+    except InputError as err:
+        return ("refused", str(err))
+    return ("accepted", parser.check)
+
+
+@pytest.mark.parametrize("case", VARIANTS)
+def test_plain_fastq_path_agrees_with_the_parser(tmp_path, case):
+    text, plain = VARIANTS[case]
+    for path in (write(tmp_path / "r.fastq", text), write(tmp_path / "r.fastq.gz", text)):
+        path.write_bytes(gzip.compress(text.encode()) if path.suffix == ".gz" else text.encode())
+        assert plain_fastq_records(path, "reads") == plain
+        try:
+            answer = ("accepted", check_sequences(path, "reads", "fastq"))
+        except InputError as err:
+            answer = ("refused", str(err))
+        assert answer == parser_answer(path)
+    assert (parser_answer(tmp_path / "r.fastq")[0] == "refused") == (
+        case in ("header without a name", "name too long", "truncated", "RNA", "short quality")
+    )
+
+
+def test_plain_fastq_path_over_blocks(tmp_path, monkeypatch):
+    # Records cut across block boundaries, and a problem in a later block: the parser's word.
+    monkeypatch.setattr(seqcheck, "FAST_BLOCK", 7)
+    path = write(tmp_path / "r.fastq", PLAIN * 40)
+    assert plain_fastq_records(path, "reads") == 120
+    write(path, PLAIN * 30 + PLAIN.replace("GGCA", "GGXA"))
+    assert plain_fastq_records(path, "reads") is None
+    assert "line 366 (record 92): 'X' is not a nucleotide code" in problem(path, "fastq")

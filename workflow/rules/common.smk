@@ -21,7 +21,7 @@ except ImportError as _err:
 # What envs/install-numapore.sh (every conda env's post-deploy script) installs.
 os.environ.update(NUMAPORE_SOURCE=str(Path(workflow.basedir).parent))
 from numapore.execution.cluster import job_cpus, node_request  # noqa: E402
-from numapore.compare.cells import Cell, matrix  # noqa: E402
+from numapore.compare.cells import Cell, matrix, measured_steps  # noqa: E402
 from numapore.methylation.calls import llr_probability  # noqa: E402
 from numapore.methylation.motifs import MOTIFS  # noqa: E402
 from numapore.execution.hosts import (  # noqa: E402
@@ -859,28 +859,67 @@ def compare_sample():
             f"numapore: compare.sample: {name!r} is not a sample "
             f"(samples: {', '.join(SAMPLES) or 'none'})"
         )
-    fast5_modes = [m for m in config["compare"]["io_modes"] if m != "slow5"]
-    if SAMPLES[name].signal_kind != "fast5" and fast5_modes:
+    sample = SAMPLES[name]
+    if not compare_steps():
         raise WorkflowError(
-            f"numapore: compare.io_modes: sample '{name}' has {SAMPLES[name].signal_kind.upper()} "
+            f"numapore: compare.steps: sample '{name}' ({sample.kind} reads) runs none of "
+            f"{', '.join(config['compare']['steps'])}; add alignment"
+        )
+    fast5_modes = [m for m in config["compare"]["io_modes"] if m != "slow5"]
+    if "methylation" in compare_steps() and sample.signal_kind != "fast5" and fast5_modes:
+        raise WorkflowError(
+            f"numapore: compare.io_modes: sample '{name}' has {sample.signal_kind.upper()} "
             f"raw signal, read in I/O mode slow5 only; remove {', '.join(fast5_modes)}"
         )
-    return SAMPLES[name]
+    return sample
+
+
+def compare_steps():
+    """The steps the comparison measures: those of compare.steps that the compared sample's
+    kind runs (a short-read sample: alignment only). compare_sample names a missing sample."""
+    name = config["compare"]["sample"] or next(iter(SAMPLES), "")
+    kind = SAMPLES[name].kind if name in SAMPLES else "signal"
+    return measured_steps(config["compare"]["steps"], kind)
 
 
 COMPARISON_REPORT = "results/compare/report.md"
 # The comparison's cells in run order: repeats interleaved, each shuffled with compare.seed
 # (numapore.compare.cells.matrix).
-COMPARE_CELLS = [cell.name for cell in matrix(config["compare"], config["aligner"])]
+COMPARE_CELLS = [
+    cell.name for cell in matrix({**config["compare"], "steps": compare_steps()}, config["aligner"])
+]
 
 
 def compare_reads(wildcards=None):
-    """The reads of the alignment cells: the sample's, or their first compare.reads."""
+    """The reads of the alignment cells (R1 of pairs): the sample's, or their first
+    compare.reads (pairs)."""
     sample = compare_sample()
     if not config["compare"]["reads"]:
         return staged_reads(SimpleNamespace(sample=sample.name))
     fmt = sample.reads_format.removesuffix(".gz")
-    return f"results/compare/input/{sample.name}.{fmt}"
+    mate = ".1" if sample.paired else ""
+    return f"results/compare/input/{sample.name}{mate}.{fmt}"
+
+
+def compare_reads2(wildcards=None):
+    """The R2 mates of the alignment cells' pairs (none for other samples): the sample's, or
+    the mates of the first compare.reads pairs."""
+    sample = compare_sample()
+    if not sample.paired or not config["compare"]["reads"]:
+        return staged_reads2(SimpleNamespace(sample=sample.name))
+    return f"results/compare/input/{sample.name}.2.{sample.reads_format.removesuffix('.gz')}"
+
+
+def compare_index_files(wildcards=None):
+    """Every compared aligner's index files for the compared sample, by aligner (the report
+    sets their size against the nodes' memory); none without alignment cells."""
+    if "alignment" not in compare_steps():
+        return {}
+    sample = SimpleNamespace(sample=compare_sample().name)
+    return {
+        f"index_{aligner}": aligner_index_files(SimpleNamespace(**vars(sample), aligner=aligner))
+        for aligner in config["compare"]["aligners"]
+    }
 
 
 def compare_bam(wildcards=None):
@@ -899,12 +938,10 @@ def compare_cell_inputs(wildcards):
     check_one_cell_at_a_time()
     sample = SimpleNamespace(sample=compare_sample().name)
     inputs = {"reads": compare_reads(), "genome": reference_fasta(sample)}
-    steps = config["compare"]["steps"]
-    if "alignment" in steps:
-        for aligner in config["compare"]["aligners"]:
-            inputs[f"index_{aligner}"] = aligner_index_files(
-                SimpleNamespace(sample=sample.sample, aligner=aligner)
-            )
+    if compare_reads2():
+        inputs["reads2"] = compare_reads2()
+    steps = compare_steps()
+    inputs.update(compare_index_files())
     if "methylation" in steps:
         bam = compare_bam()
         inputs["bam"], inputs["bai"] = bam, f"{bam}.bai"

@@ -32,6 +32,26 @@ rule compare_subsample_reads:
         "../../scripts/compare_subsample.py"
 
 
+# Pairs: the first compare.reads pairs, R1 and R2 read side by side (mates kept together).
+rule compare_subsample_pairs:
+    input:
+        reads=lambda wc: staged_reads(wc),
+        reads2=lambda wc: staged_reads2(wc),
+    output:
+        reads="results/compare/input/{sample}.1.{fmt}",
+        reads2="results/compare/input/{sample}.2.{fmt}",
+    log:
+        "results/logs/compare_subsample_pairs/{sample}.{fmt}.log",
+    benchmark:
+        "results/benchmarks/compare_subsample_pairs/{sample}.{fmt}.tsv"
+    conda:
+        "../../envs/python.yaml"
+    params:
+        reads=config["compare"]["reads"],
+    script:
+        "../../scripts/compare_subsample.py"
+
+
 rule compare_subsample_alignments:
     input:
         bam="results/{sample}/align/{sample}.{aligner}.bam",
@@ -77,6 +97,10 @@ rule compare_cell:
         ),
         storage=config["compare"]["storage"],
         min_mapq=config["methylation"]["min_mapping_quality"],
+        # The sample's kind and read group: its aligner preset, as the align job runs it.
+        kind=lambda wc: compare_sample().kind,
+        sample=lambda wc: compare_sample().name,
+        duplicates=lambda wc: marks_duplicates(SimpleNamespace(sample=compare_sample().name)),
     script:
         "../../scripts/compare_cell.py"
 
@@ -143,6 +167,8 @@ rule compare_plots:
 
 rule compare_report:
     input:
+        # Each aligner's index (index_<aligner>), its size set against the nodes' memory.
+        unpack(compare_index_files),
         summary="results/compare/summary.tsv",
         # The reads the cells ran on: counted to size compare.reads when cells are too short.
         reads=lambda wc: compare_reads(),
@@ -170,6 +196,9 @@ rule compare_report:
     params:
         host=HOST_FILE,
         sample=lambda wc: compare_sample().name,
+        kind=lambda wc: compare_sample().kind,
+        paired=lambda wc: compare_sample().paired,
+        steps=config["compare"]["steps"],
         reads=config["compare"]["reads"],
     script:
         "../../scripts/compare_report.py"

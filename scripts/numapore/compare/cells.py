@@ -11,9 +11,11 @@ from __future__ import annotations
 import json
 import random
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
+
+from numapore.inputs.kinds import KINDS
 
 STEPS = ("alignment", "methylation")
 NOT_APPLICABLE = "na"
@@ -100,3 +102,14 @@ def cell_host(base: Mapping[str, Any], cell: Cell) -> dict[str, Any]:
         host["io_mode"] = cell.io_mode
         host.pop("io_processes", None)  # a pool of the cell's threads, one process per thread
     return host
+
+
+# The step of the comparison each kind must run for it to be measured (alignment: every kind).
+STEP_NEEDS = {"alignment": None, "methylation": "call_methylation"}
+
+
+def measured_steps(steps: Sequence[str], kind: str) -> list[str]:
+    """The steps of `compare.steps` a sample of an input kind can be measured in: methylation
+    only for kinds that call it (a short-read sample is compared in its alignment only)."""
+    input_kind = KINDS[kind]
+    return [s for s in steps if STEP_NEEDS[s] is None or input_kind.runs(STEP_NEEDS[s])]

@@ -1,7 +1,8 @@
 """The recommendation: which configuration of each step to adopt on this host, chosen from the
 summary table only where the difference stands out of the noise (beyond the repeats' spread and
-MIN_EFFECT, in cells long enough to measure, never a strategy that ran exactly as none), and the
-host-file fragment that says so (recommended-host.yaml)."""
+MIN_EFFECT, in cells long enough to measure, never a strategy that ran exactly as none), each
+aligner's index size set against the nodes' memory (the advisor's rule, the study's: instances
+when the index fits one node), and the host-file fragment that says so (recommended-host.yaml)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ from typing import Any
 from numapore.compare.cells import NOT_APPLICABLE, STEPS
 from numapore.compare.measure import MIN_MEASURABLE_S
 from numapore.compare.summary import BASELINE, config_of
+from numapore.execution.advisor import advise
+from numapore.execution.topology import Topology
 
 # The smallest effect a recommendation stands on, as a fraction of the simpler one's time.
 MIN_EFFECT = 0.05
@@ -117,9 +120,48 @@ def recommended(rows: Sequence[Mapping[str, Any]], step: str) -> dict[str, Any] 
     return dict(min(candidates, key=lambda r: r["wall_s"])) if candidates else best
 
 
-def recommendation(rows: Sequence[Mapping[str, Any]], base_host: str) -> str:
+def index_fit(
+    index_bytes: Mapping[str, int], topology: Topology, instances_per_node: int = 1
+) -> list[dict[str, Any]]:
+    """Per aligner, its index's size against the nodes' memory, as the advisor weighs it
+    (numapore.execution.advisor.advise): index MiB, the smallest node with CPUs and memory (MiB),
+    the share of it the index copies of one node take, whether they fit one node, and the
+    strategy the rule gives (instances when the index fits one node, interleave when not, none
+    on one node) with its reason."""
+    fits = []
+    for aligner, size in index_bytes.items():
+        strategy, reasons = advise(topology, size, instances_per_node)
+        fits.append(
+            {
+                "aligner": aligner,
+                "index_mib": reasons["index_mib"],
+                "node_mib": reasons["smallest_node_memory_mib"],
+                "share": reasons["index_share_of_node"],
+                "fits": reasons["index_copies_per_node_mib"] <= reasons["fit_limit_mib"],
+                "nodes": reasons["nodes_with_cpus_and_memory"],
+                "strategy": strategy,
+                "why": reasons["why"],
+            }
+        )
+    return fits
+
+
+def fit_line(fit: Mapping[str, Any]) -> str:
+    """One aligner's index against node memory in words (a line of the host-file fragment)."""
+    share = f"{fit['share']:.1%}" if fit["share"] is not None else "?"
+    verdict = "fits one node" if fit["fits"] else "does not fit one node"
+    return (
+        f"{fit['aligner']} index {fit['index_mib']:g} MiB = {share} of the smallest node "
+        f"({fit['node_mib']} MiB): {verdict}; by that rule: {fit['strategy']}"
+    )
+
+
+def recommendation(
+    rows: Sequence[Mapping[str, Any]], base_host: str, fits: Sequence[Mapping[str, Any]] = ()
+) -> str:
     """A host YAML fragment with the configuration to adopt per step (`recommended`),
-    commented with its numbers (the user copies it into config/hosts/<host>.yaml)."""
+    commented with its numbers and each aligner's index against node memory (fits, from
+    index_fit) (the user copies it into config/hosts/<host>.yaml)."""
     lines = [
         "# numapore: configuration per step measured on this host "
         f"(results/compare/summary.tsv; base host file: {base_host}).",
@@ -161,6 +203,15 @@ def recommendation(rows: Sequence[Mapping[str, Any]], base_host: str) -> str:
                 f"#   (fastest median: {top['strategy']} ({what}) {top['wall_s']:.2f} s, "
                 f"{why}: not recommended)"
             )
+        if step == "alignment" and fits:
+            lines.append("#   index size against node memory (instances when it fits one node):")
+            lines += [f"#   {fit_line(f)}" for f in fits]
+            chosen = next((f for f in fits if f["aligner"] == best["aligner"]), None)
+            if chosen and best["strategy"] == "instances" and not chosen["fits"]:
+                lines.append(
+                    f"#   (instances measured fastest, but {best['aligner']}'s index does not "
+                    "fit one node: a copy per node may swap on larger inputs)"
+                )
         strategy[step] = best["strategy"]
         if step == "methylation":
             io = best["io_mode"]

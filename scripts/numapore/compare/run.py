@@ -81,10 +81,14 @@ def run_cell(request: Mapping[str, Any]) -> dict[str, Any]:
     host = cell_host_config(request["host"], cell)
     storage = None
     if cell.step == "alignment":
+        # The align job's command for the sample's kind: its preset, mates, read group and
+        # fixmate (numapore.execution.tools.align_command).
         index_files = [Path(p) for p in request["index_files"]]
         run_alignment(
             host, cell.aligner, request["index"], index_files, Path(request["reads"]),
-            workdir / "aligned.bam", cell.threads, record,
+            workdir / "aligned.bam", cell.threads, record, kind=request["kind"],
+            reads2=Path(request["reads2"]) if request["reads2"] else None,
+            sample=request["sample"], mark_duplicates=request["mark_duplicates"],
         )  # fmt: skip
     else:
         reads, latency = Path(request["reads"]), request["storage"]["latency_ms"]

@@ -1,5 +1,6 @@
-"""The comparison's input subset: the first `compare.reads` reads of the compared sample and
-their alignments, so that a cell runs on a sample of a size chosen for measuring."""
+"""The comparison's input subset: the first `compare.reads` reads (pairs: both mates) of the
+compared sample and their alignments, so that a cell runs on a sample of a size chosen for
+measuring."""
 
 from __future__ import annotations
 
@@ -42,3 +43,31 @@ def count_reads(reads: Path) -> int:
 
     with pysam.FastxFile(str(reads)) as fastx:
         return sum(1 for _ in fastx)
+
+
+def subsample_pairs(reads: Path, reads2: Path, output: Path, output2: Path, n: int) -> int:
+    """Write the first n pairs (all when n is 0) of R1 and R2, read side by side so that each
+    mate stays beside its mate; return the pairs. InputError naming the record when the files
+    stop being mates (the staged reads were checked so: numapore.inputs.short_reads)."""
+    import pysam
+
+    from numapore.base.errors import InputError
+    from numapore.inputs.short_reads import fragment_name
+
+    pairs = 0
+    with pysam.FastxFile(str(reads)) as first, pysam.FastxFile(str(reads2)) as second:
+        with open(output, "w") as out, open(output2, "w") as out2:
+            for r1 in first:
+                if n and pairs == n:
+                    break
+                r2 = next(second, None)
+                if r2 is None or fragment_name(r1.name) != fragment_name(r2.name):
+                    raise InputError(
+                        f"reads file {reads2}, record {pairs + 1}: "
+                        f"{'missing' if r2 is None else r2.name} is not the mate of {r1.name} "
+                        f"in {reads}"
+                    )
+                out.write(str(r1) + "\n")
+                out2.write(str(r2) + "\n")
+                pairs += 1
+    return pairs

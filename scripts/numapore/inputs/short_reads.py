@@ -23,7 +23,11 @@ def check_mates(reads: Path, reads2: Path) -> int:
     import pysam
 
     pairs = 0
-    with pysam.FastxFile(str(reads)) as first, pysam.FastxFile(str(reads2)) as second:
+    # persist=False: one record object per file, reused (its name is read before the next).
+    with (
+        pysam.FastxFile(str(reads), persist=False) as first,
+        pysam.FastxFile(str(reads2), persist=False) as second,
+    ):
         for r1, r2 in zip_longest(first, second):
             pairs += 1
             if r1 is None or r2 is None:
