@@ -192,7 +192,7 @@ rule compare_report:
     benchmark:
         "results/benchmarks/compare_report/report.tsv"
     conda:
-        "../../envs/python.yaml"
+        "../../envs/compare.yaml"
     params:
         host=HOST_FILE,
         sample=lambda wc: compare_sample().name,
