@@ -245,7 +245,15 @@ def test_plain_fastq_path_agrees_with_the_parser(tmp_path, case):
             answer = ("refused", str(err))
         assert answer == parser_answer(path)
     assert (parser_answer(tmp_path / "r.fastq")[0] == "refused") == (
-        case in ("header without a name", "name too long", "truncated", "RNA", "short quality")
+        case
+        in (
+            "header without a name",
+            "name too long",
+            "truncated",
+            "RNA",
+            "short quality",
+            "zero-length read",
+        )
     )
 
 
