@@ -3,6 +3,8 @@ recovers the simulated methylation; so do the opt-in modBAM demo's basecaller ca
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pandas as pd
 import pytest
 import yaml
@@ -11,28 +13,27 @@ from conftest import REPO, check_modkit_golden, numapore_output, reference_outpu
 from project import write_project
 
 
+def run_demo(tmp_path_factory, config_file: str, name: str) -> Path:
+    """Run one demo sample of a shipped config file (its reference made absolute) alone, with an
+    empty sample sheet; return the project folder."""
+    work = tmp_path_factory.mktemp(name)
+    demo = yaml.safe_load((REPO / "config" / config_file).read_text())["simulate"][name]
+    demo["reference"] = str(REPO / demo["reference"])
+    write_project(work, [], {"simulate": {name: demo}})
+    run_workflow(work)
+    return work
+
+
 @pytest.fixture(scope="module")
 def demo_run(tmp_path_factory):
     """The default config's demo sample (simulated E. coli reads), with an empty sample sheet."""
-    work = tmp_path_factory.mktemp("demo")
-    config = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
-    demo = config["simulate"]["demo"]
-    demo["reference"] = str(REPO / demo["reference"])
-    write_project(work, [], {"simulate": {"demo": demo}})
-    run_workflow(work)
-    return work
+    return run_demo(tmp_path_factory, "config.yaml", "demo")
 
 
 @pytest.fixture(scope="module")
 def modbam_demo_run(tmp_path_factory):
     """The opt-in modBAM demo (config/demo_modbam.yaml) alone: simulated basecaller reads."""
-    work = tmp_path_factory.mktemp("demo_modbam")
-    config = yaml.safe_load((REPO / "config" / "demo_modbam.yaml").read_text())
-    demo = config["simulate"]["demo_modbam"]
-    demo["reference"] = str(REPO / demo["reference"])
-    write_project(work, [], {"simulate": {"demo_modbam": demo}})
-    run_workflow(work)
-    return work
+    return run_demo(tmp_path_factory, "demo_modbam.yaml", "demo_modbam")
 
 
 def test_modbam_demo_calls_recover_the_truth(modbam_demo_run):

@@ -99,6 +99,23 @@ def per_site(
     return per, r
 
 
+def scored(
+    reads: int, called: int, calls: int, matched: int, auc: float, sites: int, r: float
+) -> Accuracy:
+    """The accuracy row of reads (all), called (with a call), calls (matched: to the truth),
+    the per-call AUC, and the sites with their correlation."""
+    return Accuracy(
+        reads=int(reads),
+        reads_called=int(called),
+        called_fraction=called / reads if reads else float("nan"),
+        calls=calls,
+        calls_matched=matched,
+        auc=auc,
+        sites=sites,
+        site_correlation=r,
+    )
+
+
 def evaluate(
     calls_path: Path,
     truth_path: Path,
@@ -114,17 +131,7 @@ def evaluate(
     m = lab[lab["n_truth"] > 0]
     auc = roc_auc(m["log_lik_ratio"].to_numpy(), m["truth"].to_numpy())
     per, r = per_site(m, threshold, min_coverage)
-    called = calls["read_name"].nunique()
-    return Accuracy(
-        reads=int(total),
-        reads_called=int(called),
-        called_fraction=called / total if total else float("nan"),
-        calls=len(calls),
-        calls_matched=len(m),
-        auc=auc,
-        sites=len(per),
-        site_correlation=r,
-    )
+    return scored(total, calls["read_name"].nunique(), len(calls), len(m), auc, len(per), r)
 
 
 def modbam_calls(bam_path: Path) -> pd.DataFrame:
@@ -182,17 +189,7 @@ def evaluate_modbam(
     per = bedmethyl_fractions(bedmethyl_path).join(true_fraction, on=["chromosome", "position"])
     per = per[(per["n"] >= min_coverage) & per["truth"].notna()]
     r = float(np.corrcoef(per["called"], per["truth"])[0, 1]) if len(per) > 2 else float("nan")
-    called = calls["read_id"].nunique()
-    return Accuracy(
-        reads=int(total),
-        reads_called=int(called),
-        called_fraction=called / total if total else float("nan"),
-        calls=len(calls),
-        calls_matched=len(m),
-        auc=auc,
-        sites=len(per),
-        site_correlation=r,
-    )
+    return scored(total, calls["read_id"].nunique(), len(calls), len(m), auc, len(per), r)
 
 
 def count_fastq_reads(path: Path) -> int:

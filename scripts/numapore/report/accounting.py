@@ -297,7 +297,6 @@ def account(inp: AccountingInputs) -> list[Row]:
         .then(pl.lit(f"mapping quality below {inp.min_mapq}"))
         .otherwise(pl.lit(NO_CALL))
     )
-    fates = dict(reads.select(fate=fate)["fate"].drop_nulls().value_counts().iter_rows())
     usable = aligned["read_id"].filter(aligned["read_id"].is_in(with_signal.implode()))
     odd = called.filter(~called.is_in(usable.implode()))
     if len(odd):
@@ -305,14 +304,7 @@ def account(inp: AccountingInputs) -> list[Row]:
             f"sample '{inp.sample}': {len(odd)} read(s) have calls but no primary alignment or "
             f"no raw signal (e.g. {odd[0]})"
         )
-    rows.append(("methylation", "reads with calls", len(called), ""))
-    rows += [("methylation", "reads without calls", n, f) for f, n in sorted(fates.items())]
-    if len(called) + sum(fates.values()) != len(basecalled):
-        raise AccountingError(
-            f"sample '{inp.sample}': {len(basecalled)} basecalled reads but {len(called)} with "
-            f"calls + {sum(fates.values())} without"
-        )
-    return rows
+    return rows + call_rows(inp.sample, reads, fate, len(called), "", len(basecalled), "basecalled")
 
 
 def reads_with_modification_calls(bam: str | os.PathLike) -> pl.Series:
@@ -429,12 +421,23 @@ def account_modbam(inp: ModbamAccountingInputs) -> list[Row]:
         .then(pl.col("reason"))
         .otherwise(pl.lit(TAGS_WITHOUT_CALLS))
     )
+    return rows + call_rows(
+        inp.sample, reads, fate, len(called), "any modification code", len(staged), "staged"
+    )
+
+
+def call_rows(
+    sample: str, reads: pl.DataFrame, fate: pl.Expr, called: int, detail: str, total: int, what: str
+) -> list[Row]:
+    """The methylation rows: reads with calls (detail), then the reads without calls counted by
+    their fate (the expression on reads; null for a read with calls); AccountingError unless
+    the two add up to the total of `what` reads."""
     fates = dict(reads.select(fate=fate)["fate"].drop_nulls().value_counts().iter_rows())
-    rows.append(("methylation", "reads with calls", len(called), "any modification code"))
+    rows: list[Row] = [("methylation", "reads with calls", called, detail)]
     rows += [("methylation", "reads without calls", n, f) for f, n in sorted(fates.items())]
-    if len(called) + sum(fates.values()) != len(staged):
+    if called + sum(fates.values()) != total:
         raise AccountingError(
-            f"sample '{inp.sample}': {len(staged)} staged reads but {len(called)} with calls + "
+            f"sample '{sample}': {total} {what} reads but {called} with calls + "
             f"{sum(fates.values())} without"
         )
     return rows
