@@ -1,6 +1,6 @@
 """Rule align: the chosen aligner | samtools sort, under the host's alignment strategy. When the
 alignment is not scattered, this job makes the sample's BAM and finishes it as the merge job
-would (index, samtools reports, the alignment check): no second job for one shard."""
+would (index, JSON flagstat, the alignment check): no second job for one shard."""
 
 import sys
 from pathlib import Path

@@ -1,5 +1,5 @@
 """Rule merge_alignment_shards (a scattered alignment): merge sorted BAM shards into the sample's
-BAM, then index it, write samtools flagstat and stats, and check the alignment (reads in, primary
+BAM, then index it, write its samtools flagstat (JSON), and check the alignment (reads in, primary
 alignments mapped; fail when nothing mapped or when the reads file repeats a read id)."""
 
 import sys

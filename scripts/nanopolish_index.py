@@ -29,8 +29,8 @@ with scratch_dir(smk.output[0]) as scratch:
     link.symlink_to(os.path.relpath(reads, scratch))
     command = nanopolish_index_command(link, list(smk.input.signal), blow5)
     print(command, flush=True)
-    # Snakemake sets OMP_NUM_THREADS to the rule's threads, 0 here (IO_BOUND), which libgomp
-    # refuses with a warning in the log; nanopolish index runs one thread.
+    # Snakemake sets OMP_NUM_THREADS to the rule's threads, 0 here (HOLDS_NO_CORE), which
+    # libgomp refuses with a warning in the log; nanopolish index runs one thread.
     with vbz_plugin_env(sys.stdout):  # multi-read FAST5 may be VBZ-compressed
         env = {**os.environ, "OMP_NUM_THREADS": "1"}
         done = subprocess.run(command, shell=True, stdout=sys.stdout, stderr=sys.stderr, env=env)

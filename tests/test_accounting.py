@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+from array import array
 from pathlib import Path
 
 import h5py
@@ -18,6 +19,8 @@ from numapore.report.accounting import (
     NO_SIGNAL_DATASET,
     blow5_read_ids,
     called_reads,
+    primary_alignments,
+    primary_alignments_and_calls,
     readdb_with_signal,
     rejected_rows,
 )
@@ -170,6 +173,43 @@ def test_read_ids_and_duplicates(tmp_path):
         unique_read_ids(reads, "s")
     reads.write_text("@a\nAC\n+\nII\n")
     assert unique_read_ids(reads, "s").to_list() == ["a"]
+
+
+def test_one_pass_over_a_modbam_finds_aligned_reads_and_calls(tmp_path):
+    """Mapped primary records (as primary_alignments gives them) and, among them, the reads
+    whose record has an ML value: not an empty ML, nor a secondary, supplementary or unmapped
+    record's; the old tag name Ml counts too."""
+    header = {"HD": {"VN": "1.6", "SO": "unsorted"}, "SQ": [{"SN": "c", "LN": 1000}]}
+    bam = tmp_path / "m.bam"
+    # name, flag, mapq, tags
+    records = [
+        ("calls", 0, 60, [("MM", "C+m?,0;"), ("ML", [200])]),
+        ("old_tags", 16, 50, [("Mm", "C+m?,0;"), ("Ml", [10])]),
+        ("empty_ml", 0, 40, [("MM", "C+m?;"), ("ML", [])]),
+        ("no_tags", 0, 30, []),
+        ("calls", 256, 0, [("MM", "C+m?,0;"), ("ML", [200])]),  # secondary of a called read
+        ("only_supplementary", 2048, 20, [("MM", "C+m?,0;"), ("ML", [200])]),
+        ("secondary_only", 256, 0, [("MM", "C+m?,0;"), ("ML", [200])]),
+        ("unmapped", 4, 0, [("MM", "C+m?,0;"), ("ML", [200])]),
+    ]
+    with pysam.AlignmentFile(str(bam), "wb", header=header) as out:
+        for name, flag, mapq, tags in records:
+            rec = pysam.AlignedSegment(out.header)
+            rec.query_name, rec.flag, rec.query_sequence = name, flag, "ACGTACGTAC"
+            if not flag & 4:
+                rec.reference_id, rec.reference_start, rec.cigarstring = 0, 100, "10M"
+                rec.mapping_quality = mapq
+            for tag, value in tags:
+                rec.set_tag(tag, array("B", value) if isinstance(value, list) else value)
+            out.write(rec)
+    aligned, called = primary_alignments_and_calls(bam)
+    assert aligned.sort("read_id").equals(primary_alignments(bam).sort("read_id"))
+    assert dict(aligned.iter_rows()) == {"calls": 60, "old_tags": 50, "empty_ml": 40, "no_tags": 30}
+    assert called.to_list() == ["calls", "old_tags"]
+    broken = tmp_path / "broken.bam"
+    broken.write_bytes(b"not a BAM")
+    with pytest.raises(AccountingError, match="broken.bam: not a readable BAM"):
+        primary_alignments_and_calls(broken)
 
 
 def test_alignment_summary_counts_and_stops(tmp_path, capsys):

@@ -19,6 +19,7 @@ from numapore.execution.shards import (
     shard_of_read,
     split_bam,
     split_fastx,
+    REPORTS_BESIDE,
     start_index_and_reports,
 )
 
@@ -124,21 +125,31 @@ def test_index_and_reports_are_samtools_own_outputs(tmp_path, monkeypatch):
     with pytest.raises(RuntimeError, match=r"samtools \w+ .*broken\.bam.* failed \(1\)"):
         start_index_and_reports(broken, failed, 2, log)()
     assert not any(p.exists() for p in failed.values()) and not list(tmp_path.glob(".tmp.*"))
+    # Only what is asked for runs (rule alignment_reports: the text flagstat and stats).
+    asked = {k: tmp_path / f"asked.{k}" for k in REPORTS_BESIDE}
+    start_index_and_reports(Path(bam), asked, 2, log)()
+    assert {k: asked[k].read_bytes() for k in asked} == {k: expected[k] for k in asked}
+    assert sorted(p.name for p in tmp_path.glob("asked.*")) == [
+        "asked.flagstat_text",
+        "asked.stats",
+    ]
 
 
 def test_finish_sample_bam_writes_the_reports_and_the_alignment_check(tmp_path, monkeypatch):
     """The job that makes the sample's BAM (align, or the merge of shards) indexes it, writes
-    samtools' reports and the check (reads in, primary mapped); a reads file repeating a read
-    id stops it with the file named, and no check is written."""
+    its JSON flagstat (the text flagstat and stats: rule alignment_reports) and the check (reads
+    in, primary mapped); a reads file repeating a read id stops it with the file named, and no
+    check is written."""
     monkeypatch.chdir(tmp_path)
     bam = make_bam(tmp_path / "s.bam", [(f"r{i}", 10 * i) for i in range(20)])
     reads = tmp_path / "reads.fasta"
     reads.write_text("".join(f">r{i}\nACGT\n" for i in range(25)))  # 5 reads unmapped
-    keys = ["bai", "flagstat", "flagstat_text", "stats", "summary"]
+    keys = ["bai", "flagstat", "summary"]
     outputs = {k: tmp_path / f"out.{k}" for k in keys}
     check = {"reads": reads, "sample": "s", "aligner": "minimap2", "reference": "ref.fa"}
     finish_sample_bam(bam, outputs, 2, io.StringIO(), **check)
     assert all(outputs[k].stat().st_size for k in keys)
+    assert sorted(p.name for p in tmp_path.glob("out.*")) == [f"out.{k}" for k in sorted(keys)]
     assert outputs["summary"].read_text().splitlines()[1] == "s\tminimap2\t25\t20\t0.8000"
     reads.write_text(reads.read_text() + ">r3\nACGT\n")
     outputs = {k: tmp_path / f"again.{k}" for k in keys}

@@ -362,6 +362,27 @@ def test_localrules_exist_and_none_has_shadow():
     assert not local & {"align", "call_methylation", "nanopolish_index", "minimap2_index"}
 
 
+def test_cluster_jobs_that_hold_no_core_get_a_thread_on_slurm():
+    """A rule whose threads are 0 locally (HOLDS_NO_CORE) would ask sbatch for
+    --cpus-per-task=0, which Slurm refuses: each such cluster job is named in the Slurm
+    profile's set-threads (the light ones run where Snakemake runs: localrules)."""
+    snakefile = (REPO / "workflow" / "Snakefile").read_text()
+    local = set(re.findall(r"\w+", re.search(r"^localrules:\n((?:    \w+,\n)+)", snakefile,
+                                              re.M).group(1)))  # fmt: skip
+    holding_none = {
+        name
+        for path in (REPO / "workflow" / "rules").glob("*.smk")
+        for name, body in re.findall(r"^rule (\w+):\n((?:(?:    .*)?\n)*)", path.read_text(), re.M)
+        if "    threads: HOLDS_NO_CORE" in body
+    }
+    assert {"nanopolish_index", "alignment_reports", "read_accounting"} <= holding_none
+    profile = yaml.safe_load((REPO / "profiles" / "slurm" / "config.yaml").read_text())
+    threads = profile["set-threads"]
+    assert {r: threads.get(r) for r in holding_none - local} == dict.fromkeys(
+        holding_none - local, 1
+    )
+
+
 def test_node_line_describes_this_machine():
     line = node_line()
     assert line.startswith("NodeName=")

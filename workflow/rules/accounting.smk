@@ -21,8 +21,8 @@ rule signal_census:
     conda:
         "../../envs/python.yaml"
     # One thread reading every FAST5/POD5 file's layout: beside the alignment, as nanopolish
-    # index (common.smk: IO_BOUND).
-    threads: IO_BOUND
+    # index (common.smk: HOLDS_NO_CORE).
+    threads: HOLDS_NO_CORE
     params:
         kind=lambda wc: SAMPLES[wc.sample].signal_kind,
     script:
@@ -40,6 +40,9 @@ rule read_accounting:
         "results/benchmarks/read_accounting/{sample}.{aligner}.tsv"
     conda:
         "../../envs/python.yaml"
+    # One thread reading the reads, the BAM and the calls: beside the pileup or the other steps
+    # after the calls, which hold every core (common.smk: HOLDS_NO_CORE).
+    threads: HOLDS_NO_CORE
     params:
         signal=lambda wc: [str(p) for p in SAMPLES[wc.sample].signal],
         kind=lambda wc: SAMPLES[wc.sample].signal_kind,

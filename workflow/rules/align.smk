@@ -41,12 +41,12 @@ rule align:
 
 
 # The sample's BAM is finished by the job that makes it (numapore.execution.shards.
-# finish_sample_bam): its index and samtools flagstat (JSON, and the text MultiQC reads) and stats,
-# run side by side, and the alignment check (numapore.inputs.readids.alignment_summary: reads in,
-# primary alignments mapped; the run stops here when none mapped or the reads repeat a read id,
-# before methylation calling). Five tiny jobs were five Snakemake jobs of ~0.5-1 s each around
-# < 0.1 s of samtools; a killed job reruns all of it. Only a scattered alignment has this merge
-# job (ruleorder below); otherwise the align job does it (ONE_ALIGN_SHARD).
+# finish_sample_bam): its index and samtools flagstat (JSON), side by side, and the alignment
+# check (numapore.inputs.readids.alignment_summary: reads in, primary alignments mapped; the run
+# stops here when none mapped or the reads repeat a read id, before methylation calling). Tiny
+# jobs of their own would each cost a Snakemake job of ~0.5-1 s around < 0.1 s of samtools. Only
+# a scattered alignment has this merge job (ruleorder below); otherwise the align job does it
+# (ONE_ALIGN_SHARD).
 rule merge_alignment_shards:
     input:
         shards=lambda wc: expand(
@@ -72,6 +72,26 @@ rule merge_alignment_shards:
         reads=lambda wc: str(SAMPLES[wc.sample].reads),
     script:
         "../../scripts/merge_alignment_shards.py"
+
+
+# The reports only MultiQC and the report read: samtools flagstat (text) and stats. stats reads
+# every base (on long reads about a tenth of the alignment's time), so it is a job of its own
+# that holds no core: it runs beside the calls or the pileup, which wait for none of it.
+rule alignment_reports:
+    input:
+        "results/{sample}/align/{sample}.{aligner}.bam",
+    output:
+        flagstat_text="results/{sample}/align/{sample}.{aligner}.flagstat.txt",
+        stats="results/{sample}/align/{sample}.{aligner}.stats.txt",
+    log:
+        "results/logs/alignment_reports/{sample}.{aligner}.log",
+    benchmark:
+        "results/benchmarks/alignment_reports/{sample}.{aligner}.tsv"
+    conda:
+        "../../envs/python.yaml"
+    threads: HOLDS_NO_CORE
+    script:
+        "../../scripts/alignment_reports.py"
 
 
 # Other BAMs: the methylation shards' and the comparison's subsets (the sample's BAM and the

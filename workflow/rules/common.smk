@@ -251,9 +251,10 @@ def run_cores():
 # whose runs have no --cores, sets the heavy steps' threads per cluster job).
 RUN_CORES = run_cores()
 # The threads of the one-thread steps that mostly read files (nanopolish index, the signal
-# census): none held, so they run beside the heavy step that holds every core rather than
-# before it (on a PromethION run they read for hours). Their one thread shares the cores.
-IO_BOUND = 0
+# census, samtools stats, the read accounting): none held, so they run beside the heavy step
+# that holds every core rather than before or after it (on a PromethION run they read for
+# hours). Their one thread shares the cores.
+HOLDS_NO_CORE = 0
 
 ALIGNERS = ["minimap2", "bwa", "bowtie2", "snap"]
 # The files each aligner's index consists of (after the reference's name; SNAP's, a folder).
@@ -299,15 +300,14 @@ ALIGN_SHARD = "1-of-1" if ONE_ALIGN_SHARD else "{shard}"
 
 
 def sample_bam_outputs():
-    """The sample's sorted BAM and what its job makes with it: index, flagstat (JSON, text),
-    stats and the alignment check (summary), by output name."""
+    """The sample's sorted BAM and what its job makes with it: index, flagstat (JSON) and the
+    alignment check (summary), by output name (the reports for MultiQC: rule
+    alignment_reports)."""
     name = "results/{sample}/align/{sample}.{aligner}"
     return {
         "bam": f"{name}.bam",
         "bai": f"{name}.bam.bai",
         "flagstat": f"{name}.flagstat.json",
-        "flagstat_text": f"{name}.flagstat.txt",
-        "stats": f"{name}.stats.txt",
         "summary": f"{name}.summary.tsv",
     }
 

@@ -116,8 +116,8 @@ rule nanopolish_index:
     conda:
         "../../envs/nanopolish.yaml"
     # One thread, mostly reading (the reads, then every FAST5): beside the alignment, holding no
-    # core (common.smk: IO_BOUND).
-    threads: IO_BOUND
+    # core (common.smk: HOLDS_NO_CORE).
+    threads: HOLDS_NO_CORE
     params:
         reads=lambda wc: str(SAMPLES[wc.sample].reads),
         signal=lambda wc: ", ".join(str(p) for p in SAMPLES[wc.sample].signal),

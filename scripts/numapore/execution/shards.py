@@ -189,23 +189,26 @@ def merge_bams(inputs: Sequence[Path], output: Path, threads: int, log: IO[str])
             )
 
 
-# The sorted BAM's index and samtools reports, made by the job that makes the BAM (one job
-# instead of four), each complete or absent: (output key, samtools arguments before the BAM).
+# The sorted BAM's index and samtools reports, each complete or absent: (output key, samtools
+# arguments before the BAM). The job that makes the BAM writes its index and the JSON flagstat
+# (the alignment check reads it); the text flagstat and stats, which only MultiQC and the report
+# read, are the job of rule alignment_reports (REPORTS_BESIDE), which holds no core.
 BAM_REPORTS = [
     ("flagstat", ["flagstat", "-O", "json"]),
     ("flagstat_text", ["flagstat"]),  # the text form, which MultiQC's samtools module reads
     ("stats", ["stats"]),
 ]
+REPORTS_BESIDE = ("flagstat_text", "stats")
 
 
 def start_index_and_reports(
     bam: Path, outputs: dict[str, Path], threads: int, log: IO[str]
 ) -> Callable[[], None]:
-    """Start samtools index of bam into outputs['bai'], flagstat (JSON and text) and stats into
-    outputs['flagstat'], ['flagstat_text'], ['stats'], side by side (stats takes the longest;
-    the caller goes on meanwhile): the same bytes as the tools run by hand on the same path
-    (stats records its command line). Returns the function that waits for them and raises the
-    first failure. Each output is complete or absent."""
+    """Start what outputs asks for, side by side: samtools index of bam into outputs['bai'],
+    and each report of BAM_REPORTS whose key it has (flagstat JSON, text, stats; the caller
+    goes on meanwhile). Each is the same bytes as the tool run by hand on the same path (stats
+    records its command line). Returns the function that waits for them and raises the first
+    failure. Each output is complete or absent."""
 
     def samtools(args: list[str]) -> str:
         """Run samtools with args, log its stderr, fail loudly; return its stdout."""
@@ -229,11 +232,13 @@ def start_index_and_reports(
         with atomic_output(outputs[key]) as tmp:
             tmp.write_text(text)
 
-    pool = ThreadPoolExecutor(1 + len(BAM_REPORTS))
-    runs = [pool.submit(index)] + [pool.submit(report, k, a) for k, a in BAM_REPORTS]
+    asked = [(key, args) for key, args in BAM_REPORTS if key in outputs]
+    pool = ThreadPoolExecutor(1 + len(asked))
+    runs = [pool.submit(index)] if "bai" in outputs else []
+    runs += [pool.submit(report, key, args) for key, args in asked]
 
     def wait() -> None:
-        """Wait for the four runs; raise the first failure."""
+        """Wait for every run; raise the first failure."""
         pool.shutdown()
         for run in runs:
             run.result()
@@ -283,14 +288,14 @@ def finish_sample_bam(
     source: str | None = None,
     allow_empty: bool = False,
 ) -> None:
-    """Index the sample's sorted BAM, write its samtools reports and the alignment check
+    """Index the sample's sorted BAM, write its JSON flagstat and the alignment check
     (outputs['summary']: reads in, primary alignments mapped; for short reads also pairs,
     properly paired and duplicates, marked first when duplicates asks for it); AccountingError
     when the reads repeat a read id, EmptySample when nothing mapped unless allow_empty (source:
     the user's reads file, for the message)."""
     if kind == "short":  # records with read groups (settle_read_groups), duplicates
         settle_read_groups(bam, threads, log, duplicates)
-    reports = {key: outputs[key] for key in ("bai", "flagstat", "flagstat_text", "stats")}
+    reports = {key: outputs[key] for key in ("bai", "flagstat")}
     reports_done = start_index_and_reports(bam, reports, threads, log)
     # Imported while samtools runs (polars takes a few tenths of a second to load).
     from numapore.inputs.readids import alignment_summary, short_read_summary

@@ -307,22 +307,25 @@ def account(inp: AccountingInputs) -> list[Row]:
     return rows + call_rows(inp.sample, reads, fate, len(called), "", len(basecalled), "basecalled")
 
 
-def reads_with_modification_calls(bam: str | os.PathLike) -> pl.Series:
-    """Names of the reads whose mapped primary record in a BAM carries at least one
-    modification call (ML values), sorted, each once."""
-    skip = 0x4 | 0x100 | 0x800
+def primary_alignments_and_calls(bam: str | os.PathLike) -> tuple[pl.DataFrame, pl.Series]:
+    """One pass over a modBAM: every read's mapped primary alignment (read_id, mapq; as
+    primary_alignments), and the names of the reads whose mapped primary record carries at
+    least one modification call (ML values), sorted, each once."""
+    skip = 0x4 | 0x100 | 0x800  # unmapped, secondary, supplementary
     try:
-        with pysam.AlignmentFile(str(bam), check_sq=False) as handle:
-            names = (
-                (rec.query_name,)
+        # Two threads decompress: this job holds no core (it runs beside the pileup).
+        with pysam.AlignmentFile(str(bam), check_sq=False, threads=2) as handle:
+            rows = (
+                (rec.query_name, rec.mapping_quality,
+                 any(rec.has_tag(t) and len(rec.get_tag(t)) for t in ("ML", "Ml")))
                 for rec in handle.fetch(until_eof=True)
                 if not rec.flag & skip
-                and any(rec.has_tag(t) and len(rec.get_tag(t)) for t in ("ML", "Ml"))
-            )
-            found = rows_frame(names, {"read_id": pl.String})["read_id"]
+            )  # fmt: skip
+            table = rows_frame(rows, {"read_id": pl.String, "mapq": pl.Int64, "called": pl.Boolean})
     except (OSError, ValueError) as err:
         raise AccountingError(f"{bam}: not a readable BAM: {err}") from err
-    return found.unique().sort()
+    called = table.filter(pl.col("called"))["read_id"].unique().sort()
+    return table.drop("called").unique("read_id", keep="last"), called
 
 
 TAGS_WITHOUT_CALLS = "MM/ML tags without a call (no base of the read called)"
@@ -385,8 +388,7 @@ def account_modbam(inp: ModbamAccountingInputs) -> list[Row]:
             f"sample '{inp.sample}': {inp.untagged} lists {listed.height} reads without tags, "
             f"staging counted {st.without_tags + st.mn_mismatch}"
         )
-    aligned = primary_alignments(inp.bam)
-    called = reads_with_modification_calls(inp.bam)
+    aligned, called = primary_alignments_and_calls(inp.bam)
     known = staged.implode()
     strangers = pl.concat([aligned["read_id"], called, listed["read_id"]]).filter(
         ~pl.concat([aligned["read_id"], called, listed["read_id"]]).is_in(known)
