@@ -12,6 +12,7 @@ from numapore.base.errors import AccountingError
 from numapore.inputs.reference import check_contigs, prepare_reference
 from numapore.inputs.sheet import InputError
 from numapore.execution.shards import (
+    REPORTS_BESIDE,
     concat_tables,
     finish_sample_bam,
     link_or_copy,
@@ -19,7 +20,6 @@ from numapore.execution.shards import (
     shard_of_read,
     split_bam,
     split_fastx,
-    REPORTS_BESIDE,
     start_index_and_reports,
 )
 

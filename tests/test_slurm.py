@@ -346,16 +346,25 @@ def test_profile_takes_partition_account_and_host_from_the_environment(tmp_path,
         assert "slurm_extra" not in line
 
 
-def test_localrules_exist_and_none_has_shadow():
+def local_rules() -> set[str]:
+    """The rules workflow/Snakefile's localrules: block names."""
     snakefile = (REPO / "workflow" / "Snakefile").read_text()
     block = re.search(r"^localrules:\n((?:    \w+,\n)+)", snakefile, re.M)
     assert block, "workflow/Snakefile has no localrules: block"
-    local = set(re.findall(r"\w+", block.group(1)))
+    return set(re.findall(r"\w+", block.group(1)))
+
+
+def rule_bodies() -> dict[str, str]:
+    """Every rule of workflow/rules/*.smk: its name and the text of its body."""
     rules = {}
     for path in (REPO / "workflow" / "rules").glob("*.smk"):
         for name, body in re.findall(r"^rule (\w+):\n((?:(?:    .*)?\n)*)", path.read_text(), re.M):
             rules[name] = body
-    rules["all"] = ""
+    return rules
+
+
+def test_localrules_exist_and_none_has_shadow():
+    local, rules = local_rules(), {**rule_bodies(), "all": ""}
     assert local <= set(rules), f"localrules names unknown rules: {local - set(rules)}"
     shadowed = {name for name in local if "    shadow:" in rules[name]}
     assert not shadowed, f"local rules with shadow (must be cluster jobs): {shadowed}"
@@ -366,20 +375,12 @@ def test_cluster_jobs_that_hold_no_core_get_a_thread_on_slurm():
     """A rule whose threads are 0 locally (HOLDS_NO_CORE) would ask sbatch for
     --cpus-per-task=0, which Slurm refuses: each such cluster job is named in the Slurm
     profile's set-threads (the light ones run where Snakemake runs: localrules)."""
-    snakefile = (REPO / "workflow" / "Snakefile").read_text()
-    local = set(re.findall(r"\w+", re.search(r"^localrules:\n((?:    \w+,\n)+)", snakefile,
-                                              re.M).group(1)))  # fmt: skip
-    holding_none = {
-        name
-        for path in (REPO / "workflow" / "rules").glob("*.smk")
-        for name, body in re.findall(r"^rule (\w+):\n((?:(?:    .*)?\n)*)", path.read_text(), re.M)
-        if "    threads: HOLDS_NO_CORE" in body
-    }
+    holding_none = {n for n, body in rule_bodies().items() if "    threads: HOLDS_NO_CORE" in body}
     assert {"nanopolish_index", "alignment_reports", "read_accounting"} <= holding_none
-    profile = yaml.safe_load((REPO / "profiles" / "slurm" / "config.yaml").read_text())
-    threads = profile["set-threads"]
-    assert {r: threads.get(r) for r in holding_none - local} == dict.fromkeys(
-        holding_none - local, 1
+    threads = yaml.safe_load((REPO / "profiles" / "slurm" / "config.yaml").read_text())
+    cluster_jobs = holding_none - local_rules()
+    assert {r: threads["set-threads"].get(r) for r in cluster_jobs} == dict.fromkeys(
+        cluster_jobs, 1
     )
 
 
