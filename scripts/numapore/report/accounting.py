@@ -88,16 +88,9 @@ def rejected_rows(listing: str | os.PathLike) -> list[tuple[str, str, str]]:
 
 
 def primary_alignments(bam: str | os.PathLike) -> pl.DataFrame:
-    """Mapping quality of every read's mapped primary alignment: read_id, mapq."""
-    skip = 0x4 | 0x100 | 0x800  # unmapped, secondary, supplementary
-    with pysam.AlignmentFile(str(bam)) as handle:
-        rows = (
-            (r.query_name, r.mapping_quality)
-            for r in handle.fetch(until_eof=True)
-            if not r.flag & skip
-        )
-        table = rows_frame(rows, {"read_id": pl.String, "mapq": pl.Int64})
-    return table.unique("read_id", keep="last")  # as a dict would: the last wins
+    """Mapping quality of every read's mapped primary alignment: read_id, mapq (the pass of
+    primary_alignments_and_calls; the last record of a read wins, as a dict would)."""
+    return primary_alignments_and_calls(bam)[0]
 
 
 def called_read_names(calls: str | os.PathLike) -> pl.Series:
@@ -308,12 +301,12 @@ def account(inp: AccountingInputs) -> list[Row]:
 
 
 def primary_alignments_and_calls(bam: str | os.PathLike) -> tuple[pl.DataFrame, pl.Series]:
-    """One pass over a modBAM: every read's mapped primary alignment (read_id, mapq; as
-    primary_alignments), and the names of the reads whose mapped primary record carries at
+    """One pass over a BAM: every read's mapped primary alignment (read_id, mapq; the last
+    record of a read wins), and the names of the reads whose mapped primary record carries at
     least one modification call (ML values), sorted, each once."""
     skip = 0x4 | 0x100 | 0x800  # unmapped, secondary, supplementary
     try:
-        # Two threads decompress: this job holds no core (it runs beside the pileup).
+        # Two threads decompress: the accounting holds no core (it runs beside the pileup).
         with pysam.AlignmentFile(str(bam), check_sq=False, threads=2) as handle:
             rows = (
                 (rec.query_name, rec.mapping_quality,
