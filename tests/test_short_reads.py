@@ -32,7 +32,8 @@ from numapore.execution.steps import run_alignment
 from numapore.execution.tools import align_command
 from numapore.inputs.kinds import KINDS, infer_kind
 from numapore.inputs.sheet import load_samples, read_sheet
-from numapore.inputs.short_reads import check_mates, stage_short_reads
+from numapore.inputs import seqcheck
+from numapore.inputs.short_reads import check_mates, plain_mates, stage_short_reads
 
 EXAMPLES = Path("/usr/share/doc/bowtie2/examples")  # Debian's bowtie2-examples (setup.sh)
 R1 = EXAMPLES / "reads" / "reads_1.fq.gz"  # 10,000 pairs of simulated lambda-phage reads
@@ -164,6 +165,41 @@ def test_staging_checks_the_mates(tmp_path: Path) -> None:
     assert check_mates(plain1, write_fastq(tmp_path / "named.fq", [
         f"{x}/2" if i % 4 == 0 else x for i, x in enumerate(lines)
     ])) == 10000  # fmt: skip
+
+
+def test_plain_mates_agree_with_the_parser_and_check_mates(tmp_path: Path, monkeypatch) -> None:
+    """The one-pass check of plain pairs counts what check_mates counts, blocks of R1 and R2
+    holding different numbers of records (short R1 reads, long R2 reads, small blocks); it
+    takes mate suffixes and comments as bwa does, and gives None (the parser and check_mates
+    then) for a record fewer, mates out of order, a mate renamed in the last block, or a record
+    the block check does not take."""
+    assert plain_mates(R1, R2) == check_mates(R1, R2) == 10000
+    monkeypatch.setattr(seqcheck, "FAST_BLOCK", 997)  # many blocks, cut inside records
+
+    def pairs(count: int, name2: str = "r{}/2 2:N:0", length2: int = 150) -> tuple[Path, Path]:
+        first = [f"@r{i}/1 1:N:0\n{'A' * 30}\n+\n{'I' * 30}\n" for i in range(count)]
+        second = [
+            f"@{name2.format(i)}\n{'C' * length2}\n+\n{'I' * length2}\n" for i in range(count)
+        ]
+        (tmp_path / "1.fq").write_text("".join(first))
+        (tmp_path / "2.fq").write_text("".join(second))
+        return tmp_path / "1.fq", tmp_path / "2.fq"
+
+    for length2 in (30, 150):
+        assert plain_mates(*pairs(500, length2=length2)) == check_mates(*pairs(500)) == 500
+    assert plain_mates(*pairs(500, name2="r{}")) == 500
+    first, second = pairs(500)
+    lines = second.read_text().splitlines(keepends=True)
+    second.write_text("".join(lines[:-4]))  # a record fewer
+    assert plain_mates(first, second) is None
+    second.write_text("".join(lines[4:8] + lines[:4] + lines[8:]))  # mates out of order
+    assert plain_mates(first, second) is None
+    second.write_text("".join(lines[:-4]) + "@other/2\n" + "".join(lines[-3:]))
+    assert plain_mates(first, second) is None
+    second.write_text("".join(lines[:1] + [lines[1].lower()] + lines[2:]))  # parser's to tidy
+    assert plain_mates(first, second) is None
+    assert stage_short_reads(first, tmp_path / "s1.fq", "fastq", second, tmp_path / "s2.fq")
+    assert not (tmp_path / "s2.fq").is_symlink()  # a tidied copy
 
 
 def test_a_quality_line_may_start_with_at(tmp_path: Path) -> None:

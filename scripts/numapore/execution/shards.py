@@ -293,22 +293,33 @@ def finish_sample_bam(
     properly paired and duplicates, marked first when duplicates asks for it); AccountingError
     when the reads repeat a read id, EmptySample when nothing mapped unless allow_empty (source:
     the user's reads file, for the message)."""
-    if kind == "short":  # records with read groups (settle_read_groups), duplicates
-        settle_read_groups(bam, threads, log, duplicates)
-    reports = {key: outputs[key] for key in ("bai", "flagstat")}
-    reports_done = start_index_and_reports(bam, reports, threads, log)
-    # Imported while samtools runs (polars takes a few tenths of a second to load).
+
+    def unique_reads() -> int:
+        """The staged reads' ids, counted (AccountingError when one repeats)."""
+        from numapore.inputs.readids import unique_read_ids  # polars: a few tenths of a second
+
+        return len(unique_read_ids(reads, sample))
+
+    # The reads file is read in a thread while samtools works on the BAM: the check needs both,
+    # and for millions of short reads the read ids take seconds.
+    with ThreadPoolExecutor(1) as pool:
+        reads_in = pool.submit(unique_reads)
+        if kind == "short":  # records with read groups (settle_read_groups), duplicates
+            settle_read_groups(bam, threads, log, duplicates)
+        reports = {key: outputs[key] for key in ("bai", "flagstat")}
+        start_index_and_reports(bam, reports, threads, log)()
+        counted = reads_in.result()
     from numapore.inputs.readids import alignment_summary, short_read_summary
 
-    reports_done()
     flagstat = json.loads(outputs["flagstat"].read_text())
+    source = source or reads
     if kind == "short":
         summary = short_read_summary(
-            flagstat, reads, sample, aligner, reference, paired, source, allow_empty
+            flagstat, counted, sample, aligner, reference, paired, source, allow_empty
         )
     else:
         summary = alignment_summary(
-            flagstat, reads, sample, aligner, reference, source, allow_empty
+            flagstat, counted, sample, aligner, reference, source, allow_empty
         )
     with atomic_output(outputs["summary"]) as tmp:
         tmp.write_text(summary)

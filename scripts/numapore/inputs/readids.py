@@ -78,17 +78,16 @@ def none_mapped_reason(
 
 
 def alignment_summary(
-    flagstat: dict, reads: str | os.PathLike, sample: str, aligner: str, reference: str,
-    source: str | os.PathLike | None = None, allow_empty: bool = False,
+    flagstat: dict, reads_in: int, sample: str, aligner: str, reference: str,
+    source: str | os.PathLike, allow_empty: bool = False,
 ) -> str:  # fmt: skip
-    """The alignment check's table (reads in, primary alignments mapped) from samtools
-    flagstat's JSON; AccountingError when the reads file repeats a read id (before nanopolish
-    would call such reads twice), EmptySample when nothing mapped unless allow_empty (source:
-    the user's reads file that reads were staged from, for the message)."""
+    """The alignment check's table (reads in: the count of the staged reads' unique ids, as
+    unique_read_ids gives them; primary alignments mapped) from samtools flagstat's JSON;
+    EmptySample when nothing mapped unless allow_empty (source: the user's reads file that the
+    reads were staged from, for the message)."""
     mapped = flagstat["QC-passed reads"]["primary mapped"]
-    reads_in = len(unique_read_ids(reads, sample))
     if mapped == 0:
-        why = none_mapped_reason(reads_in, source or reads, reference, aligner)
+        why = none_mapped_reason(reads_in, source, reference, aligner)
         empty_sample(sample, why, allow_empty)
     return (
         "sample\taligner\treads_in\tprimary_mapped\tprimary_mapped_fraction\n"
@@ -97,16 +96,15 @@ def alignment_summary(
 
 
 def short_read_summary(
-    flagstat: dict, reads: str | os.PathLike, sample: str, aligner: str, reference: str,
-    paired: bool, source: str | os.PathLike | None = None, allow_empty: bool = False,
+    flagstat: dict, fragments: int, sample: str, aligner: str, reference: str, paired: bool,
+    source: str | os.PathLike, allow_empty: bool = False,
 ) -> str:  # fmt: skip
     """The accounting of a short-read sample from samtools flagstat's JSON of its BAM: reads and
-    pairs in (pairs: twice the R1 file's reads), primary alignments mapped, reads properly
-    paired, primary duplicates. AccountingError when the reads repeat a read id or the BAM's
-    primary records are not the reads in (a read lost or doubled); EmptySample when nothing
-    mapped unless allow_empty."""
+    pairs in (fragments: the R1 file's unique read ids; pairs count twice), primary alignments
+    mapped, reads properly paired, primary duplicates. AccountingError when the BAM's primary
+    records are not the reads in (a read lost or doubled); EmptySample when nothing mapped
+    unless allow_empty."""
     counts = flagstat["QC-passed reads"]
-    fragments = len(unique_read_ids(reads, sample))
     reads_in = fragments * (2 if paired else 1)
     primary = counts["primary"] + flagstat["QC-failed reads"]["primary"]
     if primary != reads_in:
@@ -116,7 +114,7 @@ def short_read_summary(
         )
     mapped = counts["primary mapped"]
     if mapped == 0:
-        why = none_mapped_reason(reads_in, source or reads, reference, aligner)
+        why = none_mapped_reason(reads_in, source, reference, aligner)
         empty_sample(sample, why, allow_empty)
     return (
         "sample\taligner\treads_in\tpairs_in\tprimary_mapped\tprimary_mapped_fraction"

@@ -239,13 +239,18 @@ FAST_BLOCK = 1 << 22
 UPPER_BASES = BASES.encode()
 
 
-def plain_fastq_records(path: Path, kind: str) -> int | None:
-    """The records of a FASTQ that is plainly well formed, checked a block of whole 4-line
-    records at a time (short reads have millions of short lines: the parser's work per line
-    is most of its time): headers '@' + a name within the limit, upper-case bases, '+' lines,
-    as many qualities as bases, LF line ends, a final line end. None when any record is not so
-    plain (or the gzip stream is damaged): Parser then reads the file and names the problem,
-    or what a copy would tidy. Accepting here means Parser accepts the same records untidied."""
+class NotPlain(Exception):
+    """A FASTQ that the block check does not take: the line parser reads it instead."""
+
+
+def plain_fastq_headers(path: Path, kind: str) -> Iterator[list[bytes]]:
+    """The header lines of a FASTQ that is plainly well formed, a block of whole 4-line records
+    at a time (short reads have millions of short lines: the parser's work per line is most of
+    its time): headers '@' + a name within the limit, upper-case bases, '+' lines, as many
+    qualities as bases, LF line ends, a final line end. NotPlain, once the blocks before it are
+    given, when a record is not so plain, the file holds none or its gzip stream is damaged: the
+    Parser then reads the file and names the problem, or what a copy would tidy. Accepting here
+    means Parser accepts the same records untidied."""
     max_header = (MAX_READ_NAME if kind == "reads" else MAX_CONTIG_NAME) + 1
     records, rest = 0, b""
     try:
@@ -270,11 +275,22 @@ def plain_fastq_records(path: Path, kind: str) -> int | None:
                     or seq_lengths != list(map(len, quals))
                     or b"".join(seqs).translate(None, UPPER_BASES)
                 ):
-                    return None
+                    raise NotPlain
                 records += len(heads)
+                yield heads
     except (EOFError, OSError, zlib.error):  # damaged gzip: the parser says where
+        raise NotPlain from None
+    if not records or rest:
+        raise NotPlain
+
+
+def plain_fastq_records(path: Path, kind: str) -> int | None:
+    """The records of a FASTQ that is plainly well formed (plain_fastq_headers), None when it
+    is not."""
+    try:
+        return sum(len(heads) for heads in plain_fastq_headers(path, kind))
+    except NotPlain:
         return None
-    return records if records and not rest else None
 
 
 def check_sequences(path: Path, kind: str, fmt: str) -> SequenceCheck:
@@ -325,6 +341,12 @@ def stage_sequences(path: Path, target: Path, kind: str, fmt: str) -> str:
             if found
         ]
         return f"{path}: {check.records} records, copied with {', '.join(tidied)}"
+    return link_sequences(path, target, check.records)
+
+
+def link_sequences(path: Path, target: Path, records: int) -> str:
+    """Place a checked file that needs no tidying at target as a link; what was done, for the
+    log."""
     with atomic_output(target) as tmp:
         os.symlink(os.path.realpath(path), tmp)
-    return f"{path}: {check.records} records, linked"
+    return f"{path}: {records} records, linked"
