@@ -440,10 +440,15 @@ def run_repeats(
             if route.same:
                 repeat.outputs[name] = text_digest(work / route.same[name != HAND])
             shutil.rmtree(work)
-            # Progress, for long runs: each run's figures as soon as it ends.
+            # Progress, for long runs: each run's figures as soon as it ends, with its main
+            # step (by hand, or the main rule's tool processes: their wall and CPU seconds).
+            if name == HAND:
+                steps = ", ".join(f"{k} {v.wall:.1f}" for k, v in repeat.hand.items())
+            else:
+                main = summed(repeat.workflows[name].tools, (route.main[1],))
+                steps = f"{route.main[1]}'s tool processes {main.wall:.1f} s, CPU {main.cpu:.1f} s"
             print(f"repeat {number + 1}: {name}: {timing.wall:.1f} s wall, {timing.cpu:.1f} s CPU"
-                  + (f" ({', '.join(f'{k} {v.wall:.1f}' for k, v in repeat.hand.items())})"
-                     if name == HAND else ""), file=sys.stderr, flush=True)  # fmt: skip
+                  f" ({steps})", file=sys.stderr, flush=True)  # fmt: skip
         if len(set(repeat.outputs.values())) > 1:
             hand_file, workflow_file = route.same
             raise SystemExit(
