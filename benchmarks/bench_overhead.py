@@ -22,8 +22,9 @@ steps each workflow job stands for, the step that is most of both runs):
   fixmate -m | samtools sort; samtools markdup -s; samtools index, flagstat, stats.
 
 The workflow run is timed twice: its pipeline (everything but the report figures and MultiQC,
-which the hand run has no counterpart for: `--omit-from`), then the report rules alone (a second
-invocation on the finished pipeline). R repeats, medians; the order alternates (repeat 1: by hand
+and the samtools stats and flagstat reports on routes whose hand run makes none: the hand run has
+no counterpart for them, `--omit-from`), then those rules alone (a second invocation on the
+finished pipeline). R repeats, medians; the order alternates (repeat 1: by hand
 first, repeat 2: the workflow first, ...) so that a machine getting busier or quieter does not
 favour one side. Wall and CPU seconds (CPU: rusage of the waited-for process trees) per step,
 side by side. --baseline names another numapore checkout (e.g. /work/main, with its .venv)
@@ -126,6 +127,9 @@ class Route:
     # A gzip file of the hand run and its counterpart in the workflow's project, whose text must
     # be equal: the two runs did one job. None: not compared.
     same: tuple[str, str] | None = None
+    # QC rules besides REPORT_RULES whose outputs this route's hand run does not make (and no
+    # pipeline output needs): timed with the report rules, not in the pipeline.
+    qc_without_hand: tuple[str, ...] = ()
 
 
 # --- signal: raw nanopore signal, nanopolish ------------------------------------------------
@@ -305,6 +309,7 @@ ROUTES = {
                 ("calls", ("call_methylation",), ("call_methylation",)),
             ),
             main=("call_methylation", "call_methylation"),
+            qc_without_hand=("alignment_reports",),
         ),
         Route(
             name="modbam",
@@ -323,6 +328,7 @@ ROUTES = {
                 "calls.bed.gz",
                 f"results/{SAMPLE}/methylation/{SAMPLE}.minimap2.cpg.bedmethyl.gz",
             ),
+            qc_without_hand=("alignment_reports",),
         ),
         Route(
             name="short",
@@ -360,11 +366,12 @@ class WorkflowRun:
 
 
 def workflow_run(work: Path, route: Route, inputs: Inputs, threads: int, repo: Path) -> WorkflowRun:
-    """The workflow of repo in a fresh project directory: its pipeline (no report rules), then
-    the report rules run on the finished pipeline."""
+    """The workflow of repo in a fresh project directory: its pipeline (no report rules, nor the
+    route's QC without a hand counterpart), then those rules run on the finished pipeline."""
     write_project(work, [inputs.row], dict(route.config), repo=repo)
     command = snakemake_command(work, threads, repo=repo)
-    pipeline = timed(shlex.join([*command, "--omit-from", *REPORT_RULES]), work)
+    omitted = [*REPORT_RULES, *route.qc_without_hand]
+    pipeline = timed(shlex.join([*command, "--omit-from", *omitted]), work)
     report_rules = timed(shlex.join(command), work)
     return WorkflowRun(pipeline, report_rules, job_timings(work), tool_timings(work))
 
@@ -501,7 +508,9 @@ def report(route: Route, name: str, repeats: list[Repeat], threads: int) -> None
     )
     report_rules = median_timing([w.report_rules for w in runs])
     print(
-        f"report rules alone: {report_rules.wall:7.1f} s  (figures, MultiQC: no hand counterpart)"
+        f"report rules alone: {report_rules.wall:7.1f} s  (figures, MultiQC"
+        + "".join(f", {r}" for r in route.qc_without_hand)
+        + ": no hand counterpart)"
     )
     print(f"side by side (medians; wall s, CPU s, CPU utilisation of {threads} threads):")
     print(f"  {'step':12s} {'by hand':>23s} | {'workflow jobs':>23s}")
@@ -518,11 +527,12 @@ def report(route: Route, name: str, repeats: list[Repeat], threads: int) -> None
     )
     grouped = {rule for _, _, rules in route.groups for rule in rules}
     jobs = runs[len(runs) // 2].jobs
-    others = {k: v for k, v in jobs.items() if k not in grouped and k not in REPORT_RULES}
+    reports = {*REPORT_RULES, *route.qc_without_hand}
+    others = {k: v for k, v in jobs.items() if k not in grouped and k not in reports}
     print("  other workflow jobs (benchmark files, middle repeat):")
     for rule, timing in sorted(others.items(), key=lambda kv: -kv[1].wall):
         print(f"    {rule:28s} {cells(timing, threads)}")
-    job_sum = sum(v.wall for k, v in jobs.items() if k not in REPORT_RULES)
+    job_sum = sum(v.wall for k, v in jobs.items() if k not in reports)
     print(
         f"  scheduling, start-up, DAG: {runs[len(runs) // 2].pipeline.wall - job_sum:7.2f} s"
         "  (pipeline wall - its jobs; jobs that run side by side make it smaller, even negative)"
