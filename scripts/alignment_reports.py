@@ -10,5 +10,5 @@ from numapore.execution.shards import REPORTS_BESIDE, start_index_and_reports
 smk = snakemake  # noqa: F821 (injected by the script directive)
 redirect_to_log(smk)
 outputs = {key: Path(smk.output[key]) for key in REPORTS_BESIDE}
-# The rule holds no core (threads 0): samtools decompresses with one thread of its own.
+# Threads 0 (the rule holds no core beside a later step): samtools uses one thread of its own.
 start_index_and_reports(Path(smk.input[0]), outputs, max(1, smk.threads), sys.stderr)()

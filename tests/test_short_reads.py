@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import gzip
 import io
+import re
 import shlex
 import shutil
 import subprocess
@@ -17,7 +18,7 @@ from pathlib import Path
 import pysam
 import pytest
 import yaml
-from conftest import host_file
+from conftest import SHARED, host_file
 from project import REPO, snakemake_command
 
 from numapore.base.errors import InputError
@@ -514,6 +515,26 @@ def test_strategy_and_scatter_give_the_records_of_none(
     log = (work / "results/logs/split_paired_reads/big.fastq.log").read_text()
     counts = [int(n) for n in log.split("pairs per shard: [")[1].split("]")[0].split(",")]
     assert sum(counts) == COPIES * 10_000 and counts[0] and counts[1], counts
+
+
+def test_alignment_reports_take_the_cores_where_nothing_runs_beside(tmp_path: Path) -> None:
+    """samtools stats and flagstat of a short sample, whose alignment is its last step, take
+    the run's cores; a modBAM sample's hold none, as they run beside its pileup (the threads of
+    each job in Snakemake's dry run)."""
+    work = write_short_project(tmp_path / "run", "minimap2", single=False)
+    modbam = SHARED / "data/modkit_pileup/inputs"
+    with open(work / "config/samples.tsv", "a") as sheet:
+        sheet.write(f"mb\tmodbam\t{modbam / 'bc_anchored_10_reads.unmapped.bam'}\t\t"
+                    f"{modbam / 'CGI_ladder_3.6kb_ref.fa'}\n")  # fmt: skip
+    done = run_workflow(work, "--dry-run")
+    assert done.returncode == 0, done.stderr[-3000:]
+    threads = {}
+    for block in re.split(r"\n(?=(?:local)?rule )", done.stdout + done.stderr):
+        if block.startswith("rule alignment_reports:"):
+            sample = re.search(r"wildcards: sample=(\w+)", block).group(1)
+            found = re.search(r"^\s+threads: (\d+)$", block, re.M)
+            threads[sample] = int(found.group(1)) if found else 1
+    assert threads == {"pe": 2, "mb": 0}, threads
 
 
 def test_mismatched_mates_stop_the_run_at_staging(tmp_path: Path) -> None:

@@ -76,7 +76,8 @@ rule merge_alignment_shards:
 
 # The reports only MultiQC and the report read: samtools flagstat (text) and stats. stats reads
 # every base (on long reads about a tenth of the alignment's time), so it is a job of its own
-# that holds no core: it runs beside the calls or the pileup, which wait for none of it.
+# that holds no core: it runs beside the calls or the pileup, which wait for none of it. A
+# short sample has no later step: its reports take the run's cores (alignment_reports_threads).
 rule alignment_reports:
     input:
         "results/{sample}/align/{sample}.{aligner}.bam",
@@ -89,7 +90,7 @@ rule alignment_reports:
         "results/benchmarks/alignment_reports/{sample}.{aligner}.tsv"
     conda:
         "../../envs/python.yaml"
-    threads: HOLDS_NO_CORE
+    threads: alignment_reports_threads
     script:
         "../../scripts/alignment_reports.py"
 

@@ -372,6 +372,14 @@ def marks_duplicates(wildcards):
     return kind.marks_duplicates and config["short_reads"]["mark_duplicates"]
 
 
+def alignment_reports_threads(wildcards):
+    """The threads of a sample's samtools stats and text flagstat: none held when its kind has a
+    step after the alignment (methylation calling, the pileup), which holds every core while
+    they run beside it; the run's cores when the alignment is its last step (short reads), so
+    the run does not wait on one thread."""
+    return HOLDS_NO_CORE if SAMPLES[wildcards.sample].input_kind.steps else RUN_CORES
+
+
 # The rules that first read a signal sample's reads or raw signal take its prepared reference as
 # an input too: a bad reference (prepare_reference checks it) stops the run before they start,
 # and every sample's first jobs sit at the same depth of the DAG whether its files are on disk

@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import subprocess
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import IO
@@ -232,11 +233,12 @@ def stage_modbam_reads(
     another reference."""
     staged = StagedReads()
     bam = source.name.lower().endswith(MODBAM_SUFFIXES)
+    counting = None
     if bam:
-        counts = record_counts(source)
-        staged.records = counts.pop("records")
-        for key, value in counts.items():
-            setattr(staged, key, value)
+        # samtools flagstat counts the records in a thread while the FASTQ pass runs.
+        pool = ThreadPoolExecutor(max_workers=1)
+        counting = pool.submit(record_counts, source)
+        pool.shutdown(wait=False)
         names = reference_names(source)
         staged.aligned_input = bool(names)
         if names and fai is not None:
@@ -266,8 +268,13 @@ def stage_modbam_reads(
             error = process.stderr.read().strip()
             if process.wait() != 0:
                 raise samtools_error(source, reference, error, process.returncode)
-        if not bam:
+        if counting is None:
             staged.records = staged.reads
+        else:
+            counts = counting.result()  # flagstat's InputError if it could not read the input
+            staged.records = counts.pop("records")
+            for key, value in counts.items():
+                setattr(staged, key, value)
         if staged.reads == 0:
             raise InputError(f"reads file {source}: no reads (no primary records)")
         if staged.with_tags == 0:
