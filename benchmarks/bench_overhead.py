@@ -19,7 +19,8 @@ steps each workflow job stands for, the step that is most of both runs):
 - short: --simulate N pairs of 150 bp reads from the reference's first sequence (Debian's
   art_illumina, HiSeq 2500 profile, fixed seed), or --reads/--reads2. By hand, the workflow's
   preset and defaults: bwa index; bwa mem -K (the kind's batch) -R (read group) | samtools
-  fixmate -m | samtools sort; samtools markdup -s; samtools index, flagstat, stats.
+  fixmate -m | samtools sort; samtools markdup -s; samtools index, flagstat, stats. (The
+  workflow's sort writes at -l 1 the BAM that markdup reads once; by hand, sort's default.)
 
 The workflow run is timed twice: its pipeline (everything but the report figures and MultiQC,
 and the samtools stats and flagstat reports on routes whose hand run makes none: the hand run has
@@ -114,7 +115,8 @@ class Route:
     """One input kind through the benchmark. hand(workdir, inputs, threads) runs the tools by
     hand and returns each step's Timing; groups: side-by-side lines, each a label, the hand steps
     and the workflow rules doing the same work; main: the hand step that is most of both runs
-    and the workflow rule whose tool processes (its jobs' run records) run the same command.
+    and the workflow rule whose tool processes (its jobs' run records) run the same command
+    (short: but for the sort's -l 1, numapore.inputs.kinds.InputKind.rewrites_sorted_bam).
     The fixed cost is measured without the main step on either side: its noise would swamp
     what the workflow adds."""
 
@@ -521,7 +523,7 @@ def report(route: Route, name: str, repeats: list[Repeat], threads: int) -> None
     hand = median_timing([r.hand[main_step] for r in repeats])
     tools = median_timing([summed(w.tools, (main_rule,)) for w in runs])
     print(
-        f"  the same command, {main_step} by hand against {main_rule}'s tool processes:\n"
+        f"  the main step, {main_step} by hand against {main_rule}'s tool processes:\n"
         f"  {'':12s} {cells(hand, threads)} | {cells(tools, threads)}"
         f"  (x{tools.wall / hand.wall:.3f} wall, x{tools.cpu / hand.cpu:.3f} CPU)"
     )

@@ -75,13 +75,16 @@ def test_short_kind_in_the_table() -> None:
 
 def test_align_command_takes_the_mates() -> None:
     """bowtie2 gets -1/-2 for pairs and -U alone; bwa and minimap2 both files; fixmate -m
-    before the sort when duplicates are marked."""
+    before the sort when duplicates are marked; the sort writes fast (-l 1) the BAM that samtools
+    merge writes again, and at the default level a long-read BAM it makes final."""
     paired = align_command("bowtie2", "ix", R1, Path("o.bam"), 2, "short", R2, "s", True)
     assert f"bowtie2 --end-to-end -p 2 -x ix -q -1 {R1} -2 {R2} | samtools fixmate -m" in paired
     assert f"-U {SINGLE} |" in align_command("bowtie2", "ix", SINGLE, Path("o.bam"), 2, "short")
     bwa = align_command("bwa", "ix", R1, Path("o.bam"), 2, "short", R2, "s")
     assert bwa.startswith(f"bwa mem -K {BATCH} -R '@RG\\tID:s\\tSM:s' -t 2 ix {R1} {R2} | ")
-    assert "fixmate" not in bwa
+    assert "fixmate" not in bwa and bwa.endswith(" | samtools sort -@ 2 -l 1 -o o.bam -")
+    long_reads = align_command("minimap2", "ix", R1, Path("o.bam"), 2, "signal")
+    assert long_reads.endswith(" | samtools sort -@ 2 -o o.bam -")
     with pytest.raises(ValueError, match="signal samples take one reads file"):
         align_command("bwa", "ix", R1, Path("o.bam"), 2, "signal", R2)
 
@@ -612,7 +615,7 @@ def test_snap_preset_and_command() -> None:
     paired = align_command("snap", "ix", R1, Path("o.bam"), 2, "short", R2, "s")
     assert paired.startswith(
         f"snap-aligner paired ix {R1} {R2} -b- -map- -R '@RG\\tID:s\\tSM:s' -t 2 -o -sam - | "
-        "samtools sort -@ 2 -o o.bam -"
+        "samtools sort -@ 2 -l 1 -o o.bam -"
     )
     single = align_command("snap", "ix", SINGLE, Path("o.bam"), 2, "short")
     assert single.startswith(f"snap-aligner single ix {SINGLE} -b- ")

@@ -22,6 +22,7 @@ from typing import IO
 import pysam
 
 from numapore.base.atomic import atomic_output, atomic_outputs
+from numapore.inputs.kinds import KINDS
 
 
 def shard_of_read(read_name: str, n_shards: int) -> int:
@@ -304,7 +305,7 @@ def finish_sample_bam(
     # and for millions of short reads the read ids take seconds.
     with ThreadPoolExecutor(1) as pool:
         reads_in = pool.submit(unique_reads)
-        if kind == "short":  # records with read groups (settle_read_groups), duplicates
+        if KINDS[kind].rewrites_sorted_bam:  # records with read groups, duplicates
             settle_read_groups(bam, threads, log, duplicates)
         reports = {key: outputs[key] for key in ("bai", "flagstat")}
         start_index_and_reports(bam, reports, threads, log)()

@@ -71,7 +71,8 @@ def align_command(
         # -m adds the mate score (ms) and mate CIGAR (MC) that markdup needs; fixmate also
         # recomputes TLEN by its own rule (it differs from bwa's on some discordant pairs).
         tool += f" | samtools fixmate -m -@ {threads} - -"
-    return f"{tool} | samtools sort -@ {threads} -o {quote(str(output))} -"
+    level = " -l 1" if input_kind.rewrites_sorted_bam else ""  # read once, by the next pass
+    return f"{tool} | samtools sort -@ {threads}{level} -o {quote(str(output))} -"
 
 
 def check_minimap2_preset(preset: str, key: str) -> None:

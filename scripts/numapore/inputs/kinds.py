@@ -44,6 +44,10 @@ class InputKind:
     # Duplicates marked (samtools fixmate -m before the sort, markdup after the merge) when
     # config short_reads.mark_duplicates asks for it.
     marks_duplicates: bool = False
+    # Its sorted BAM is written again (read groups settled by samtools merge, duplicates marked:
+    # numapore.execution.shards.settle_read_groups), so the sort writes it fast (-l 1): level 6
+    # costs about 4 times the CPU seconds of level 1, for a file read once.
+    rewrites_sorted_bam: bool = False
     minimap2_index: str = "map-ont"  # the preset minimap2's index is built with (its -x)
 
     def runs(self, step: str) -> bool:
@@ -142,6 +146,7 @@ KINDS = {
             paired=True,
             batch_bases=10_000_000,
             marks_duplicates=True,
+            rewrites_sorted_bam=True,
             minimap2_index="sr",
         ),
     )
