@@ -1,8 +1,8 @@
 """Interruption: Snakemake and all its jobs killed (SIGKILL to the process group) at random points
 of the conversion, alignment and methylation steps, and the same command rerun each time, ends in
 the outputs of an uninterrupted run byte for byte; after every kill no file under its final name
-is partial (scripts write under .tmp.<name> and rename; tool-written files of shell rules come
-out of a shadow folder); Snakemake's incomplete markers name exactly what was running.
+is partial (scripts write under .tmp.<name> and rename, and so do shell rules with mv);
+Snakemake's incomplete markers name exactly what was running.
 
 Byte for byte includes the BAM: its @PG header lines hold the tools' command lines, whose paths
 are relative to the project folder and the same in every run (numapore.base.atomic's temporary names

@@ -237,6 +237,13 @@ def hidden_temp(wildcards, output):
     return str(temp_name(output[0]))
 
 
+def hidden_index_prefix(suffix):
+    """A params function for an index rule: the hidden name (temp_name) of the index's prefix,
+    its first output without suffix. The indexer writes there and each file is renamed into
+    place once all are written, so each is complete or absent."""
+    return lambda wildcards, output: str(temp_name(output[0].removesuffix(suffix)))
+
+
 def run_cores():
     """The run's core count (--cores); 1 when it has none (a cluster run without --cores)."""
     try:

@@ -52,15 +52,17 @@ rule bwa_index:
         "results/logs/bwa_index/{ref}.log",
     benchmark:
         "results/benchmarks/bwa_index/{ref}.tsv"
-    # Run in a shadow folder: outputs are moved into place (a rename) only when complete.
-    shadow:
-        "minimal"
     conda:
         "../../envs/bwa.yaml"
+    # Written under a hidden prefix, each file renamed once all are written: complete or absent
+    # (no shadow folder, which costs a second Snakemake process per job).
     params:
         prefix=subpath(output[0], strip_suffix=".amb"),
+        tmp=hidden_index_prefix(".amb"),
+        suffixes=" ".join(INDEX_SUFFIXES["bwa"]),
     shell:
-        "bwa index -p {params.prefix} {input} 2> {log}"
+        "bwa index -p {params.tmp} {input} 2> {log}"
+        " && for s in {params.suffixes}; do mv {params.tmp}$s {params.prefix}$s; done"
 
 
 rule bowtie2_index:
@@ -72,16 +74,17 @@ rule bowtie2_index:
         "results/logs/bowtie2_index/{ref}.log",
     benchmark:
         "results/benchmarks/bowtie2_index/{ref}.tsv"
-    # Run in a shadow folder: outputs are moved into place (a rename) only when complete.
-    shadow:
-        "minimal"
     conda:
         "../../envs/bowtie2.yaml"
     threads: RUN_CORES
+    # As bwa_index: a hidden prefix, each file renamed once all are written.
     params:
         prefix=subpath(output[0], strip_suffix=".1.bt2"),
+        tmp=hidden_index_prefix(".1.bt2"),
+        suffixes=" ".join(INDEX_SUFFIXES["bowtie2"]),
     shell:
-        "bowtie2-build --threads {threads} {input} {params.prefix} > {log} 2>&1"
+        "bowtie2-build --threads {threads} {input} {params.tmp} > {log} 2>&1"
+        " && for s in {params.suffixes}; do mv {params.tmp}$s {params.prefix}$s; done"
 
 
 # SNAP's index is a folder (Genome, GenomeIndex, GenomeIndexHash, OverflowTable); chromosome
@@ -95,13 +98,13 @@ rule snap_index:
         "results/logs/snap_index/{ref}.log",
     benchmark:
         "results/benchmarks/snap_index/{ref}.tsv"
-    # Run in a shadow folder: outputs are moved into place (a rename) only when complete.
-    shadow:
-        "minimal"
     conda:
         "../../envs/snap.yaml"
     threads: RUN_CORES
+    # Written into a hidden folder, its files renamed into place once all are written.
     params:
         folder=subpath(output[0], parent=True),
+        tmp=lambda wc, output: str(temp_name(Path(output[0]).parent)),
     shell:
-        "snap-aligner index {input} {params.folder} -t{threads} > {log} 2>&1"
+        "snap-aligner index {input} {params.tmp} -t{threads} > {log} 2>&1"
+        " && mkdir -p {params.folder} && mv {params.tmp}/* {params.folder}/ && rmdir {params.tmp}"
