@@ -20,7 +20,8 @@ steps each workflow job stands for, the step that is most of both runs):
   art_illumina, HiSeq 2500 profile, fixed seed), or --reads/--reads2. By hand, the workflow's
   preset and defaults: bwa index; bwa mem -K (the kind's batch) -R (read group) | samtools
   fixmate -m | samtools sort; samtools markdup -s; samtools index, flagstat, stats. (The
-  workflow's sort writes at -l 1 the BAM that markdup reads once; by hand, sort's default.)
+  workflow's fixmate writes the pipe uncompressed (-u) and its sort writes at -l 1 the BAM that
+  markdup reads once; by hand, the tools' defaults.)
 
 The workflow run is timed twice: its pipeline (everything but the report figures and MultiQC,
 and the samtools stats and flagstat reports on routes whose hand run makes none: the hand run has
@@ -116,7 +117,7 @@ class Route:
     hand and returns each step's Timing; groups: side-by-side lines, each a label, the hand steps
     and the workflow rules doing the same work; main: the hand step that is most of both runs
     and the workflow rule whose tool processes (its jobs' run records) run the same command
-    (short: but for the sort's -l 1, numapore.inputs.kinds.InputKind.rewrites_sorted_bam).
+    (short: but for fixmate's -u and the sort's -l 1, numapore.execution.tools.align_command).
     The fixed cost is measured without the main step on either side: its noise would swamp
     what the workflow adds."""
 

@@ -639,7 +639,7 @@ def test_short_sample_is_compared_in_its_alignment(short_compared):
             mates = f"-1 {inputs / 'pe.1.fastq'} -2 {inputs / 'pe.2.fastq'}"
         command = process["command"].replace(f"{work}/", "")
         assert preset in command and mates.replace(f"{work}/", "") in command, command
-        assert "samtools fixmate -m" in command  # duplicates marked, as the align job does
+        assert "samtools fixmate -u -m" in command  # duplicates marked, as the align job does
     rows = summary.read_tsv(work / "results/compare/summary.tsv")
     assert {r["step"] for r in rows} == {"alignment"}
     report = (work / "results/compare/report.md").read_text()

@@ -78,7 +78,7 @@ def test_align_command_takes_the_mates() -> None:
     before the sort when duplicates are marked; the sort writes fast (-l 1) the BAM that samtools
     merge writes again, and at the default level a long-read BAM it makes final."""
     paired = align_command("bowtie2", "ix", R1, Path("o.bam"), 2, "short", R2, "s", True)
-    assert f"bowtie2 --end-to-end -p 2 -x ix -q -1 {R1} -2 {R2} | samtools fixmate -m" in paired
+    assert f"bowtie2 --end-to-end -p 2 -x ix -q -1 {R1} -2 {R2} | samtools fixmate -u -m" in paired
     assert f"-U {SINGLE} |" in align_command("bowtie2", "ix", SINGLE, Path("o.bam"), 2, "short")
     bwa = align_command("bwa", "ix", R1, Path("o.bam"), 2, "short", R2, "s")
     assert bwa.startswith(f"bwa mem -K {BATCH} -R '@RG\\tID:s\\tSM:s' -t 2 ix {R1} {R2} | ")

@@ -69,8 +69,9 @@ def align_command(
         # fixmate wants the records grouped by read name, as samtools collate would make them:
         # the aligners write each read's (each pair's) records together, so their output is.
         # -m adds the mate score (ms) and mate CIGAR (MC) that markdup needs; fixmate also
-        # recomputes TLEN by its own rule (it differs from bwa's on some discordant pairs).
-        tool += f" | samtools fixmate -m -@ {threads} - -"
+        # recomputes TLEN by its own rule (it differs from bwa's on some discordant pairs). -u:
+        # the pipe into the sort needs no compression (it cost fixmate most of its CPU seconds).
+        tool += f" | samtools fixmate -u -m -@ {threads} - -"
     level = " -l 1" if input_kind.rewrites_sorted_bam else ""  # read once, by the next pass
     return f"{tool} | samtools sort -@ {threads}{level} -o {quote(str(output))} -"
 
