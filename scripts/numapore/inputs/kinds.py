@@ -46,7 +46,7 @@ class InputKind:
     marks_duplicates: bool = False
     # Its sorted BAM is written again (read groups settled by samtools merge, duplicates marked:
     # numapore.execution.shards.settle_read_groups), so the sort writes it fast (-l 1): level 6
-    # costs about 4 times the CPU seconds of level 1, for a file read once.
+    # takes about 5 times the CPU seconds of level 1, for a file read once.
     rewrites_sorted_bam: bool = False
     minimap2_index: str = "map-ont"  # the preset minimap2's index is built with (its -x)
 
