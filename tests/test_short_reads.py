@@ -75,8 +75,9 @@ def test_short_kind_in_the_table() -> None:
 
 def test_align_command_takes_the_mates() -> None:
     """bowtie2 gets -1/-2 for pairs and -U alone; bwa and minimap2 both files; fixmate -m
-    before the sort when duplicates are marked; the sort writes fast (-l 1) the BAM that samtools
-    merge writes again, and at the default level a long-read BAM it makes final."""
+    before the sort when duplicates are marked, its pipe uncompressed (-u); the sort writes fast
+    (-l 1) the BAM that samtools merge writes again, at the default level a long-read BAM it makes
+    final."""
     paired = align_command("bowtie2", "ix", R1, Path("o.bam"), 2, "short", R2, "s", True)
     assert f"bowtie2 --end-to-end -p 2 -x ix -q -1 {R1} -2 {R2} | samtools fixmate -u -m" in paired
     assert f"-U {SINGLE} |" in align_command("bowtie2", "ix", SINGLE, Path("o.bam"), 2, "short")
