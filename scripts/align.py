@@ -34,6 +34,7 @@ if "summary" in smk.output.keys():  # the sample's BAM (common.smk: ONE_ALIGN_SH
         bam, {key: Path(path) for key, path in smk.output.items()}, smk.threads, sys.stderr,
         reads=Path(smk.input.reads), sample=smk.wildcards.sample, aligner=smk.wildcards.aligner,
         reference=smk.params.reference, kind=smk.params.kind, paired=reads2 is not None,
+        rewrites_sorted_bam=smk.params.rewrites_sorted_bam,
         duplicates=smk.params.duplicates, source=smk.params.reads,
         allow_empty=smk.config["allow_empty_samples"],
     )  # fmt: skip

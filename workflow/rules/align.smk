@@ -33,6 +33,7 @@ rule align:
         host=HOST_FILE,
         reference=lambda wc: str(SAMPLES[wc.sample].reference),
         kind=lambda wc: SAMPLES[wc.sample].kind,
+        rewrites_sorted_bam=rewrites_sorted_bam,
         duplicates=marks_duplicates,
         reads=lambda wc: str(SAMPLES[wc.sample].reads),
         minimap2_preset=lambda wc: minimap2_preset(SAMPLES[wc.sample]),
@@ -68,6 +69,7 @@ rule merge_alignment_shards:
         reference=lambda wc: str(SAMPLES[wc.sample].reference),
         kind=lambda wc: SAMPLES[wc.sample].kind,
         paired=lambda wc: SAMPLES[wc.sample].paired,
+        rewrites_sorted_bam=rewrites_sorted_bam,
         duplicates=marks_duplicates,
         reads=lambda wc: str(SAMPLES[wc.sample].reads),
     script:

@@ -379,6 +379,13 @@ def marks_duplicates(wildcards):
     return kind.marks_duplicates and config["short_reads"]["mark_duplicates"]
 
 
+def rewrites_sorted_bam(wildcards):
+    """Whether the sample's sorted BAM is rewritten once aligned (read groups settled, duplicates
+    marked where asked): the kinds table's answer (short reads). The rule asks the table and its
+    script gets the answer, as for marks_duplicates."""
+    return SAMPLES[wildcards.sample].input_kind.rewrites_sorted_bam
+
+
 def alignment_reports_threads(wildcards):
     """The threads of a sample's samtools stats and text flagstat: none held when its kind has a
     step after the alignment (methylation calling, the pileup), which holds every core while

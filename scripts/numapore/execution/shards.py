@@ -22,7 +22,6 @@ from typing import IO
 import pysam
 
 from numapore.base.atomic import atomic_output, atomic_outputs
-from numapore.inputs.kinds import KINDS
 
 
 def shard_of_read(read_name: str, n_shards: int) -> int:
@@ -285,13 +284,16 @@ def finish_sample_bam(
     reference: str,
     kind: str = "signal",
     paired: bool = False,
+    rewrites_sorted_bam: bool = False,
     duplicates: bool = False,
     source: str | None = None,
     allow_empty: bool = False,
 ) -> None:
     """Index the sample's sorted BAM, write its JSON flagstat and the alignment check
     (outputs['summary']: reads in, primary alignments mapped; for short reads also pairs,
-    properly paired and duplicates, marked first when duplicates asks for it); AccountingError
+    properly paired and duplicates). rewrites_sorted_bam (the kinds table's answer, which the
+    rule passes): the BAM's read groups are settled first, and its duplicates marked when
+    duplicates asks for it. AccountingError
     when the reads repeat a read id, EmptySample when nothing mapped unless allow_empty (source:
     the user's reads file, for the message)."""
 
@@ -305,7 +307,7 @@ def finish_sample_bam(
     # and for millions of short reads the read ids take seconds.
     with ThreadPoolExecutor(1) as pool:
         reads_in = pool.submit(unique_reads)
-        if KINDS[kind].rewrites_sorted_bam:  # records with read groups, duplicates
+        if rewrites_sorted_bam:  # records with read groups, duplicates
             settle_read_groups(bam, threads, log, duplicates)
         reports = {key: outputs[key] for key in ("bai", "flagstat")}
         start_index_and_reports(bam, reports, threads, log)()
