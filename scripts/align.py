@@ -32,7 +32,7 @@ run_alignment(
 if "summary" in smk.output.keys():  # the sample's BAM (common.smk: ONE_ALIGN_SHARD)
     finish_sample_bam(
         bam, {key: Path(path) for key, path in smk.output.items()}, smk.threads, sys.stderr,
-        reads=Path(smk.input.reads), sample=smk.wildcards.sample, aligner=smk.wildcards.aligner,
+        reads=Path(smk.input.counted), sample=smk.wildcards.sample, aligner=smk.wildcards.aligner,
         reference=smk.params.reference, kind=smk.params.kind, paired=reads2 is not None,
         rewrites_sorted_bam=smk.params.rewrites_sorted_bam,
         duplicates=smk.params.duplicates, source=smk.params.reads,

@@ -14,7 +14,7 @@ bam = Path(smk.output.bam)
 merge_bams([Path(p) for p in smk.input.shards], bam, smk.threads, sys.stderr)
 finish_sample_bam(
     bam, {key: Path(path) for key, path in smk.output.items()}, smk.threads, sys.stderr,
-    reads=Path(smk.input.reads), sample=smk.wildcards.sample, aligner=smk.wildcards.aligner,
+    reads=Path(smk.input.counted), sample=smk.wildcards.sample, aligner=smk.wildcards.aligner,
     reference=smk.params.reference, kind=smk.params.kind, paired=smk.params.paired,
     rewrites_sorted_bam=smk.params.rewrites_sorted_bam,
     duplicates=smk.params.duplicates, source=smk.params.reads,

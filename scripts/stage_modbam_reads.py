@@ -1,6 +1,6 @@
 """Rule stage_modbam_reads: a modBAM sample's reads as FASTQ with their MM/ML/MN tags in the
-headers (numapore.inputs.modbam_reads), what staging counted, and the reads staged without
-calls with the reason."""
+headers (numapore.inputs.modbam_reads), their ids, what staging counted, and the reads staged
+without calls with the reason."""
 
 import sys
 from pathlib import Path
@@ -15,7 +15,7 @@ sample = smk.wildcards.sample
 try:
     staged = stage_modbam_reads(
         Path(smk.input.reads), Path(smk.output.reads), Path(smk.params.reference), smk.threads,
-        fai=Path(smk.input.fai), listing=Path(smk.output.untagged),
+        fai=Path(smk.input.fai), listing=Path(smk.output.untagged), ids=Path(smk.output.ids),
     )  # fmt: skip
 except InputError as err:  # the file and the reason; no traceback
     sys.exit(f"numapore: sample '{sample}': {err}")

@@ -7,6 +7,7 @@ from array import array
 from pathlib import Path
 
 import h5py
+import polars as pl
 import pysam
 import pytest
 from conftest import host_file, run_workflow
@@ -25,7 +26,14 @@ from numapore.report.accounting import (
     rejected_rows,
 )
 from numapore.signal.census import fast5_census, read_census, write_census
-from numapore.inputs.readids import alignment_summary, read_id_column, read_ids, unique_read_ids
+from numapore.inputs.readids import (
+    READ_ID_TABLE,
+    alignment_summary,
+    read_id_column,
+    read_ids,
+    unique_read_ids,
+    write_read_id_table,
+)
 from numapore.signal.convert import convert
 from project import write_project
 
@@ -173,6 +181,19 @@ def test_read_ids_and_duplicates(tmp_path):
         unique_read_ids(reads, "s")
     reads.write_text("@a\nAC\n+\nII\n")
     assert unique_read_ids(reads, "s").to_list() == ["a"]
+
+
+def test_a_read_id_table_gives_the_ids_it_was_written_with(tmp_path):
+    """write_read_id_table then read_id_column: the same ids in order, repeats found as in a
+    FASTQ; a table's name must say what it is (read_id_column tells tables by their name)."""
+    table = tmp_path / f"r{READ_ID_TABLE}"
+    write_read_id_table(pl.Series(["b", "a", "b"]), table)
+    assert read_id_column(table).to_list() == ["b", "a", "b"]
+    with pytest.raises(AccountingError, match=r"repeats 1 read id\(s\) \(e.g. b\)"):
+        unique_read_ids(table, "s")
+    with pytest.raises(ValueError, match="a read id table's name ends in .ids.parquet"):
+        write_read_id_table(pl.Series(["a"]), tmp_path / "r.parquet")
+    assert not (tmp_path / "r.parquet").exists()
 
 
 def test_one_pass_over_a_modbam_finds_aligned_reads_and_calls(tmp_path):

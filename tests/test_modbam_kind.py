@@ -23,6 +23,7 @@ from numapore.base.errors import AccountingError, InputError
 from numapore.execution.tools import align_command
 from numapore.inputs.kinds import KINDS, STEPS, infer_kind
 from numapore.inputs.modbam_reads import MN_MISMATCH, NO_TAGS, StagedReads, stage_modbam_reads
+from numapore.inputs.readids import READ_ID_TABLE, read_id_column
 from numapore.inputs.sheet import load_samples, read_sheet
 from numapore.report.accounting import NA, ModbamAccountingInputs, account_modbam
 
@@ -184,6 +185,28 @@ def test_staging_keeps_tags_and_counts_reads(tmp_path: Path) -> None:
     assert (dup.records, dup.reads, dup.duplicates, dup.aligned_input) == (20, 10, 10, True)
     assert dup.summary().endswith("; records left out: 10 marked duplicate")
     assert dup.other_reference == ""  # aligned to the ladder
+
+
+def test_staging_writes_the_read_ids_and_refuses_a_repeated_one(tmp_path: Path) -> None:
+    """The read id table holds the staged FASTQ's ids in order (what the alignment check and the
+    accounting count); a read id in two primary records stops staging with one line naming it,
+    and no staged file is left."""
+    ids = tmp_path / f"a{READ_ID_TABLE}"
+    stage_modbam_reads(tagged_fastq(tmp_path), tmp_path / "a.fastq", LADDER, 1, ids=ids)
+    with pysam.FastxFile(str(tmp_path / "a.fastq")) as staged:
+        names = [rec.name for rec in staged]
+    assert len(names) == 10 and read_id_column(ids).to_list() == names
+    records = tagged_fastq(tmp_path).read_text().splitlines()
+    twice = tmp_path / "twice.fastq"
+    twice.write_text("\n".join(records + records[4:8]) + "\n")  # the second read again
+    out, ids = tmp_path / "b.fastq", tmp_path / f"b{READ_ID_TABLE}"
+    with pytest.raises(InputError) as err:
+        stage_modbam_reads(twice, out, LADDER, 1, ids=ids)
+    assert str(err.value) == (
+        f"reads file {twice}: 1 read id(s) occur in more than one primary record (e.g. "
+        f"{names[1]}): each read must occur once; remove the repeats"
+    )
+    assert not out.exists() and not ids.exists()
 
 
 def test_staging_counts_records_left_out_and_another_reference(tmp_path: Path) -> None:

@@ -8,6 +8,7 @@ rule align:
     input:
         reads=reads_shard,
         reads2=reads2_shard,
+        counted=counted_reads,
         index=aligner_index_files,
     output:
         **(
@@ -55,7 +56,7 @@ rule merge_alignment_shards:
             shard=shard_ids("alignment"),
             **wc,
         ),
-        reads=staged_reads,
+        counted=counted_reads,
     output:
         **sample_bam_outputs(),
     log:

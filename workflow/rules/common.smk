@@ -49,6 +49,7 @@ from numapore.inputs.sheet import (  # noqa: E402
 )
 from numapore.base.atomic import temp_name  # noqa: E402
 from numapore.inputs.modbam_reads import StagedReads  # noqa: E402
+from numapore.inputs.readids import READ_ID_TABLE  # noqa: E402
 from numapore.signal.slow5 import check_nanopolish_compatible  # noqa: E402
 from numapore.base.workdir import (  # noqa: E402
     check_writable,
@@ -337,6 +338,15 @@ def staged_reads(wildcards, io_mode=None):
         return f"results/{sample.name}/reads/{layout}/{name}.{sample.reads_format}"
     signal = signal_kind(io_mode or IO_MODE)
     return f"results/{sample.name}/reads/{signal}/{sample.name}.{sample.reads_format}"
+
+
+def counted_reads(wildcards):
+    """The file whose read ids the alignment check and the accounting count: a modBAM sample's
+    read id table, which its staging wrote (numapore.inputs.readids), else the staged reads."""
+    sample = SAMPLES[wildcards.sample]
+    if sample.kind == "modbam":
+        return f"results/{sample.name}/reads/modbam/{sample.name}{READ_ID_TABLE}"
+    return staged_reads(wildcards)
 
 
 def staged_reads2(wildcards):
@@ -803,14 +813,14 @@ def methylation_shard_inputs(wildcards):
 
 def accounting_inputs(wildcards):
     """What the accounting reads: reads and their signal index, BAM, the first motif's calls
-    (+ the BLOW5's; + the census of FAST5/POD5 inputs); for a modbam sample, the staged reads,
-    what staging counted and listed, and the realigned BAM."""
+    (+ the BLOW5's; + the census of FAST5/POD5 inputs); for a modbam sample, the staged reads'
+    ids, what staging counted and listed, and the realigned BAM."""
     prefix = f"results/{wildcards.sample}"
     name = f"{wildcards.sample}.{wildcards.aligner}"
     reads = staged_reads(wildcards)
     if SAMPLES[wildcards.sample].kind == "modbam":  # what staging counted and listed
         return {
-            "reads": reads,
+            "reads": counted_reads(wildcards),
             "staged": f"{prefix}/{wildcards.sample}.staged.tsv",
             "untagged": f"{prefix}/reads/modbam/{wildcards.sample}.untagged.tsv",
             "bam": f"{prefix}/align/{name}.bam",

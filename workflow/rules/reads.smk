@@ -110,8 +110,10 @@ rule split_paired_reads:
 
 # A modBAM sample's reads (a basecaller's BAM/CRAM, or FASTQ with tags): its primary records as
 # FASTQ whose headers carry MM/ML/MN, for the aligners to copy into their records
-# (numapore.inputs.modbam_reads); the counts and the reads staged without calls (and why) go to
-# the read accounting. The reference's index tells whether an aligned input was aligned to it.
+# (numapore.inputs.modbam_reads). The counts and the reads staged without calls (and why) go to
+# the read accounting; the reads' ids to the alignment check and the accounting, which would
+# otherwise read the FASTQ again for them. The reference's index tells whether an aligned input
+# was aligned to it.
 rule stage_modbam_reads:
     input:
         reads=lambda wc: SAMPLES[wc.sample].reads,
@@ -119,6 +121,7 @@ rule stage_modbam_reads:
     output:
         reads="results/{sample}/reads/modbam/{sample}.fastq",
         untagged="results/{sample}/reads/modbam/{sample}.untagged.tsv",
+        ids="results/{sample}/reads/modbam/{sample}.ids.parquet",
         counts="results/{sample}/{sample}.staged.tsv",
     log:
         "results/logs/stage_modbam_reads/{sample}.log",

@@ -298,7 +298,8 @@ def finish_sample_bam(
     the user's reads file, for the message)."""
 
     def unique_reads() -> int:
-        """The staged reads' ids, counted (AccountingError when one repeats)."""
+        """The ids of reads (the staged reads, or their read id table), counted
+        (AccountingError when one repeats)."""
         from numapore.inputs.readids import unique_read_ids  # polars: a few tenths of a second
 
         return len(unique_read_ids(reads, sample))

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import polars as pl
 
+from numapore.base.atomic import atomic_output
 from numapore.base.errors import AccountingError, empty_sample
 
 CHUNK = 500_000  # rows gathered in Python lists before they become a compact polars chunk
@@ -33,25 +34,67 @@ def rows_frame(rows: Iterable[tuple], schema: dict[str, pl.DataType]) -> pl.Data
     return pl.concat(parts) if parts else pl.DataFrame(schema=schema)
 
 
+class IdColumnBuilder:
+    """Strings added one at a time, gathered into one compact polars column CHUNK values at a
+    time (id_column for a loop that cannot be an iterable)."""
+
+    def __init__(self) -> None:
+        self.parts: list[pl.Series] = []
+        self.pending: list[str] = []
+
+    def add(self, value: str) -> None:
+        """One more string."""
+        self.pending.append(value)
+        if len(self.pending) >= CHUNK:
+            self.parts.append(pl.Series(self.pending, dtype=pl.String))
+            self.pending = []
+
+    def column(self) -> pl.Series:
+        """Every string added, in order."""
+        return pl.concat([*self.parts, pl.Series(self.pending, dtype=pl.String)])
+
+
+def repeats(ids: pl.Series) -> pl.Series:
+    """Each id's repeats: every occurrence after its first."""
+    return ids.filter(~ids.is_first_distinct())
+
+
 def id_column(values: Iterable[str]) -> pl.Series:
     """Strings as one compact polars column, built CHUNK values at a time."""
     parts = [pl.Series(chunk, dtype=pl.String) for chunk in chunks(values)]
     return pl.concat(parts) if parts else pl.Series([], dtype=pl.String)
 
 
+# A table of read ids (one column, read_id) that staging writes beside reads it parsed anyway:
+# later jobs count and join the ids without reading a gigabyte of FASTQ again.
+READ_ID_TABLE = ".ids.parquet"
+
+
 def read_id_column(path: str | os.PathLike) -> pl.Series:
-    """The read ids of a FASTA/FASTQ file (gzip allowed), in order, as a polars column."""
+    """The read ids of a FASTA/FASTQ file (gzip allowed), or of a read id table (a name ending
+    in READ_ID_TABLE, write_read_id_table), in order, as a polars column."""
+    if str(path).endswith(READ_ID_TABLE):
+        return pl.read_parquet(path, columns=["read_id"])["read_id"]
     import pysam  # here: the census job uses this module's columns and reads no reads file
 
     with pysam.FastxFile(str(path)) as fastx:
         return id_column(rec.name for rec in fastx)
 
 
+def write_read_id_table(ids: pl.Series, path: str | os.PathLike) -> None:
+    """Read ids, in order, as a read id table at path (its name ends in READ_ID_TABLE),
+    complete or absent."""
+    if not str(path).endswith(READ_ID_TABLE):
+        raise ValueError(f"{path}: a read id table's name ends in {READ_ID_TABLE}")
+    with atomic_output(Path(path)) as tmp:
+        pl.DataFrame({"read_id": ids}).write_parquet(tmp)
+
+
 def read_ids(path: str | os.PathLike) -> tuple[pl.Series, pl.Series]:
     """The read ids of a FASTA/FASTQ file in order, and each id's repeats (every occurrence
     after its first), as polars columns."""
     ids = read_id_column(path)
-    return ids, ids.filter(~ids.is_first_distinct())
+    return ids, repeats(ids)
 
 
 def unique_read_ids(path: str | os.PathLike, sample: str) -> pl.Series:
