@@ -291,15 +291,14 @@ def finish_sample_bam(
 ) -> None:
     """Index the sample's sorted BAM, write its JSON flagstat and the alignment check
     (outputs['summary']: reads in, primary alignments mapped; for short reads also pairs,
-    properly paired and duplicates). rewrites_sorted_bam (the kinds table's answer, which the
-    rule passes): the BAM's read groups are settled first, and its duplicates marked when
-    duplicates asks for it. AccountingError
-    when the reads repeat a read id, EmptySample when nothing mapped unless allow_empty (source:
-    the user's reads file, for the message)."""
+    properly paired and duplicates). reads: the staged reads, or their read id table.
+    rewrites_sorted_bam (the kinds table's answer, which the rule passes): the BAM's read
+    groups are settled first, and its duplicates marked when duplicates asks for it.
+    AccountingError when the reads repeat a read id, EmptySample when nothing mapped unless
+    allow_empty (source: the user's reads file, for the message)."""
 
     def unique_reads() -> int:
-        """The ids of reads (the staged reads, or their read id table), counted
-        (AccountingError when one repeats)."""
+        """The reads' ids, counted (AccountingError when one repeats)."""
         from numapore.inputs.readids import unique_read_ids  # polars: a few tenths of a second
 
         return len(unique_read_ids(reads, sample))
