@@ -35,8 +35,9 @@ def rows_frame(rows: Iterable[tuple], schema: dict[str, pl.DataType]) -> pl.Data
 
 
 class IdColumnBuilder:
-    """Strings added one at a time, gathered into one compact polars column CHUNK values at a
-    time (id_column for a loop that cannot be an iterable)."""
+    """Strings gathered into one compact polars column, CHUNK at a time: memory holds compact
+    chunks, never every string as a Python object. add() one at a time (a loop that does other
+    work per read), or extend() with a list (id_column)."""
 
     def __init__(self) -> None:
         self.parts: list[pl.Series] = []
@@ -46,12 +47,19 @@ class IdColumnBuilder:
         """One more string."""
         self.pending.append(value)
         if len(self.pending) >= CHUNK:
-            self.parts.append(pl.Series(self.pending, dtype=pl.String))
-            self.pending = []
+            self.extend([])
+
+    def extend(self, values: list[str]) -> None:
+        """The strings added so far, then values, as compact chunks."""
+        for chunk in (self.pending, values):
+            if chunk:
+                self.parts.append(pl.Series(chunk, dtype=pl.String))
+        self.pending = []
 
     def column(self) -> pl.Series:
         """Every string added, in order."""
-        return pl.concat([*self.parts, pl.Series(self.pending, dtype=pl.String)])
+        self.extend([])
+        return pl.concat(self.parts) if self.parts else pl.Series([], dtype=pl.String)
 
 
 def repeats(ids: pl.Series) -> pl.Series:
@@ -61,8 +69,10 @@ def repeats(ids: pl.Series) -> pl.Series:
 
 def id_column(values: Iterable[str]) -> pl.Series:
     """Strings as one compact polars column, built CHUNK values at a time."""
-    parts = [pl.Series(chunk, dtype=pl.String) for chunk in chunks(values)]
-    return pl.concat(parts) if parts else pl.Series([], dtype=pl.String)
+    column = IdColumnBuilder()
+    for chunk in chunks(values):
+        column.extend(chunk)
+    return column.column()
 
 
 # A table of read ids (one column, read_id) that staging writes beside reads it parsed anyway:

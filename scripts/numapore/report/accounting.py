@@ -332,7 +332,9 @@ def primary_alignments_and_calls(bam: str | os.PathLike) -> tuple[pl.DataFrame, 
 def samtools_message(process: subprocess.Popen, err: Exception | None) -> str:
     """The last line samtools wrote to stderr, else err, else its exit status."""
     lines = process.stderr.read().decode(errors="replace").strip().splitlines()
-    return lines[-1] if lines else str(err) if err else f"samtools exit {process.wait()}"
+    if lines:
+        return lines[-1]
+    return str(err) if err is not None else f"samtools exit {process.wait()}"
 
 
 TAGS_WITHOUT_CALLS = "MM/ML tags without a call (no base of the read called)"
