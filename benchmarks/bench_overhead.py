@@ -319,11 +319,8 @@ ROUTES = {
             prepare=modbam_inputs,
             hand=modbam_by_hand,
             groups=(
-                (
-                    "alignment",
-                    ("fastq+align+sort", "index_bam"),
-                    ("stage_modbam_reads", "minimap2_index", "align"),
-                ),
+                # staging streams into the align job, beside it: among the other jobs
+                ("alignment", ("fastq+align+sort", "index_bam"), ("minimap2_index", "align")),
                 ("pileup", ("pileup", "bgzip+tabix"), ("pileup",)),
             ),
             main=("fastq+align+sort", "align"),
@@ -372,7 +369,12 @@ def workflow_run(work: Path, route: Route, inputs: Inputs, threads: int, repo: P
     """The workflow of repo in a fresh project directory: its pipeline (no report rules, nor the
     route's QC without a hand counterpart), then those rules run on the finished pipeline."""
     write_project(work, [inputs.row], dict(route.config), repo=repo)
-    command = snakemake_command(work, threads, repo=repo)
+    # Each checkout's rule scripts import its own package (a --baseline beside this one).
+    command = [
+        "env",
+        f"PYTHONPATH={repo / 'scripts'}",
+        *snakemake_command(work, threads, repo=repo),
+    ]
     omitted = [*REPORT_RULES, *route.qc_without_hand]
     pipeline = timed(shlex.join([*command, "--omit-from", *omitted]), work)
     report_rules = timed(shlex.join(command), work)

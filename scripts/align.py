@@ -14,6 +14,8 @@ smk = snakemake  # noqa: F821 (injected by the script directive)
 redirect_to_log(smk)
 bam = Path(smk.output.bam)
 reads2 = Path(smk.input.reads2) if smk.input.get("reads2") else None  # pairs' R2 (kind short)
+# The file of read ids the check counts; none when a modBAM sample's reads stream in (common.smk).
+counted = Path(smk.input.counted) if smk.input.get("counted") else None
 run_alignment(
     host=load_host_config(smk.params.host, overrides=smk.params.get("overrides")),
     aligner=smk.wildcards.aligner,
@@ -32,7 +34,7 @@ run_alignment(
 if "summary" in smk.output.keys():  # the sample's BAM (common.smk: ONE_ALIGN_SHARD)
     finish_sample_bam(
         bam, {key: Path(path) for key, path in smk.output.items()}, smk.threads, sys.stderr,
-        reads=Path(smk.input.counted), sample=smk.wildcards.sample, aligner=smk.wildcards.aligner,
+        reads=counted, sample=smk.wildcards.sample, aligner=smk.wildcards.aligner,
         reference=smk.params.reference, kind=smk.params.kind, paired=reads2 is not None,
         rewrites_sorted_bam=smk.params.rewrites_sorted_bam,
         duplicates=smk.params.duplicates, source=smk.params.reads,

@@ -119,19 +119,27 @@ def _literal(text: str) -> str | None:
     return value if isinstance(value, str) else None
 
 
+# A rule's first line; `use rule A as B with:` makes B from A, its directives overriding A's.
+RULE_START = re.compile(r"^(?:(?:rule|checkpoint) (\w+)|use rule (\w+) as (\w+) with):")
+
+
 def parse_rules(rules_dir: Path = RULES) -> list[Rule]:
     """Every rule of the workflow (Snakefile and rules/*.smk), as snakefmt formats them."""
     rules = []
     for smk in [rules_dir.parent / "Snakefile", *sorted(rules_dir.glob("*.smk"))]:
         lines = smk.read_text().splitlines()
-        starts = [i for i, line in enumerate(lines) if re.match(r"^(rule|checkpoint) \w+:", line)]
+        starts = [i for i, line in enumerate(lines) if RULE_START.match(line)]
         for start in starts:
             end = next(
                 (i for i in range(start + 1, len(lines)) if re.match(r"^\S", lines[i])), None
             )
-            name = re.match(r"^\w+ (\w+):", lines[start]).group(1)
+            own, base, derived = RULE_START.match(lines[start]).groups()
             values = _directive_values(lines[start + 1 : end])
-            rule = Rule(name, smk)
+            rule = Rule(own or derived, smk)
+            if base:
+                (parent,) = (r for r in rules if r.name == base)
+                rule.conda, rule.script, rule.shell = parent.conda, parent.script, parent.shell
+            name = rule.name
             for key in ("conda", "script", "shell"):
                 if key in values:
                     value = _literal(values[key])

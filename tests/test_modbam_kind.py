@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 import shlex
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
 
@@ -185,6 +187,20 @@ def test_staging_keeps_tags_and_counts_reads(tmp_path: Path) -> None:
     assert (dup.records, dup.reads, dup.duplicates, dup.aligned_input) == (20, 10, 10, True)
     assert dup.summary().endswith("; records left out: 10 marked duplicate")
     assert dup.other_reference == ""  # aligned to the ladder
+
+
+def test_staging_streams_into_a_named_pipe(tmp_path: Path) -> None:
+    """Into a named pipe (Snakemake's pipe() to the align job), staging writes the bytes it
+    writes to a file, as they come; the pipe stays a pipe and no temporary file is left."""
+    stage_modbam_reads(INPUTS / REALIGNED["unmapped"], tmp_path / "file.fastq", LADDER, 2)
+    fifo = tmp_path / "pipe.fastq"
+    os.mkfifo(fifo)
+    with ThreadPoolExecutor(1) as pool:  # the reader, as the aligner reads it
+        read = pool.submit(fifo.read_bytes)
+        staged = stage_modbam_reads(INPUTS / REALIGNED["unmapped"], fifo, LADDER, 2)
+        assert read.result(timeout=60) == (tmp_path / "file.fastq").read_bytes()
+    assert staged.reads == 10 and fifo.is_fifo()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["file.fastq", "pipe.fastq"]
 
 
 def test_staging_writes_the_read_ids_and_refuses_a_repeated_one(tmp_path: Path) -> None:
@@ -373,6 +389,41 @@ def test_each_modbam_realigned_with_its_calls(baseline: Path, variants, tmp_path
     assert (staged.records, staged.reads, staged.duplicates) == (20, 10, 10)
 
 
+def streamed_groups(output: str) -> list[str]:
+    """The Snakemake group jobs of a run's output that ran a staging and an align job together."""
+    blocks = output.split("Group job ")[1:]
+    both = ("rule stage_modbam_reads:", "rule align:")
+    return [block for block in blocks if all(rule in block for rule in both)]
+
+
+def test_staged_reads_stream_into_the_align_job(baseline_run, variants) -> None:
+    """Not scattered, a sample's staging and align jobs run together (a pipe group, one per
+    sample), and no staged FASTQ is left in results/."""
+    work, done = baseline_run
+    assert len(streamed_groups(done.stderr)) == len(SUITE | variants), done.stderr[-3000:]
+    assert not list(work.glob("results/*/reads/modbam/*.fastq"))
+
+
+def test_the_comparison_stages_a_file_of_its_own(tmp_path: Path) -> None:
+    """The comparison's cells read a modBAM sample's reads again and again, so they get a staged
+    file of their own while the sample's staging streams into its align job; both in one run."""
+    compare = {"steps": ["alignment"], "reads": 5, "aligners": ["minimap2"], "threads": [1]}
+    work = write_modbam_project(
+        tmp_path / "run",
+        ["unmapped"],
+        {"compare": {**compare, "strategies": ["none"], "repeats": 1}},
+    )
+    done = run_workflow(work, "compare", "all")
+    assert done.returncode == 0, done.stderr[-3000:]
+    stage_modbam_reads(SUITE["unmapped"], tmp_path / "staged.fastq", LADDER, 1)
+    staged = work / "results/compare/input/staged/unmapped.fastq"
+    assert staged.read_bytes() == (tmp_path / "staged.fastq").read_bytes()
+    summary = (work / "results/compare/summary.tsv").read_text().splitlines()
+    assert [row.split("\t")[:3] for row in summary[1:]] == [["alignment", "minimap2", "none"]] * 2
+    assert streamed_groups(done.stderr)
+    assert not list(work.glob("results/unmapped/reads/modbam/*.fastq"))
+
+
 def accounting(work: Path, name: str, aligner: str = "minimap2") -> list[tuple]:
     """A run's accounting rows (stage, what, reads, detail) without the input's path."""
     lines = (work / f"results/{name}/{name}.{aligner}.accounting.tsv").read_text().splitlines()
@@ -434,7 +485,8 @@ def test_modbam_accounting_refuses_totals_that_disagree(baseline: Path, tmp_path
         sample="partial", aligner="minimap2", source=SUITE["unmapped"],
         staged=StagedReads.read(prefix / "partial.staged.tsv"),
         untagged=prefix / "reads/modbam/partial.untagged.tsv",
-        reads=prefix / "reads/modbam/partial.fastq", bam=prefix / "align/partial.minimap2.bam",
+        reads=prefix / f"reads/modbam/partial{READ_ID_TABLE}",
+        bam=prefix / "align/partial.minimap2.bam",
     )  # fmt: skip
     assert sum(fates(account_modbam(inputs)).values()) == 10
     more = replace(inputs, staged=replace(inputs.staged, records=11))
@@ -519,8 +571,9 @@ def test_strategies_and_scatter_give_the_same_records(baseline, tmp_path, strate
 
 
 # Runs in the 2-node guest (tests/numa_guest.py): the align step exactly as its rule runs it
-# (numapore.execution.steps), on the staged reads and the index of the host's `none` run; one
-# Python for every sample (under software emulation each start costs seconds).
+# (numapore.execution.steps), on the reads staged as the workflow stages them and the index of
+# the host's `none` run; one Python for every sample (under software emulation each start costs
+# seconds).
 GUEST_DRIVER = """
 import sys
 from pathlib import Path
@@ -532,7 +585,7 @@ for name in sys.argv[4:]:
     with open(out / f"{name}.log", "w") as log:
         sys.stderr = log
         run_alignment(host, "minimap2", str(mmi), [mmi],
-                      run / f"results/{name}/reads/modbam/{name}.fastq", out / f"{name}.bam", 2,
+                      out / f"{name}.fastq", out / f"{name}.bam", 2,
                       out / f"{name}.run.json", kind="modbam", sample=name)
 """
 GUEST_SAMPLES = (*REALIGNED, "cram")
@@ -543,6 +596,11 @@ def guest_instances(tmp_path_factory, baseline: Path) -> Path:
     """Boot the 2-node NUMA guest once: every modBAM sample of the baseline aligned there with
     the strategy instances (one minimap2 per node); the folder of the BAMs and run records."""
     root = tmp_path_factory.mktemp("guest")
+    # The workflow's staging streamed into its align job: the same staging, to files here.
+    sheet = (baseline / "config" / "samples.tsv").read_text().splitlines()[1:]
+    sources = {name: Path(reads) for name, reads, _ in (line.split("\t") for line in sheet)}
+    for name in GUEST_SAMPLES:
+        stage_modbam_reads(sources[name], root / f"{name}.fastq", LADDER, 2)
     driver = root / "driver.py"
     driver.write_text(GUEST_DRIVER)
     host = host_file(root / "instances.yaml", "instances")

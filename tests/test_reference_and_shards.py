@@ -156,6 +156,16 @@ def test_finish_sample_bam_writes_the_reports_and_the_alignment_check(tmp_path, 
     with pytest.raises(AccountingError, match=r"reads file .*reads\.fasta repeats 1 read id"):
         finish_sample_bam(bam, outputs, 2, io.StringIO(), **check)
     assert not outputs["summary"].exists()
+    # Reads that streamed into the aligner (a modBAM sample's): reads in are the primary records.
+    outputs = {k: tmp_path / f"streamed.{k}" for k in keys}
+    finish_sample_bam(bam, outputs, 2, io.StringIO(), **{**check, "reads": None})
+    assert outputs["summary"].read_text().splitlines()[1] == "s\tminimap2\t20\t20\t1.0000"
+    # None came through: the staging failed, and its own line says why; no numapore line here.
+    empty = make_bam(tmp_path / "empty.bam", [])
+    outputs = {k: tmp_path / f"empty.{k}" for k in keys}
+    with pytest.raises(RuntimeError, match="no reads came through the pipe from its staging"):
+        finish_sample_bam(empty, outputs, 2, io.StringIO(), **{**check, "reads": None})
+    assert not outputs["summary"].exists()
 
 
 def test_concat_tables_keeps_one_header_in_shard_order(tmp_path):

@@ -30,6 +30,7 @@ from slurm_cluster import (
     missing_programs,
     node_line,
 )
+from test_modbam_kind import SUITE, calls_by_read, write_modbam_project
 from test_workflow import shortest_reads
 
 from numapore.execution.cluster import host_cpus, job_cpus, needs_whole_node, node_request
@@ -262,6 +263,19 @@ def test_cancelled_slurm_job_resumes_to_the_results_of_an_uninterrupted_run(runs
 
 # ---------------------------------------------------------------------------------------------
 # The pieces, without a cluster
+
+
+def test_modbam_staging_streams_into_its_align_job_on_slurm(cluster, tmp_path):
+    """A modBAM sample on Slurm: its staging and align jobs are one Slurm job (a pipe group with
+    the align job's CPUs; Snakemake sums the group's threads), and every read is realigned with
+    the input's calls."""
+    work = write_modbam_project(tmp_path / "run", ["unmapped"])
+    out = Run(work, slurm_command(work, "--max-threads", "2"), {**cluster.env, **SITE_ENV}).wait()
+    assert re.search(r"SLURM jobid \d+ \(log: \S*/group_\S*_align_stage_modbam_reads/", out), out
+    got = calls_by_read(work / "results/unmapped/align/unmapped.minimap2.bam")
+    source = calls_by_read(SUITE["unmapped"])
+    assert got and got == {read: source[read] for read in got}
+    assert not (work / "results/unmapped/reads/modbam/unmapped.fastq").exists()
 
 
 @pytest.mark.parametrize(

@@ -305,6 +305,22 @@ CALL_SHARD = "1-of-1" if ONE_CALL_SHARD else "{shard}"
 # it (index, samtools reports, alignment check) as merge_alignment_shards does for shards.
 ONE_ALIGN_SHARD = config["scatter"]["alignment"] == 1
 ALIGN_SHARD = "1-of-1" if ONE_ALIGN_SHARD else "{shard}"
+# A modBAM sample's staged reads stream into the one align job through a named pipe
+# (rules/reads.smk: stage_modbam_reads); a scattered alignment splits a file of them first.
+STAGING_STREAMS = ONE_ALIGN_SHARD
+
+
+def staged_modbam_reads_output(path):
+    """The staging's FASTQ of a modBAM sample: a named pipe to its align job when the staging
+    streams (STAGING_STREAMS), else a file."""
+    return pipe(path) if STAGING_STREAMS else path
+
+
+def staging_threads(wildcards):
+    """The threads of a modBAM sample's staging: none held when it streams into the align job,
+    whose threads are every core (Snakemake sums a pipe group's threads, and on Slurm the two
+    are one job with the align job's CPUs); else the run's cores."""
+    return HOLDS_NO_CORE if STAGING_STREAMS else RUN_CORES
 
 
 def sample_bam_outputs():
@@ -340,13 +356,18 @@ def staged_reads(wildcards, io_mode=None):
     return f"results/{sample.name}/reads/{signal}/{sample.name}.{sample.reads_format}"
 
 
+def read_id_table(wildcards):
+    """A modBAM sample's read id table, which its staging writes (numapore.inputs.readids)."""
+    return f"results/{wildcards.sample}/reads/modbam/{wildcards.sample}{READ_ID_TABLE}"
+
+
 def counted_reads(wildcards):
-    """The file whose read ids the alignment check and the accounting count: a modBAM sample's
-    read id table, which its staging wrote (numapore.inputs.readids), else the staged reads."""
-    sample = SAMPLES[wildcards.sample]
-    if sample.kind == "modbam":
-        return f"results/{sample.name}/reads/modbam/{sample.name}{READ_ID_TABLE}"
-    return staged_reads(wildcards)
+    """The file whose read ids the alignment check counts: the staged reads, or a modBAM
+    sample's read id table; none when its staging streams into the align job, which then counts
+    the BAM's primary records (the table is written once the stream ends)."""
+    if SAMPLES[wildcards.sample].kind != "modbam":
+        return staged_reads(wildcards)
+    return [] if STAGING_STREAMS else read_id_table(wildcards)
 
 
 def staged_reads2(wildcards):
@@ -820,7 +841,7 @@ def accounting_inputs(wildcards):
     reads = staged_reads(wildcards)
     if SAMPLES[wildcards.sample].kind == "modbam":  # what staging counted and listed
         return {
-            "reads": counted_reads(wildcards),
+            "reads": read_id_table(wildcards),
             "staged": f"{prefix}/{wildcards.sample}.staged.tsv",
             "untagged": f"{prefix}/reads/modbam/{wildcards.sample}.untagged.tsv",
             "bam": f"{prefix}/align/{name}.bam",
@@ -922,12 +943,20 @@ COMPARE_CELLS = [
 ]
 
 
+def compared_staged_reads(wildcards):
+    """The staged reads the comparison reads, a file: a modBAM sample's staged again for it when
+    its staging streams into the align job (STAGING_STREAMS; a pipe has one reader)."""
+    if STAGING_STREAMS and SAMPLES[wildcards.sample].kind == "modbam":
+        return f"results/compare/input/staged/{wildcards.sample}.fastq"
+    return staged_reads(wildcards)
+
+
 def compare_reads(wildcards=None):
     """The reads of the alignment cells (R1 of pairs): the sample's, or their first
     compare.reads (pairs)."""
     sample = compare_sample()
     if not config["compare"]["reads"]:
-        return staged_reads(SimpleNamespace(sample=sample.name))
+        return compared_staged_reads(SimpleNamespace(sample=sample.name))
     fmt = sample.reads_format.removesuffix(".gz")
     mate = ".1" if sample.paired else ""
     return f"results/compare/input/{sample.name}{mate}.{fmt}"

@@ -17,7 +17,7 @@ rule compare:
 
 rule compare_subsample_reads:
     input:
-        lambda wc: staged_reads(wc),
+        compared_staged_reads,
     output:
         "results/compare/input/{sample}.{fmt}",
     log:

@@ -110,16 +110,18 @@ rule split_paired_reads:
 
 # A modBAM sample's reads (a basecaller's BAM/CRAM, or FASTQ with tags): its primary records as
 # FASTQ whose headers carry MM/ML/MN, for the aligners to copy into their records
-# (numapore.inputs.modbam_reads). The counts and the reads staged without calls (and why) go to
-# the read accounting; the reads' ids to the alignment check and the accounting, which would
-# otherwise read the FASTQ again for them. The reference's index tells whether an aligned input
-# was aligned to it.
+# (numapore.inputs.modbam_reads). When one align job reads them, they go to it through a named
+# pipe, as `samtools fastq | minimap2` by hand: both jobs run together and the reads are never
+# written (common.smk: STAGING_STREAMS); the job then holds no core beside the aligner's. The
+# counts and the reads staged without calls (and why) go to the read accounting, with the reads'
+# ids, which would otherwise take a second pass. The reference's index tells whether an aligned
+# input was aligned to it.
 rule stage_modbam_reads:
     input:
         reads=lambda wc: SAMPLES[wc.sample].reads,
         fai=lambda wc: f"{reference_fasta(wc)}.fai",
     output:
-        reads="results/{sample}/reads/modbam/{sample}.fastq",
+        reads=staged_modbam_reads_output("results/{sample}/reads/modbam/{sample}.fastq"),
         untagged="results/{sample}/reads/modbam/{sample}.untagged.tsv",
         ids="results/{sample}/reads/modbam/{sample}.ids.parquet",
         counts="results/{sample}/{sample}.staged.tsv",
@@ -129,8 +131,23 @@ rule stage_modbam_reads:
         "results/benchmarks/stage_modbam_reads/{sample}.tsv"
     conda:
         "../../envs/python.yaml"
-    threads: RUN_CORES
+    threads: staging_threads
     params:
         reference=lambda wc: str(SAMPLES[wc.sample].reference),
     script:
         "../../scripts/stage_modbam_reads.py"
+
+
+# The comparison's cells read a modBAM sample's staged reads again and again: a file, staged for
+# it alone when the sample's staging streams into its align job (common.smk: STAGING_STREAMS).
+use rule stage_modbam_reads as stage_compared_modbam_reads with:
+    output:
+        reads="results/compare/input/staged/{sample}.fastq",
+        untagged="results/compare/input/staged/{sample}.untagged.tsv",
+        ids="results/compare/input/staged/{sample}.ids.parquet",
+        counts="results/compare/input/staged/{sample}.staged.tsv",
+    log:
+        "results/logs/stage_compared_modbam_reads/{sample}.log",
+    benchmark:
+        "results/benchmarks/stage_compared_modbam_reads/{sample}.tsv"
+    threads: RUN_CORES

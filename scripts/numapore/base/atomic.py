@@ -30,7 +30,12 @@ def temp_name(path: str | os.PathLike) -> Path:
 def atomic_output(path: str | os.PathLike) -> Iterator[Path]:
     """Yield a temporary path beside path to write; rename it to path when the block succeeds,
     delete it when the block fails. A leftover of a killed earlier attempt is removed first
-    (safe: Snakemake never runs two jobs for the same output at once)."""
+    (safe: Snakemake never runs two jobs for the same output at once). A named pipe (Snakemake's
+    pipe()) is yielded itself: what is written to it is read as it comes, never left as a file,
+    and Snakemake fails its reader's job with the writer's."""
+    if Path(path).is_fifo():
+        yield Path(path)
+        return
     tmp = temp_name(path)
     tmp.unlink(missing_ok=True)
     try:

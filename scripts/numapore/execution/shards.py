@@ -278,7 +278,7 @@ def finish_sample_bam(
     threads: int,
     log: IO[str],
     *,
-    reads: Path,
+    reads: Path | None,
     sample: str,
     aligner: str,
     reference: str,
@@ -291,17 +291,20 @@ def finish_sample_bam(
 ) -> None:
     """Index the sample's sorted BAM, write its JSON flagstat and the alignment check
     (outputs['summary']: reads in, primary alignments mapped; for short reads also pairs,
-    properly paired and duplicates). reads: the staged reads, or their read id table.
+    properly paired and duplicates). reads: the staged reads, or their read id table; None when
+    they streamed into the aligner (a modBAM sample's): reads in are the BAM's primary records,
+    one per read, which the read accounting later reconciles with the staged ids (none: the
+    staging failed, RuntimeError; its own line gives the reason).
     rewrites_sorted_bam (the kinds table's answer, which the rule passes): the BAM's read
     groups are settled first, and its duplicates marked when duplicates asks for it.
     AccountingError when the reads repeat a read id, EmptySample when nothing mapped unless
     allow_empty (source: the user's reads file, for the message)."""
 
-    def unique_reads() -> int:
-        """The reads' ids, counted (AccountingError when one repeats)."""
+    def unique_reads() -> int | None:
+        """The reads' ids, counted (AccountingError when one repeats); None without reads."""
         from numapore.inputs.readids import unique_read_ids  # polars: a few tenths of a second
 
-        return len(unique_read_ids(reads, sample))
+        return None if reads is None else len(unique_read_ids(reads, sample))
 
     # The reads file is read in a thread while samtools works on the BAM: the check needs both,
     # and for millions of short reads the read ids take seconds.
@@ -315,7 +318,14 @@ def finish_sample_bam(
     from numapore.inputs.readids import alignment_summary, short_read_summary
 
     flagstat = json.loads(outputs["flagstat"].read_text())
-    source = source or reads
+    if counted is None:
+        counted = flagstat["QC-passed reads"]["primary"] + flagstat["QC-failed reads"]["primary"]
+        if counted == 0:  # staging stops on an input without reads: it failed, with the reason
+            raise RuntimeError(
+                f"sample '{sample}': no reads came through the pipe from its staging, whose "
+                "log says why"
+            )
+    source = source or reads or bam
     if kind == "short":
         summary = short_read_summary(
             flagstat, counted, sample, aligner, reference, paired, source, allow_empty
