@@ -4,8 +4,11 @@ or a FASTQ that has them. The aligners copy the tags from the headers into their
 (minimap2 -y, bwa -C, bowtie2 --sam-append-comment), so the basecaller's calls survive the
 realignment.
 
-The staged reads' ids go to a read id table (numapore.inputs.readids), for the alignment check
-and the read accounting; a read id that repeats stops staging with one line.
+The staged reads' ids go to a read id table (numapore.inputs.readids), for the read accounting
+(and the alignment check of a scattered alignment); a read id that repeats stops staging with
+one line. The output may be a named pipe that the aligner reads as it comes (Snakemake's
+pipe()): a check that needs every read (no tags on any, a repeated id) then fails after the
+stream ended, and Snakemake fails the aligner's job with it.
 
 Every record is counted: in, left out (secondary, supplementary, marked duplicate), staged with
 tags, without (kept, aligned, no calls), or with an MN tag that does not fit the sequence (kept
@@ -17,11 +20,10 @@ from __future__ import annotations
 
 import os
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import IO
 
 from numapore.base.atomic import atomic_output
 from numapore.base.errors import InputError
@@ -31,7 +33,8 @@ from numapore.inputs.seqcheck import open_text
 
 # The tags kept (Mm/Ml: the names before SAM's 2021 spec, which modkit still reads).
 KEPT_TAGS = "MM,ML,MN,Mm,Ml"
-MOD_TAGS = ("MM:Z:", "Mm:Z:")
+MOD_TAGS = (b"MM:Z:", b"Mm:Z:")
+KEPT_PREFIXES = tuple(f"{tag}:".encode() for tag in KEPT_TAGS.split(","))
 
 
 # Why a staged read carries no calls (the listing beside the staged reads; read accounting).
@@ -125,33 +128,39 @@ class StagedReads:
         return cls(**parsed)
 
 
-def fastq_records(handle: IO[str], source: Path) -> Iterator[tuple[str, str, str]]:
-    """(header, sequence, qualities) of each 4-line FASTQ record; InputError naming the record
-    when one is cut short."""
-    while header := handle.readline():
+def fastq_records(
+    readline: Callable[[], bytes], source: Path
+) -> Iterator[tuple[bytes, bytes, bytes]]:
+    """(header, sequence, qualities) lines of each 4-line FASTQ record, as bytes with their line
+    ends (the staged FASTQ is copied as it comes: no decoding, no rebuilt lines); InputError
+    naming the record when one is cut short."""
+    while header := readline():
         if not header.strip():
             continue
-        seq, plus, qual = handle.readline(), handle.readline(), handle.readline()
-        if not header.startswith("@") or not plus.startswith("+") or not qual:
-            raise InputError(f"reads file {source}: FASTQ record {header.strip()[:60]!r} is cut")
-        yield header.rstrip("\n"), seq.rstrip("\n"), qual.rstrip("\n")
+        seq, plus, qual = readline(), readline(), readline()
+        if not header.startswith(b"@") or not plus.startswith(b"+") or not qual:
+            name = header.strip()[:60].decode("latin-1")
+            raise InputError(f"reads file {source}: FASTQ record {name!r} is cut")
+        yield header, seq, qual if qual.endswith(b"\n") else qual + b"\n"
 
 
-def has_mod_tags(header: str) -> bool:
-    """Whether a FASTQ header carries an MM (or old-style Mm) tag after the read name."""
-    return any(field.startswith(MOD_TAGS) for field in header.split()[1:])
+def has_mod_tags(tags: list[bytes]) -> bool:
+    """Whether a FASTQ header's fields after the read name hold an MM (or old-style Mm) tag."""
+    return any(field.startswith(MOD_TAGS) for field in tags)
 
 
 def samtools_fastq(source: Path, reference: Path, threads: int) -> subprocess.Popen:
     """samtools fastq of a BAM/CRAM's primary records, tags in the headers (a CRAM is decoded
     against the sample's reference)."""
-    argv = ["samtools", "fastq", "-F", "0xD00", "-T", KEPT_TAGS, "-@", str(max(1, threads - 1))]
+    argv = ["samtools", "fastq", "-F", "0xD00", "-T", KEPT_TAGS]
+    if threads > 1:  # one to decompress; beside the aligner (threads 0) it keeps to one thread
+        argv += ["-@", str(threads - 1)]
     if source.name.lower().endswith(".cram"):
         argv += ["--reference", str(reference)]
     # A read's lines are kilobytes long: reading the pipe in 8 KiB pieces (the default) cost
     # staging a quarter more CPU time.
     return subprocess.Popen([*argv, str(source)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, bufsize=PIPE_BUFFER)  # fmt: skip
+                            bufsize=PIPE_BUFFER)  # fmt: skip
 
 
 def reference_names(source: Path) -> list[str]:
@@ -202,16 +211,14 @@ def fasta_names(fai: Path) -> set[str]:
     return {line.split("\t", 1)[0] for line in fai.read_text().splitlines() if line}
 
 
-def mn_mismatch(header: str, length: int) -> bool:
+def mn_mismatch(tags: list[bytes], length: int) -> bool:
     """Whether a FASTQ header's MN tag (the length its MM/ML were written for) is not length."""
-    return any(f.startswith("MN:i:") and f[5:] != str(length) for f in header.split()[1:])
+    return any(f.startswith(b"MN:i:") and f[5:] != b"%d" % length for f in tags)
 
 
-def without_mod_tags(header: str) -> str:
-    """A FASTQ header without its modification tags (MM, ML, MN and the old Mm, Ml)."""
-    drop = tuple(f"{tag}:" for tag in KEPT_TAGS.split(","))
-    name, *rest = header.split()
-    return "\t".join([name, *(f for f in rest if not f.startswith(drop))])
+def without_mod_tags(name: bytes, tags: list[bytes]) -> bytes:
+    """A FASTQ header line without its modification tags (MM, ML, MN and the old Mm, Ml)."""
+    return b"\t".join([name, *(f for f in tags if not f.startswith(KEPT_PREFIXES))]) + b"\n"
 
 
 def samtools_error(source: Path, reference: Path, error: str, returncode: int) -> InputError:
@@ -255,26 +262,31 @@ def stage_modbam_reads(
     process = samtools_fastq(source, reference, threads) if bam else None
     untagged: list[tuple[str, str]] = []
     read_names = IdColumnBuilder()
-    with atomic_output(output) as tmp, open(tmp, "w") as out:
-        handle = process.stdout if process else open_text(source)
+    with atomic_output(output) as tmp, open(tmp, "wb", buffering=PIPE_BUFFER) as out:
+        if process is not None:
+            handle, readline = process.stdout, process.stdout.readline
+        else:  # a FASTQ (any line ends, maybe gzipped), as bytes
+            handle = open_text(source)
+            readline = lambda: handle.readline().encode("latin-1")  # noqa: E731
         try:
-            for header, seq, qual in fastq_records(handle, source):
+            for header, seq, qual in fastq_records(readline, source):
                 staged.reads += 1
-                name = header.split(maxsplit=1)[0][1:]
+                first, *tags = header.split()
+                name = first[1:].decode("latin-1")
                 read_names.add(name)
-                if not has_mod_tags(header):
+                if not has_mod_tags(tags):
                     untagged.append((name, NO_TAGS))
-                elif mn_mismatch(header, len(seq)):
+                elif mn_mismatch(tags, len(seq.rstrip(b"\r\n"))):
                     staged.mn_mismatch += 1
                     untagged.append((name, MN_MISMATCH))
-                    header = without_mod_tags(header)
+                    header = without_mod_tags(first, tags)
                 else:
                     staged.with_tags += 1
-                out.write(f"{header}\n{seq}\n+\n{qual}\n")
+                out.write(header + seq + b"+\n" + qual)
         finally:
             handle.close()
         if process is not None:
-            error = process.stderr.read().strip()
+            error = process.stderr.read().decode(errors="replace").strip()
             if process.wait() != 0:
                 raise samtools_error(source, reference, error, process.returncode)
         if counting is None:

@@ -135,7 +135,8 @@ def alignment_summary(
     source: str | os.PathLike, allow_empty: bool = False,
 ) -> str:  # fmt: skip
     """The alignment check's table (reads in: the count of the staged reads' unique ids, as
-    unique_read_ids gives them; primary alignments mapped) from samtools flagstat's JSON;
+    unique_read_ids gives them, or the BAM's primary records when the reads streamed into the
+    aligner; primary alignments mapped) from samtools flagstat's JSON;
     EmptySample when nothing mapped unless allow_empty (source: the user's reads file that the
     reads were staged from, for the message)."""
     mapped = flagstat["QC-passed reads"]["primary mapped"]
