@@ -22,6 +22,8 @@ from conftest import REPO, SHARED, host_file
 from project import snakemake_command, write_project
 
 from numapore.base.errors import AccountingError, InputError
+from numapore.execution.hosts import load_host_config
+from numapore.execution.steps import run_alignment
 from numapore.execution.tools import align_command
 from numapore.inputs.kinds import KINDS, STEPS, infer_kind
 from numapore.inputs.modbam_reads import MN_MISMATCH, NO_TAGS, StagedReads, stage_modbam_reads
@@ -644,6 +646,35 @@ def test_instances_on_two_numa_nodes_give_the_none_records(
         pysam.index(str(bam))
         again = pileup_again(bam, options, tmp_path / f"{name}.bed", cwd=baseline)
         assert again and again == gzip.decompress(bed.read_bytes()), name
+
+
+def test_the_instances_split_reads_staged_reads_as_they_stream_in(tmp_path: Path) -> None:
+    """Strategy instances splits the reads into one share per aligner before aligning: through
+    a named pipe, as the align job gets a modBAM sample's reads, it splits them as it splits a
+    file (pool=2: two aligners on shares, merged; the guest test runs them on two nodes)."""
+    staged = tmp_path / "staged.fastq"
+    stage_modbam_reads(SUITE["unmapped"], staged, LADDER, 1)
+    mmi = tmp_path / "ladder.mmi"
+    subprocess.run(["minimap2", "-x", "map-ont", "-d", str(mmi), str(LADDER)], check=True,
+                   capture_output=True)  # fmt: skip
+    host = load_host_config(host_file(tmp_path / "host.yaml", "none"))
+
+    def aligned(reads: Path, name: str) -> list[str]:
+        """The records of the reads aligned by two minimap2 processes on shares."""
+        out, record = tmp_path / f"{name}.bam", tmp_path / f"{name}.run.json"
+        run_alignment(host, "minimap2", str(mmi), [mmi], reads, out, 2, record, kind="modbam",
+                      sample=name, pool=2)  # fmt: skip
+        processes = json.loads(record.read_text())["processes"]
+        assert len(processes) == 2, processes
+        return records(out)
+
+    fifo = tmp_path / "pipe.fastq"
+    os.mkfifo(fifo)
+    with ThreadPoolExecutor(1) as pool:  # the staging, writing as the split reads
+        writing = pool.submit(fifo.write_bytes, staged.read_bytes())
+        streamed = aligned(fifo, "streamed")
+        writing.result(timeout=60)
+    assert streamed and streamed == aligned(staged, "file")
 
 
 @pytest.mark.parametrize("aligner", ["bwa", "bowtie2"])
