@@ -135,11 +135,11 @@ def parse_rules(rules_dir: Path = RULES) -> list[Rule]:
             )
             own, base, derived = RULE_START.match(lines[start]).groups()
             values = _directive_values(lines[start + 1 : end])
-            rule = Rule(own or derived, smk)
+            name = own or derived
+            rule = Rule(name, smk)
             if base:
                 (parent,) = (r for r in rules if r.name == base)
                 rule.conda, rule.script, rule.shell = parent.conda, parent.script, parent.shell
-            name = rule.name
             for key in ("conda", "script", "shell"):
                 if key in values:
                     value = _literal(values[key])

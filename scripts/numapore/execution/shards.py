@@ -325,7 +325,7 @@ def finish_sample_bam(
                 f"sample '{sample}': no reads came through the pipe from its staging, whose "
                 "log says why"
             )
-    source = source or reads or bam
+    source = source or reads
     if kind == "short":
         summary = short_read_summary(
             flagstat, counted, sample, aligner, reference, paired, source, allow_empty

@@ -267,7 +267,11 @@ def stage_modbam_reads(
             handle, readline = process.stdout, process.stdout.readline
         else:  # a FASTQ (any line ends, maybe gzipped), as bytes
             handle = open_text(source)
-            readline = lambda: handle.readline().encode("latin-1")  # noqa: E731
+
+            def readline() -> bytes:
+                """The FASTQ's next line, as the pipe from samtools gives it."""
+                return handle.readline().encode("latin-1")
+
         try:
             for header, seq, qual in fastq_records(readline, source):
                 staged.reads += 1
