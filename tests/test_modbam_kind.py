@@ -182,7 +182,8 @@ def test_staging_keeps_tags_and_counts_reads(tmp_path: Path) -> None:
     """A BAM and its tagged FASTQ stage to the same FASTQ; duplicates are left out, counted."""
     from_bam = stage_modbam_reads(INPUTS / REALIGNED["unmapped"], tmp_path / "a.fastq", LADDER, 2)
     from_fastq = stage_modbam_reads(tagged_fastq(tmp_path), tmp_path / "b.fastq", LADDER, 2)
-    assert (from_bam.reads, from_bam.with_tags, from_bam.aligned_input) == (10, 10, False)
+    assert (from_bam.records, from_bam.reads, from_bam.with_tags) == (10, 10, 10)
+    assert not from_bam.aligned_input
     assert (from_fastq.reads, from_fastq.with_tags) == (10, 10)
     assert (tmp_path / "a.fastq").read_text() == (tmp_path / "b.fastq").read_text()
     dup = stage_modbam_reads(INPUTS / REALIGNED["duplicated"], tmp_path / "c.fastq", LADDER, 2)
@@ -221,10 +222,30 @@ def test_staging_writes_the_read_ids_and_refuses_a_repeated_one(tmp_path: Path) 
     with pytest.raises(InputError) as err:
         stage_modbam_reads(twice, out, LADDER, 1, ids=ids)
     assert str(err.value) == (
-        f"reads file {twice}: 1 read id(s) occur in more than one primary record (e.g. "
+        f"reads file {twice}: 1 read id(s) occur in more than one staged record (e.g. "
         f"{names[1]}): each read must occur once; remove the repeats"
     )
     assert not out.exists() and not ids.exists()
+
+
+def test_an_unaligned_input_stages_every_record(tmp_path: Path) -> None:
+    """An unaligned input's records are all staged (no flagstat pass): a record flagged
+    secondary there is not left out unseen, but stops staging as a read id that repeats."""
+    odd = tmp_path / "odd.unmapped.bam"
+    with pysam.AlignmentFile(str(INPUTS / REALIGNED["unmapped"]), check_sq=False) as source:
+        records = list(source.fetch(until_eof=True))
+        with pysam.AlignmentFile(str(odd), "wb", template=source) as out:
+            for rec in records:
+                out.write(rec)
+            records[3].flag |= 0x100
+            out.write(records[3])
+    with pytest.raises(InputError) as err:
+        stage_modbam_reads(odd, tmp_path / "odd.fastq", LADDER, 1)
+    assert str(err.value) == (
+        f"reads file {odd}: 1 read id(s) occur in more than one staged record (e.g. "
+        f"{records[3].query_name}): each read must occur once; remove the repeats"
+    )
+    assert not (tmp_path / "odd.fastq").exists()
 
 
 def test_staging_counts_records_left_out_and_another_reference(tmp_path: Path) -> None:

@@ -1,8 +1,8 @@
 """A modBAM sample's reads staged for realignment: FASTQ whose headers carry the MM, ML and MN
-tags, from a BAM/CRAM (primary records not marked duplicate: `samtools fastq -F 0xD00 -T ...`)
-or a FASTQ that has them. The aligners copy the tags from the headers into their records
-(minimap2 -y, bwa -C, bowtie2 --sam-append-comment), so the basecaller's calls survive the
-realignment.
+tags, from a BAM/CRAM (an aligned one's primary records not marked duplicate: `samtools fastq
+-F 0xD00 -T ...`; an unaligned one's every record) or a FASTQ that has them. The aligners copy
+the tags from the headers into their records (minimap2 -y, bwa -C, bowtie2
+--sam-append-comment), so the basecaller's calls survive the realignment.
 
 The staged reads' ids go to a read id table (numapore.inputs.readids), for the read accounting
 (and the alignment check of a scattered alignment); a read id that repeats stops staging with
@@ -10,7 +10,8 @@ one line. The output may be a named pipe that the aligner reads as it comes (Sna
 pipe()): a check that needs every read (no tags on any, a repeated id) then fails after the
 stream ended, and Snakemake fails the aligner's job with it.
 
-Every record is counted: in, left out (secondary, supplementary, marked duplicate), staged with
+Every record is counted: in, left out (an aligned input's secondary, supplementary and marked
+duplicate records: samtools flagstat counts them beside the staging), staged with
 tags, without (kept, aligned, no calls), or with an MN tag that does not fit the sequence (kept
 without its tags, named in the log and listed: htslib and modkit refuse such tags). A sample
 whose reads carry no usable MM/ML at all stops here with one line.
@@ -53,7 +54,9 @@ class StagedReads:
     secondary: int = 0  # left out: the read's primary record is realigned
     supplementary: int = 0  # left out, as secondary records
     duplicates: int = 0  # primary records marked duplicate (0x400): left out, as modkit does
-    reads: int = 0  # staged: the input's primary records not marked duplicate
+    # Staged: an aligned input's primary records not marked duplicate; an unaligned input's
+    # (or a FASTQ's) every record.
+    reads: int = 0
     with_tags: int = 0
     mn_mismatch: int = 0  # reads whose MN is not their length: staged without their tags
     aligned_input: bool = False
@@ -149,10 +152,12 @@ def has_mod_tags(tags: list[bytes]) -> bool:
     return any(field.startswith(MOD_TAGS) for field in tags)
 
 
-def samtools_fastq(source: Path, reference: Path, threads: int) -> subprocess.Popen:
-    """samtools fastq of a BAM/CRAM's primary records, tags in the headers (a CRAM is decoded
-    against the sample's reference)."""
-    argv = ["samtools", "fastq", "-F", "0xD00", "-T", KEPT_TAGS]
+def samtools_fastq(
+    source: Path, reference: Path, threads: int, every_record: bool = False
+) -> subprocess.Popen:
+    """samtools fastq of a BAM/CRAM's primary records not marked duplicate, or of every record
+    (every_record), tags in the headers (a CRAM is decoded against the sample's reference)."""
+    argv = ["samtools", "fastq", "-F", "0" if every_record else "0xD00", "-T", KEPT_TAGS]
     if threads > 1:  # one to decompress; beside the aligner (threads 0) it keeps to one thread
         argv += ["-@", str(threads - 1)]
     if source.name.lower().endswith(".cram"):
@@ -248,18 +253,23 @@ def stage_modbam_reads(
     bam = source.name.lower().endswith(MODBAM_SUFFIXES)
     counting = None
     if bam:
-        # samtools flagstat counts the records in a thread while the FASTQ pass runs.
-        pool = ThreadPoolExecutor(max_workers=1)
-        counting = pool.submit(record_counts, source)
-        pool.shutdown(wait=False)
         names = reference_names(source)
         staged.aligned_input = bool(names)
+        if names:
+            # Only an aligned input has records to leave out: samtools flagstat counts them in a
+            # thread while the FASTQ pass runs. An unaligned input's records are all staged and
+            # counted by the pass itself, without a second decompression of the input.
+            pool = ThreadPoolExecutor(max_workers=1)
+            counting = pool.submit(record_counts, source)
+            pool.shutdown(wait=False)
         if names and fai is not None:
             known = fasta_names(fai)
             other = [n for n in names if n not in known]
             shown = ", ".join(other[:3]) + (f" and {len(other) - 3} more" if len(other) > 3 else "")
             staged.other_reference = shown
-    process = samtools_fastq(source, reference, threads) if bam else None
+    process = None
+    if bam:
+        process = samtools_fastq(source, reference, threads, every_record=not staged.aligned_input)
     untagged: list[tuple[str, str]] = []
     read_names = IdColumnBuilder()
     with atomic_output(output) as tmp, open(tmp, "wb", buffering=PIPE_BUFFER) as out:
@@ -301,7 +311,8 @@ def stage_modbam_reads(
             for key, value in counts.items():
                 setattr(staged, key, value)
         if staged.reads == 0:
-            raise InputError(f"reads file {source}: no reads (no primary records)")
+            why = " (no primary records)" if staged.aligned_input else ""
+            raise InputError(f"reads file {source}: no reads{why}")
         if staged.with_tags == 0:
             raise InputError(
                 f"reads file {source}: none of its {staged.reads} reads carries MM/ML tags"
@@ -318,7 +329,7 @@ def stage_modbam_reads(
         if len(repeated := repeats(staged_ids)):  # the read would be aligned, and counted, twice
             raise InputError(
                 f"reads file {source}: {repeated.n_unique()} read id(s) occur in more than one "
-                f"primary record (e.g. {repeated.unique().sort()[0]}): each read must occur "
+                f"staged record (e.g. {repeated.unique().sort()[0]}): each read must occur "
                 "once; remove the repeats"
             )
         if ids is not None:
