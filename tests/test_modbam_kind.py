@@ -230,7 +230,7 @@ def test_staging_writes_the_read_ids_and_refuses_a_repeated_one(tmp_path: Path) 
 
 def test_an_unaligned_input_stages_every_record(tmp_path: Path) -> None:
     """An unaligned input's records are all staged (no flagstat pass): a record flagged
-    secondary there is not left out unseen, but stops staging as a read id that repeats."""
+    secondary there is staged, not left out, and stops staging as a read id that repeats."""
     odd = tmp_path / "odd.unmapped.bam"
     with pysam.AlignmentFile(str(INPUTS / REALIGNED["unmapped"]), check_sq=False) as source:
         records = list(source.fetch(until_eof=True))

@@ -251,7 +251,7 @@ def stage_modbam_reads(
     reference index, to tell whether an aligned input was aligned to another reference."""
     staged = StagedReads()
     bam = source.name.lower().endswith(MODBAM_SUFFIXES)
-    counting = None
+    counting = process = None
     if bam:
         names = reference_names(source)
         staged.aligned_input = bool(names)
@@ -262,14 +262,12 @@ def stage_modbam_reads(
             pool = ThreadPoolExecutor(max_workers=1)
             counting = pool.submit(record_counts, source)
             pool.shutdown(wait=False)
-        if names and fai is not None:
-            known = fasta_names(fai)
-            other = [n for n in names if n not in known]
-            shown = ", ".join(other[:3]) + (f" and {len(other) - 3} more" if len(other) > 3 else "")
-            staged.other_reference = shown
-    process = None
-    if bam:
-        process = samtools_fastq(source, reference, threads, every_record=not staged.aligned_input)
+            if fai is not None:
+                known = fasta_names(fai)
+                other = [n for n in names if n not in known]
+                more = f" and {len(other) - 3} more" if len(other) > 3 else ""
+                staged.other_reference = ", ".join(other[:3]) + more
+        process = samtools_fastq(source, reference, threads, every_record=not names)
     untagged: list[tuple[str, str]] = []
     read_names = IdColumnBuilder()
     with atomic_output(output) as tmp, open(tmp, "wb", buffering=PIPE_BUFFER) as out:
