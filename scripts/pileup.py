@@ -1,7 +1,9 @@
 """Rules pileup and pileup_shard: a modBAM's calls piled up into bedMethyl (numapore pileup,
 modkit's semantics): the whole, bgzipped and indexed, or a scatter shard's regions as text; the
-equivalent modkit command goes to the log."""
+equivalent modkit command goes to the log. Both also write the pileup's read listing (each
+mapped primary record once), which the read accounting reads instead of the BAM."""
 
+import shutil
 import sys
 from pathlib import Path
 
@@ -11,6 +13,7 @@ from numapore.base.atomic import atomic_outputs
 from numapore.base.errors import empty_sample
 from numapore.base.rulelog import redirect_to_log
 from numapore.methylation import pileup_cli
+from numapore.methylation.pileup import READ_LISTING_HEADER, write_read_listing
 from numapore.methylation.bgzf import write_indexed_bed
 from numapore.methylation.pileup_settings import modkit_command, pileup_arguments
 from numapore.report.empty import no_calls_reason, no_rows_reason
@@ -24,22 +27,28 @@ def has_calls(bam: str) -> bool:
 
 smk = snakemake  # noqa: F821 (injected by the script directive)
 redirect_to_log(smk)
-arguments = pileup_arguments(smk.params.settings, str(smk.input.reference), smk.threads)
 bam = smk.input.bam
 if "text" in smk.output.keys():  # a scatter shard: its regions' rows, in genome order
+    arguments = pileup_arguments(smk.params.settings, str(smk.input.reference), smk.threads)
     shard, shards = map(int, smk.wildcards.shard.split("-of-"))
     regions = pileup_cli.shard_regions(bam, shard, shards)
     print(f"shard {shard} of {shards}: regions {', '.join(regions) or 'none'}")
     if regions and has_calls(bam):
+        arguments += ["--read-listing", smk.output.reads]
         status = pileup_cli.run(pileup_cli.parse([bam, smk.output.text, *arguments]), regions)
         sys.exit(status)
     Path(smk.output.text).write_text("")
+    with open(smk.output.reads, "w") as listing:
+        listing.write(READ_LISTING_HEADER)
+        write_read_listing(bam, listing, regions)
     sys.exit(0)
 sample, motif = smk.wildcards.sample, smk.wildcards.motif
 allowed = smk.config["allow_empty_samples"]  # the config, not a param: no rerun when it changes
 plain = str(Path(smk.output.bed).with_suffix(""))
+arguments = pileup_arguments(smk.params.settings, str(smk.input.reference), smk.threads)
 print(f"equivalent modkit command: {modkit_command(bam, plain, arguments)}")
-with atomic_outputs([smk.output.bed, smk.output.tbi]) as (bed_gz, _tbi):
+outputs = [smk.output.bed, smk.output.tbi, smk.output.reads]
+with atomic_outputs(outputs) as (bed_gz, _tbi, listing):
     # bed_gz is written with its index bed_gz.tbi, which is _tbi (temporary names keep the
     # final ones' suffixes); the text is a temporary file beside them, or the shards' texts.
     shards = [Path(p) for p in smk.input.get("shards", [])]
@@ -49,10 +58,20 @@ with atomic_outputs([smk.output.bed, smk.output.tbi]) as (bed_gz, _tbi):
         if not called:  # nanopolish called no read: nothing to pile up
             empty_sample(sample, no_calls_reason(bam, motif), allowed)
             text.write_text("")
+            with open(listing, "w") as handle:
+                handle.write(READ_LISTING_HEADER)
+                write_read_listing(bam, handle)
         elif not shards:
-            status = pileup_cli.main([bam, str(text), *arguments])
+            status = pileup_cli.main([bam, str(text), *arguments, "--read-listing", str(listing)])
             if status:
                 sys.exit(status)  # the pileup said why, on the log
+        else:  # the shards' listings, each after its header line
+            with open(listing, "w") as handle:
+                handle.write(READ_LISTING_HEADER)
+                for part in smk.input.shard_listings:
+                    with open(part) as shard_listing:
+                        shard_listing.readline()
+                        shutil.copyfileobj(shard_listing, handle)
         rows = 0
 
         def chunks():

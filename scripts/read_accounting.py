@@ -27,6 +27,7 @@ try:
                 untagged=smk.input.untagged,
                 reads=smk.input.reads,
                 bam=smk.input.bam,
+                listing=smk.input.listing,
             )
         )
     else:

@@ -29,6 +29,7 @@ from numapore.inputs.kinds import KINDS, STEPS, infer_kind
 from numapore.inputs.modbam_reads import MN_MISMATCH, NO_TAGS, StagedReads, stage_modbam_reads
 from numapore.inputs.readids import READ_ID_TABLE, read_id_column
 from numapore.inputs.sheet import load_samples, read_sheet
+from numapore.methylation.pileup import READ_LISTING_HEADER, write_read_listing
 from numapore.report.accounting import NA, ModbamAccountingInputs, account_modbam
 
 # The accounting's reasons for records left out, and for reads staged.
@@ -504,12 +505,18 @@ def test_accounting_reconciles_for_every_modbam(baseline: Path) -> None:
 def test_modbam_accounting_refuses_totals_that_disagree(baseline: Path, tmp_path: Path) -> None:
     """A staging count or listing that does not fit the staged reads stops the accounting."""
     prefix = baseline / "results/partial"
+    bam = prefix / "align/partial.minimap2.bam"
+    # The run's listing is a temporary file of the pileup: made again, as the pileup lists
+    pileup_listing = tmp_path / "pileup_reads.tsv"
+    with open(pileup_listing, "w") as handle:
+        handle.write(READ_LISTING_HEADER)
+        write_read_listing(str(bam), handle)
     inputs = ModbamAccountingInputs(
         sample="partial", aligner="minimap2", source=SUITE["unmapped"],
         staged=StagedReads.read(prefix / "partial.staged.tsv"),
         untagged=prefix / "reads/modbam/partial.untagged.tsv",
         reads=prefix / f"reads/modbam/partial{READ_ID_TABLE}",
-        bam=prefix / "align/partial.minimap2.bam",
+        bam=bam, listing=pileup_listing,
     )  # fmt: skip
     assert sum(fates(account_modbam(inputs)).values()) == 10
     more = replace(inputs, staged=replace(inputs.staged, records=11))
@@ -575,7 +582,8 @@ def records(bam: Path) -> list[str]:
 @pytest.mark.parametrize("strategy", ["interleave", "localalloc"])
 def test_strategies_and_scatter_give_the_same_records(baseline, tmp_path, strategy) -> None:
     """A NUMA strategy with the alignment scattered over 2 jobs and the pileup over 3 (by
-    region): the same records, and the bedMethyl byte for byte the unscattered one."""
+    region): the same records, the bedMethyl byte for byte the unscattered one, and the same
+    accounting (from the shards' read listings, temporary files the run removes)."""
     work = write_modbam_project(
         tmp_path / "run", ["unmapped", "dorado032"],
         {
@@ -590,6 +598,8 @@ def test_strategies_and_scatter_give_the_same_records(baseline, tmp_path, strate
         assert records(got) == records(baseline / f"results/{name}/align/{name}.minimap2.bam")
         bed = f"results/{name}/methylation/{name}.minimap2.cpg.bedmethyl.gz"
         assert (work / bed).read_bytes() == (baseline / bed).read_bytes(), name
+        assert accounting(work, name) == accounting(baseline, name), name
+    assert not list((work / "results").glob("**/*pileup_reads.tsv"))
     check_run(work, "minimap2", tmp_path, ("unmapped", "dorado032"))
 
 

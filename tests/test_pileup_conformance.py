@@ -112,6 +112,77 @@ def test_region_split_concatenates_to_whole(bam, options):
     assert "".join(parts) == whole.getvalue() and whole.getvalue()
 
 
+# ---------------------------------------------------------------- the read listing
+
+ALIGNED_INPUTS = sorted(p.with_suffix("") for p in INPUTS.glob("*.bam.bai"))
+
+
+def samtools_primary_alignments(bam: Path) -> list[tuple[str, int, int]]:
+    """samtools' view of the BAM's mapped primary records (-F 0x904), sorted: read id, MAPQ,
+    1 if an ML (or Ml) tag has at least one value."""
+    text = subprocess.run(["samtools", "view", "-F", "0x904", str(bam)], capture_output=True,
+                          text=True, check=True).stdout  # fmt: skip
+    rows = []
+    for line in text.splitlines():
+        fields = line.split("\t")
+        called = any(f.startswith(("ML:B:C,", "Ml:B:C,")) for f in fields[11:])
+        rows.append((fields[0], int(fields[4]), int(called)))
+    return sorted(rows)
+
+
+def listed(text: str) -> list[tuple[str, int, int]]:
+    """Rows of a read listing (no header), sorted."""
+    rows = [line.split("\t") for line in text.splitlines()]
+    return sorted((name, int(mapq), int(called)) for name, mapq, called in rows)
+
+
+@pytest.mark.parametrize("compiled", [False, True], ids=["python", "compiled"])
+def test_read_listing_is_samtools_primary_alignments(compiled, monkeypatch):
+    """The read listing (what numapore's read accounting reads instead of the BAM) names each
+    mapped primary record once, with its MAPQ and whether it carries ML values, as samtools
+    view -F 0x904 shows them; over a run, over regions that tile the genome, and without a
+    pileup. The suite's BAMs have secondary, supplementary and duplicate records, reads
+    without tags, and reads longer than the 25-base intervals (human-sized ones for the one
+    aligned to a human genome)."""
+    import io
+
+    if compiled:
+        assert engine.ENABLED, "numapore.methylation._pileup_core is not built: pip install -e ."
+    monkeypatch.setattr(engine, "ENABLED", compiled)
+    assert len(ALIGNED_INPUTS) >= 5
+    for bam in ALIGNED_INPUTS:
+        with pysam.AlignmentFile(bam) as handle:  # one has a human genome's header
+            size = 25 if sum(handle.lengths) < 100_000 else engine.DEFAULT_INTERVAL
+        options = engine.Options(interval_size=size, no_filtering=True)
+        expected = samtools_primary_alignments(bam)
+        assert expected, bam
+        whole, listing = io.StringIO(), io.StringIO()
+        engine.pileup(str(bam), whole, options, reads_out=listing)
+        assert listed(listing.getvalue()) == expected, bam
+        shares = io.StringIO()
+        for region in engine.scatter_regions(str(bam), 3):
+            engine.pileup(str(bam), io.StringIO(), options, regions=[region], reads_out=shares)
+        assert listed(shares.getvalue()) == expected, bam
+        without = io.StringIO()
+        engine.write_read_listing(str(bam), without)
+        assert listed(without.getvalue()) == expected, bam
+
+
+def test_read_listing_from_the_command_line(tmp_path):
+    """--read-listing writes the listing with its header beside the bedMethyl, which stays the
+    same bytes; with --region it is refused (a region lists only some reads)."""
+    bed, listing = tmp_path / "out.bed", tmp_path / "reads.tsv"
+    run_pileup(BC_BAM, bed, "-i", "25", "--no-filtering", "--read-listing", listing, check=True)
+    assert (
+        bed.read_bytes() == (SUITE / "expected" / "modbam.modpileup_nofilt.methyl.bed").read_bytes()
+    )
+    header, *rows = listing.read_text().splitlines(keepends=True)
+    assert header == engine.READ_LISTING_HEADER
+    assert listed("".join(rows)) == samtools_primary_alignments(BC_BAM)
+    result = run_pileup(BC_BAM, bed, "--region", "oligo_1512_adapters", "--read-listing", listing)
+    assert "a read listing needs whole contigs" in one_error_line(result)
+
+
 # ---------------------------------------------------------------- bad input
 
 

@@ -491,6 +491,9 @@ def pileup_inputs(wildcards):
     if config["scatter"]["pileup"] > 1 and "shard" not in wildcards.keys():
         shards = f"results/{wildcards.sample}/methylation/shards/{name}.{wildcards.motif}"
         inputs["shards"] = [f"{shards}.{shard}.bed" for shard in shard_ids("pileup")]
+        inputs["shard_listings"] = [
+            f"{shards}.{shard}.pileup_reads.tsv" for shard in shard_ids("pileup")
+        ]
     return inputs
 
 
@@ -835,16 +838,21 @@ def methylation_shard_inputs(wildcards):
 def accounting_inputs(wildcards):
     """What the accounting reads: reads and their signal index, BAM, the first motif's calls
     (+ the BLOW5's; + the census of FAST5/POD5 inputs); for a modbam sample, the staged reads'
-    ids, what staging counted and listed, and the realigned BAM."""
+    ids, what staging counted and listed, and the realigned BAM with the pileup's listing of
+    its primary alignments."""
     prefix = f"results/{wildcards.sample}"
     name = f"{wildcards.sample}.{wildcards.aligner}"
     reads = staged_reads(wildcards)
     if SAMPLES[wildcards.sample].kind == "modbam":  # what staging counted and listed
+        # The pileup lists the BAM's primary alignments as it reads them: a second pass here,
+        # beside it, would cost a tenth of its CPU time.
+        listing = f"{prefix}/methylation/{name}.{config['pileup']['motif']}.pileup_reads.tsv"
         return {
             "reads": read_id_table(wildcards),
             "staged": f"{prefix}/{wildcards.sample}.staged.tsv",
             "untagged": f"{prefix}/reads/modbam/{wildcards.sample}.untagged.tsv",
             "bam": f"{prefix}/align/{name}.bam",
+            "listing": listing,
         }
     inputs = {
         "reads": reads,

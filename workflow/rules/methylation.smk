@@ -264,6 +264,8 @@ rule pileup:
     output:
         bed="results/{sample}/methylation/{sample}.{aligner}.{motif}.bedmethyl.gz",
         tbi="results/{sample}/methylation/{sample}.{aligner}.{motif}.bedmethyl.gz.tbi",
+        # Each mapped primary record once: what the read accounting reads of a modbam sample
+        reads=temp("results/{sample}/methylation/{sample}.{aligner}.{motif}.pileup_reads.tsv"),
     log:
         "results/logs/pileup/{sample}.{aligner}.{motif}.log",
     benchmark:
@@ -286,6 +288,9 @@ rule pileup_shard:
         unpack(pileup_inputs),
     output:
         text=temp("results/{sample}/methylation/shards/{sample}.{aligner}.{motif}.{shard}.bed"),
+        reads=temp(
+            "results/{sample}/methylation/shards/{sample}.{aligner}.{motif}.{shard}.pileup_reads.tsv"
+        ),
     log:
         "results/logs/pileup_shard/{sample}.{aligner}.{motif}.{shard}.log",
     benchmark:

@@ -525,6 +525,19 @@ def _expand(q0: np.ndarray, r0: np.ndarray, lens: np.ndarray):
     return np.repeat(q0, lens) + offsets, np.repeat(r0, lens) + offsets
 
 
+NOT_PRIMARY_MAPPED = 0x4 | 0x100 | 0x800  # unmapped, secondary, supplementary
+
+
+def carries_calls(rec: pysam.AlignedSegment) -> bool:
+    """Whether the record carries at least one modification probability (ML or Ml values)."""
+    return any(rec.has_tag(t) and len(rec.get_tag(t)) for t in ("ML", "Ml"))
+
+
+def read_listing_row(rec: pysam.AlignedSegment) -> tuple[str, int, bool]:
+    """A mapped primary record's row of the read listing: read id, MAPQ, carries calls."""
+    return rec.query_name, rec.mapping_quality, carries_calls(rec)
+
+
 def usable(rec: pysam.AlignedSegment) -> bool:
     """Whether a record enters modkit's pileup: mapped, primary, not a duplicate, with SEQ."""
     return not (
@@ -950,9 +963,11 @@ class Stats:
     skipped: dict = field(default_factory=dict)
     rows: int = 0
     examples: dict = field(default_factory=dict)  # kind -> (read name, reason)
+    # A chunk's rows of the read listing (ChunkWorker.list_reads), written as they come
+    reads: list = field(default_factory=list)
 
     def add(self, other: Stats) -> None:
-        """Add another chunk's counts."""
+        """Add another chunk's counts (not its read listing)."""
         self.used += other.used
         self.rows += other.rows
         for k, v in other.skipped.items():
@@ -990,16 +1005,26 @@ class ReadCalls:
 
 
 NO_CALLS = ReadCalls(None, None, set())  # what a skipped read contributes
+# The columns of pileup's read listing (reads_out), a TSV with this header line
+READ_LISTING_COLUMNS = ("read_id", "mapq", "called")
+READ_LISTING_HEADER = "\t".join(READ_LISTING_COLUMNS) + "\n"
 
 
 class ChunkWorker:
     """Does chunks of one BAM with fixed settings (one per process)."""
 
     def __init__(
-        self, bam_path: str, options: Options, caller: Caller, pf: PositionFilter | None = None
+        self,
+        bam_path: str,
+        options: Options,
+        caller: Caller,
+        pf: PositionFilter | None = None,
+        list_reads: bool = False,
     ):
-        """Open the BAM (and the FASTA for motifs); the compiled core if built."""
+        """Open the BAM (and the FASTA for motifs); the compiled core if built. list_reads:
+        each chunk's Stats.reads lists the mapped primary records starting in it."""
         self.bam = pysam.AlignmentFile(bam_path, "rb", check_sq=False)
+        self.list_reads = list_reads
         self.fasta = pysam.FastaFile(options.reference) if options.motif_list() else None
         self.pf = pf
         self.options = options
@@ -1055,6 +1080,16 @@ class ChunkWorker:
         stats.used += 1
         return ReadCalls(calls["+"], calls["-"], codes)
 
+    def list_read(self, rec, chunk: Chunk, stats: Stats) -> None:
+        """With list_reads, add a mapped primary record to the chunk's listing when it starts
+        in the chunk (as the reads counted for the summary): once over chunks that tile."""
+        if (
+            self.list_reads
+            and not rec.flag & NOT_PRIMARY_MAPPED
+            and (chunk.first or rec.reference_start >= chunk.start)
+        ):
+            stats.reads.append(read_listing_row(rec))
+
     def pileup_chunk(self, chunk: Chunk) -> tuple[str, Stats]:
         """The bedMethyl text of one interval and its counts (compiled core if built)."""
         if chunk.planned_end is not None:  # its motif positions, found again
@@ -1080,6 +1115,7 @@ class ChunkWorker:
         ctx = self.core
         names: set[str] = set()
         for rec in self.bam.fetch(chunk.chrom, start, end):
+            self.list_read(rec, chunk, stats)
             if not usable(rec):
                 continue
             if not names:  # the tallies are set up once the interval has a read
@@ -1198,6 +1234,7 @@ class ChunkWorker:
         feat_pos, feat_kind = [], []
         cover = []  # (read's code keys, segments)
         for rec in self.bam.fetch(chunk.chrom, start, end):
+            self.list_read(rec, chunk, stats)
             if not usable(rec):
                 continue
             name = rec.query_name
@@ -1765,10 +1802,10 @@ def make_caller(in_bam: str, options: Options, pf) -> Caller:
 _WORKER: ChunkWorker | None = None
 
 
-def _init_worker(in_bam: str, options: Options, caller: Caller, pf) -> None:
+def _init_worker(in_bam: str, options: Options, caller: Caller, pf, list_reads: bool) -> None:
     """A worker process's ChunkWorker."""
     global _WORKER
-    _WORKER = ChunkWorker(in_bam, options, caller, pf)
+    _WORKER = ChunkWorker(in_bam, options, caller, pf, list_reads)
 
 
 def _run_chunk(chunk: Chunk) -> tuple[str, Stats]:
@@ -1776,17 +1813,24 @@ def _run_chunk(chunk: Chunk) -> tuple[str, Stats]:
     return _WORKER.pileup_chunk(chunk)
 
 
-def iter_chunk_text(in_bam: str, options: Options, caller: Caller, chunks: list[Chunk], pf=None):
+def iter_chunk_text(
+    in_bam: str,
+    options: Options,
+    caller: Caller,
+    chunks: list[Chunk],
+    pf=None,
+    list_reads: bool = False,
+):
     """(text, stats) of each chunk in order, on options.threads processes."""
     if options.threads <= 1 or len(chunks) <= 1:
-        worker = ChunkWorker(in_bam, options, caller, pf)
+        worker = ChunkWorker(in_bam, options, caller, pf, list_reads)
         for chunk in chunks:
             yield worker.pileup_chunk(chunk)
         return
     import multiprocessing
 
     ctx = multiprocessing.get_context("fork")
-    with ctx.Pool(options.threads, _init_worker, (in_bam, options, caller, pf)) as pool:
+    with ctx.Pool(options.threads, _init_worker, (in_bam, options, caller, pf, list_reads)) as pool:
         yield from pool.imap(_run_chunk, chunks, chunksize=1)
 
 
@@ -1798,10 +1842,18 @@ class Result:
     caller: Caller
 
 
-def pileup(in_bam: str, out, options: Options, regions: list[str] | None = None) -> Result:
+def pileup(
+    in_bam: str, out, options: Options, regions: list[str] | None = None, reads_out=None
+) -> Result:
     """Write the bedMethyl of in_bam to the text stream out. regions (name or name:start-end)
     keeps only the intervals of the whole run that start inside them, in the order given, so
-    pileups of regions that tile the genome concatenate to the whole output."""
+    pileups of regions that tile the genome concatenate to the whole output. reads_out (a text
+    stream) gets the read listing: each mapped primary record once, in the interval where it
+    starts (read_id, mapq, 1 if it carries ML values: READ_LISTING_COLUMNS; rows only); it
+    lists every such record of the BAM when the run covers whole contigs (no region or
+    include-bed option), or the regions of a scatter do together."""
+    if reads_out is not None and (options.region or options.include_bed):
+        raise PileupError("a read listing needs whole contigs: not with --region/--include-bed")
     bam, fasta, pf = open_inputs(in_bam, options)
     caller = make_caller(in_bam, options, pf)
     chunks = plan_chunks(bam, options, fasta, pf)
@@ -1810,10 +1862,29 @@ def pileup(in_bam: str, out, options: Options, regions: list[str] | None = None)
     stats = Stats()
     if options.with_header:
         out.write(HEADER_LINE)
-    for text, chunk_stats in iter_chunk_text(in_bam, options, caller, chunks, pf):
+    listing = reads_out is not None
+    for text, chunk_stats in iter_chunk_text(in_bam, options, caller, chunks, pf, listing):
         out.write(text)
+        if listing:
+            reads_out.writelines(f"{n}\t{q}\t{int(c)}\n" for n, q, c in chunk_stats.reads)
         stats.add(chunk_stats)
     return Result(stats, caller)
+
+
+def write_read_listing(in_bam: str, out, regions: list[str] | None = None) -> None:
+    """pileup's read listing (reads_out) without a pileup, for a BAM no pileup runs on: each
+    mapped primary record once, over whole contigs or over regions that tile them (a
+    scatter's), in the region where it starts."""
+    with pysam.AlignmentFile(in_bam, "rb", check_sq=False) as bam:
+        if regions is None:
+            spans = [(n, 0, ln) for n, ln in zip(bam.references, bam.lengths, strict=True)]
+        else:
+            spans = [parse_region(raw, bam) for raw in regions]
+        for name, start, end in spans:
+            for rec in bam.fetch(name, start, end):
+                if not rec.flag & NOT_PRIMARY_MAPPED and rec.reference_start >= start:
+                    n, q, c = read_listing_row(rec)
+                    out.write(f"{n}\t{q}\t{int(c)}\n")
 
 
 def select_chunks(bam, chunks: list[Chunk], regions: Iterable[str]) -> list[Chunk]:

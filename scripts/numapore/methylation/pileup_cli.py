@@ -13,6 +13,7 @@ import argparse
 import os
 import sys
 import tempfile
+from contextlib import ExitStack
 from pathlib import Path
 
 from numapore.methylation import pileup as engine
@@ -74,6 +75,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     comp.add_argument("--suppress-progress", action="store_true", help="accepted, ignored")
     comp.add_argument("--log-filepath", "--log", help="accepted, ignored")
     comp.add_argument("-q", "--quiet", action="store_true", help="no summary line")
+    extra = parser.add_argument_group("numapore's own (not modkit's)")
+    extra.add_argument(
+        "--read-listing", metavar="TSV",
+        help="also list each mapped primary record once: read id, MAPQ, 1 if it carries ML "
+        "values (a TSV; numapore's read accounting reads it instead of the BAM again)",
+    )  # fmt: skip
 
 
 def options_from_args(args: argparse.Namespace) -> engine.Options:
@@ -151,24 +158,27 @@ def check_reads(in_bam: str, stats: engine.Stats) -> None:
 def run(args: argparse.Namespace, regions: list[str] | None = None) -> int:
     """Run the pileup (of the regions only, when given: a scatter's share); 0, or 1 after one
     `numapore: ` line on stderr."""
-    tmp = None
+    tmp = listing_tmp = None
     try:
         options = options_from_args(args)
-        if args.out_bed in ("-", "stdout"):
-            result = engine.pileup(args.in_bam, sys.stdout, options, regions)
-            check_reads(args.in_bam, result.stats)
-            sys.stdout.flush()
-        else:
-            out = Path(args.out_bed)
-            folder = out.parent if str(out.parent) else Path(".")
-            folder.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".part", dir=folder)
-            with os.fdopen(fd, "w", buffering=1 << 20) as handle:
-                result = engine.pileup(args.in_bam, handle, options, regions)
-            check_reads(args.in_bam, result.stats)
-            os.chmod(tmp, 0o644)
-            os.replace(tmp, out)
-            tmp = None
+        with ExitStack() as files:
+            listing = None
+            if args.read_listing:
+                listing_tmp = part_file(Path(args.read_listing))
+                listing = files.enter_context(open(listing_tmp, "w", buffering=1 << 20))
+                listing.write(engine.READ_LISTING_HEADER)
+            if args.out_bed in ("-", "stdout"):
+                out = sys.stdout
+            else:
+                tmp = part_file(Path(args.out_bed))
+                out = files.enter_context(open(tmp, "w", buffering=1 << 20))
+            result = engine.pileup(args.in_bam, out, options, regions, listing)
+        check_reads(args.in_bam, result.stats)
+        sys.stdout.flush()
+        for part, final in ((tmp, args.out_bed), (listing_tmp, args.read_listing)):
+            if part is not None:
+                os.replace(part, final)
+        tmp = listing_tmp = None
     except engine.PileupError as err:
         engine.eprint(f"numapore: {err}")
         return 1
@@ -179,8 +189,9 @@ def run(args: argparse.Namespace, regions: list[str] | None = None) -> int:
         engine.eprint("numapore: interrupted")
         return 1
     finally:
-        if tmp is not None and os.path.exists(tmp):
-            os.unlink(tmp)
+        for part in (tmp, listing_tmp):
+            if part is not None and os.path.exists(part):
+                os.unlink(part)
     if not args.quiet:
         st = result.stats
         skipped = ", ".join(f"{n} {SKIP_REASONS.get(k, k)}" for k, n in sorted(st.skipped.items()))
@@ -190,6 +201,17 @@ def run(args: argparse.Namespace, regions: list[str] | None = None) -> int:
             f"{st.rows} row(s) written"
         )
     return 0
+
+
+def part_file(out: Path) -> str:
+    """A new empty file (mode 644) in out's folder, made if missing, to be renamed to out
+    once complete."""
+    folder = out.parent if str(out.parent) else Path(".")
+    folder.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".part", dir=folder)
+    os.close(fd)
+    os.chmod(tmp, 0o644)
+    return tmp
 
 
 def shard_regions(in_bam: str, shard: int, shards: int) -> list[str]:

@@ -34,6 +34,7 @@ import pysam
 
 from numapore.base.errors import AccountingError
 from numapore.methylation.frequency import table_blocks
+from numapore.methylation.pileup import NOT_PRIMARY_MAPPED, carries_calls
 from numapore.base.atomic import atomic_output
 from numapore.signal.census import Fast5Census, fast5_census, pod5_census, read_census
 from numapore.inputs.modbam_reads import StagedReads
@@ -305,19 +306,14 @@ def primary_alignments_and_calls(bam: str | os.PathLike) -> tuple[pl.DataFrame, 
     """One pass over a BAM: every read's mapped primary alignment (read_id, mapq; the last
     record of a read wins), and the names of the reads whose mapped primary record carries at
     least one modification call (ML values), sorted, each once."""
-    skip = 0x4 | 0x100 | 0x800  # unmapped, secondary, supplementary
     # samtools decompresses and filters, pysam reads its uncompressed records: pysam's htslib
     # inflates with zlib, about three times the CPU time of samtools' libdeflate, and the
-    # accounting runs beside the pileup, which holds every core.
-    samtools = subprocess.Popen(["samtools", "view", "-u", "-F", str(skip), str(bam)],
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
+    # accounting runs beside the calls' steps, which hold every core.
+    command = ["samtools", "view", "-u", "-F", str(NOT_PRIMARY_MAPPED), str(bam)]
+    samtools = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
         with pysam.AlignmentFile(samtools.stdout, "rb", check_sq=False) as handle:
-            rows = (
-                (rec.query_name, rec.mapping_quality,
-                 any(rec.has_tag(t) and len(rec.get_tag(t)) for t in ("ML", "Ml")))
-                for rec in handle
-            )  # fmt: skip
+            rows = ((rec.query_name, rec.mapping_quality, carries_calls(rec)) for rec in handle)
             table = rows_frame(rows, {"read_id": pl.String, "mapq": pl.Int64, "called": pl.Boolean})
     except (OSError, ValueError) as err:
         samtools.kill()
@@ -326,6 +322,18 @@ def primary_alignments_and_calls(bam: str | os.PathLike) -> tuple[pl.DataFrame, 
     if samtools.wait() != 0:
         raise AccountingError(f"{bam}: not a readable BAM: {samtools_message(samtools, None)}")
     called = table.filter(pl.col("called"))["read_id"].unique().sort()
+    return table.drop("called").unique("read_id", keep="last"), called
+
+
+def listed_alignments_and_calls(listing: str | os.PathLike) -> tuple[pl.DataFrame, pl.Series]:
+    """primary_alignments_and_calls from the pileup's read listing of the BAM (the pileup
+    reads every record already; the listing names each mapped primary record once)."""
+    schema = {"read_id": pl.String, "mapq": pl.Int64, "called": pl.Int8}
+    try:
+        table = pl.read_csv(listing, separator="\t", schema=schema)
+    except (OSError, pl.exceptions.PolarsError) as err:
+        raise AccountingError(f"{listing}: not the pileup's read listing: {err}") from err
+    called = table.filter(pl.col("called") == 1)["read_id"].unique().sort()
     return table.drop("called").unique("read_id", keep="last"), called
 
 
@@ -352,6 +360,7 @@ class ModbamAccountingInputs:
     untagged: str | os.PathLike  # staged reads without calls and why (read_id, reason)
     reads: str | os.PathLike  # the staged FASTQ
     bam: str | os.PathLike
+    listing: str | os.PathLike  # the pileup's read listing of bam (pileup.READ_LISTING_COLUMNS)
 
 
 def account_modbam(inp: ModbamAccountingInputs) -> list[Row]:
@@ -397,7 +406,7 @@ def account_modbam(inp: ModbamAccountingInputs) -> list[Row]:
             f"sample '{inp.sample}': {inp.untagged} lists {listed.height} reads without tags, "
             f"staging counted {st.without_tags + st.mn_mismatch}"
         )
-    aligned, called = primary_alignments_and_calls(inp.bam)
+    aligned, called = listed_alignments_and_calls(inp.listing)
     known = staged.implode()
     strangers = pl.concat([aligned["read_id"], called, listed["read_id"]]).filter(
         ~pl.concat([aligned["read_id"], called, listed["read_id"]]).is_in(known)
