@@ -40,8 +40,9 @@ rule read_accounting:
         "results/benchmarks/read_accounting/{sample}.{aligner}.tsv"
     conda:
         "../../envs/python.yaml"
-    # One thread reading the reads, the BAM and the calls: beside the pileup or the other steps
-    # after the calls, which hold every core (common.smk: HOLDS_NO_CORE).
+    # One thread reading the reads, the BAM and the calls: beside the steps after the calls,
+    # which hold every core (common.smk: HOLDS_NO_CORE). A modbam sample's reads the pileup's
+    # read listing instead of the BAM, after the pileup.
     threads: HOLDS_NO_CORE
     params:
         signal=lambda wc: [str(p) for p in SAMPLES[wc.sample].signal],
