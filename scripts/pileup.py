@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pysam
 
-from numapore.base.atomic import atomic_outputs
+from numapore.base.atomic import atomic_output, atomic_outputs
 from numapore.base.errors import empty_sample
 from numapore.base.rulelog import redirect_to_log
 from numapore.methylation import pileup_cli
@@ -27,9 +27,9 @@ def has_calls(bam: str) -> bool:
 
 smk = snakemake  # noqa: F821 (injected by the script directive)
 redirect_to_log(smk)
+arguments = pileup_arguments(smk.params.settings, str(smk.input.reference), smk.threads)
 bam = smk.input.bam
 if "text" in smk.output.keys():  # a scatter shard: its regions' rows, in genome order
-    arguments = pileup_arguments(smk.params.settings, str(smk.input.reference), smk.threads)
     shard, shards = map(int, smk.wildcards.shard.split("-of-"))
     regions = pileup_cli.shard_regions(bam, shard, shards)
     print(f"shard {shard} of {shards}: regions {', '.join(regions) or 'none'}")
@@ -38,14 +38,13 @@ if "text" in smk.output.keys():  # a scatter shard: its regions' rows, in genome
         status = pileup_cli.run(pileup_cli.parse([bam, smk.output.text, *arguments]), regions)
         sys.exit(status)
     Path(smk.output.text).write_text("")
-    with open(smk.output.reads, "w") as listing:
+    with atomic_output(smk.output.reads) as tmp, open(tmp, "w") as listing:
         listing.write(READ_LISTING_HEADER)
         write_read_listing(bam, listing, regions)
     sys.exit(0)
 sample, motif = smk.wildcards.sample, smk.wildcards.motif
 allowed = smk.config["allow_empty_samples"]  # the config, not a param: no rerun when it changes
 plain = str(Path(smk.output.bed).with_suffix(""))
-arguments = pileup_arguments(smk.params.settings, str(smk.input.reference), smk.threads)
 print(f"equivalent modkit command: {modkit_command(bam, plain, arguments)}")
 outputs = [smk.output.bed, smk.output.tbi, smk.output.reads]
 with atomic_outputs(outputs) as (bed_gz, _tbi, listing):
