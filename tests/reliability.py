@@ -57,6 +57,16 @@ def is_output(rel: str) -> bool:
     )
 
 
+# Parts of temp() outputs: whether a run keeps them depends on how it was started (targets,
+# --notemp), so complete runs are compared without them.
+TEMPORARY_OUTPUTS = ("/shards/", ".pileup_reads.tsv")
+
+
+def without_temporary(snap: dict[str, bytes | str]) -> dict[str, bytes | str]:
+    """A snapshot without the temp() outputs (TEMPORARY_OUTPUTS)."""
+    return {k: v for k, v in snap.items() if not any(part in k for part in TEMPORARY_OUTPUTS)}
+
+
 def snapshot(work: Path) -> dict[str, bytes | str]:
     """Every result file of a run under results/ (logs and benchmarks left out): its bytes, or
     'link -> target' for a symbolic link."""
