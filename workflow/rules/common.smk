@@ -489,11 +489,12 @@ def pileup_inputs(wildcards):
         bam = f"results/{wildcards.sample}/align/{name}.bam"
     inputs = {"bam": bam, "bai": f"{bam}.bai", "reference": reference_fasta(wildcards)}
     if config["scatter"]["pileup"] > 1 and "shard" not in wildcards.keys():
-        shards = f"results/{wildcards.sample}/methylation/shards/{name}.{wildcards.motif}"
-        inputs["shards"] = [f"{shards}.{shard}.bed" for shard in shard_ids("pileup")]
-        inputs["shard_listings"] = [
-            f"{shards}.{shard}.pileup_reads.tsv" for shard in shard_ids("pileup")
+        shards = [
+            f"results/{wildcards.sample}/methylation/shards/{name}.{wildcards.motif}.{shard}"
+            for shard in shard_ids("pileup")
         ]
+        inputs["shards"] = [f"{shard}.bed" for shard in shards]
+        inputs["shard_listings"] = [f"{shard}.pileup_reads.tsv" for shard in shards]
     return inputs
 
 

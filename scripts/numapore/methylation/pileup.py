@@ -533,9 +533,10 @@ def carries_calls(rec: pysam.AlignedSegment) -> bool:
     return any(rec.has_tag(t) and len(rec.get_tag(t)) for t in ("ML", "Ml"))
 
 
-def read_listing_row(rec: pysam.AlignedSegment) -> tuple[str, int, bool]:
-    """A mapped primary record's row of the read listing: read id, MAPQ, carries calls."""
-    return rec.query_name, rec.mapping_quality, carries_calls(rec)
+def read_listing_line(rec: pysam.AlignedSegment) -> str:
+    """A mapped primary record's line of the read listing: read id, MAPQ, 1 if it carries
+    calls (READ_LISTING_COLUMNS)."""
+    return f"{rec.query_name}\t{rec.mapping_quality}\t{int(carries_calls(rec))}\n"
 
 
 def usable(rec: pysam.AlignedSegment) -> bool:
@@ -963,7 +964,7 @@ class Stats:
     skipped: dict = field(default_factory=dict)
     rows: int = 0
     examples: dict = field(default_factory=dict)  # kind -> (read name, reason)
-    # A chunk's rows of the read listing (ChunkWorker.list_reads), written as they come
+    # A chunk's lines of the read listing (ChunkWorker.list_reads), written as they come
     reads: list = field(default_factory=list)
 
     def add(self, other: Stats) -> None:
@@ -1088,7 +1089,7 @@ class ChunkWorker:
             and not rec.flag & NOT_PRIMARY_MAPPED
             and (chunk.first or rec.reference_start >= chunk.start)
         ):
-            stats.reads.append(read_listing_row(rec))
+            stats.reads.append(read_listing_line(rec))
 
     def pileup_chunk(self, chunk: Chunk) -> tuple[str, Stats]:
         """The bedMethyl text of one interval and its counts (compiled core if built)."""
@@ -1866,7 +1867,7 @@ def pileup(
     for text, chunk_stats in iter_chunk_text(in_bam, options, caller, chunks, pf, listing):
         out.write(text)
         if listing:
-            reads_out.writelines(f"{n}\t{q}\t{int(c)}\n" for n, q, c in chunk_stats.reads)
+            reads_out.writelines(chunk_stats.reads)
         stats.add(chunk_stats)
     return Result(stats, caller)
 
@@ -1883,8 +1884,7 @@ def write_read_listing(in_bam: str, out, regions: list[str] | None = None) -> No
         for name, start, end in spans:
             for rec in bam.fetch(name, start, end):
                 if not rec.flag & NOT_PRIMARY_MAPPED and rec.reference_start >= start:
-                    n, q, c = read_listing_row(rec)
-                    out.write(f"{n}\t{q}\t{int(c)}\n")
+                    out.write(read_listing_line(rec))
 
 
 def select_chunks(bam, chunks: list[Chunk], regions: Iterable[str]) -> list[Chunk]:

@@ -321,19 +321,24 @@ def primary_alignments_and_calls(bam: str | os.PathLike) -> tuple[pl.DataFrame, 
         raise AccountingError(f"{bam}: not a readable BAM: {message}") from err
     if samtools.wait() != 0:
         raise AccountingError(f"{bam}: not a readable BAM: {samtools_message(samtools, None)}")
-    called = table.filter(pl.col("called"))["read_id"].unique().sort()
-    return table.drop("called").unique("read_id", keep="last"), called
+    return alignments_and_calls(table)
 
 
 def listed_alignments_and_calls(listing: str | os.PathLike) -> tuple[pl.DataFrame, pl.Series]:
     """primary_alignments_and_calls from the pileup's read listing of the BAM (the pileup
     reads every record already; the listing names each mapped primary record once)."""
-    schema = {"read_id": pl.String, "mapq": pl.Int64, "called": pl.Int8}
+    schema = {"read_id": pl.String, "mapq": pl.Int64, "called": pl.Boolean}
     try:
-        table = pl.read_csv(listing, separator="\t", schema=schema)
+        table = pl.read_csv(listing, separator="\t", schema={**schema, "called": pl.Int8})
     except (OSError, pl.exceptions.PolarsError) as err:
         raise AccountingError(f"{listing}: not the pileup's read listing: {err}") from err
-    called = table.filter(pl.col("called") == 1)["read_id"].unique().sort()
+    return alignments_and_calls(table.cast(schema))
+
+
+def alignments_and_calls(table: pl.DataFrame) -> tuple[pl.DataFrame, pl.Series]:
+    """Per-record rows (read_id, mapq, called) as primary_alignments_and_calls returns them:
+    each read's alignment (the last row wins), and the reads with calls, sorted, each once."""
+    called = table.filter(pl.col("called"))["read_id"].unique().sort()
     return table.drop("called").unique("read_id", keep="last"), called
 
 
