@@ -23,14 +23,14 @@ steps each workflow job stands for, the step that is most of both runs):
   workflow's fixmate writes the pipe uncompressed (-u) and its sort writes at -l 1 the BAM that
   markdup reads once; by hand, the tools' defaults.)
 
-The workflow run is timed twice: its pipeline (everything but the report figures and MultiQC,
-and the samtools stats and flagstat reports on routes whose hand run makes none: the hand run has
-no counterpart for them, `--omit-from`), then those rules alone (a second invocation on the
-finished pipeline). R repeats, medians; the order alternates (repeat 1: by hand
-first, repeat 2: the workflow first, ...) so that a machine getting busier or quieter does not
-favour one side. Wall and CPU seconds (CPU: rusage of the waited-for process trees) per step,
-side by side. --baseline names another numapore checkout (e.g. /work/main, with its .venv)
-whose workflow runs too, in the same conditions: before/after figures side by side.
+The workflow run is timed twice: its pipeline (everything but the report figures and MultiQC, and
+the samtools stats and flagstat reports on routes whose hand run makes none: the hand run has no
+counterpart for them, `--omit-from`), then, in the first repeat only, those rules alone (a second
+invocation on the finished pipeline). R repeats, medians, and each repeat's ratio; the order
+alternates (repeat 1: by hand first, repeat 2: the workflow first, ...) so that a machine getting
+busier or quieter does not favour one side. Wall and CPU seconds (CPU: rusage of the waited-for
+process trees) per step, side by side. --baseline names another numapore checkout (e.g. /work/main,
+with its .venv) whose workflow runs too, in the same conditions: before/after figures side by side.
 """
 
 from __future__ import annotations
@@ -360,14 +360,17 @@ class WorkflowRun:
     (wall s, CPU s as Snakemake sampled it) and its main job's tool processes (run record)."""
 
     pipeline: Timing
-    report_rules: Timing
+    report_rules: Timing | None  # timed in the first repeat only
     jobs: dict[str, Timing]
     tools: dict[str, Timing]
 
 
-def workflow_run(work: Path, route: Route, inputs: Inputs, threads: int, repo: Path) -> WorkflowRun:
+def workflow_run(
+    work: Path, route: Route, inputs: Inputs, threads: int, repo: Path, reports: bool
+) -> WorkflowRun:
     """The workflow of repo in a fresh project directory: its pipeline (no report rules, nor the
-    route's QC without a hand counterpart), then those rules run on the finished pipeline."""
+    route's QC without a hand counterpart), then, if reports, those rules run on the finished
+    pipeline."""
     write_project(work, [inputs.row], dict(route.config), repo=repo)
     # Each checkout's rule scripts import its own package (a --baseline beside this one).
     command = [
@@ -377,7 +380,7 @@ def workflow_run(work: Path, route: Route, inputs: Inputs, threads: int, repo: P
     ]
     omitted = [*REPORT_RULES, *route.qc_without_hand]
     pipeline = timed(shlex.join([*command, "--omit-from", *omitted]), work)
-    report_rules = timed(shlex.join(command), work)
+    report_rules = timed(shlex.join(command), work) if reports else None
     return WorkflowRun(pipeline, report_rules, job_timings(work), tool_timings(work))
 
 
@@ -447,7 +450,11 @@ def run_repeats(
                 repeat.hand = route.hand(work, inputs, threads)
                 timing = summed(repeat.hand, tuple(repeat.hand))
             else:
-                repeat.workflows[name] = workflow_run(work, route, inputs, threads, versions[name])
+                # The report rules enter no ratio: timed once, they leave the machine to the
+                # runs compared sooner.
+                repeat.workflows[name] = workflow_run(
+                    work, route, inputs, threads, versions[name], reports=number == 0
+                )
                 timing = repeat.workflows[name].pipeline
             if route.same:
                 repeat.outputs[name] = text_digest(work / route.same[name != HAND])
@@ -511,11 +518,17 @@ def report(route: Route, name: str, repeats: list[Repeat], threads: int) -> None
         f"{main_rule} tool processes minus the hand run without {main_step}"
         + (f"; per repeat: {', '.join(f'{s:.1f}' for s in each)} s)" if len(each) > 1 else ")")
     )
-    report_rules = median_timing([w.report_rules for w in runs])
+    ratios = [
+        w.pipeline.wall / summed(r.hand, tuple(r.hand)).wall
+        for r, w in zip(repeats, runs, strict=True)
+    ]
+    if len(ratios) > 1:
+        print(f"ratio per repeat:   {', '.join(f'{x:.3f}' for x in ratios)}")
+    report_rules = median_timing([w.report_rules for w in runs if w.report_rules])
     print(
         f"report rules alone: {report_rules.wall:7.1f} s  (figures, MultiQC"
         + "".join(f", {r}" for r in route.qc_without_hand)
-        + ": no hand counterpart)"
+        + ": no hand counterpart; first repeat)"
     )
     print(f"side by side (medians; wall s, CPU s, CPU utilisation of {threads} threads):")
     print(f"  {'step':12s} {'by hand':>23s} | {'workflow jobs':>23s}")

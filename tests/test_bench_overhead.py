@@ -5,6 +5,7 @@ its figures side by side, and the order of the hand and workflow runs alternates
 from __future__ import annotations
 
 import gzip
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -46,6 +47,9 @@ def test_short_route_runs_and_prints_side_by_side(tmp_path):
     assert all(f"{step} " in lines[3] for step in hand_steps), lines[3]
     text = run.stdout
     assert "fixed cost:" in text and "per repeat: " in text
+    per_repeat = re.search(r"^ratio per repeat: +([\d.]+), ([\d.]+)$", text, re.M)
+    assert per_repeat and all(float(x) > 0 for x in per_repeat.groups()), text
+    assert re.search(r"^report rules alone: +[\d.]+ s .*; first repeat\)$", text, re.M), text
     for label, _, _ in ROUTES["short"].groups:
         assert any(line.startswith(f"  {label} ") for line in lines), label
     assert "align+fixmate+sort by hand against align's tool processes" in text

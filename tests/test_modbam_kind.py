@@ -26,6 +26,7 @@ from numapore.execution.hosts import load_host_config
 from numapore.execution.steps import run_alignment
 from numapore.execution.tools import align_command
 from numapore.inputs.kinds import KINDS, STEPS, infer_kind
+from numapore.inputs import modbam_reads
 from numapore.inputs.modbam_reads import MN_MISMATCH, NO_TAGS, StagedReads, stage_modbam_reads
 from numapore.inputs.readids import READ_ID_TABLE, read_id_column
 from numapore.inputs.sheet import load_samples, read_sheet
@@ -205,6 +206,42 @@ def test_staging_streams_into_a_named_pipe(tmp_path: Path) -> None:
         assert read.result(timeout=60) == (tmp_path / "file.fastq").read_bytes()
     assert staged.reads == 10 and fifo.is_fifo()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["file.fastq", "pipe.fastq"]
+
+
+def test_staging_copies_records_across_any_block_boundary(tmp_path: Path, monkeypatch) -> None:
+    """Staging copies the FASTQ a block at a time: with blocks smaller than a record (grown to
+    fit it), a FASTQ with blank lines between records, '+name' lines, CRLF line ends, gzip and
+    no line end after its last record stages to the same bytes as the plain FASTQ."""
+    plain = tagged_fastq(tmp_path)
+    expected = stage_modbam_reads(plain, tmp_path / "plain.staged.fastq", LADDER, 1)
+    records = plain.read_text().splitlines()
+    for i in range(0, len(records), 4):
+        records[i + 2] = "+" + records[i][1:].split("\t")[0]
+        records[i] = "\n" + records[i] if i % 8 else records[i]
+    messy = tmp_path / "messy.fastq.gz"
+    with gzip.open(messy, "wb") as out:
+        out.write("\r\n".join(records).encode())
+    monkeypatch.setattr(modbam_reads, "FASTQ_BLOCK", 97)
+    for source in (plain, messy):
+        staged = stage_modbam_reads(source, tmp_path / "small.fastq", LADDER, 1)
+        assert staged == expected
+        assert (tmp_path / "small.fastq").read_bytes() == (
+            tmp_path / "plain.staged.fastq"
+        ).read_bytes()
+
+
+def test_staging_refuses_a_cut_record(tmp_path: Path) -> None:
+    """A FASTQ whose last record lacks its quality line stops staging with one line naming
+    the record; no staged file is left."""
+    records = tagged_fastq(tmp_path).read_text().splitlines()
+    cut = tmp_path / "cut.fastq"
+    cut.write_text("\n".join(records[:-1]) + "\n")
+    with pytest.raises(InputError) as err:
+        stage_modbam_reads(cut, tmp_path / "out.fastq", LADDER, 1)
+    name = records[-4].split()[0]
+    assert str(err.value).startswith(f"reads file {cut}: FASTQ record '{name}"), err.value
+    assert str(err.value).endswith("' is cut")
+    assert not (tmp_path / "out.fastq").exists()
 
 
 def test_staging_writes_the_read_ids_and_refuses_a_repeated_one(tmp_path: Path) -> None:

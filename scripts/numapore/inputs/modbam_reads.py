@@ -19,11 +19,16 @@ whose reads carry no usable MM/ML at all stops here with one line.
 
 from __future__ import annotations
 
+import fcntl
+import io
 import os
+import stat
 import subprocess
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import suppress
 from dataclasses import dataclass, fields
+from functools import partial
 from pathlib import Path
 
 from numapore.base.atomic import atomic_output
@@ -42,7 +47,8 @@ KEPT_PREFIXES = tuple(f"{tag}:".encode() for tag in KEPT_TAGS.split(","))
 NO_TAGS = "no MM/ML tags in the input"
 MN_MISMATCH = "MN tag does not match its sequence length: tags dropped (as htslib and modkit do)"
 NAMED_IN_LOG = 20  # reads of a kind named in the log; the listing names them all
-PIPE_BUFFER = 1 << 20  # bytes read from samtools fastq at a time
+PIPE_BUFFER = 1 << 20  # bytes a pipe from samtools fastq, or to the aligner, holds
+FASTQ_BLOCK = 4 << 20  # bytes of FASTQ checked at a time (more for a longer record)
 
 
 @dataclass
@@ -131,20 +137,75 @@ class StagedReads:
         return cls(**parsed)
 
 
-def fastq_records(
-    readline: Callable[[], bytes], source: Path
-) -> Iterator[tuple[bytes, bytes, bytes]]:
-    """(header, sequence, qualities) lines of each 4-line FASTQ record, as bytes with their line
-    ends (the staged FASTQ is copied as it comes: no decoding, no rebuilt lines); InputError
-    naming the record when one is cut short."""
-    while header := readline():
-        if not header.strip():
-            continue
-        seq, plus, qual = readline(), readline(), readline()
-        if not header.startswith(b"@") or not plus.startswith(b"+") or not qual:
-            name = header.strip()[:60].decode("latin-1")
-            raise InputError(f"reads file {source}: FASTQ record {name!r} is cut")
-        yield header, seq, qual if qual.endswith(b"\n") else qual + b"\n"
+def copy_fastq(
+    readinto: Callable[[memoryview], int], write: Callable[[memoryview | bytes], object],
+    source: Path, check: Callable[[bytes, int], bytes | None],
+) -> None:  # fmt: skip
+    """Copy the 4-line FASTQ records readinto gives to write, a block at a time: the bytes go
+    through as they are (no decoding, no line rebuilt), so staging costs little beside the
+    aligner. check(header line, sequence length) sees each record's header, line end included,
+    and returns a header line to write in its place, or None to keep it. A record whose third
+    line is more than '+' is written with '+' alone; blank lines between records are dropped;
+    the last record may lack its line end. InputError naming the record when one is cut short.
+    Line ends are '\n' alone: samtools writes them so, and open_text makes them so."""
+    buffer = bytearray(FASTQ_BLOCK)
+    filled, ended = 0, False
+    while not ended:
+        if filled == len(buffer):  # a record longer than the buffer: make room for it
+            buffer.extend(bytes(len(buffer)))
+        with memoryview(buffer) as view:
+            got = readinto(view[filled:])
+        filled += got
+        if not got:
+            ended = True
+            if filled and buffer[filled - 1] != 0x0A:  # the last line lacks its end
+                del buffer[filled:]
+                buffer.append(0x0A)
+                filled += 1
+        done = copy_fastq_records(buffer, filled, write, source, check)
+        buffer[: filled - done] = buffer[done:filled]
+        filled -= done
+    if buffer[:filled].strip():
+        name = bytes(buffer[:filled]).split(b"\n", 1)[0].strip()[:60].decode("latin-1")
+        raise InputError(f"reads file {source}: FASTQ record {name!r} is cut")
+
+
+def copy_fastq_records(
+    buffer: bytearray, end: int, write: Callable[[memoryview | bytes], object], source: Path,
+    check: Callable[[bytes, int], bytes | None],
+) -> int:  # fmt: skip
+    """copy_fastq's work on one block: the complete records of buffer[:end] checked and written
+    (each run of unchanged records as one piece); returns where the first incomplete record
+    starts."""
+    find = buffer.find
+    position = start = 0  # start: where the bytes not yet written begin
+    with memoryview(buffer) as view:
+        while (header_end := find(b"\n", position, end)) >= 0:
+            if buffer[position] != 0x40 and not buffer[position:header_end].strip():  # not '@'
+                if position > start:  # a blank line between records: dropped
+                    write(view[start:position])
+                position = start = header_end + 1
+                continue
+            seq_end = find(b"\n", header_end + 1, end)
+            plus_end = find(b"\n", seq_end + 1, end) if seq_end >= 0 else -1
+            qual_end = find(b"\n", plus_end + 1, end) if plus_end >= 0 else -1
+            if qual_end < 0:  # the record goes on in the next block
+                break
+            header = bytes(view[position : header_end + 1])
+            if not header.startswith(b"@") or buffer[seq_end + 1] != 0x2B:  # '+'
+                name = header.strip()[:60].decode("latin-1")
+                raise InputError(f"reads file {source}: FASTQ record {name!r} is cut")
+            new_header = check(header, seq_end - header_end - 1)
+            if new_header is not None or plus_end != seq_end + 2:
+                if position > start:
+                    write(view[start:position])
+                seq, qual = view[header_end + 1 : seq_end + 1], view[plus_end + 1 : qual_end + 1]
+                write(b"".join((new_header or header, seq, b"+\n", qual)))
+                start = qual_end + 1
+            position = qual_end + 1
+        if position > start:
+            write(view[start:position])
+    return position
 
 
 def has_mod_tags(tags: list[bytes]) -> bool:
@@ -162,10 +223,24 @@ def samtools_fastq(
         argv += ["-@", str(threads - 1)]
     if source.name.lower().endswith(".cram"):
         argv += ["--reference", str(reference)]
-    # A read's lines are kilobytes long: reading the pipe in 8 KiB pieces (the default) cost
-    # staging a quarter more CPU time.
+    # Unbuffered: copy_fastq reads the pipe straight into its own block.
     return subprocess.Popen([*argv, str(source)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            bufsize=PIPE_BUFFER)  # fmt: skip
+                            bufsize=0)  # fmt: skip
+
+
+def widen_pipe(fd: int) -> None:
+    """Let a pipe hold PIPE_BUFFER bytes (Linux; 64 KiB by default), so the reads cross it in
+    fewer, larger pieces; anything but a pipe is left as it is."""
+    if stat.S_ISFIFO(os.fstat(fd).st_mode):
+        with suppress(OSError):  # above the system's limit, or not Linux
+            fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, PIPE_BUFFER)
+
+
+def write_all(out: io.RawIOBase, data: memoryview | bytes) -> None:
+    """Write every byte of data to an unbuffered file (a pipe may take part of it at a time)."""
+    view = memoryview(data)
+    while view:
+        view = view[out.write(view) :]
 
 
 def reference_names(source: Path) -> list[str]:
@@ -270,31 +345,41 @@ def stage_modbam_reads(
         process = samtools_fastq(source, reference, threads, every_record=not names)
     untagged: list[tuple[str, str]] = []
     read_names = IdColumnBuilder()
-    with atomic_output(output) as tmp, open(tmp, "wb", buffering=PIPE_BUFFER) as out:
+
+    def check(header: bytes, length: int) -> bytes | None:
+        """Count a staged read and keep its id; its header without the tags if its MN does
+        not fit its sequence."""
+        staged.reads += 1
+        first, *tags = header.split()
+        name = first[1:].decode("latin-1")
+        read_names.add(name)
+        if not has_mod_tags(tags):
+            untagged.append((name, NO_TAGS))
+        elif mn_mismatch(tags, length):
+            staged.mn_mismatch += 1
+            untagged.append((name, MN_MISMATCH))
+            return without_mod_tags(first, tags)
+        else:
+            staged.with_tags += 1
+        return None
+
+    with atomic_output(output) as tmp, open(tmp, "wb", buffering=0) as out:
+        widen_pipe(out.fileno())
         if process is not None:
-            handle, readline = process.stdout, process.stdout.readline
+            handle = process.stdout
+            widen_pipe(handle.fileno())
+            readinto = handle.readinto
         else:  # a FASTQ (any line ends, maybe gzipped), as bytes
             handle = open_text(source)
 
-            def readline() -> bytes:
-                """The FASTQ's next line, as the pipe from samtools gives it."""
-                return handle.readline().encode("latin-1")
+            def readinto(view: memoryview) -> int:
+                """The FASTQ's next characters into view, one byte each (latin-1)."""
+                data = handle.read(len(view)).encode("latin-1")
+                view[: len(data)] = data
+                return len(data)
 
         try:
-            for header, seq, qual in fastq_records(readline, source):
-                staged.reads += 1
-                first, *tags = header.split()
-                name = first[1:].decode("latin-1")
-                read_names.add(name)
-                if not has_mod_tags(tags):
-                    untagged.append((name, NO_TAGS))
-                elif mn_mismatch(tags, len(seq.rstrip(b"\r\n"))):
-                    staged.mn_mismatch += 1
-                    untagged.append((name, MN_MISMATCH))
-                    header = without_mod_tags(first, tags)
-                else:
-                    staged.with_tags += 1
-                out.write(header + seq + b"+\n" + qual)
+            copy_fastq(readinto, partial(write_all, out), source, check)
         finally:
             handle.close()
         if process is not None:
