@@ -18,6 +18,7 @@ import random
 import re
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import threading
@@ -219,6 +220,18 @@ def test_atomic_output_renames_only_complete_files(tmp_path):
         tmp.write_text("new\n")
         assert target.read_text() == "old\n"
     assert target.read_text() == "new\n" and not tmp.exists()
+
+
+def test_atomic_output_writes_a_device_in_place(tmp_path):
+    """A character device (here a null device made beside the test, as /dev/null is) is
+    written in place: a rename would replace the device with a regular file."""
+    null = tmp_path / "null"
+    os.mknod(null, stat.S_IFCHR | 0o666, os.makedev(1, 3))  # the kernel's null device
+    with atomic_output(null) as tmp:
+        assert tmp == null
+        tmp.write_text("gone")
+    assert null.is_char_device() and null.read_text() == ""
+    assert sorted(tmp_path.iterdir()) == [null]
 
 
 def test_atomic_outputs_all_or_none(tmp_path):

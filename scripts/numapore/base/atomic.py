@@ -32,8 +32,9 @@ def atomic_output(path: str | os.PathLike) -> Iterator[Path]:
     delete it when the block fails. A leftover of a killed earlier attempt is removed first
     (safe: Snakemake never runs two jobs for the same output at once). A named pipe (Snakemake's
     pipe()) is yielded itself: what is written to it is read as it comes, never left as a file,
-    and Snakemake fails its reader's job with the writer's."""
-    if Path(path).is_fifo():
+    and Snakemake fails its reader's job with the writer's. So is a character device (/dev/null,
+    /dev/stdout), which a rename would replace with a file."""
+    if Path(path).is_fifo() or Path(path).is_char_device():
         yield Path(path)
         return
     tmp = temp_name(path)
