@@ -163,8 +163,9 @@ def copy_fastq(
                 buffer.append(0x0A)
                 filled += 1
         done = copy_fastq_records(buffer, filled, write, source, check)
-        buffer[: filled - done] = buffer[done:filled]
-        filled -= done
+        if done:  # the incomplete record left to the front
+            buffer[: filled - done] = buffer[done:filled]
+            filled -= done
     if buffer[:filled].strip():
         name = bytes(buffer[:filled]).split(b"\n", 1)[0].strip()[:60].decode("latin-1")
         raise InputError(f"reads file {source}: FASTQ record {name!r} is cut")
