@@ -419,6 +419,11 @@ class Repeat:
     workflows: dict[str, WorkflowRun] = field(default_factory=dict)
     outputs: dict[str, str] = field(default_factory=dict)  # run -> digest of Route.same's file
 
+    @property
+    def hand_total(self) -> Timing:
+        """The hand run: its steps summed."""
+        return summed(self.hand, tuple(self.hand))
+
 
 def text_digest(path: Path) -> str:
     """SHA-256 of a gzip file's text (bgzip blocks may differ where the text does not)."""
@@ -448,7 +453,7 @@ def run_repeats(
             work.mkdir()
             if name == HAND:
                 repeat.hand = route.hand(work, inputs, threads)
-                timing = summed(repeat.hand, tuple(repeat.hand))
+                timing = repeat.hand_total
             else:
                 # The report rules enter no ratio: timed once, they leave the machine to the
                 # runs compared sooner.
@@ -499,7 +504,7 @@ def cells(timing: Timing, threads: int) -> str:
 def report(route: Route, name: str, repeats: list[Repeat], threads: int) -> None:
     """Print one workflow version's figures against the hand runs of the same repeats."""
     runs = [r.workflows[name] for r in repeats]
-    hand_total = median_timing([summed(r.hand, tuple(r.hand)) for r in repeats])
+    hand_total = median_timing([r.hand_total for r in repeats])
     pipeline = median_timing([w.pipeline for w in runs])
     print(f"{name}:")
     print(f"workflow pipeline:  {pipeline.wall:7.1f} s  ratio {pipeline.wall / hand_total.wall:.3f}"
@@ -509,7 +514,7 @@ def report(route: Route, name: str, repeats: list[Repeat], threads: int) -> None
     def fixed_cost(repeat: Repeat, run: WorkflowRun) -> float:
         """The pipeline without the main rule's tool processes, minus the hand run without its
         main step."""
-        hand = summed(repeat.hand, tuple(repeat.hand)).wall - repeat.hand[main_step].wall
+        hand = repeat.hand_total.wall - repeat.hand[main_step].wall
         return run.pipeline.wall - summed(run.tools, (main_rule,)).wall - hand
 
     each = [fixed_cost(r, w) for r, w in zip(repeats, runs, strict=True)]
@@ -518,10 +523,7 @@ def report(route: Route, name: str, repeats: list[Repeat], threads: int) -> None
         f"{main_rule} tool processes minus the hand run without {main_step}"
         + (f"; per repeat: {', '.join(f'{s:.1f}' for s in each)} s)" if len(each) > 1 else ")")
     )
-    ratios = [
-        w.pipeline.wall / summed(r.hand, tuple(r.hand)).wall
-        for r, w in zip(repeats, runs, strict=True)
-    ]
+    ratios = [w.pipeline.wall / r.hand_total.wall for r, w in zip(repeats, runs, strict=True)]
     if len(ratios) > 1:
         print(f"ratio per repeat:   {', '.join(f'{x:.3f}' for x in ratios)}")
     report_rules = median_timing([w.report_rules for w in runs if w.report_rules])
@@ -578,7 +580,7 @@ def main(argv: list[str] | None = None) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         inputs = route.prepare(args, Path(tmp))
         repeats = run_repeats(route, inputs, args.threads, args.repeats, versions, Path(tmp))
-    hand_total = median_timing([summed(r.hand, tuple(r.hand)) for r in repeats])
+    hand_total = median_timing([r.hand_total for r in repeats])
     print(f"route {route.name}: {inputs.what}, {args.threads} threads, medians of {args.repeats}")
     for number, repeat in enumerate(repeats, 1):
         print(f"repeat {number} order: {' -> '.join(repeat.order)}")
