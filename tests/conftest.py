@@ -14,6 +14,7 @@ from numapore.methylation import frequency as methylation
 from numapore.methylation.motifs import MOTIFS
 from project import snakemake_command, write_project
 from reference_tools import reference_frequency_script
+from shared_runs import shared_run
 
 REPO = Path(__file__).resolve().parent.parent
 SHARED = REPO.parent / "shared"
@@ -117,14 +118,15 @@ MOTIF_NAMES = ["cpg", "gpc", "dam", "dcm"]
 def minimap2_run(tmp_path_factory, ecoli_dir, dh10b) -> Path:
     """The default workflow (minimap2) run on the E. coli reads, calling every motif; returns
     its directory."""
-    methylation = yaml.safe_load((REPO / "config" / "config.yaml").read_text())["methylation"]
-    work = write_project(
-        tmp_path_factory.mktemp("wf_minimap2"),
-        [ecoli_row(ecoli_dir, dh10b)],
-        {"methylation": {**methylation, "motifs": MOTIF_NAMES}},
-    )
-    run_workflow(work)
-    return work
+
+    def make(work: Path) -> None:
+        methylation = yaml.safe_load((REPO / "config" / "config.yaml").read_text())["methylation"]
+        write_project(
+            work, [ecoli_row(ecoli_dir, dh10b)], {"methylation": {**methylation, "motifs": MOTIF_NAMES}}
+        )
+        run_workflow(work)
+
+    return shared_run(tmp_path_factory, "wf_minimap2", make)
 
 
 def reference_output(calls: Path, *options: str) -> str:
