@@ -1,34 +1,69 @@
 #!/usr/bin/env bash
-# Install everything numapore needs on a fresh Debian bookworm machine (run as root, or with sudo
-# available): the bioinformatics tools from Debian, a Python venv in .venv with the pinned
-# libraries and the numapore package. Run the workflow with this clone's own profile, by path:
+# Install what numapore needs on a Debian bookworm machine (run as root, or with sudo available):
+# the bioinformatics tools from Debian, a Python venv in .venv with the pinned libraries and the
+# numapore package. Run the workflow with this clone's own profile, by path:
 # `snakemake --profile profiles/hpc-numa` from the repository root.
-#   ./setup.sh            install (idempotent; re-running is cheap)
-#   ./setup.sh --no-apt   skip the Debian packages (they are already there)
+#   ./setup.sh                  what running the workflow needs, nothing more (idempotent; cheap again)
+#   ./setup.sh --tests          also the test machinery (Slurm + MariaDB, QEMU, Chromium, strace, ...)
+#   ./setup.sh --no-apt [...]   no Debian packages: the tools are already on PATH (no root needed)
+#   ./setup.sh --list [...]     print what the other options would install, install nothing
 set -euo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 cd "$repo"
 
-apt_packages=(samtools minimap2 bwa bowtie2 bowtie2-examples snap-aligner nanopolish numactl tabix nanook-examples
-    libvbz-hdf-plugin0 tombo time python3-venv
+tests=false
+apt=true
+list=false
+for arg in "$@"; do
+    case $arg in
+    --tests) tests=true ;;
+    --no-apt) apt=false ;;
+    --list) list=true ;;
+    -h | --help)
+        sed -n '2,10p' "$0"
+        exit 0
+        ;;
+    *)
+        echo "numapore: setup.sh: unknown option '$arg' (options: --tests, --no-apt, --list)" >&2
+        exit 2
+        ;;
+    esac
+done
+
+# What the workflow runs (README, "Setup": the same lists).
+apt_packages=(samtools minimap2 bwa bowtie2 snap-aligner nanopolish numactl tabix time python3-venv
+    # the E. coli DH10B genome of the demo; lambda-phage short reads as an example (config/README.md)
+    nanook-examples bowtie2-examples
+    # VBZ-compressed FAST5; tombo's R9.4 pore models for the demo's simulated raw signal
+    libvbz-hdf-plugin0 tombo
     # numapore's compiled svb-zd encoder and FAST5 reader (C through cffi:
     # numapore/signal/svbzd_build.py, fast5_core_build.py; the reader links HDF5, libdeflate, zlib)
     gcc python3-dev libhdf5-dev libdeflate-dev zlib1g-dev pkg-config
-    # FUSE for the emulated slow storage (numapore.slowfs: libfuse3 and fusermount3)
-    fuse3
+    # FUSE for the comparison's emulated slow storage (numapore.compare.slowfs: fusermount3)
+    fuse3)
+# What only the tests use (--tests).
+test_apt_packages=(
     # short reads simulated for the tests (art_illumina)
     art-nextgen-simulation-tools
-    # the emulated 2-node NUMA guest of the tests (virtme-ng comes from PyPI)
+    # the emulated 2-node NUMA guest (virtme-ng comes from PyPI, requirements-tests.txt)
     qemu-system-x86 linux-image-amd64 busybox-static
-    # the one-node Slurm cluster of the tests (tests/slurm_cluster.py): Slurm and its client
-    # commands, munge, and job accounting for sacct (slurmdbd storing in MariaDB)
+    # the one-node Slurm cluster (tests/slurm_cluster.py): Slurm and its client commands, munge,
+    # and job accounting for sacct (slurmdbd storing in MariaDB)
     slurm-wlm munge slurmdbd mariadb-server
     # the concurrency tests trace which files each job writes
     strace
     # the report tests open the HTML reports in a headless browser
     chromium)
+$tests && apt_packages+=("${test_apt_packages[@]}")
+requirements=(requirements.txt)
+$tests && requirements+=(requirements-tests.txt)
+if $list; then
+    $apt && echo "debian: ${apt_packages[*]}"
+    echo "python: ${requirements[*]}"
+    exit 0
+fi
 
-if [[ "${1:-}" != "--no-apt" ]]; then
+if $apt; then
     missing=()
     for p in "${apt_packages[@]}"; do
         dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -40,19 +75,27 @@ if [[ "${1:-}" != "--no-apt" ]]; then
         $sudo apt-get update -qq
         DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
     fi
+else
+    # No root: say which of the workflow's tools are not on PATH, then go on (the run's own
+    # check names any that a rule needs).
+    absent=()
+    for tool in samtools minimap2 bwa bowtie2 snap-aligner nanopolish numactl bgzip tabix gcc; do
+        command -v "$tool" >/dev/null || absent+=("$tool")
+    done
+    ((${#absent[@]} == 0)) || echo "setup: --no-apt: not on PATH: ${absent[*]}"
 fi
 
 if [[ ! -x .venv/bin/python ]]; then
     echo "setup: creating .venv"
     python3 -m venv .venv
 fi
-# Reinstall only when requirements.txt changed since the last successful install.
+# Reinstall only when the requirements changed since the last successful install.
 stamp=.venv/.requirements.sha256
-want=$(sha256sum requirements.txt | cut -d' ' -f1)
+want=$(cat "${requirements[@]}" | sha256sum | cut -d' ' -f1)
 if [[ ! -f $stamp || $(cat "$stamp") != "$want" ]]; then
-    echo "setup: installing Python packages into .venv"
+    echo "setup: installing Python packages into .venv (${requirements[*]})"
     .venv/bin/pip install -q --upgrade pip
-    .venv/bin/pip install -q -r requirements.txt
+    .venv/bin/pip install -q "${requirements[@]/#/-r}"
     echo "$want" >"$stamp"
 fi
 

@@ -22,7 +22,9 @@ class Browser:
         """Start Chromium with --remote-debugging-pipe and attach to its page."""
         exe = shutil.which("chromium")
         if exe is None:
-            raise RuntimeError("chromium is not installed (Debian package chromium, ./setup.sh)")
+            raise RuntimeError(
+                "chromium is not installed (Debian package chromium, ./setup.sh --tests)"
+            )
         self.profile = tempfile.mkdtemp(prefix="numapore-chromium-")
         to_browser_r, self._to_browser = os.pipe()
         self._from_browser, from_browser_w = os.pipe()

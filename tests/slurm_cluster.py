@@ -1,5 +1,5 @@
 """A real one-node Slurm cluster on localhost for the tests (Debian's slurm-wlm, munge, slurmdbd
-and MariaDB, all installed by setup.sh).
+and MariaDB, all installed by ./setup.sh --tests).
 
 Everything lives in one folder: a munge key and socket, a MariaDB data directory, slurm.conf and
 slurmdbd.conf, state, spool, logs and PID files; the daemons run in the foreground as children of
@@ -22,7 +22,7 @@ import sys
 import time
 from pathlib import Path
 
-# What the harness runs; setup.sh installs them (slurm-wlm munge slurmdbd mariadb-server).
+# What the harness runs; ./setup.sh --tests installs them (slurm-wlm munge slurmdbd mariadb-server).
 DAEMONS = [
     "munged",
     "mungekey",
@@ -194,7 +194,7 @@ class SlurmCluster:
         """Write the configuration, start every daemon, wait until the node is idle."""
         missing = missing_programs()
         if missing:
-            raise ClusterError(f"not installed: {', '.join(missing)} (run ./setup.sh)")
+            raise ClusterError(f"not installed: {', '.join(missing)} (run ./setup.sh --tests)")
         for sub in ["bin", "munge", "db", "state", "spool", "run", "log"]:
             (self.root / sub).mkdir(parents=True, exist_ok=True)
         # Inside each job the Snakemake plugin runs the rule under srun with every SLURM_*
