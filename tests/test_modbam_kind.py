@@ -385,11 +385,12 @@ def logged_pileup(work: Path, sample: str, aligner: str) -> list[str]:
 
 
 def pileup_again(bam: Path, options: list[str], out: Path, cwd: Path) -> bytes:
-    """`numapore pileup`'s bedMethyl of bam with options (paths relative to cwd)."""
+    """`numapore pileup`'s bedMethyl of bam with options (paths relative to cwd), with the
+    workflow's semantics (modkit 0.4.4's)."""
     numapore = Path(sys.executable).parent / "numapore"
     subprocess.run(
-        [str(numapore), "pileup", str(bam), str(out), *options], check=True, capture_output=True,
-        cwd=cwd,
+        [str(numapore), "pileup", "--modkit-compat", "0.4", str(bam), str(out), *options],
+        check=True, capture_output=True, cwd=cwd,
     )  # fmt: skip
     return out.read_bytes()
 

@@ -1,4 +1,5 @@
-"""numapore's pileup against modkit 0.4.4: every line of the shared conformance suite
+"""numapore's pileup against modkit 0.4.4 (`--modkit-compat 0.4`, which every run here passes):
+every line of the shared conformance suite
 (../shared/data/modkit_pileup/cases.tsv) run through the command line must write the expected
 bedMethyl byte for byte (a new line there is a new case); bad input gives one `numapore: ` line
 and exit code 1; threads and region splits do not change the bytes."""
@@ -27,8 +28,9 @@ REFERENCE = INPUTS / "CGI_ladder_3.6kb_ref.fa"
 
 
 def pileup_command() -> list[str]:
-    """The argv prefix of the pileup command: the installed `numapore pileup` console command."""
-    return [str(Path(sys.executable).parent / "numapore"), "pileup"]
+    """The argv prefix of the pileup command: the installed `numapore pileup` console command,
+    with modkit 0.4.4's semantics."""
+    return [str(Path(sys.executable).parent / "numapore"), "pileup", "--modkit-compat", "0.4"]
 
 
 def run_pileup(*args, check: bool = False, cwd: Path | None = None) -> subprocess.CompletedProcess:
@@ -91,8 +93,9 @@ def test_two_threads_same_bytes(tmp_path):
 @pytest.mark.parametrize(
     "bam, options",
     [
-        (ALL_CONTEXT, engine.Options(interval_size=700)),
-        (BC_BAM, engine.Options(reference=str(REFERENCE), cpg=True, combine_strands=True,
+        (ALL_CONTEXT, engine.Options(compat="0.4", interval_size=700)),
+        (BC_BAM, engine.Options(compat="0.4", reference=str(REFERENCE), cpg=True,
+                                combine_strands=True,
                                 interval_size=25, no_filtering=True)),
     ],
     ids=["estimated-threshold", "cpg-combined"],
@@ -153,7 +156,7 @@ def test_read_listing_is_samtools_primary_alignments(compiled, monkeypatch):
     for bam in ALIGNED_INPUTS:
         with pysam.AlignmentFile(bam) as handle:  # one has a human genome's header
             size = 25 if sum(handle.lengths) < 100_000 else engine.DEFAULT_INTERVAL
-        options = engine.Options(interval_size=size, no_filtering=True)
+        options = engine.Options(compat="0.4", interval_size=size, no_filtering=True)
         expected = samtools_primary_alignments(bam)
         assert expected, bam
         whole, listing = io.StringIO(), io.StringIO()
@@ -335,7 +338,7 @@ def test_both_paths_every_case(compiled, monkeypatch):
     for case in load_cases():
         ref = [] if case["reference"] == "-" else ["--ref", case["reference"]]
         argv = [case["input"], "-", *ref, *shlex.split(case["modkit_pileup_options"] or "")]
-        options = pileup_cli.options_from_args(parser.parse_args(argv))
+        options = pileup_cli.options_from_args(parser.parse_args(argv + ["--modkit-compat", "0.4"]))
         out = io.StringIO()
         engine.pileup(case["input"], out, options)
         assert out.getvalue() == (SUITE / case["expected"]).read_text(), case["case"]

@@ -1,7 +1,8 @@
-"""The bedMethyl format as modkit 0.4.4's `modkit pileup` writes it: 18 columns (chrom, start,
-end, mod code, score, strand, start, end, colour, N_valid_cov, percent modified, N_mod,
-N_canonical, N_other_mod, N_delete, N_fail, N_diff, N_nocall), tabs everywhere or (with
-`--mixed-delim`) single spaces between columns 10 to 18, an optional header line, and a reader.
+"""The bedMethyl format as `modkit pileup` writes it: 18 columns (chrom, start, end, mod code,
+score, strand, start, end, colour, N_valid_cov, percent modified, N_mod, N_canonical,
+N_other_mod, N_delete, N_fail, N_diff, N_nocall), tabs everywhere or (modkit 0.4.4's
+`--mixed-delim`) single spaces between columns 10 to 18, an optional header line (`#` first in
+modkit 0.6.1), and a reader.
 
 numapore.methylation.pileup writes through format_row; tests and downstream code read through
 read_bedmethyl.
@@ -95,7 +96,7 @@ def read_bedmethyl(path: str | Path) -> Iterator[BedMethylRow]:
     opener = gzip.open if str(path).endswith(".gz") else open
     with opener(path, "rt") as handle:
         for number, line in enumerate(handle, 1):
-            if number == 1 and line.startswith("chrom\tchromStart"):
+            if number == 1 and line.startswith(("chrom\tchromStart", "#chrom\tchromStart")):
                 continue
             if line.strip():
                 yield parse_line(line)

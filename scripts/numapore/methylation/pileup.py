@@ -1,6 +1,11 @@
-"""A modBAM pileup with modkit 0.4.4's semantics: a coordinate-sorted, indexed BAM with MM/ML
-tags (and, for motifs, the reference FASTA) to bedMethyl byte for byte as `modkit pileup` writes
-it (numapore.methylation.bedmethyl owns the format).
+"""A modBAM pileup with modkit 0.6.1's semantics (0.4.4's with Options.compat "0.4"): a
+coordinate-sorted, indexed BAM with MM/ML tags (and, for motifs, the reference FASTA) to bedMethyl
+byte for byte as `modkit pileup` writes it (numapore.methylation.bedmethyl owns the format).
+
+The two semantics share this engine; 0.6.1 differs in: a `#` header and tabs only; at a motif
+position only the motif's base has rows; `--modified-bases` counts in pileup_modbases. Where
+0.6.1 contradicts the SAM MM/ML specification or its own documentation (the 0.6.1 suite's
+README, items A-F), this follows the specification and the documentation.
 
 Where modkit's rules live here:
 - MM/ML parsing (implicit `.` vs explicit `?` modes, ChEBI codes, `Mm`/`Ml`, `MN`, the ML
@@ -49,6 +54,7 @@ import pysam
 from numapore.base import compiled
 from numapore.methylation.bedmethyl import HEADER_LINE, BedMethylRow, f32, format_row
 from numapore.methylation.bedmethyl import percent_modified
+from numapore.methylation.pileup_modbases import ModBasesCounter, rows_text
 
 _core = compiled.load("numapore.methylation._pileup_core")  # None: numpy, the same bytes
 ffi, lib = (_core.ffi, _core.lib) if _core is not None else (None, None)
@@ -539,6 +545,14 @@ def read_listing_line(rec: pysam.AlignedSegment) -> str:
     return f"{rec.query_name}\t{rec.mapping_quality}\t{int(carries_calls(rec))}\n"
 
 
+def haplotype_of(rec: pysam.AlignedSegment) -> int:
+    """The record's HP tag (0 without one, or when it is not an integer)."""
+    if not rec.has_tag("HP"):
+        return 0
+    value = rec.get_tag("HP")
+    return value if isinstance(value, int) else 0
+
+
 def usable(rec: pysam.AlignedSegment) -> bool:
     """Whether a record enters modkit's pileup: mapped, primary, not a duplicate, with SEQ."""
     return not (
@@ -584,6 +598,15 @@ class Options:
     mixed_delim: bool = False
     with_header: bool = False
     threads: int = 1
+    compat: str = "0.6"  # whose semantics: modkit 0.6.1's or (with "0.4") 0.4.4's
+    haplotype: int | None = None  # count only records with this HP tag (--phased's files)
+    max_depth: int | None = None  # 0.6's --high-depth --max-depth: reads counted per position
+    modified_bases: list[str] | None = None  # 0.6's --modified-bases (5mC 5hmC 6mA ...)
+
+    @property
+    def modern(self) -> bool:
+        """Whether modkit 0.6.1's semantics apply (not 0.4.4's)."""
+        return self.compat != "0.4"
 
     def numeric(self) -> tuple[str | None, bool, bool]:
         """(code to ignore, combine mods, combine strands) after --preset traditional."""
@@ -592,7 +615,10 @@ class Options:
         return self.ignore, self.combine_mods, self.combine_strands
 
     def motif_list(self) -> list[tuple[str, int]]:
-        """The motifs asked for (--cpg adds CG 0; traditional is CG 0)."""
+        """The motifs asked for (--cpg adds CG 0; traditional is CG 0); none with 0.6's
+        --modified-bases, whose counter finds its own positions."""
+        if self.modern and self.modified_bases:
+            return []
         if self.preset == "traditional":
             return [("CG", 0)]
         motifs = list(self.motifs)
@@ -1035,7 +1061,18 @@ class ChunkWorker:
         self.codes = CodeRegistry()
         self.motif_labels = [make_motif(m, o).label for m, o in options.motif_list()]
         self.motifs = [make_motif(m, o) for m, o in options.motif_list()]
+        # 0.6: a motif position's rows are of the motif's base only (other bases' calls there
+        # are no calls of theirs, so N_diff of the motif base's rows)
+        self.motif_bases = (
+            [BASE_INDEX.get(m.raw[m.offset], 4) for m in self.motifs] if options.modern else []
+        )
         self.core = new_core(options, caller) if ENABLED else None
+        self.modbases = None
+        if options.modern and options.modified_bases:
+            self.modbases = ModBasesCounter(
+                self.bam, pysam.FastaFile(options.reference), options, caller, pf,
+                alignment_arrays, self.in_haplotype,
+            )  # fmt: skip
 
     def read_record(self, rec, stats: Stats) -> ReadCalls | None:
         """The read's calls as modkit's ReadCache::add_record makes them, None if skipped."""
@@ -1081,6 +1118,10 @@ class ChunkWorker:
         stats.used += 1
         return ReadCalls(calls["+"], calls["-"], codes)
 
+    def in_haplotype(self, rec) -> bool:
+        """Whether the record counts in this pileup's haplotype (all do without one)."""
+        return self.options.haplotype is None or haplotype_of(rec) == self.options.haplotype
+
     def list_read(self, rec, chunk: Chunk, stats: Stats) -> None:
         """With list_reads, add a mapped primary record to the chunk's listing when it starts
         in the chunk (as the reads counted for the summary): once over chunks that tile."""
@@ -1093,6 +1134,11 @@ class ChunkWorker:
 
     def pileup_chunk(self, chunk: Chunk) -> tuple[str, Stats]:
         """The bedMethyl text of one interval and its counts (compiled core if built)."""
+        if self.modbases is not None:
+            stats = Stats()
+            rows = self.modbases.rows(chunk.chrom, chunk.start, chunk.end, stats)
+            stats.rows = len(rows)
+            return rows_text(chunk.chrom, rows), stats
         if chunk.planned_end is not None:  # its motif positions, found again
             span_end = chunk.span_end
             chunk = Chunk(chunk.tid, chunk.chrom, chunk.start, chunk.planned_end, first=chunk.first)
@@ -1117,7 +1163,7 @@ class ChunkWorker:
         names: set[str] = set()
         for rec in self.bam.fetch(chunk.chrom, start, end):
             self.list_read(rec, chunk, stats)
-            if not usable(rec):
+            if not usable(rec) or not self.in_haplotype(rec):
                 continue
             if not names:  # the tallies are set up once the interval has a read
                 lib.pu_begin(ctx, start, length)
@@ -1151,7 +1197,7 @@ class ChunkWorker:
         if not names:
             return "", stats
         lib.pu_observe(ctx)
-        if not self.combine_strands and len(self.motif_labels) < 2:
+        if not self.combine_strands and len(self.motif_labels) < 2 and not self.motif_bases:
             allowed = np.ascontiguousarray(allowed_mask(chunk, length), dtype=np.uint8)
             chrom = chunk.chrom.encode()
             cap = lib.pu_rows_bound(ctx, self.combine_mods) * (len(chrom) + 200) + len(chrom) + 201
@@ -1165,7 +1211,7 @@ class ChunkWorker:
                 raise RuntimeError("pileup_core: text buffer too small")
             stats.rows = nrows[0]
             return ffi.unpack(out, size).decode(), stats
-        if self.combine_strands:
+        if self.combine_strands and not self.motif_bases:
             text = self._combined_text_core(chunk, length)
             stats.rows = self._last_rows if text else 0
             return text, stats
@@ -1236,7 +1282,7 @@ class ChunkWorker:
         cover = []  # (read's code keys, segments)
         for rec in self.bam.fetch(chunk.chrom, start, end):
             self.list_read(rec, chunk, stats)
-            if not usable(rec):
+            if not usable(rec) or not self.in_haplotype(rec):
                 continue
             name = rec.query_name
             if name in cache:
@@ -1339,6 +1385,8 @@ class ChunkWorker:
             ids_for = ({p: v for p, v in chunk.pos_motifs.items()}, chunk.neg_ids)
         for item in idx:
             p, s, b = int(item[0]), int(item[1]), int(item[2])
+            if self.motif_bases and b not in self.motif_bases:
+                continue
             cov = int(calls[p, s, b])
             total = int(mod_total[p, s, b])
             if self.combine_mods:
@@ -1779,7 +1827,12 @@ def open_inputs(in_bam: str, options: Options):
                 raise PileupError(
                     f"{options.reference}: contig {bam.references[tid]} of {in_bam} is missing"
                 )
-    if options.combine_strands and options.preset is None and not options.motif_list():
+    if options.modern and options.modified_bases:
+        if options.motifs:
+            raise PileupError("--motif with --modified-bases is not offered yet (use --cpg)")
+        if options.combine_strands and not options.cpg:
+            raise PileupError("--combine-strands with --modified-bases needs --cpg here")
+    elif options.combine_strands and options.preset is None and not options.motif_list():
         raise PileupError("--combine-strands needs --motif or --cpg")
     if options.numeric()[2] and any(
         not make_motif(m, o).palindrome for m, o in options.motif_list()
@@ -1862,7 +1915,7 @@ def pileup(
         chunks = select_chunks(bam, chunks, regions)
     stats = Stats()
     if options.with_header:
-        out.write(HEADER_LINE)
+        out.write("#" + HEADER_LINE if options.modern else HEADER_LINE)
     listing = reads_out is not None
     for text, chunk_stats in iter_chunk_text(in_bam, options, caller, chunks, pf, listing):
         out.write(text)

@@ -1,5 +1,5 @@
-"""`numapore pileup`: a modBAM to bedMethyl, byte for byte as modkit 0.4.4's `modkit pileup`
-writes it, with modkit's option names:
+"""`numapore pileup`: a modBAM to bedMethyl, byte for byte as modkit 0.6.1's `modkit pileup`
+writes it (modkit 0.4.4's with `--modkit-compat 0.4`), with modkit's option names:
 
     python -m numapore.methylation.pileup_cli IN.bam OUT.bed [--ref FA] [--cpg] ...
 
@@ -14,9 +14,11 @@ import os
 import sys
 import tempfile
 from contextlib import ExitStack
+from dataclasses import replace
 from pathlib import Path
 
 from numapore.methylation import pileup as engine
+from numapore.methylation.bgzf import write_indexed_bed
 
 SKIP_REASONS = {
     "missing": "no MM/ML tags",
@@ -40,8 +42,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     sel.add_argument("--include-bed", "--include-positions", dest="include_bed", metavar="BED")
     sel.add_argument("--include-unmapped", action="store_true")
     sel.add_argument("--edge-filter", metavar="N[,M]")
-    sel.add_argument("--invert-edge-filter", action="store_true")
-    sel.add_argument("--max-depth", type=int, default=8000, help="accepted, not applied")
+    sel.add_argument("--invert-edge-filter", action="store_true", help="0.4 only")
+    sel.add_argument("--high-depth", action="store_true",
+                     help="0.6: cap the reads counted per position at --max-depth")  # fmt: skip
+    sel.add_argument("--max-depth", type=int,
+                     help="with --high-depth (0.6): reads counted per position and strand, "
+                     "first in BAM order (default 8000)")  # fmt: skip
     filt = parser.add_argument_group("filtering")
     filt.add_argument("--no-filtering", action="store_true")
     filt.add_argument("--filter-threshold", "--pass-threshold", action="append", metavar="X")
@@ -58,15 +64,24 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     mods.add_argument("--motif", nargs=2, action="append", metavar=("SEQ", "OFFSET"))
     mods.add_argument("--combine-strands", action="store_true")
     mods.add_argument("--combine-mods", action="store_true")
-    mods.add_argument("--ignore", metavar="CODE")
-    mods.add_argument("--preset", choices=["traditional"])
-    mods.add_argument("--force-allow-implicit", action="store_true")
+    mods.add_argument("--modified-bases", nargs="+", metavar="MOD",
+                      help="0.6: 5mC 5hmC 6mA ... (rows at the reference's bases)")  # fmt: skip
+    mods.add_argument("--ignore", metavar="CODE", help="0.4 only")
+    mods.add_argument("--preset", choices=["traditional"], help="0.4 only")
+    mods.add_argument("--force-allow-implicit", action="store_true", help="0.4 only")
     mods.add_argument("-k", "--mask", action="store_true")
     out = parser.add_argument_group("output")
-    out.add_argument("--mixed-delim", "--mixed-delimiters", dest="mixed_delim", action="store_true")
-    out.add_argument("--only-tabs", action="store_true", help="the default (deprecated)")
+    out.add_argument("--mixed-delim", "--mixed-delimiters", dest="mixed_delim", action="store_true",
+                     help="0.4 only")  # fmt: skip
+    out.add_argument("--only-tabs", action="store_true", help="0.4 only (its default)")
     out.add_argument("--with-header", "--header", "--include_header", dest="with_header",
                      action="store_true")  # fmt: skip
+    out.add_argument("--bgzf", action="store_true",
+                     help="0.6: BGZF output, its tabix index (.tbi) beside it")  # fmt: skip
+    out.add_argument("--phased", action="store_true",
+                     help="0.6: OUT is a folder of combined, hp1 and hp2 bedMethyl files "
+                     "(all records, HP:i:1 records, HP:i:2 records)")  # fmt: skip
+    out.add_argument("--prefix", help="0.6, with --phased: the files' names start PREFIX_")
     comp = parser.add_argument_group("compute")
     comp.add_argument("-t", "--threads", type=int, default=1)
     comp.add_argument("-i", "--interval-size", type=int, default=engine.DEFAULT_INTERVAL)
@@ -77,14 +92,68 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     comp.add_argument("-q", "--quiet", action="store_true", help="no summary line")
     extra = parser.add_argument_group("numapore's own (not modkit's)")
     extra.add_argument(
+        "--modkit-compat", choices=COMPAT_VERSIONS, default="0.6",
+        help="whose semantics: modkit 0.6.1's (default) or 0.4.4's",
+    )  # fmt: skip
+    extra.add_argument(
         "--read-listing", metavar="TSV",
         help="also list each mapped primary record once: read id, MAPQ, 1 if it carries ML "
         "values (a TSV; numapore's read accounting reads it instead of the BAM again)",
     )  # fmt: skip
 
 
+COMPAT_VERSIONS = ("0.6", "0.4")
+# modkit 0.4's options that 0.6.1 removed, each with what 0.6.1 offers instead
+ONLY_04 = {
+    "only_tabs": ("--only-tabs", "drop it: 0.6 writes tabs only"),
+    "mixed_delim": ("--mixed-delim", "drop it: 0.6 writes tabs only"),
+    "preset": (
+        "--preset traditional",
+        "--modified-bases 5mC 5hmC --combine-mods --cpg --combine-strands",
+    ),
+    "ignore": ("--ignore", "--modified-bases with the codes to keep (others count as N_other)"),
+    "force_allow_implicit": ("--force-allow-implicit", "drop it: 0.6 reads implicit tags"),
+    "invert_edge_filter": ("--invert-edge-filter", "none (0.6 has no inverted edge filter)"),
+}
+
+
+def check_compat(args: argparse.Namespace) -> None:
+    """Refuse a 0.4-only option under 0.6 semantics (naming the 0.6 equivalent) and a 0.6-only
+    one under 0.4; and 0.6.1's own option rules."""
+    if args.modkit_compat == "0.4":
+        only_06 = {"--modified-bases": args.modified_bases, "--high-depth": args.high_depth,
+                   "--bgzf": args.bgzf, "--phased": args.phased}  # fmt: skip
+        for option, given in only_06.items():
+            if given:
+                raise engine.PileupError(f"{option} is modkit 0.6's; drop --modkit-compat 0.4")
+        return
+    for dest, (option, instead) in ONLY_04.items():
+        if getattr(args, dest):
+            raise engine.PileupError(
+                f"{option} is modkit 0.4's (removed in 0.6): use {instead}, "
+                "or add --modkit-compat 0.4"
+            )
+    needs_modified_bases = {"--cpg": args.cpg, "--edge-filter": args.edge_filter}
+    for option, given in needs_modified_bases.items():
+        if given and not args.modified_bases:
+            raise engine.PileupError(f"{option} needs --modified-bases in modkit 0.6")
+    if args.modified_bases and not args.reference:
+        raise engine.PileupError("--modified-bases needs --ref")
+    if args.include_bed and not (args.motif or args.modified_bases):
+        raise engine.PileupError("--include-bed needs --motif or --modified-bases in modkit 0.6")
+    if args.max_depth is not None and not args.high_depth:
+        raise engine.PileupError("--max-depth needs --high-depth in modkit 0.6")
+    if args.prefix and not args.phased:
+        raise engine.PileupError("--prefix needs --phased")
+    if (args.phased or args.bgzf) and (args.read_listing or args.out_bed in ("-", "stdout")):
+        raise engine.PileupError("--phased and --bgzf write files (not - and no --read-listing)")
+    if args.motif and len(args.motif) > 1 and args.combine_strands:
+        raise engine.PileupError("multiple motifs and --combine-strands not supported")
+
+
 def options_from_args(args: argparse.Namespace) -> engine.Options:
     """The engine's options from parsed arguments (checking modkit's conflicts)."""
+    check_compat(args)
     if args.preset and (args.combine_mods or args.cpg or args.combine_strands or args.ignore
                         or args.motif):  # fmt: skip
         raise engine.PileupError("--preset cannot be combined with motif/combine/ignore options")
@@ -129,6 +198,9 @@ def options_from_args(args: argparse.Namespace) -> engine.Options:
         mixed_delim=args.mixed_delim,
         with_header=args.with_header,
         threads=args.threads,
+        compat=args.modkit_compat,
+        max_depth=(args.max_depth or 8000) if args.high_depth else None,
+        modified_bases=args.modified_bases,
     )
 
 
@@ -155,30 +227,30 @@ def check_reads(in_bam: str, stats: engine.Stats) -> None:
             )
 
 
+def output_files(args: argparse.Namespace) -> list[tuple[str, int | None]]:
+    """The bedMethyl files to write, each with the haplotype it counts (None: all records):
+    OUT, or with --phased modkit 0.6.1's three files in the folder OUT."""
+    if not args.phased:
+        return [(args.out_bed, None)]
+    suffix = "bed.gz" if args.bgzf else "bedmethyl"
+    prefix = f"{args.prefix}_" if args.prefix else ""
+    folder = Path(args.out_bed)
+    return [
+        (str(folder / f"{prefix}{name}.{suffix}"), haplotype)
+        for name, haplotype in (("combined", None), ("hp1", 1), ("hp2", 2))
+    ]
+
+
 def run(args: argparse.Namespace, regions: list[str] | None = None) -> int:
     """Run the pileup (of the regions only, when given: a scatter's share); 0, or 1 after one
     `numapore: ` line on stderr."""
-    tmp = listing_tmp = None
     try:
         options = options_from_args(args)
-        with ExitStack() as files:
-            listing = None
-            if args.read_listing:
-                listing_tmp = part_file(Path(args.read_listing))
-                listing = files.enter_context(open(listing_tmp, "w", buffering=1 << 20))
-                listing.write(engine.READ_LISTING_HEADER)
-            if args.out_bed in ("-", "stdout"):
-                out = sys.stdout
-            else:
-                tmp = part_file(Path(args.out_bed))
-                out = files.enter_context(open(tmp, "w", buffering=1 << 20))
-            result = engine.pileup(args.in_bam, out, options, regions, listing)
-        check_reads(args.in_bam, result.stats)
-        sys.stdout.flush()
-        for part, final in ((tmp, args.out_bed), (listing_tmp, args.read_listing)):
-            if part is not None:
-                os.replace(part, final)
-        tmp = listing_tmp = None
+        outputs = output_files(args)
+        for out_bed, haplotype in outputs:
+            result = write_pileup(
+                args, out_bed, replace(options, haplotype=haplotype), regions, haplotype is None
+            )
     except engine.PileupError as err:
         engine.eprint(f"numapore: {err}")
         return 1
@@ -188,10 +260,6 @@ def run(args: argparse.Namespace, regions: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         engine.eprint("numapore: interrupted")
         return 1
-    finally:
-        for part in (tmp, listing_tmp):
-            if part is not None and os.path.exists(part):
-                os.unlink(part)
     if not args.quiet:
         st = result.stats
         skipped = ", ".join(f"{n} {SKIP_REASONS.get(k, k)}" for k, n in sorted(st.skipped.items()))
@@ -201,6 +269,44 @@ def run(args: argparse.Namespace, regions: list[str] | None = None) -> int:
             f"{st.rows} row(s) written"
         )
     return 0
+
+
+def write_pileup(args, out_bed: str, options, regions, check: bool) -> engine.Result:
+    """The one bedMethyl writer: the pileup's text to out_bed (- for stdout; BGZF with its
+    tabix index for --bgzf), written under a temporary name and renamed when complete; check:
+    refuse a pileup whose reads were all skipped."""
+    tmp = listing_tmp = None
+    try:
+        with ExitStack() as files:
+            listing = None
+            if args.read_listing:
+                listing_tmp = part_file(Path(args.read_listing))
+                listing = files.enter_context(open(listing_tmp, "w", buffering=1 << 20))
+                listing.write(engine.READ_LISTING_HEADER)
+            if out_bed in ("-", "stdout"):
+                out = sys.stdout
+            else:
+                tmp = part_file(Path(out_bed))
+                out = files.enter_context(open(tmp, "w", buffering=1 << 20))
+            result = engine.pileup(args.in_bam, out, options, regions, listing)
+        if check:
+            check_reads(args.in_bam, result.stats)
+        sys.stdout.flush()
+        if args.bgzf:
+            compressed = part_file(Path(out_bed))
+            with open(tmp, "rb") as text:
+                write_indexed_bed(Path(compressed), iter(lambda: text.read(4 << 20), b""))
+            os.replace(compressed + ".tbi", out_bed + ".tbi")
+            os.replace(compressed, tmp)
+        for part, final in ((tmp, out_bed), (listing_tmp, args.read_listing)):
+            if part is not None:
+                os.replace(part, final)
+        tmp = listing_tmp = None
+    finally:
+        for part in (tmp, listing_tmp):
+            if part is not None and os.path.exists(part):
+                os.unlink(part)
+    return result
 
 
 def part_file(out: Path) -> str:
@@ -232,7 +338,9 @@ def parse(argv: list[str]) -> argparse.Namespace:
 def main(argv: list[str] | None = None, prog: str = "numapore pileup") -> int:
     """Parse argv (default sys.argv[1:]) and run."""
     parser = argparse.ArgumentParser(
-        prog=prog, description="modBAM to bedMethyl (modkit 0.4.4 pileup semantics)"
+        prog=prog,
+        description="modBAM to bedMethyl (modkit 0.6.1 pileup semantics; 0.4.4's with "
+        "--modkit-compat 0.4)",
     )
     add_arguments(parser)
     return run(parser.parse_args(argv))

@@ -31,8 +31,9 @@ def modkit_motif(name: str) -> tuple[str, int]:
 
 
 def pileup_arguments(settings: Mapping[str, Any], reference: str, threads: int) -> list[str]:
-    """`numapore pileup` options (after IN.bam OUT.bed) for the config's pileup: settings."""
-    args = ["--ref", reference]
+    """`numapore pileup` options (after IN.bam OUT.bed) for the config's pileup: settings
+    (modkit 0.4.4's semantics, as the workflow's golden files are)."""
+    args = ["--modkit-compat", "0.4", "--ref", reference]
     motif = settings["motif"]
     if motif == "cpg":
         args.append("--cpg")
@@ -55,4 +56,8 @@ def pileup_arguments(settings: Mapping[str, Any], reference: str, threads: int) 
 def modkit_command(bam: str, bed: str, arguments: Sequence[str]) -> str:
     """The modkit 0.4.4 command line that writes the same bedMethyl (uncompressed) as
     `numapore pileup bam bed *arguments`."""
-    return join(["modkit", "pileup", bam, bed, *arguments])
+    modkit_arguments = list(arguments)
+    if "--modkit-compat" in modkit_arguments:  # numapore's own: which modkit to follow
+        at = modkit_arguments.index("--modkit-compat")
+        del modkit_arguments[at : at + 2]
+    return join(["modkit", "pileup", bam, bed, *modkit_arguments])
