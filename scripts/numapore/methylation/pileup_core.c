@@ -679,120 +679,6 @@ static char *put_int(char *o, int64_t v) {
     return o;
 }
 
-/* The interval's bedMethyl text into out (cap bytes; returns the bytes written, or -(bytes
- * needed) if cap is too small): allowed is length x 2 (0/1), names per row the code alone. */
-int64_t pu_text(pu_ctx *c, const char *chrom, const uint8_t *allowed, int combine_mods, int mixed,
-                char *out, int64_t cap, int64_t *nrows) {
-    char sep = mixed ? ' ' : '\t';
-    size_t chrom_len = strlen(chrom);
-    char *o = out, *lim = out + cap;
-    int64_t rows = 0;
-    for (int64_t p = 0; p < c->length; p++) {
-        for (int s = 0; s < 2; s++) {
-            if (!allowed[p * 2 + s]) continue;
-            const int32_t *f = c->counts + (p * 2 + s) * PU_K;
-            int64_t all = 0;
-            for (int k = 2; k < PU_K; k++) all += f[k];
-            if (!all) continue;
-            /* rows: (code key, base); combine: code = base letter */
-            int rcode[4 * PU_MAXC], rbase[4 * PU_MAXC], nr = 0;
-            for (int b = 0; b < 4; b++) {
-                int64_t mods = 0;
-                for (int k = 0; k < c->ncodes; k++) mods += f[10 + 4 * k + b];
-                if (f[6 + b] + mods == 0) continue;
-                if (combine_mods) {
-                    rcode[nr] = -1 - b;
-                    rbase[nr++] = b;
-                    continue;
-                }
-                uint8_t obs = c->observed[p * 8 + s * 4 + b];
-                for (int k = 0; k < c->ncodes; k++)
-                    if ((obs >> k) & 1) {
-                        rcode[nr] = k;
-                        rbase[nr++] = b;
-                    }
-            }
-            /* sort by code (letters by character, then ChEBI); combine: by base letter */
-            for (int i = 1; i < nr; i++)
-                for (int j = i; j > 0; j--) {
-                    int a = rcode[j - 1], bb = rcode[j], sw;
-                    if (a < 0 || bb < 0) sw = (a < 0 ? "ACGT"[-1 - a] : 0) > (bb < 0 ? "ACGT"[-1 - bb] : 0);
-                    else sw = code_cmp(c, a, bb) > 0;
-                    if (!sw) break;
-                    int t = rcode[j]; rcode[j] = rcode[j - 1]; rcode[j - 1] = t;
-                    t = rbase[j]; rbase[j] = rbase[j - 1]; rbase[j - 1] = t;
-                }
-            for (int i = 0; i < nr; i++) {
-                int b = rbase[i];
-                int64_t mods = 0, nocall_other = 0, calls_other = 0;
-                for (int k = 0; k < c->ncodes; k++) mods += f[10 + 4 * k + b];
-                for (int ob = 0; ob < 4; ob++) {
-                    if (ob == b) continue;
-                    nocall_other += f[2 + ob];
-                    calls_other += f[6 + ob];
-                    for (int k = 0; k < c->ncodes; k++) calls_other += f[10 + 4 * k + ob];
-                }
-                int64_t cov = f[6 + b] + mods, n_mod, n_other;
-                if (rcode[i] < 0) {
-                    n_mod = mods;
-                    n_other = 0;
-                } else {
-                    n_mod = f[10 + 4 * rcode[i] + b];
-                    n_other = mods - n_mod;
-                }
-                if (lim - o < (int64_t)chrom_len + 200) return -((o - out) + (int64_t)chrom_len + 200 + 1);
-                int64_t pos = c->start + p;
-                memcpy(o, chrom, chrom_len);
-                o += chrom_len;
-                *o++ = '\t';
-                o = put_int(o, pos);
-                *o++ = '\t';
-                o = put_int(o, pos + 1);
-                *o++ = '\t';
-                if (rcode[i] < 0) *o++ = "ACGT"[b];
-                else {
-                    size_t l = strlen(c->codes[rcode[i]]);
-                    memcpy(o, c->codes[rcode[i]], l);
-                    o += l;
-                }
-                *o++ = '\t';
-                o = put_int(o, cov);
-                *o++ = '\t';
-                *o++ = "+-"[s];
-                *o++ = '\t';
-                o = put_int(o, pos);
-                *o++ = '\t';
-                o = put_int(o, pos + 1);
-                memcpy(o, "\t255,0,0\t", 9);
-                o += 9;
-                o = put_int(o, cov);
-                *o++ = sep;
-                float frac = (float)n_mod / (float)cov;
-                float pct = frac * 100.0f;
-                o += snprintf(o, 32, "%.2f", (double)pct);
-                *o++ = sep;
-                o = put_int(o, n_mod);
-                *o++ = sep;
-                o = put_int(o, f[6 + b]);
-                *o++ = sep;
-                o = put_int(o, n_other);
-                *o++ = sep;
-                o = put_int(o, f[0]);
-                *o++ = sep;
-                o = put_int(o, f[1]);
-                *o++ = sep;
-                o = put_int(o, nocall_other + calls_other);
-                *o++ = sep;
-                o = put_int(o, f[2 + b]);
-                *o++ = '\n';
-                rows++;
-            }
-        }
-    }
-    *nrows = rows;
-    return o - out;
-}
-
 /* the rows of one position and strand: (code: registry index, or -1 - base with combine_mods)
  * and base, unsorted; their number */
 static int rows_at(const pu_ctx *c, int64_t p, int s, int combine_mods, int *rcode, int *rbase) {
@@ -842,6 +728,91 @@ static int key_cmp(const pu_ctx *c, int a, int b) {
     return code_cmp(c, a, b);
 }
 
+/* The one bedMethyl row writer: chrom, pos, name (the code: registry index, or -1 - base with
+ * combine_mods; then ",label" if label), strand, the row's counts v (cov, mod, canonical, other
+ * mod, delete, fail, diff, no call; sep between columns 10 to 18); the end of what it wrote. */
+static char *put_row(const pu_ctx *c, char *o, const char *chrom, size_t chrom_len, int64_t pos,
+                     int code, const char *label, char strand, const int64_t *v, char sep) {
+    memcpy(o, chrom, chrom_len);
+    o += chrom_len;
+    *o++ = '\t';
+    o = put_int(o, pos);
+    *o++ = '\t';
+    o = put_int(o, pos + 1);
+    *o++ = '\t';
+    if (code < 0) *o++ = "ACGT"[-1 - code];
+    else {
+        size_t l = strlen(c->codes[code]);
+        memcpy(o, c->codes[code], l);
+        o += l;
+    }
+    if (label) {
+        size_t l = strlen(label);
+        *o++ = ',';
+        memcpy(o, label, l);
+        o += l;
+    }
+    *o++ = '\t';
+    o = put_int(o, v[0]);
+    *o++ = '\t';
+    *o++ = strand;
+    *o++ = '\t';
+    o = put_int(o, pos);
+    *o++ = '\t';
+    o = put_int(o, pos + 1);
+    memcpy(o, "\t255,0,0\t", 9);
+    o += 9;
+    o = put_int(o, v[0]);
+    *o++ = sep;
+    float frac = (float)v[1] / (float)v[0]; /* modkit's percent: f32 arithmetic */
+    float pct = frac * 100.0f;
+    o += snprintf(o, 32, "%.2f", (double)pct);
+    for (int j = 1; j < 8; j++) {
+        *o++ = sep;
+        o = put_int(o, v[j]);
+    }
+    *o++ = '\n';
+    return o;
+}
+
+/* sorts n row keys (with their bases, when rbase is not NULL) by code order */
+static void sort_keys(const pu_ctx *c, int *keys, int *rbase, int n) {
+    for (int i = 1; i < n; i++)
+        for (int j = i; j > 0 && key_cmp(c, keys[j - 1], keys[j]) > 0; j--) {
+            int t = keys[j]; keys[j] = keys[j - 1]; keys[j - 1] = t;
+            if (rbase) {
+                t = rbase[j]; rbase[j] = rbase[j - 1]; rbase[j - 1] = t;
+            }
+        }
+}
+
+/* The interval's bedMethyl text into out (cap bytes; returns the bytes written, or -(bytes
+ * needed) if cap is too small): allowed is length x 2 (0/1), names per row the code alone. */
+int64_t pu_text(pu_ctx *c, const char *chrom, const uint8_t *allowed, int combine_mods, int mixed,
+                char *out, int64_t cap, int64_t *nrows) {
+    char sep = mixed ? ' ' : '\t';
+    size_t chrom_len = strlen(chrom);
+    char *o = out, *lim = out + cap;
+    int64_t rows = 0;
+    for (int64_t p = 0; p < c->length; p++) {
+        for (int s = 0; s < 2; s++) {
+            if (!allowed[p * 2 + s]) continue;
+            int rcode[4 * PU_MAXC], rbase[4 * PU_MAXC];
+            int nr = rows_at(c, p, s, combine_mods, rcode, rbase);
+            sort_keys(c, rcode, rbase, nr);
+            for (int i = 0; i < nr; i++) {
+                int64_t v[8];
+                row_values(c, p, s, rcode[i], rbase[i], v);
+                if (lim - o < (int64_t)chrom_len + 200) return -((o - out) + (int64_t)chrom_len + 200 + 1);
+                o = put_row(c, o, chrom, chrom_len, c->start + p, rcode[i], NULL, "+-"[s], v, sep);
+                rows++;
+            }
+        }
+    }
+    *nrows = rows;
+    return o - out;
+}
+
 /* --combine-strands text: for each entry (a + strand motif position pos[i] of motif idx[i],
  * its - strand partner neg[i], -1 if it has no rows there; pos_ok[i]: rows at pos), the rows of
  * both summed by code, strand '.', named code or code,label when labels are given. */
@@ -854,7 +825,7 @@ int64_t pu_text_combined(pu_ctx *c, const char *chrom, const int64_t *pos, const
     char *o = out, *lim = out + cap;
     int64_t rows = 0;
     for (int64_t e = 0; e < n; e++) {
-        int keys[PU_MAXC + 4], nk = 0;
+        int keys[PU_MAXC + 4], acc_keys[PU_MAXC + 4], nk = 0;
         int64_t acc[PU_MAXC + 4][8];
         for (int side = 0; side < 2; side++) {
             int64_t p = side ? neg[e] : pos[e];
@@ -868,64 +839,22 @@ int64_t pu_text_combined(pu_ctx *c, const char *chrom, const int64_t *pos, const
                 for (k = 0; k < nk; k++)
                     if (keys[k] == rcode[i]) break;
                 if (k == nk) {
-                    keys[nk++] = rcode[i];
+                    keys[nk] = acc_keys[nk] = rcode[i];
+                    nk++;
                     memset(acc[k], 0, sizeof acc[k]);
                 }
                 for (int j = 0; j < 8; j++) acc[k][j] += v[j];
             }
         }
-        /* by code order */
-        int order[PU_MAXC + 4];
-        for (int k = 0; k < nk; k++) order[k] = k;
-        for (int i = 1; i < nk; i++)
-            for (int j = i; j > 0 && key_cmp(c, keys[order[j - 1]], keys[order[j]]) > 0; j--) {
-                int t = order[j]; order[j] = order[j - 1]; order[j - 1] = t;
-            }
-        for (int i = 0; i < nk; i++) {
-            int k = order[i];
-            const int64_t *v = acc[k];
+        sort_keys(c, keys, NULL, nk);
+        for (int k = 0; k < nk; k++) {
+            const int64_t *v = acc[0];
+            for (int j = 0; j < nk; j++)
+                if (keys[k] == acc_keys[j]) v = acc[j];
             const char *label = nlabels >= 2 ? labels[idx[e]] : NULL;
             if (lim - o < (int64_t)chrom_len + 200 + (label ? (int64_t)strlen(label) + 1 : 0))
                 return -1;
-            int64_t p = c->start + pos[e];
-            memcpy(o, chrom, chrom_len);
-            o += chrom_len;
-            *o++ = '\t';
-            o = put_int(o, p);
-            *o++ = '\t';
-            o = put_int(o, p + 1);
-            *o++ = '\t';
-            if (keys[k] < 0) *o++ = "ACGT"[-1 - keys[k]];
-            else {
-                size_t l = strlen(c->codes[keys[k]]);
-                memcpy(o, c->codes[keys[k]], l);
-                o += l;
-            }
-            if (label) {
-                size_t l = strlen(label);
-                *o++ = ',';
-                memcpy(o, label, l);
-                o += l;
-            }
-            *o++ = '\t';
-            o = put_int(o, v[0]);
-            memcpy(o, "\t.\t", 3);
-            o += 3;
-            o = put_int(o, p);
-            *o++ = '\t';
-            o = put_int(o, p + 1);
-            memcpy(o, "\t255,0,0\t", 9);
-            o += 9;
-            o = put_int(o, v[0]);
-            *o++ = sep;
-            float frac = (float)v[1] / (float)v[0];
-            float pct = frac * 100.0f;
-            o += snprintf(o, 32, "%.2f", (double)pct);
-            for (int j = 1; j < 8; j++) {
-                *o++ = sep;
-                o = put_int(o, v[j]);
-            }
-            *o++ = '\n';
+            o = put_row(c, o, chrom, chrom_len, c->start + pos[e], keys[k], label, '.', v, sep);
             rows++;
         }
     }
