@@ -18,6 +18,7 @@ import pytest
 from conftest import REPO, SHARED
 
 from numapore.methylation import pileup as engine
+from numapore.methylation import pileup_common
 from numapore.methylation.bedmethyl import read_bedmethyl
 
 SUITE = SHARED / "data" / "modkit_pileup"
@@ -151,7 +152,7 @@ def test_read_listing_is_samtools_primary_alignments(compiled, monkeypatch):
 
     if compiled:
         assert engine.ENABLED, "numapore.methylation._pileup_core is not built: pip install -e ."
-    monkeypatch.setattr(engine, "ENABLED", compiled)
+    monkeypatch.setattr(pileup_common, "ENABLED", compiled)
     assert len(ALIGNED_INPUTS) >= 5
     for bam in ALIGNED_INPUTS:
         with pysam.AlignmentFile(bam) as handle:  # one has a human genome's header
@@ -331,7 +332,7 @@ def test_both_paths_every_case(compiled, monkeypatch):
 
     if compiled:  # the install builds it on this machine: a run without it is a failure
         assert engine.ENABLED, "numapore.methylation._pileup_core is not built: pip install -e ."
-    monkeypatch.setattr(engine, "ENABLED", compiled)
+    monkeypatch.setattr(pileup_common, "ENABLED", compiled)
     monkeypatch.chdir(SUITE)
     parser = argparse.ArgumentParser()
     pileup_cli.add_arguments(parser)

@@ -305,3 +305,30 @@ def test_06_option_refused_under_the_04_switch(tmp_path):
     bam = OLD_SUITE / "inputs" / "bc_anchored_10_reads.sorted.bam"
     result = run_pileup(bam, tmp_path / "out.bed", "--bgzf", "--modkit-compat", "0.4")
     assert result.returncode == 1 and result.stderr.startswith("numapore: --bgzf is modkit 0.6")
+
+
+@pytest.mark.parametrize("compiled", [False, True], ids=["python", "compiled"])
+def test_both_paths_every_case(compiled, monkeypatch):
+    """The numpy path and the compiled core write modkit 0.6.1's bytes on every case with one
+    plain output file (test_case checks the documented ones through the command line)."""
+    import argparse
+    import io
+
+    from numapore.methylation import pileup, pileup_cli, pileup_common
+
+    monkeypatch.setattr(pileup_common, "ENABLED", compiled)
+    monkeypatch.chdir(SUITE)
+    parser = argparse.ArgumentParser()
+    pileup_cli.add_arguments(parser)
+    compared = 0
+    for name, case in load_cases().items():
+        if not case["expected"].endswith(".bed"):
+            continue
+        reference = [] if case["reference"] == "-" else ["--ref", case["reference"]]
+        argv = [case["input"], "-", *reference, *shlex.split(case["modkit_pileup_options"])]
+        out = io.StringIO()
+        pileup.pileup(case["input"], out, pileup_cli.options_from_args(parser.parse_args(argv)))
+        if name not in DOCUMENTED:
+            assert out.getvalue() == (SUITE / case["expected"]).read_text(), name
+            compared += 1
+    assert compared == 29

@@ -48,7 +48,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     sel.add_argument("--max-depth", type=int,
                      help="with --high-depth (0.6): reads counted per position and strand, "
                      "first in BAM order (default 8000)")  # fmt: skip
-    filt = parser.add_argument_group("filtering")
+    filt = parser.add_argument_group(
+        "filtering",
+        "Without --filter-threshold or --no-filtering the pass threshold is the -p percentile "
+        "of sampled calls. Which reads are sampled is decided by -n, -f, --seed, "
+        "--sampling-interval-size, --region/--sample-region and --sampling-threads (modkit's "
+        "batches), "
+        "never by chance: the same options give the same threshold and the same bytes on "
+        "every run (modkit 0.6.1's can change between runs).",
+    )
     filt.add_argument("--no-filtering", action="store_true")
     filt.add_argument("--filter-threshold", "--pass-threshold", action="append", metavar="X")
     filt.add_argument("--mod-thresholds", "--mod-threshold", action="append", metavar="CODE:X")
@@ -56,6 +64,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     filt.add_argument("-n", "--num-reads", type=int, default=10_042)
     filt.add_argument("-f", "--sampling-frac", type=float)
     filt.add_argument("--seed", type=int)
+    filt.add_argument(
+        "--sampling-threads", type=int,
+        help="the threads whose batches pick the sampled reads (default 4, modkit's default "
+        "--threads; give modkit's --threads to match a modkit run with other threads)",
+    )  # fmt: skip
     filt.add_argument("--sample-region", help="where to sample calls (default: --region)")
     filt.add_argument("--sampling-interval-size", type=int, default=engine.SAMPLING_INTERVAL)
     mods = parser.add_argument_group("modified bases")
@@ -199,6 +212,7 @@ def options_from_args(args: argparse.Namespace) -> engine.Options:
         with_header=args.with_header,
         threads=args.threads,
         compat=args.modkit_compat,
+        sampling_threads=args.sampling_threads,
         max_depth=(args.max_depth or 8000) if args.high_depth else None,
         modified_bases=args.modified_bases,
     )

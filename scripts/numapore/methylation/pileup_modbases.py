@@ -14,7 +14,8 @@ from __future__ import annotations
 import numpy as np
 import pysam
 
-from numapore.methylation.bedmethyl import BedMethylRow, format_row, percent_modified
+from numapore.methylation.pileup_common import PileupError
+from numapore.methylation.pileup_thresholds import parse_mod_thresholds
 
 BASES = "ACGT"
 # --modified-bases long names (modkit's LONG_NAME_TO_CODE) to (primary base, code)
@@ -37,8 +38,6 @@ class RecordError(Exception):
 
 def parse_modified_bases(raw: list[str]) -> list[tuple[int, str]]:
     """--modified-bases values (long names or BASE:CODE) as sorted (base index, code) pairs."""
-    from numapore.methylation.pileup import PileupError
-
     out = set()
     for item in raw:
         if ":" in item:
@@ -150,8 +149,6 @@ class ModBasesCounter:
     """One interval at a time: the --modified-bases tallies and their bedMethyl rows."""
 
     def __init__(self, bam, fasta, options, caller, pf, alignment_arrays, in_haplotype):
-        from numapore.methylation.pileup import parse_mod_thresholds
-
         self.bam, self.fasta, self.pf = bam, fasta, pf
         self.alignment_arrays = alignment_arrays
         self.in_haplotype = in_haplotype
@@ -266,8 +263,6 @@ class ModBasesCounter:
     def rows(self, chrom: str, start: int, end: int, stats) -> list[tuple]:
         """The interval's rows: (position, strand, code, cov, mod, canonical, other, delete,
         fail, diff, nocall), in modkit's order."""
-        from numapore.methylation.pileup import Stats  # noqa: F401 (the stats' type)
-
         if chrom not in self.fasta.references:  # no reference bases: no rows
             return []
         tid = self.bam.get_tid(chrom)
@@ -330,13 +325,3 @@ def _bincount(parts: list, size: int) -> np.ndarray:
     if not parts:
         return np.zeros(size, dtype=np.int64)
     return np.bincount(np.concatenate(parts).astype(np.int64), minlength=size)
-
-
-def rows_text(chrom: str, rows: list[tuple]) -> str:
-    """bedMethyl lines of the rows."""
-    out = []
-    for pos, strand, code, cov, n_mod, canonical, other, delete, fail, diff, nocall in rows:
-        row = BedMethylRow(chrom, pos, code, strand, cov, percent_modified(n_mod, cov), n_mod,
-                           canonical, other, delete, fail, diff, nocall)  # fmt: skip
-        out.append(format_row(row))
-    return "".join(out)
