@@ -5,6 +5,7 @@ from pathlib import Path
 
 from numapore.base.errors import AccountingError
 from numapore.base.rulelog import redirect_to_log
+from numapore.inputs.kinds import KINDS
 from numapore.inputs.modbam_reads import StagedReads
 from numapore.report.accounting import (
     AccountingInputs,
@@ -17,7 +18,8 @@ from numapore.report.accounting import (
 smk = snakemake  # noqa: F821 (injected by the script directive)
 redirect_to_log(smk)
 try:
-    if smk.params.input_kind == "modbam":
+    # Reads staged with their calls: the staging counted and listed them (the modbam route).
+    if KINDS[smk.params.kind].stages_tagged_reads:
         rows = account_modbam(
             ModbamAccountingInputs(
                 sample=smk.wildcards.sample,
@@ -36,7 +38,7 @@ try:
                 sample=smk.wildcards.sample,
                 aligner=smk.wildcards.aligner,
                 fast5=smk.params.signal,
-                signal_kind=smk.params.kind,
+                signal_format=smk.params.signal_format,
                 reads=smk.input.reads,
                 readdb=smk.input.readdb,
                 bam=smk.input.bam,

@@ -7,9 +7,10 @@ from numapore.base.rulelog import redirect_to_log
 
 smk = snakemake  # noqa: F821 (injected by the script directive)
 redirect_to_log(smk)
-census = (pod5_census if smk.params.kind == "pod5" else fast5_census)(smk.input.signal)
+census = (pod5_census if smk.params.signal_format == "pod5" else fast5_census)(smk.input.signal)
 write_census(census, smk.output.reads, smk.output.files)
+files = f"{census.files} {smk.params.signal_format} files"
 print(
-    f"numapore: {census.files} {smk.params.kind} files ({len(census.unreadable)} unreadable), "
+    f"numapore: {files} ({len(census.unreadable)} unreadable), "
     f"{census.total} reads -> {smk.output.reads}"
 )

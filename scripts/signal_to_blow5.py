@@ -13,7 +13,7 @@ smk = snakemake  # noqa: F821 (injected by the script directive)
 redirect_to_log(smk)
 output = Path(smk.output.blow5)
 try:
-    if smk.params.kind == "pod5":
+    if smk.params.signal_format == "pod5":
         reads = pod5_to_blow5(
             [Path(p) for p in smk.input.signal],
             output,

@@ -17,14 +17,14 @@ rule signal_census:
     benchmark:
         "results/benchmarks/signal_census/{sample}.tsv"
     wildcard_constraints:
-        sample=f"{samples_of_kind('fast5')}|{samples_of_kind('pod5')}",
+        sample=f"{samples_with_signal_format('fast5')}|{samples_with_signal_format('pod5')}",
     conda:
         "../../envs/python.yaml"
     # One thread reading every FAST5/POD5 file's layout: beside the alignment, as nanopolish
     # index (common.smk: HOLDS_NO_CORE).
     threads: HOLDS_NO_CORE
     params:
-        kind=lambda wc: SAMPLES[wc.sample].signal_kind,
+        signal_format=lambda wc: SAMPLES[wc.sample].signal_format,
     script:
         "../../scripts/signal_census.py"
 
@@ -46,8 +46,8 @@ rule read_accounting:
     threads: HOLDS_NO_CORE
     params:
         signal=lambda wc: [str(p) for p in SAMPLES[wc.sample].signal],
-        kind=lambda wc: SAMPLES[wc.sample].signal_kind,
-        input_kind=lambda wc: SAMPLES[wc.sample].kind,
+        signal_format=lambda wc: SAMPLES[wc.sample].signal_format,
+        kind=lambda wc: SAMPLES[wc.sample].kind,
         source=lambda wc: str(SAMPLES[wc.sample].reads),
         min_mapq=config["methylation"]["min_mapping_quality"],
     script:

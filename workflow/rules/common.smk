@@ -36,6 +36,7 @@ from numapore.execution.runstate import replaced_results  # noqa: E402
 from numapore.report.empty import SampleOutputs, closing_lines  # noqa: E402
 from numapore.execution.tools import check_minimap2_preset  # noqa: E402
 from numapore.execution.topology import NumaError  # noqa: E402
+from numapore.inputs.kinds import DEFAULT_KIND, KINDS  # noqa: E402
 from numapore.inputs.schema import check_config, check_sheet, did_you_mean  # noqa: E402
 from numapore.inputs.sheet import (  # noqa: E402
     InputError,
@@ -134,8 +135,10 @@ try:
     if IO_MODE == "slow5":
         check_nanopolish_compatible(config["slow5"]["signal_compression"])
     check_signal_io_mode(SAMPLES.values(), IO_MODE, HOST_FILE)
-    if config["aligner"] == "minimap2" and any(s.kind == "modbam" for s in SAMPLES.values()):
-        check_minimap2_preset(config["modbam"]["minimap2_preset"], "config modbam.minimap2_preset")
+    if config["aligner"] == "minimap2":  # a preset the user chose (the kinds table says which)
+        for _setting in {s.input_kind.minimap2_preset_setting for s in SAMPLES.values()} - {""}:
+            _section, _key = _setting.split(".")
+            check_minimap2_preset(config[_section][_key], f"config {_setting}")
     check_aligner(SAMPLES.values(), config["aligner"])
 except (InputError, NumaError, ValueError) as err:
     raise WorkflowError(f"numapore: {err}")
@@ -282,10 +285,8 @@ WILDCARD_PATTERNS = {
     "signal": "fast5|blow5",
     "cell": r"[a-z0-9.-]+",
     "motif": "|".join([*MOTIFS, "any"]),
-    # The kinds' presets and the one config modbam.minimap2_preset names.
-    "preset": "|".join(
-        map(re.escape, sorted({"map-ont", "sr", config["modbam"]["minimap2_preset"]}))
-    ),
+    # The kinds' presets, with those the config chooses.
+    "preset": "|".join(map(re.escape, sorted({k.minimap2_preset(config) for k in KINDS.values()}))),
 }
 REFERENCES = {s.reference_name: s.reference for s in SAMPLES.values()}
 
@@ -336,7 +337,7 @@ def sample_bam_outputs():
     }
 
 
-def signal_kind(io_mode):
+def nanopolish_signal_format(io_mode):
     """Where nanopolish reads the raw signal from in an I/O mode: 'fast5' or 'blow5' files."""
     return "blow5" if io_mode == "slow5" else "fast5"
 
@@ -346,14 +347,8 @@ def staged_reads(wildcards, io_mode=None):
     read index beside them pointing at that mode's signal files; a modBAM sample's as FASTQ
     with their tags in the headers; a short sample's checked reads (R1 of pairs)."""
     sample = SAMPLES[wildcards.sample]
-    if sample.kind == "modbam":
-        return f"results/{sample.name}/reads/modbam/{sample.name}.fastq"
-    if sample.kind == "short":
-        name = f"{sample.name}.1" if sample.paired else sample.name
-        layout = "paired" if sample.paired else "single"
-        return f"results/{sample.name}/reads/{layout}/{name}.{sample.reads_format}"
-    signal = signal_kind(io_mode or IO_MODE)
-    return f"results/{sample.name}/reads/{signal}/{sample.name}.{sample.reads_format}"
+    signal = nanopolish_signal_format(io_mode or IO_MODE)
+    return sample.input_kind.staged_reads(sample.name, sample.reads_format, sample.paired, signal)
 
 
 def read_id_table(wildcards):
@@ -365,7 +360,7 @@ def counted_reads(wildcards):
     """The file whose read ids the alignment check counts: the staged reads, or a modBAM
     sample's read id table; none when its staging streams into the align job, which then counts
     the BAM's primary records (the table is written once the stream ends)."""
-    if SAMPLES[wildcards.sample].kind != "modbam":
+    if not SAMPLES[wildcards.sample].input_kind.stages_tagged_reads:
         return staged_reads(wildcards)
     return [] if STAGING_STREAMS else read_id_table(wildcards)
 
@@ -522,7 +517,7 @@ def final_outputs():
             f"{prefix}/align/{s}.{aligner}.stats.txt",
             f"{prefix}/align/{s}.{aligner}.summary.tsv",
         ]
-        if sample.kind == "modbam":
+        if sample.input_kind.stages_tagged_reads:  # the pileup of the reads' own calls
             name = f"{prefix}/methylation/{s}.{aligner}.{config['pileup']['motif']}"
             out += [f"{name}.bedmethyl.gz.tbi", f"{prefix}/{s}.staged.tsv"]
             if scored(s):
@@ -746,11 +741,9 @@ def aligner_index_files(wildcards):
 
 
 def minimap2_preset(sample):
-    """minimap2's -x for a sample, index and alignment alike: config modbam.minimap2_preset for
-    modbam samples, else its kind's (numapore.inputs.kinds)."""
-    if sample.kind == "modbam":
-        return config["modbam"]["minimap2_preset"]
-    return sample.input_kind.minimap2_index
+    """minimap2's -x for a sample, index and alignment alike: its kind's, or the one the config
+    chooses for it (numapore.inputs.kinds)."""
+    return sample.input_kind.minimap2_preset(config)
 
 
 def aligner_index(wildcards):
@@ -779,10 +772,10 @@ def cluster_node(step):
     return lambda wildcards: node_request(HOST, step)
 
 
-def samples_of_kind(kind):
-    """A wildcard pattern matching the names of the samples whose raw signal is of a kind
+def samples_with_signal_format(signal_format):
+    """A wildcard pattern matching the names of the samples whose raw signal is in a format
     ('fast5', 'pod5', 'blow5'); one matching nothing when there are none."""
-    names = [re.escape(s.name) for s in SAMPLES.values() if s.signal_kind == kind]
+    names = [re.escape(s.name) for s in SAMPLES.values() if s.signal_format == signal_format]
     return "|".join(names) if names else "(?!)"
 
 
@@ -844,7 +837,7 @@ def accounting_inputs(wildcards):
     prefix = f"results/{wildcards.sample}"
     name = f"{wildcards.sample}.{wildcards.aligner}"
     reads = staged_reads(wildcards)
-    if SAMPLES[wildcards.sample].kind == "modbam":  # what staging counted and listed
+    if SAMPLES[wildcards.sample].input_kind.stages_tagged_reads:  # staging counted and listed
         # The pileup lists the BAM's primary alignments as it reads them: a second pass here,
         # beside it, would cost a tenth of its CPU time.
         listing = f"{prefix}/methylation/{name}.{config['pileup']['motif']}.pileup_reads.tsv"
@@ -865,7 +858,7 @@ def accounting_inputs(wildcards):
     if IO_MODE == "slow5":
         inputs["blow5_index"] = f"{prefix}/signal/{wildcards.sample}.blow5.idx"
         inputs["rejected"] = f"{prefix}/signal/{wildcards.sample}.blow5.rejected.tsv"
-    if SAMPLES[wildcards.sample].signal_kind != "blow5":  # a BLOW5 input's index lists its reads
+    if SAMPLES[wildcards.sample].signal_format != "blow5":  # a BLOW5 input's index lists its reads
         census = f"{prefix}/signal/{wildcards.sample}.census"
         inputs |= {"census_reads": f"{census}.parquet", "census_files": f"{census}.files.tsv"}
     return inputs
@@ -889,7 +882,7 @@ def report_modbam_staging():
     tags, and when its input was aligned to another reference (numapore.inputs.modbam_reads)."""
     for name, sample in SAMPLES.items():
         counts = Path(f"results/{name}/{name}.staged.tsv")
-        if sample.kind != "modbam" or not counts.is_file():
+        if not sample.input_kind.stages_tagged_reads or not counts.is_file():
             continue
         staged = StagedReads.read(counts)
         listing = f"results/{name}/reads/modbam/{name}.untagged.tsv"
@@ -928,9 +921,9 @@ def compare_sample():
             f"{', '.join(config['compare']['steps'])}; add alignment"
         )
     fast5_modes = [m for m in config["compare"]["io_modes"] if m != "slow5"]
-    if "methylation" in compare_steps() and sample.signal_kind != "fast5" and fast5_modes:
+    if "methylation" in compare_steps() and sample.signal_format != "fast5" and fast5_modes:
         raise WorkflowError(
-            f"numapore: compare.io_modes: sample '{name}' has {sample.signal_kind.upper()} "
+            f"numapore: compare.io_modes: sample '{name}' has {sample.signal_format.upper()} "
             f"raw signal, read in I/O mode slow5 only; remove {', '.join(fast5_modes)}"
         )
     return sample
@@ -940,7 +933,7 @@ def compare_steps():
     """The steps the comparison measures: those of compare.steps that the compared sample's
     kind runs (a short-read sample: alignment only). compare_sample names a missing sample."""
     name = config["compare"]["sample"] or next(iter(SAMPLES), "")
-    kind = SAMPLES[name].kind if name in SAMPLES else "signal"
+    kind = SAMPLES[name].kind if name in SAMPLES else DEFAULT_KIND
     return measured_steps(config["compare"]["steps"], kind)
 
 
@@ -955,7 +948,7 @@ COMPARE_CELLS = [
 def compared_staged_reads(wildcards):
     """The staged reads the comparison reads, a file: a modBAM sample's staged again for it when
     its staging streams into the align job (STAGING_STREAMS; a pipe has one reader)."""
-    if STAGING_STREAMS and SAMPLES[wildcards.sample].kind == "modbam":
+    if STAGING_STREAMS and SAMPLES[wildcards.sample].input_kind.stages_tagged_reads:
         return f"results/compare/input/staged/{wildcards.sample}.fastq"
     return staged_reads(wildcards)
 

@@ -4,8 +4,8 @@
 # and a modBAM. Every motif of methylation.motifs is the {motif} wildcard of the same rules.
 
 
-# The BLOW5 of I/O mode slow5 comes from one rule per raw signal kind (the sample's kind picks
-# it: samples_of_kind).
+# The BLOW5 of I/O mode slow5 comes from one rule per raw signal format (the sample's format
+# picks it: samples_with_signal_format).
 rule fast5_to_blow5:
     input:
         signal=lambda wc: [str(p) for p in SAMPLES[wc.sample].signal],
@@ -19,7 +19,7 @@ rule fast5_to_blow5:
     benchmark:
         "results/benchmarks/fast5_to_blow5/{sample}.tsv"
     wildcard_constraints:
-        sample=samples_of_kind("fast5"),
+        sample=samples_with_signal_format("fast5"),
     conda:
         "../../envs/python.yaml"
     threads: RUN_CORES
@@ -45,12 +45,12 @@ rule pod5_to_blow5:
     benchmark:
         "results/benchmarks/pod5_to_blow5/{sample}.tsv"
     wildcard_constraints:
-        sample=samples_of_kind("pod5"),
+        sample=samples_with_signal_format("pod5"),
     conda:
         "../../envs/python.yaml"
     threads: RUN_CORES
     params:
-        kind="pod5",
+        signal_format="pod5",
         record_compression=config["slow5"]["record_compression"],
         signal_compression=config["slow5"]["signal_compression"],
         processes=io_processes,
@@ -72,11 +72,11 @@ rule link_blow5:
     benchmark:
         "results/benchmarks/link_blow5/{sample}.tsv"
     wildcard_constraints:
-        sample=samples_of_kind("blow5"),
+        sample=samples_with_signal_format("blow5"),
     conda:
         "../../envs/python.yaml"
     params:
-        kind="blow5",
+        signal_format="blow5",
     script:
         "../../scripts/signal_to_blow5.py"
 

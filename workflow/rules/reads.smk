@@ -70,7 +70,6 @@ rule split_reads:
     conda:
         "../../envs/python.yaml"
     params:
-        kind=lambda wc: SAMPLES[wc.sample].kind,
         batch=lambda wc: SAMPLES[wc.sample].input_kind.batch_bases,
     script:
         "../../scripts/split_reads.py"
@@ -102,7 +101,6 @@ rule split_paired_reads:
     conda:
         "../../envs/python.yaml"
     params:
-        kind=lambda wc: SAMPLES[wc.sample].kind,
         batch=lambda wc: SAMPLES[wc.sample].input_kind.batch_bases,
     script:
         "../../scripts/split_reads.py"

@@ -22,6 +22,7 @@ from typing import IO
 import pysam
 
 from numapore.base.atomic import atomic_output, atomic_outputs
+from numapore.inputs.kinds import DEFAULT_KIND, KINDS
 
 
 def shard_of_read(read_name: str, n_shards: int) -> int:
@@ -282,7 +283,7 @@ def finish_sample_bam(
     sample: str,
     aligner: str,
     reference: str,
-    kind: str = "signal",
+    kind: str = DEFAULT_KIND,
     paired: bool = False,
     rewrites_sorted_bam: bool = False,
     duplicates: bool = False,
@@ -326,7 +327,7 @@ def finish_sample_bam(
                 "log says why"
             )
     source = source or reads
-    if kind == "short":
+    if KINDS[kind].paired:  # kinds that may be pairs count pairs, properly paired, duplicates
         summary = short_read_summary(
             flagstat, counted, sample, aligner, reference, paired, source, allow_empty
         )

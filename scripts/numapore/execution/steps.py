@@ -84,7 +84,7 @@ def run_alignment(
 
     def split(src: Path, shards: Sequence[Path]) -> object:
         """The reads into one shard per process."""
-        if input_kind.name != "short":
+        if not input_kind.batch_bases:  # no batches to keep whole
             return split_fastx(src, shards)
         mates = None if reads2 is None else [mate_shard(p) for p in shards]
         counts = split_short_reads(src, reads2, shards, mates, input_kind.batch_bases)

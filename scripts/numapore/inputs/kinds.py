@@ -2,9 +2,10 @@
 runs, how each aligner is told about its reads, and what its read accounting counts.
 
 Every kind meets the others at an aligned BAM (a modBAM where modifications were called). The
-workflow's rules ask this table (runs, aligner_preset, read_accounting; paired, batch_bases,
-marks_duplicates, minimap2_index for short reads) rather than testing kind names, so a new kind
-is a new entry here plus the rules of the steps only it runs.
+workflow and the package ask this table every per-kind question (which steps run, how the reads
+are staged and where, which minimap2 preset, what the accounting reads, how reads are split)
+and never compare kind names (tests/test_decisions.py), so a new kind is a new entry here plus
+the rules of the steps only it runs.
 """
 
 from __future__ import annotations
@@ -12,6 +13,19 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from numapore.base.errors import InputError
+
+# How a kind's reads are staged under results/{sample}/reads/ (rules/reads.smk), by name.
+STAGINGS = {
+    # checked, and staged once per signal format nanopolish reads (fast5 or blow5): its read
+    # index beside them names where each read's signal is (rule stage_reads)
+    "basecalls": "results/{sample}/reads/{signal}/{sample}.{fmt}",
+    # the records of a modBAM as FASTQ whose headers carry MM/ML/MN, for the aligner to copy
+    # into its records; the read ids, counts and untagged reads beside them for the accounting
+    # (numapore.inputs.modbam_reads, rule stage_modbam_reads)
+    "tagged": "results/{sample}/reads/modbam/{sample}.fastq",
+    # checked, pairs side by side (rules stage_short_reads, stage_paired_reads)
+    "short_reads": "results/{sample}/reads/{layout}/{name}.{fmt}",
+}
 
 # The steps a kind can run (workflow stage names).
 STEPS = (
@@ -31,13 +45,16 @@ class InputKind:
     reads: str  # what the `reads` column holds
     needs_signal: bool  # the `signal` column must name raw signal files
     steps: frozenset[str]
+    staging: str  # how its reads are staged (one of STAGINGS)
     # Per aligner, the options that tell it about these reads (before its threads and index);
     # an aligner missing here cannot align this kind.
     aligner_options: dict[str, str] = field(default_factory=dict)
     accounting: str = ""  # what its read accounting counts, in a phrase
     # Its runs write a read accounting table (<sample>.<aligner>.accounting.tsv) that reconciles.
     read_accounting: bool = False
-    paired: bool = False  # may have a second reads file (the sheet's `reads2`: mates, R2)
+    # May have a second reads file (the sheet's `reads2`: mates, R2); its alignment check then
+    # counts pairs, properly paired and duplicates (numapore.inputs.readids.short_read_summary).
+    paired: bool = False
     # bwa mem's -K of the kind's preset (bases per batch; 0: none): bwa estimates the insert
     # size per batch, so shards of the reads are cut on whole batches (numapore.execution.shards).
     batch_bases: int = 0
@@ -49,6 +66,41 @@ class InputKind:
     # takes about 5 times the CPU seconds of level 1, for a file read once.
     rewrites_sorted_bam: bool = False
     minimap2_index: str = "map-ont"  # the preset minimap2's index is built with (its -x)
+    # The config key with which a user chooses minimap2's -x for this kind ("": minimap2_index).
+    minimap2_preset_setting: str = ""
+
+    def __post_init__(self) -> None:
+        if self.staging not in STAGINGS:
+            raise ValueError(f"kind {self.name}: staging {self.staging!r} is not one of STAGINGS")
+        if not self.steps <= set(STEPS):
+            raise ValueError(f"kind {self.name}: unknown steps {sorted(self.steps - set(STEPS))}")
+
+    @property
+    def stages_tagged_reads(self) -> bool:
+        """Whether its reads carry their modification calls (MM/ML) through staging into the
+        aligner's records, with the staging's counts and read ids for the accounting."""
+        return self.staging == "tagged"
+
+    def staged_reads(self, sample: str, fmt: str, paired: bool, signal: str) -> str:
+        """The path of a sample's staged reads (R1 of pairs), as its staging writes them (fmt:
+        the staged format; signal: the format nanopolish reads the signal from, fast5 or
+        blow5, for kinds that stage per signal format)."""
+        return STAGINGS[self.staging].format(
+            sample=sample,
+            fmt=fmt,
+            signal=signal,
+            layout="paired" if paired else "single",
+            name=f"{sample}.1" if paired else sample,
+        )
+
+    def minimap2_preset(self, settings: dict[str, dict]) -> str:
+        """minimap2's -x for this kind, index and alignment alike: the configured one where the
+        kind lets a user choose it (minimap2_preset_setting, a key of settings, the config),
+        else minimap2_index."""
+        if not self.minimap2_preset_setting:
+            return self.minimap2_index
+        section, key = self.minimap2_preset_setting.split(".")
+        return settings[section][key]
 
     def runs(self, step: str) -> bool:
         """Whether samples of this kind run a step (one of STEPS)."""
@@ -84,6 +136,7 @@ KINDS = {
             reads="FASTA or FASTQ basecalls of the signal's reads (.gz allowed)",
             needs_signal=True,
             steps=frozenset({"raw_signal", "call_methylation", "pileup"}),
+            staging="basecalls",
             aligner_options={
                 "minimap2": "-ax map-ont",
                 "bwa": "mem -x ont2d",
@@ -102,6 +155,7 @@ KINDS = {
             ),
             needs_signal=False,
             steps=frozenset({"pileup"}),
+            staging="tagged",
             # -y copies the FASTQ comment (MM, ML, MN) into each record; -Y soft-clips
             # supplementary alignments so that their tags still fit the sequence they hold.
             # {preset}: config modbam.minimap2_preset (map-ont: Debian's minimap2 2.24 has no
@@ -116,6 +170,7 @@ KINDS = {
                 "and without tags (MN not fitting), aligned, with modification calls or why not"
             ),
             read_accounting=True,
+            minimap2_preset_setting="modbam.minimap2_preset",
         ),
         InputKind(
             name="short",
@@ -127,6 +182,7 @@ KINDS = {
             ),
             needs_signal=False,
             steps=frozenset(),
+            staging="short_reads",
             # bwa: no -x (its short-read defaults), a read group named after the sample, and a
             # fixed batch (-K) so that its output does not depend on its threads or on how the
             # reads are split (it estimates the insert size per batch); bowtie2 end to end

@@ -33,7 +33,7 @@ class Sample:
     signal: tuple[Path, ...]  # raw signal: FAST5 folders/files, POD5 folders/files or a BLOW5
     reads: Path
     reference: Path
-    signal_kind: str = "fast5"  # SIGNAL_KINDS: how the signal becomes what nanopolish reads
+    signal_format: str = "fast5"  # SIGNAL_FORMATS: how the signal becomes what nanopolish reads
     notes: tuple[str, ...] = ()  # warnings about the inputs (paths listed twice)
     kind: str = DEFAULT_KIND  # numapore.inputs.kinds.KINDS: what the sample is, what it runs
     reads2: Path | None = None  # the second reads of pairs (R2; kind short), in R1's order
@@ -52,7 +52,7 @@ class Sample:
     def reads_format(self) -> str:
         """The staged file extension of the reads: fasta, fastq, fasta.gz or fastq.gz (a
         modBAM's reads are staged as FASTQ with their tags in the headers)."""
-        return "fastq" if self.kind == "modbam" else reads_format(self.reads)
+        return "fastq" if self.input_kind.stages_tagged_reads else reads_format(self.reads)
 
     @property
     def reference_name(self) -> str:
@@ -120,7 +120,7 @@ def check_reads(path: Path, key: str) -> None:
 
 
 # Raw signal inputs by file extension (any case). A kind is one reader of the workflow.
-SIGNAL_KINDS = {".fast5": "fast5", ".pod5": "pod5", ".blow5": "blow5"}
+SIGNAL_FORMATS = {".fast5": "fast5", ".pod5": "pod5", ".blow5": "blow5"}
 SIGNAL_HELP = (
     "raw signal is FAST5 files or folders, POD5 files or folders, or one BLOW5 file "
     "(extensions .fast5, .pod5, .blow5, any case)"
@@ -131,7 +131,7 @@ def signal_files(folder: Path) -> dict[str, list[Path]]:
     """The raw signal files under a folder (recursive) by kind; other files are ignored."""
     found: dict[str, list[Path]] = {}
     for path in folder.rglob("*"):
-        kind = SIGNAL_KINDS.get(path.suffix.lower())
+        kind = SIGNAL_FORMATS.get(path.suffix.lower())
         if kind and path.is_file():
             found.setdefault(kind, []).append(path)
     return found
@@ -172,7 +172,7 @@ def check_signal(paths: tuple[Path, ...], key: str) -> str:
                     f"{key}: {path} is SLOW5 text; nanopolish reads BLOW5: convert it with "
                     "`slow5tools view --to blow5 -c zlib -s none`"
                 )
-            kind = SIGNAL_KINDS.get(path.suffix.lower())
+            kind = SIGNAL_FORMATS.get(path.suffix.lower())
             if kind is None:
                 raise InputError(f"{key}: {path} is not a raw signal file: {SIGNAL_HELP}")
             kinds[kind] = kinds.get(kind, 0) + 1
@@ -339,20 +339,25 @@ def load_samples(table: pd.DataFrame, sheet: Path, base: Path) -> dict[str, Samp
             )
         listed = tuple(base / p.strip() for p in signal_text.split(",") if p.strip())
         signal, notes = distinct_paths(listed, key)
-        signal_kind = check_signal(signal, key) if kind.needs_signal else ""
+        signal_format = check_signal(signal, key) if kind.needs_signal else ""
         sample = Sample(
-            name, signal, base / row.reads, base / row.reference, signal_kind, tuple(notes),
+            name, signal, base / row.reads, base / row.reference, signal_format, tuple(notes),
             kind.name, base / reads2 if reads2 else None,
         )  # fmt: skip
-        if kind.name == "modbam":
-            check_modbam_reads(sample.reads, key)
-        elif kind.name == "short":
-            check_short_reads(sample.reads, sample.reads2, key)
-        else:
-            check_reads(sample.reads, key)
+        check_staged_input(sample, kind, key)
         check_reference(sample.reference, key)
         samples[name] = sample
     return samples
+
+
+def check_staged_input(sample: Sample, kind: InputKind, key: str) -> None:
+    """Fail unless the sample's reads are what its kind's staging reads (kinds.STAGINGS)."""
+    if kind.staging == "tagged":
+        check_modbam_reads(sample.reads, key)
+    elif kind.staging == "short_reads":
+        check_short_reads(sample.reads, sample.reads2, key)
+    else:
+        check_reads(sample.reads, key)
 
 
 def simulated_samples(simulate: dict[str, dict], base: Path) -> dict[str, Sample]:
@@ -363,9 +368,10 @@ def simulated_samples(simulate: dict[str, dict], base: Path) -> dict[str, Sample
         reference = base / settings["reference"]
         check_reference(reference, f"config simulate.{name}")
         out = Path("results/simulated") / name
-        if settings.get("kind", DEFAULT_KIND) == "modbam":
+        kind = KINDS[settings.get("kind", DEFAULT_KIND)]
+        if not kind.needs_signal:  # the simulator's basecalled modBAM
             samples[name] = Sample(
-                name, (), out / "reads.modbam.bam", reference, signal_kind="", kind="modbam"
+                name, (), out / "reads.modbam.bam", reference, signal_format="", kind=kind.name
             )
         else:
             samples[name] = Sample(name, (out / "fast5_multi",), out / "reads.fastq", reference)
@@ -434,11 +440,11 @@ def check_signal_io_mode(samples: Iterable[Sample], io_mode: str, host_file: str
     for sample in samples:
         if (
             sample.input_kind.runs("raw_signal")
-            and sample.signal_kind != "fast5"
+            and sample.signal_format != "fast5"
             and io_mode != "slow5"
         ):
             raise InputError(
-                f"sample '{sample.name}': its raw signal is {sample.signal_kind.upper()}, which "
+                f"sample '{sample.name}': its raw signal is {sample.signal_format.upper()}, which "
                 f"needs I/O mode slow5, but host file {host_file} has io_mode: {io_mode} (a "
                 "FAST5 mode); set io_mode: slow5 in the host file"
             )

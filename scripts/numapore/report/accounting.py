@@ -52,9 +52,9 @@ NOT_INDEXED = "no signal: nanopolish index found none for it"
 def signal_census(inp: AccountingInputs, blow5_ids: pl.Series | None = None) -> Fast5Census:
     """The reads of the sample's raw signal inputs, by kind: FAST5 or POD5 files, or the
     BLOW5 input itself (blow5_ids: the ids its index lists, read once by the caller)."""
-    if inp.signal_kind == "pod5":
+    if inp.signal_format == "pod5":
         return pod5_census(inp.fast5)
-    if inp.signal_kind == "blow5":  # always I/O mode slow5: the index is the BLOW5's
+    if inp.signal_format == "blow5":  # always I/O mode slow5: the index is the BLOW5's
         ids = id_column([]) if blow5_ids is None else blow5_ids
         path = str(inp.fast5[0])
         census = Fast5Census(files=1, reads_per_file={path: len(ids)})
@@ -150,7 +150,7 @@ class AccountingInputs:
     min_mapq: int
     blow5_index: str | os.PathLike | None = None  # I/O mode slow5 only
     rejected: str | os.PathLike | None = None  # I/O mode slow5 only
-    signal_kind: str = "fast5"  # of the raw signal inputs (fast5): fast5, pod5 or blow5
+    signal_format: str = "fast5"  # of the raw signal inputs (fast5): fast5, pod5 or blow5
     # The census of the signal files, made before (write_census: reads, files); else made here.
     census: tuple[str | os.PathLike, str | os.PathLike] | None = None
     # The modBAM of the calls: the reads with calls are those it tags (else the call table's).
@@ -210,7 +210,7 @@ def account(inp: AccountingInputs) -> list[Row]:
     mismatch."""
     converted = blow5_read_ids(inp.blow5_index) if inp.blow5_index is not None else None
     census = read_census(*inp.census) if inp.census else signal_census(inp, converted)
-    kind = inp.signal_kind
+    kind = inp.signal_format
     rows: list[Row] = [
         (kind, "files", census.files, ""),
         (kind, "reads", census.total, "in the readable files"),
