@@ -4,9 +4,15 @@ the workflow)."""
 
 import re
 
+import pytest
+import yaml
 from conftest import REPO
 
+from numapore.base.errors import InputError
+from numapore.execution import aligners, hosts, io_modes, strategies
+from numapore.execution.topology import Node, Topology
 from numapore.inputs.kinds import KINDS
+from numapore.inputs.sheet import Sample
 
 TABLE = REPO / "scripts" / "numapore" / "inputs" / "kinds.py"
 SOURCES = [
@@ -49,3 +55,69 @@ def test_no_kind_name_compared_outside_the_table():
         for line in kind_comparisons(path.read_text())
     ]
     assert not found, "ask the kinds table (numapore.inputs.kinds) instead:\n" + "\n".join(found)
+
+
+def schema(name: str) -> dict:
+    return yaml.safe_load((REPO / "workflow" / "schemas" / name).read_text())
+
+
+def test_schema_strategy_and_io_mode_enums_are_the_registries():
+    """Every enum of strategies or I/O modes in the schemas lists the registry's names
+    (numapore.execution.strategies, numapore.execution.io_modes): a strategy added there and
+    missing here (or the other way round) fails."""
+    config, host = schema("config.schema.yaml")["properties"], schema("host.schema.yaml")
+    host = host["properties"]
+    for key in ("strategy", "strategy_alignment", "strategy_methylation"):
+        assert config[key]["enum"] == ["", *strategies.NAMES], key
+    for step in hosts.STEPS:
+        assert host["strategy"]["properties"][step]["enum"] == list(strategies.NAMES), step
+    compared = config["compare"]["properties"]["strategies"]
+    assert compared["items"]["enum"] == list(strategies.CONCRETE)
+    assert compared["default"] == list(strategies.CONCRETE)
+    assert config["io_mode"]["enum"] == ["", *io_modes.NAMES]
+    assert host["io_mode"]["enum"] == list(io_modes.NAMES)
+    assert config["compare"]["properties"]["io_modes"]["items"]["enum"] == list(io_modes.NAMES)
+
+
+def test_numactl_forms_of_the_strategies():
+    """Each concrete strategy's numactl prefix on a two-node layout, from the registry."""
+    topology = Topology((Node(0, (0, 1), 1024, (10, 20)), Node(1, (2, 3), 1024, (20, 10))))
+    assert strategies.numactl_prefix("none", topology) == []
+    assert strategies.numactl_prefix("interleave", topology) == ["numactl", "--interleave=0-1"]
+    assert strategies.numactl_prefix("localalloc", topology) == ["numactl", "--localalloc"]
+    assert strategies.numactl_prefix("instances", topology, 1) == [
+        "numactl", "--cpunodebind=1", "--membind=1",
+    ]  # fmt: skip
+    for name in ("auto", "spread"):
+        with pytest.raises(ValueError, match="auto' must be resolved|unknown strategy 'spread'"):
+            strategies.numactl_prefix(name, topology)
+
+
+def test_pod5_sample_needs_a_mode_reading_blow5(tmp_path):
+    """I/O mode slow5 converts the signal to BLOW5 first; a FAST5 mode cannot read POD5."""
+    pod5 = Sample("p", (tmp_path / "x.pod5",), tmp_path / "r.fastq", tmp_path / "ref.fa", "pod5")
+    config = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
+    io_modes.check_run("slow5", [pod5], config, "h.yaml")
+    for mode in ("fast5", "fast5-pool"):
+        with pytest.raises(InputError, match="sample 'p': its raw signal is POD5, which needs"):
+            io_modes.check_run(mode, [pod5], config, "h.yaml")
+    assert io_modes.io_mode("fast5-pool").nanopolish_processes(4) == 4
+    assert io_modes.io_mode("slow5").nanopolish_processes(4) == 1
+
+
+def test_aligner_registry_names_its_index_and_the_schema_agrees():
+    """Each aligner's index files and what it is given as its index, from the registry; the
+    config's aligner enum lists the registry's aligners, the comparison's a subset of them."""
+    config = schema("config.schema.yaml")["properties"]
+    assert config["aligner"]["enum"] == list(aligners.NAMES)
+    assert set(config["compare"]["properties"]["aligners"]["items"]["enum"]) <= set(aligners.NAMES)
+    given = {}
+    for name, aligner in aligners.ALIGNERS.items():
+        files = aligner.index_files("refs/r", "map-hifi")
+        given[name] = aligner.index_argument(files)
+    assert given == {
+        "minimap2": "refs/r.map-hifi.mmi",
+        "bwa": "refs/r",
+        "bowtie2": "refs/r",
+        "snap": "refs/r.snap",
+    }

@@ -11,9 +11,7 @@ from snakemake.utils import validate
 from numapore.signal.fast5 import list_fast5
 from numapore.inputs.sheet import (
     InputError,
-    Sample,
     check_signal,
-    check_signal_io_mode,
     combine_samples,
     distinct_paths,
     fast5_links,
@@ -224,13 +222,6 @@ def test_signal_kinds_any_case_and_mixing_refused(inputs):
         check_signal((inputs / "a.blow5", inputs / "b.blow5"), "k")
     with pytest.raises(InputError, match="is not a raw signal file: raw signal is FAST5"):
         check_signal((inputs / "reads.fastq",), "k")
-
-
-def test_pod5_sample_needs_io_mode_slow5(inputs):
-    pod5 = Sample("p", (inputs / "x.pod5",), inputs / "reads.fastq", inputs / "ref.fa", "pod5")
-    check_signal_io_mode([pod5], "slow5", "h.yaml")
-    with pytest.raises(InputError, match="sample 'p': its raw signal is POD5, which needs I/O"):
-        check_signal_io_mode([pod5], "fast5", "h.yaml")
 
 
 def test_equal_fast5_names_get_distinct_links(tmp_path):

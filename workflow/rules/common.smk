@@ -32,6 +32,9 @@ from numapore.execution.hosts import (  # noqa: E402
     startup_check,
     with_overrides,
 )
+from numapore.execution.aligners import ALIGNERS  # noqa: E402
+from numapore.execution.io_modes import IO_MODES, modes_reading  # noqa: E402
+from numapore.execution.io_modes import check_run as check_io_mode  # noqa: E402
 from numapore.execution.runstate import replaced_results  # noqa: E402
 from numapore.report.empty import SampleOutputs, closing_lines  # noqa: E402
 from numapore.execution.tools import check_minimap2_preset  # noqa: E402
@@ -41,7 +44,6 @@ from numapore.inputs.schema import check_config, check_sheet, did_you_mean  # no
 from numapore.inputs.sheet import (  # noqa: E402
     InputError,
     check_aligner,
-    check_signal_io_mode,
     combine_samples,
     load_samples,
     read_sheet,
@@ -51,7 +53,6 @@ from numapore.inputs.sheet import (  # noqa: E402
 from numapore.base.atomic import temp_name  # noqa: E402
 from numapore.inputs.modbam_reads import StagedReads  # noqa: E402
 from numapore.inputs.readids import READ_ID_TABLE  # noqa: E402
-from numapore.signal.slow5 import check_nanopolish_compatible  # noqa: E402
 from numapore.base.workdir import (  # noqa: E402
     check_writable,
     prepare_exit,
@@ -130,11 +131,10 @@ try:
     # host file's settings; HOST.overrides names those that differ from the file.
     _given = config_overrides(config)
     HOST = with_overrides(_file_host, _given)
-    # Decided once, here: the rules get the I/O mode as a param (steps never re-read it).
+    # Decided once, here: the rules get the I/O mode as a param (steps never re-read it);
+    # what it needs and does: numapore.execution.io_modes.
     IO_MODE = HOST.io_mode
-    if IO_MODE == "slow5":
-        check_nanopolish_compatible(config["slow5"]["signal_compression"])
-    check_signal_io_mode(SAMPLES.values(), IO_MODE, HOST_FILE)
+    check_io_mode(IO_MODE, SAMPLES.values(), config, HOST_FILE)
     if config["aligner"] == "minimap2":  # a preset the user chose (the kinds table says which)
         for _setting in {s.input_kind.minimap2_preset_setting for s in SAMPLES.values()} - {""}:
             _section, _key = _setting.split(".")
@@ -267,18 +267,10 @@ RUN_CORES = run_cores()
 # hours). Their one thread shares the cores.
 HOLDS_NO_CORE = 0
 
-ALIGNERS = ["minimap2", "bwa", "bowtie2", "snap"]
-# The files each aligner's index consists of (after the reference's name; SNAP's, a folder).
-INDEX_SUFFIXES = {
-    "minimap2": [".map-ont.mmi"],
-    "bwa": [".amb", ".ann", ".bwt", ".pac", ".sa"],
-    "bowtie2": [".1.bt2", ".2.bt2", ".3.bt2", ".4.bt2", ".rev.1.bt2", ".rev.2.bt2"],
-    "snap": [f".snap/{f}" for f in ("Genome", "GenomeIndex", "GenomeIndexHash", "OverflowTable")],
-}
 # Wildcard patterns (applied in the Snakefile): sample names as the sheet schema allows them.
 WILDCARD_PATTERNS = {
     "sample": r"[A-Za-z0-9][A-Za-z0-9_-]*",
-    "aligner": "|".join(ALIGNERS),
+    "aligner": "|".join(ALIGNERS),  # numapore.execution.aligners
     "ref": r"[A-Za-z0-9._-]+",
     "shard": r"\d+-of-\d+",
     "fmt": r"fast[aq](\.gz)?",
@@ -337,9 +329,9 @@ def sample_bam_outputs():
     }
 
 
-def nanopolish_signal_format(io_mode):
+def nanopolish_signal_format(mode):
     """Where nanopolish reads the raw signal from in an I/O mode: 'fast5' or 'blow5' files."""
-    return "blow5" if io_mode == "slow5" else "fast5"
+    return IO_MODES[mode].signal_format
 
 
 def staged_reads(wildcards, io_mode=None):
@@ -735,9 +727,7 @@ def aligner_index_files(wildcards):
     sample = SAMPLES[wildcards.sample]
     ref = sample.reference_name
     prefix = f"results/references/{ref}/{wildcards.aligner}/{ref}"
-    if wildcards.aligner == "minimap2":  # one index per preset (the kind's)
-        return [f"{prefix}.{minimap2_preset(sample)}.mmi"]
-    return [prefix + suffix for suffix in INDEX_SUFFIXES[wildcards.aligner]]
+    return ALIGNERS[wildcards.aligner].index_files(prefix, minimap2_preset(sample))
 
 
 def minimap2_preset(sample):
@@ -749,12 +739,7 @@ def minimap2_preset(sample):
 def aligner_index(wildcards):
     """What the aligner is given as its index: minimap2's .mmi, bwa's / bowtie2's prefix, or
     SNAP's folder."""
-    first = aligner_index_files(wildcards)[0]
-    if wildcards.aligner == "minimap2":
-        return first
-    if wildcards.aligner == "snap":
-        return str(Path(first).parent)
-    return first.removesuffix(INDEX_SUFFIXES[wildcards.aligner][0])
+    return ALIGNERS[wildcards.aligner].index_argument(aligner_index_files(wildcards))
 
 
 def io_processes(wildcards, threads):
@@ -855,7 +840,7 @@ def accounting_inputs(wildcards):
         "calls": f"{prefix}/methylation/{name}.{ACCOUNTING_MOTIF}.calls.tsv",
         "modbam": f"{prefix}/methylation/{name}.{ACCOUNTING_MOTIF}.modbam.bam",
     }
-    if IO_MODE == "slow5":
+    if IO_MODES[IO_MODE].converts_signal:
         inputs["blow5_index"] = f"{prefix}/signal/{wildcards.sample}.blow5.idx"
         inputs["rejected"] = f"{prefix}/signal/{wildcards.sample}.blow5.rejected.tsv"
     if SAMPLES[wildcards.sample].signal_format != "blow5":  # a BLOW5 input's index lists its reads
@@ -920,11 +905,12 @@ def compare_sample():
             f"numapore: compare.steps: sample '{name}' ({sample.kind} reads) runs none of "
             f"{', '.join(config['compare']['steps'])}; add alignment"
         )
-    fast5_modes = [m for m in config["compare"]["io_modes"] if m != "slow5"]
+    fast5_modes = modes_reading("fast5", config["compare"]["io_modes"])
     if "methylation" in compare_steps() and sample.signal_format != "fast5" and fast5_modes:
         raise WorkflowError(
             f"numapore: compare.io_modes: sample '{name}' has {sample.signal_format.upper()} "
-            f"raw signal, read in I/O mode slow5 only; remove {', '.join(fast5_modes)}"
+            f"raw signal, read in I/O mode {', '.join(modes_reading('blow5'))} only; remove "
+            f"{', '.join(fast5_modes)}"
         )
     return sample
 
@@ -1011,7 +997,7 @@ def compare_cell_inputs(wildcards):
         for io_mode in config["compare"]["io_modes"]:
             reads = staged_reads(sample, io_mode)
             inputs[f"signal_{io_mode}"] = [reads, f"{reads}.index.readdb"]
-        if "slow5" in config["compare"]["io_modes"]:
+        if modes_reading("blow5", config["compare"]["io_modes"]):
             inputs["blow5"] = f"results/{sample.sample}/signal/{sample.sample}.blow5"
     return inputs
 

@@ -47,7 +47,7 @@ rule bwa_index:
     input:
         "results/references/{ref}/{ref}.fa",
     output:
-        multiext("results/references/{ref}/bwa/{ref}", *INDEX_SUFFIXES["bwa"]),
+        multiext("results/references/{ref}/bwa/{ref}", *ALIGNERS["bwa"].index_suffixes),
     log:
         "results/logs/bwa_index/{ref}.log",
     benchmark:
@@ -59,7 +59,7 @@ rule bwa_index:
     params:
         prefix=subpath(output[0], strip_suffix=".amb"),
         tmp=hidden_index_prefix(".amb"),
-        suffixes=" ".join(INDEX_SUFFIXES["bwa"]),
+        suffixes=" ".join(ALIGNERS["bwa"].index_suffixes),
     shell:
         "bwa index -p {params.tmp} {input} 2> {log}"
         " && for s in {params.suffixes}; do mv {params.tmp}$s {params.prefix}$s; done"
@@ -69,7 +69,7 @@ rule bowtie2_index:
     input:
         "results/references/{ref}/{ref}.fa",
     output:
-        multiext("results/references/{ref}/bowtie2/{ref}", *INDEX_SUFFIXES["bowtie2"]),
+        multiext("results/references/{ref}/bowtie2/{ref}", *ALIGNERS["bowtie2"].index_suffixes),
     log:
         "results/logs/bowtie2_index/{ref}.log",
     benchmark:
@@ -81,7 +81,7 @@ rule bowtie2_index:
     params:
         prefix=subpath(output[0], strip_suffix=".1.bt2"),
         tmp=hidden_index_prefix(".1.bt2"),
-        suffixes=" ".join(INDEX_SUFFIXES["bowtie2"]),
+        suffixes=" ".join(ALIGNERS["bowtie2"].index_suffixes),
     shell:
         "bowtie2-build --threads {threads} {input} {params.tmp} > {log} 2>&1"
         " && for s in {params.suffixes}; do mv {params.tmp}$s {params.prefix}$s; done"
@@ -93,7 +93,10 @@ rule snap_index:
     input:
         "results/references/{ref}/{ref}.fa",
     output:
-        expand("results/references/{{ref}}/snap/{{ref}}{suffix}", suffix=INDEX_SUFFIXES["snap"]),
+        expand(
+            "results/references/{{ref}}/snap/{{ref}}{suffix}",
+            suffix=ALIGNERS["snap"].index_suffixes,
+        ),
     log:
         "results/logs/snap_index/{ref}.log",
     benchmark:

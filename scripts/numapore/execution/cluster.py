@@ -10,9 +10,10 @@ executor plugin. Jobs of the other strategies share nodes and ask for their thre
 from __future__ import annotations
 
 from numapore.execution.hosts import HostConfig
+from numapore.execution.strategies import NODE_WIDE
 
 # Strategies that bind to, or spread over, every NUMA node of the machine.
-NODE_WIDE_STRATEGIES = frozenset({"instances", "interleave"})
+NODE_WIDE_STRATEGIES = NODE_WIDE
 
 
 def needs_whole_node(host: HostConfig, step: str) -> bool:

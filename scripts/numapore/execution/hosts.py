@@ -14,6 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from numapore.base.resources import schema_path, shipped_hosts_dir
+from numapore.execution.io_modes import NAMES as IO_MODE_NAMES
+from numapore.execution.strategies import NAMES
 from numapore.execution.topology import (
     NumaError,
     Node,
@@ -35,8 +37,8 @@ SHIPPED_HOSTS_DIR = shipped_hosts_dir()
 FALLBACK_HOST = "single-node"
 
 STEPS = ("alignment", "methylation")
-STRATEGIES = ("none", "interleave", "localalloc", "instances", "auto")
-IO_MODES = ("fast5", "fast5-pool", "slow5")
+STRATEGIES = NAMES  # numapore.execution.strategies
+IO_MODES = IO_MODE_NAMES  # numapore.execution.io_modes
 
 
 class HostConfigError(NumaError):

@@ -18,8 +18,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from numapore.execution.advisor import instance_group, resolve_strategy
-from numapore.execution.hosts import STEPS, STRATEGIES, HostConfig
-from numapore.execution.topology import Topology, TopologyError, format_cpulist
+from numapore.execution.hosts import STEPS, HostConfig
+from numapore.execution.strategies import STRATEGIES, numactl_prefix
+from numapore.execution.topology import Topology, TopologyError
 
 # A command is an argv list (run without a shell) or a shell string (Snakemake `shell:`).
 Command = list[str] | str
@@ -82,40 +83,14 @@ class StepPlan:
         n = len(self.slots)
         if not callable(tool):
             # Each instance works on its own shard, so it needs its own command (even alone).
-            if n > 1 or self.strategy == "instances":
-                what = "the instances strategy" if self.strategy == "instances" else "a pool"
+            per_group = STRATEGIES[self.strategy].one_process_per_group
+            if n > 1 or per_group:
+                what = f"the {self.strategy} strategy" if per_group else "a pool"
                 raise ValueError(
                     f"{what} yields several commands: it needs shard_command(i, n, threads)"
                 )
             return [self.command(0, tool)]
         return [self.command(i, tool(i, n, s.threads)) for i, s in enumerate(self.slots)]
-
-
-def numactl_prefix(
-    strategy: str, topology: Topology, nodes: int | Sequence[int] | None = None
-) -> list[str]:
-    """The numactl argv prefix for a strategy (nodes, one or a group, required for
-    'instances': a group's CPUs, its memory interleaved over it)."""
-    if strategy == "none":
-        return []
-    if strategy == "interleave":
-        targets = topology.memory_nodes or topology.nodes
-        return ["numactl", f"--interleave={format_cpulist([n.id for n in targets])}"]
-    if strategy == "localalloc":
-        return ["numactl", "--localalloc"]
-    if strategy == "instances":
-        group = [nodes] if isinstance(nodes, int) else list(nodes or [])
-        if not group:
-            raise ValueError("the instances strategy needs a node")
-        where = format_cpulist(group)
-        if len(group) == 1:
-            return ["numactl", f"--cpunodebind={where}", f"--membind={where}"]
-        # --membind over several nodes fills the first before the next: interleave spreads the
-        # index evenly over the group's memory.
-        return ["numactl", f"--cpunodebind={where}", f"--interleave={where}"]
-    if strategy == "auto":
-        raise ValueError("strategy 'auto' must be resolved first (resolve_strategy / advise)")
-    raise ValueError(f"unknown strategy {strategy!r}; expected one of {', '.join(STRATEGIES)}")
 
 
 _LIST_OPERATORS = {"|", "||", "&&", ";", "&", "|&", ";;", "(", ")"}
@@ -189,7 +164,7 @@ def plan_strategy(
         raise ValueError(f"unknown step {step!r}; steps are {', '.join(STEPS)}")
     numactl_prefix(strategy, topology, nodes=0)  # refuses auto and unknown strategies
     reasons = reasons if reasons is not None else {"strategy": strategy}
-    if strategy == "instances":
+    if STRATEGIES[strategy].one_process_per_group:
         groups = [
             g for g in topology.node_groups(instance_nodes) for _ in range(instances_per_node)
         ]
@@ -219,7 +194,7 @@ def plan_step(
     over as many nodes as instance_group says, for the aligner's setting where it has one)."""
     strategy, reasons = resolve_strategy(host, step, topology, index_bytes, aligner)
     size = 1
-    if strategy == "instances":
+    if STRATEGIES[strategy].one_process_per_group:
         size = instance_group(host, step, topology, index_bytes, aligner, reasons)
     return plan_strategy(
         topology, step, strategy, threads, host.instances_per_node, pool, reasons, size

@@ -15,6 +15,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from numapore.execution.hosts import HostConfig, check_host_against_machine
+from numapore.execution.aligners import ALIGNERS
+from numapore.execution.io_modes import IO_MODES
 from numapore.execution.launch import Process, StepRun, run_step, write_record
 from numapore.execution.plan import plan_step
 from numapore.execution.shards import (
@@ -24,7 +26,7 @@ from numapore.execution.shards import (
     split_fastx,
     split_short_reads,
 )
-from numapore.execution.tools import MAX_READ_LENGTH, align_command, call_methylation_command
+from numapore.execution.tools import align_command, call_methylation_command
 from numapore.inputs.kinds import DEFAULT_KIND, KINDS
 from numapore.inputs.sheet import reads_format
 from numapore.inputs.short_reads import check_read_lengths
@@ -67,10 +69,11 @@ def run_alignment(
     tests run the instances' split on a one-node machine so)."""
     topology = check_host_against_machine(host)
     print(host_line(host), file=sys.stderr)
-    if aligner in MAX_READ_LENGTH:  # before the index is loaded: one line naming the read
+    longest = ALIGNERS[aligner].max_read_length
+    if longest:  # before the index is loaded: one line naming the read
         for path in (reads, reads2):
             if path is not None:
-                check_read_lengths(path, MAX_READ_LENGTH[aligner], aligner)
+                check_read_lengths(path, longest, aligner)
     index_bytes = sum(Path(p).stat().st_size for p in index_files)
     plan = plan_step(host, topology, "alignment", threads, index_bytes, pool, aligner)
     input_kind = KINDS[kind]
@@ -166,7 +169,7 @@ def run_methylation(
     topology = check_host_against_machine(host)
     print(host_line(host), file=sys.stderr)
     # fast5-pool: K nanopolish processes on K shards of the reads, each with its own HDF5.
-    pool = io_processes if io_mode == "fast5-pool" else 1
+    pool = IO_MODES[io_mode].nanopolish_processes(io_processes)
     plan = plan_step(host, topology, "methylation", threads, genome.stat().st_size, pool)
     print(f"I/O mode: {io_mode}", file=sys.stderr)
 

@@ -12,22 +12,9 @@ from pathlib import Path
 from shlex import quote
 
 from numapore.base.errors import InputError
+from numapore.execution.aligners import ALIGNERS
 from numapore.inputs.kinds import DEFAULT_KIND, KINDS
 from numapore.inputs.sheet import reads_format
-
-# Each aligner's command line, the one place it is written: {options} is the kind's preset
-# (numapore.inputs.kinds), {files} the reads (R1, then R2 for pairs), {mates} bowtie2's -1/-2 or
-# -U, {fmt} its -q/-f, {mode} SNAP's single/paired; SAM goes to standard output (SNAP: -o -sam -).
-ALIGNER_COMMANDS = {
-    "minimap2": "minimap2 {options} -t {threads} {index} {files}",
-    "bwa": "bwa {options} -t {threads} {index} {files}",
-    "bowtie2": "bowtie2 {options} -p {threads} -x {index} {fmt} {mates}",
-    "snap": "snap-aligner {mode} {index} {files} {options} -t {threads} -o -sam -",
-}
-
-# The longest read an aligner takes (SNAP: its MAX_READ_LENGTH, compiled in; it stops at a
-# longer one): checked before it starts (numapore.inputs.short_reads.check_read_lengths).
-MAX_READ_LENGTH = {"snap": 1000}
 
 
 def align_command(
@@ -42,7 +29,8 @@ def align_command(
     mark_duplicates: bool = False,
     minimap2_preset: str = "",
 ) -> str:
-    """Align reads of an input kind with the chosen aligner (ALIGNER_COMMANDS) and sort into a
+    """Align reads of an input kind with the chosen aligner (its command: numapore.execution.
+    aligners) and sort into a
     BAM (index: file, prefix or SNAP's folder); the aligner's options for the kind come from the
     input kinds table (a read group named after sample where it has one; minimap2_preset: -x
     where the kind lets a user choose it). reads2: the second mates of pairs (R2), in the order
@@ -55,7 +43,7 @@ def align_command(
         raise ValueError(f"{kind} samples take one reads file, not pairs")
     first = quote(str(reads))
     mates = f"-U {first}" if reads2 is None else f"-1 {first} -2 {quote(str(reads2))}"
-    tool = ALIGNER_COMMANDS[aligner].format(
+    tool = ALIGNERS[aligner].command.format(
         options=options,
         threads=threads,
         index=quote(index),

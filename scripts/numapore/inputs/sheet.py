@@ -432,19 +432,3 @@ def check_aligner(samples: Iterable[Sample], aligner: str) -> None:
             sample.input_kind.aligner_preset(aligner, sample.name)
         except InputError as err:
             raise InputError(f"aligner: sample '{sample.name}': {err}") from None
-
-
-def check_signal_io_mode(samples: Iterable[Sample], io_mode: str, host_file: str) -> None:
-    """Fail when a sample's raw signal is not FAST5 and the host's I/O mode reads FAST5:
-    nanopolish reads POD5 and BLOW5 samples from BLOW5 (I/O mode slow5) only."""
-    for sample in samples:
-        if (
-            sample.input_kind.runs("raw_signal")
-            and sample.signal_format != "fast5"
-            and io_mode != "slow5"
-        ):
-            raise InputError(
-                f"sample '{sample.name}': its raw signal is {sample.signal_format.upper()}, which "
-                f"needs I/O mode slow5, but host file {host_file} has io_mode: {io_mode} (a "
-                "FAST5 mode); set io_mode: slow5 in the host file"
-            )
