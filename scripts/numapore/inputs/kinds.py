@@ -173,6 +173,31 @@ KINDS = {
             minimap2_preset_setting="modbam.minimap2_preset",
         ),
         InputKind(
+            name="hifi",
+            data=(
+                "PacBio HiFi modBAM: HiFi (CCS) reads with 5mC calls in MM/ML (Revio, primrose, "
+                "jasmine)"
+            ),
+            chemistry="PacBio Sequel II/IIe or Revio HiFi reads; 5mC at CpG from the kinetics",
+            reads=(
+                "unaligned or aligned BAM/CRAM with MM/ML tags (hifi_reads.bam), or FASTQ whose "
+                "headers carry them"
+            ),
+            needs_signal=False,
+            steps=frozenset({"pileup"}),
+            staging="tagged",
+            # minimap2's HiFi preset, the tags copied as for modbam (-y -Y). pbmm2 (PacBio's
+            # minimap2 wrapper, which sets the same preset) is in no registry numapore installs
+            # from.
+            aligner_options={"minimap2": "-ax {preset} -y -Y"},
+            accounting=(
+                "records in, left out (secondary, supplementary, duplicates), reads staged with "
+                "and without tags, aligned, with modification calls or why not"
+            ),
+            read_accounting=True,
+            minimap2_index="map-hifi",
+        ),
+        InputKind(
             name="short",
             data="short reads (Illumina and the like): single-end FASTQ, or pairs (R1, R2)",
             chemistry="any short-read sequencer; no signal, no methylation calls",
