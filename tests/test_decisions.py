@@ -9,6 +9,7 @@ import yaml
 from conftest import REPO
 
 from numapore.base.errors import InputError
+from numapore.compare.cells import compared_sample
 from numapore.execution import aligners, hosts, io_modes, strategies
 from numapore.execution.topology import Node, Topology
 from numapore.inputs.kinds import KINDS
@@ -121,3 +122,21 @@ def test_aligner_registry_names_its_index_and_the_schema_agrees():
         "bowtie2": "refs/r",
         "snap": "refs/r.snap",
     }
+
+
+def test_the_compared_sample_is_checked_in_the_package(tmp_path):
+    """Which sample a comparison benchmarks, and why it cannot (was common.smk's logic)."""
+    fast5 = Sample("f", (tmp_path / "f5",), tmp_path / "r.fastq", tmp_path / "ref.fa")
+    pod5 = Sample("p", (tmp_path / "x.pod5",), tmp_path / "r.fastq", tmp_path / "ref.fa", "pod5")
+    short = Sample("s", (), tmp_path / "r.fastq", tmp_path / "ref.fa", "", kind="short")
+    settings = {"sample": "", "steps": ["methylation"], "io_modes": ["fast5", "slow5"]}
+    assert compared_sample(settings, {"f": fast5, "p": pod5}) is fast5
+    with pytest.raises(InputError, match=r"^compare.sample: 'x' is not a sample \(samples: f\)$"):
+        compared_sample({**settings, "sample": "x"}, {"f": fast5})
+    with pytest.raises(InputError, match="^compare.steps: sample 's' .short reads. runs none of"):
+        compared_sample(settings, {"s": short})
+    with pytest.raises(
+        InputError, match="has POD5 raw signal, read in I/O mode slow5 only; remove"
+    ):
+        compared_sample({**settings, "sample": "p"}, {"f": fast5, "p": pod5})
+    assert compared_sample({**settings, "io_modes": ["slow5"]}, {"p": pod5}) is pod5

@@ -21,7 +21,7 @@ except ImportError as _err:
 # What envs/install-numapore.sh (every conda env's post-deploy script) installs.
 os.environ.update(NUMAPORE_SOURCE=str(Path(workflow.basedir).parent))
 from numapore.execution.cluster import job_cpus, node_request  # noqa: E402
-from numapore.compare.cells import Cell, matrix, measured_steps  # noqa: E402
+from numapore.compare.cells import Cell, compared_sample, matrix, measured_steps  # noqa: E402
 from numapore.methylation.calls import llr_probability  # noqa: E402
 from numapore.methylation.motifs import MOTIFS  # noqa: E402
 from numapore.execution.hosts import (  # noqa: E402
@@ -892,27 +892,12 @@ def report_write_problem():
 
 
 def compare_sample():
-    """The sample the comparison benchmarks: compare.sample, else the first sample."""
-    name = config["compare"]["sample"] or next(iter(SAMPLES), "")
-    if name not in SAMPLES:
-        raise WorkflowError(
-            f"numapore: compare.sample: {name!r} is not a sample "
-            f"(samples: {', '.join(SAMPLES) or 'none'})"
-        )
-    sample = SAMPLES[name]
-    if not compare_steps():
-        raise WorkflowError(
-            f"numapore: compare.steps: sample '{name}' ({sample.kind} reads) runs none of "
-            f"{', '.join(config['compare']['steps'])}; add alignment"
-        )
-    fast5_modes = modes_reading("fast5", config["compare"]["io_modes"])
-    if "methylation" in compare_steps() and sample.signal_format != "fast5" and fast5_modes:
-        raise WorkflowError(
-            f"numapore: compare.io_modes: sample '{name}' has {sample.signal_format.upper()} "
-            f"raw signal, read in I/O mode {', '.join(modes_reading('blow5'))} only; remove "
-            f"{', '.join(fast5_modes)}"
-        )
-    return sample
+    """The sample the comparison benchmarks (numapore.compare.cells.compared_sample, which names
+    what is wrong with it)."""
+    try:
+        return compared_sample(config["compare"], SAMPLES)
+    except InputError as err:
+        raise WorkflowError(f"numapore: {err}")
 
 
 def compare_steps():

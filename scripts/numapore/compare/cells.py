@@ -15,7 +15,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from numapore.base.errors import InputError
+from numapore.execution.io_modes import modes_reading
 from numapore.inputs.kinds import KINDS
+from numapore.inputs.sheet import Sample
 
 STEPS = ("alignment", "methylation")
 NOT_APPLICABLE = "na"
@@ -113,3 +116,30 @@ def measured_steps(steps: Sequence[str], kind: str) -> list[str]:
     only for kinds that call it (a short-read sample is compared in its alignment only)."""
     input_kind = KINDS[kind]
     return [s for s in steps if STEP_NEEDS[s] is None or input_kind.runs(STEP_NEEDS[s])]
+
+
+def compared_sample(settings: Mapping[str, Any], samples: Mapping[str, Sample]) -> Sample:
+    """The sample the comparison benchmarks (settings: config compare:): compare.sample, else
+    the first sample. InputError, naming the key, when it is no sample, when its kind runs none
+    of compare.steps, or when its raw signal cannot be read in one of compare.io_modes (POD5,
+    BLOW5: only a mode reading BLOW5)."""
+    name = settings["sample"] or next(iter(samples), "")
+    if name not in samples:
+        raise InputError(
+            f"compare.sample: {name!r} is not a sample (samples: {', '.join(samples) or 'none'})"
+        )
+    sample = samples[name]
+    steps = measured_steps(settings["steps"], sample.kind)
+    if not steps:
+        raise InputError(
+            f"compare.steps: sample '{name}' ({sample.kind} reads) runs none of "
+            f"{', '.join(settings['steps'])}; add alignment"
+        )
+    fast5_modes = modes_reading("fast5", settings["io_modes"])
+    if "methylation" in steps and sample.signal_format != "fast5" and fast5_modes:
+        raise InputError(
+            f"compare.io_modes: sample '{name}' has {sample.signal_format.upper()} raw signal, "
+            f"read in I/O mode {', '.join(modes_reading('blow5'))} only; remove "
+            f"{', '.join(fast5_modes)}"
+        )
+    return sample
