@@ -14,6 +14,7 @@ from numapore.compare.cells import NOT_APPLICABLE, STEPS
 from numapore.compare.measure import MIN_MEASURABLE_S
 from numapore.compare.summary import BASELINE, config_of
 from numapore.execution.advisor import advise
+from numapore.execution.strategies import STRATEGIES
 from numapore.execution.topology import Topology
 
 # The smallest effect a recommendation stands on, as a fraction of the simpler one's time.
@@ -207,7 +208,8 @@ def recommendation(
             lines.append("#   index size against node memory (instances when it fits one node):")
             lines += [f"#   {fit_line(f)}" for f in fits]
             chosen = next((f for f in fits if f["aligner"] == best["aligner"]), None)
-            if chosen and best["strategy"] == "instances" and not chosen["fits"]:
+            per_node = STRATEGIES[best["strategy"]].one_process_per_group  # a copy each
+            if chosen and per_node and not chosen["fits"]:
                 lines.append(
                     f"#   (instances measured fastest, but {best['aligner']}'s index does not "
                     "fit one node: a copy per node may swap on larger inputs)"

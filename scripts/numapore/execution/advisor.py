@@ -18,6 +18,7 @@ import logging
 from typing import Any
 
 from numapore.execution.hosts import HostConfig
+from numapore.execution.strategies import STRATEGIES
 from numapore.execution.topology import Topology
 
 log = logging.getLogger("numapore.execution.advisor")
@@ -152,7 +153,7 @@ def resolve_strategy(
 ) -> tuple[str, dict[str, Any]]:
     """The concrete strategy for a step: the configured one, or the advisor's when 'auto'."""
     chosen = host.strategy_for(step)
-    if chosen != "auto":
+    if STRATEGIES[chosen].concrete:
         return chosen, {"strategy": chosen, "why": f"configured in host file {host.name}"}
     configured = host.instance_nodes_for(step, aligner)
     return advise(topology, index_bytes, host.instances_per_node, configured)

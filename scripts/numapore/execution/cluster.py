@@ -10,7 +10,7 @@ executor plugin. Jobs of the other strategies share nodes and ask for their thre
 from __future__ import annotations
 
 from numapore.execution.hosts import HostConfig
-from numapore.execution.strategies import NODE_WIDE
+from numapore.execution.strategies import NODE_WIDE, STRATEGIES
 
 # Strategies that bind to, or spread over, every NUMA node of the machine.
 NODE_WIDE_STRATEGIES = NODE_WIDE
@@ -19,7 +19,7 @@ NODE_WIDE_STRATEGIES = NODE_WIDE
 def needs_whole_node(host: HostConfig, step: str) -> bool:
     """True when the step's strategy uses every NUMA node, so its cluster job must own one."""
     strategy = host.strategy_for(step)
-    if strategy == "auto":
+    if not STRATEGIES[strategy].concrete:
         # The advisor picks at run time; it can only pick none on a layout known to be one node.
         return host.topology is None or len(host.topology.compute_nodes) > 1
     return strategy in NODE_WIDE_STRATEGIES
