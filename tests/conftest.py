@@ -122,7 +122,9 @@ def minimap2_run(tmp_path_factory, ecoli_dir, dh10b) -> Path:
     def make(work: Path) -> None:
         methylation = yaml.safe_load((REPO / "config" / "config.yaml").read_text())["methylation"]
         write_project(
-            work, [ecoli_row(ecoli_dir, dh10b)], {"methylation": {**methylation, "motifs": MOTIF_NAMES}}
+            work,
+            [ecoli_row(ecoli_dir, dh10b)],
+            {"methylation": {**methylation, "motifs": MOTIF_NAMES}},
         )
         run_workflow(work)
 
