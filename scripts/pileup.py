@@ -15,7 +15,8 @@ from numapore.base.rulelog import redirect_to_log
 from numapore.methylation import pileup_cli
 from numapore.methylation.pileup import READ_LISTING_HEADER, write_read_listing
 from numapore.methylation.bgzf import write_indexed_bed
-from numapore.methylation.pileup_settings import modkit_command, pileup_arguments
+from numapore.methylation.pileup_settings import MODKIT_VERSIONS, modkit_command
+from numapore.methylation.pileup_settings import pileup_arguments
 from numapore.report.empty import no_calls_reason, no_rows_reason
 
 
@@ -45,6 +46,8 @@ if "text" in smk.output.keys():  # a scatter shard: its regions' rows, in genome
 sample, motif = smk.wildcards.sample, smk.wildcards.motif
 allowed = smk.config["allow_empty_samples"]  # the config, not a param: no rerun when it changes
 plain = str(Path(smk.output.bed).with_suffix(""))
+version = MODKIT_VERSIONS[str(smk.params.settings.get("modkit", "0.4"))]
+print(f"modkit semantics: {version}")
 print(f"equivalent modkit command: {modkit_command(bam, plain, arguments)}")
 outputs = [smk.output.bed, smk.output.tbi, smk.output.reads]
 with atomic_outputs(outputs) as (bed_gz, _tbi, listing):

@@ -332,3 +332,34 @@ def test_both_paths_every_case(compiled, monkeypatch):
             assert out.getvalue() == (SUITE / case["expected"]).read_text(), name
             compared += 1
     assert compared == 29
+
+
+# ---------------------------------------------------------------- the workflow's settings
+
+WORKFLOW_SETTINGS = {
+    "motif": "cpg", "combine_strands": True, "filter_threshold": 0.7, "filter_percentile": 0.1,
+    "ignore": "", "edge_filter": "",
+}  # fmt: skip
+
+
+def test_workflow_settings_under_06_run_as_modkit(tmp_path):
+    """pileup.modkit "0.6": the workflow's CpG options (--motif CG 0, combined strands) write
+    modkit 0.6.1's file of the same sites (its --cpg --modified-bases 5mC 5hmC run)."""
+    from numapore.methylation.pileup_settings import pileup_arguments
+
+    case = load_cases()["cpg_combine_strands_threshold_0.7"]
+    settings = dict(WORKFLOW_SETTINGS, modkit="0.6")
+    arguments = pileup_arguments(settings, case["reference"], 2)
+    out = tmp_path / "out.bed"
+    result = run_pileup(case["input"], out, *arguments)
+    assert result.returncode == 0, result.stderr
+    assert out.read_bytes() == (SUITE / case["expected"]).read_bytes()
+
+
+@pytest.mark.parametrize("key, value", [("ignore", "h"), ("edge_filter", "50")])
+def test_workflow_04_setting_refused_under_06(key, value):
+    from numapore.methylation.pileup_settings import SettingsError, check_settings
+
+    check_settings(dict(WORKFLOW_SETTINGS, **{key: value}, modkit="0.4"))
+    with pytest.raises(SettingsError, match=f'pileup.{key}: .* set pileup.modkit: "0.4"'):
+        check_settings(dict(WORKFLOW_SETTINGS, **{key: value}, modkit="0.6"))

@@ -24,6 +24,7 @@ from numapore.execution.cluster import job_cpus, node_request  # noqa: E402
 from numapore.compare.cells import Cell, compared_sample, matrix, measured_steps  # noqa: E402
 from numapore.methylation.calls import llr_probability  # noqa: E402
 from numapore.methylation.motifs import MOTIFS  # noqa: E402
+from numapore.methylation.pileup_settings import SettingsError, check_settings  # noqa: E402
 from numapore.execution.hosts import (  # noqa: E402
     config_overrides,
     describe_overrides,
@@ -98,6 +99,11 @@ try:
 except InputError as err:
     raise WorkflowError(f"numapore: {err}")
 validate(config, schema="../schemas/config.schema.yaml")
+# pileup: settings its modkit semantics cannot run: one line now, not a failed job later
+try:
+    check_settings(config["pileup"])
+except SettingsError as err:
+    raise WorkflowError(f"numapore: {err}")
 
 # Before Snakemake makes results/.snakemake (its shadow prefix) and fails with a traceback.
 if results_folder_problem(Path("results")):

@@ -288,9 +288,12 @@ class ChunkWorker:
         bits = bits.reshape(length, 2, 4)
         observed = ((bits[..., None] >> np.arange(ncodes, dtype=np.uint8)) & 1).astype(bool)
         names_c = [ffi.string(ctx.codes[i]).decode() for i in range(ctx.ncodes)] or ["?"]
-        rows = self.rows_from_counts(chunk, counts, observed, ncodes, names_c)
-        if self.combine_strands:
-            rows = combine_strand_rows(chunk, rows, self.motifs)
+        if self.combine_strands and self.options.modern:
+            rows = self.folded_rows(chunk, counts, observed, ncodes, names_c)
+        else:
+            rows = self.rows_from_counts(chunk, counts, observed, ncodes, names_c)
+            if self.combine_strands:
+                rows = combine_strand_rows(chunk, rows, self.motifs)
         stats.rows = len(rows)
         return self._text(chunk, rows), stats
 
@@ -400,9 +403,12 @@ class ChunkWorker:
         flat = np.concatenate(feat_pos).astype(np.int64) * k + np.concatenate(feat_kind)
         counts = np.bincount(flat, minlength=length * 2 * k).reshape(length, 2, k)
         observed = self._observed(cover, start, length, ncodes)
-        rows = self.rows_from_counts(chunk, counts, observed, ncodes, self.codes.codes)
-        if self.combine_strands:
-            rows = combine_strand_rows(chunk, rows, self.motifs)
+        if self.combine_strands and self.options.modern:
+            rows = self.folded_rows(chunk, counts, observed, ncodes, self.codes.codes)
+        else:
+            rows = self.rows_from_counts(chunk, counts, observed, ncodes, self.codes.codes)
+            if self.combine_strands:
+                rows = combine_strand_rows(chunk, rows, self.motifs)
         text = self._text(chunk, rows)
         stats.rows = len(rows)
         return text, stats
@@ -421,6 +427,29 @@ class ChunkWorker:
                     diff[s, base, c, a] += 1
                     diff[s, base, c, b] -= 1
         return np.moveaxis(np.cumsum(diff, axis=3)[..., :length] > 0, 3, 0)
+
+    def folded_rows(self, chunk: Chunk, counts, observed, ncodes, code_names) -> list[tuple]:
+        """0.6.1's --combine-strands: each + strand motif position tallies its - strand
+        partner's reads too (modkit 0.6.1 moves them before counting, so a strand's fails count
+        even where it has no valid call), one row per code, strand '.'."""
+        length = counts.shape[0]
+        counts, observed = counts.copy(), observed.copy()
+        keep = np.zeros((length, 2), dtype=bool)
+        for p in sorted(chunk.pos_motifs):
+            for idx in chunk.pos_motifs[p]:
+                motif = self.motifs[idx]
+                partner = p + motif.reverse_offset - motif.offset - chunk.start
+                at = p - chunk.start
+                if not motif.palindrome or not 0 <= at < length:
+                    continue
+                keep[at, 0] = True
+                if 0 <= partner < length and idx in chunk.neg_ids.get(partner + chunk.start, ()):
+                    counts[at, 0] += counts[partner, 1]
+                    observed[at, 0] |= observed[partner, 1]
+                    counts[partner, 1] = 0
+        counts[~keep] = 0
+        rows = self.rows_from_counts(chunk, counts, observed, ncodes, code_names)
+        return [(r[0], ".", *r[2:]) for r in rows]
 
     def rows_from_counts(
         self, chunk: Chunk, counts, observed, ncodes, code_names: list[str]

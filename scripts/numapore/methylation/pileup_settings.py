@@ -30,12 +30,42 @@ def modkit_motif(name: str) -> tuple[str, int]:
     return sequence, motif.forward_offset
 
 
+# The config's pileup.modkit: whose semantics, as numapore pileup's --modkit-compat
+MODKIT_VERSIONS = {"0.6": "modkit 0.6.1", "0.4": "modkit 0.4.4"}
+# pileup: settings modkit 0.6 has no option for (they need pileup.modkit: "0.4")
+ONLY_04 = {"ignore": "--ignore", "edge_filter": "--edge-filter (0.6: with --modified-bases)"}
+
+
+class SettingsError(ValueError):
+    """pileup: settings that the chosen modkit semantics cannot run."""
+
+
+def check_settings(settings: Mapping[str, Any]) -> None:
+    """SettingsError for a pileup: setting that pileup.modkit's semantics cannot run."""
+    version = str(settings.get("modkit", "0.4"))
+    if version not in MODKIT_VERSIONS:
+        raise SettingsError(
+            f"pileup.modkit: {version!r} is not one of {', '.join(MODKIT_VERSIONS)}"
+        )
+    if version == "0.6":
+        for key, option in ONLY_04.items():
+            if settings.get(key):
+                raise SettingsError(
+                    f"pileup.{key}: {settings[key]!r} is modkit 0.4's {option}; "
+                    'set pileup.modkit: "0.4" or leave it empty'
+                )
+
+
 def pileup_arguments(settings: Mapping[str, Any], reference: str, threads: int) -> list[str]:
-    """`numapore pileup` options (after IN.bam OUT.bed) for the config's pileup: settings
-    (modkit 0.4.4's semantics, as the workflow's golden files are)."""
-    args = ["--modkit-compat", "0.4", "--ref", reference]
+    """`numapore pileup` options (after IN.bam OUT.bed) for the config's pileup: settings,
+    with the semantics pileup.modkit names. SettingsError for a 0.4-only setting under 0.6."""
+    check_settings(settings)
+    version = str(settings.get("modkit", "0.4"))
+    args = ["--modkit-compat", version, "--ref", reference]
     motif = settings["motif"]
-    if motif == "cpg":
+    if motif == "cpg" and version == "0.6":  # --cpg needs --modified-bases in 0.6
+        args += ["--motif", "CG", "0"]
+    elif motif == "cpg":
         args.append("--cpg")
     elif motif != "any":
         sequence, offset = modkit_motif(motif)
@@ -54,8 +84,8 @@ def pileup_arguments(settings: Mapping[str, Any], reference: str, threads: int) 
 
 
 def modkit_command(bam: str, bed: str, arguments: Sequence[str]) -> str:
-    """The modkit 0.4.4 command line that writes the same bedMethyl (uncompressed) as
-    `numapore pileup bam bed *arguments`."""
+    """The modkit command line (of the version --modkit-compat names) that writes the same
+    bedMethyl (uncompressed) as `numapore pileup bam bed *arguments`."""
     modkit_arguments = list(arguments)
     if "--modkit-compat" in modkit_arguments:  # numapore's own: which modkit to follow
         at = modkit_arguments.index("--modkit-compat")
