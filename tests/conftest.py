@@ -16,6 +16,9 @@ from project import snakemake_command, write_project
 from reference_tools import reference_frequency_script
 from shared_runs import shared_run
 
+# Shared runs of the modBAM and short-read routes.
+pytest_plugins = ["runs_modbam_short"]
+
 REPO = Path(__file__).resolve().parent.parent
 SHARED = REPO.parent / "shared"
 ECOLI = SHARED / "data" / "ecoli_r94"

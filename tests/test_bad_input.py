@@ -9,6 +9,9 @@ from conftest import host_file, run_workflow
 
 from project import write_project
 
+# The calls the full runs here are checked on: what they ask for (not the report, not MultiQC).
+CPG_CALLS = "results/ecoli/methylation/ecoli.minimap2.cpg.calls.tsv"
+
 
 def ecoli(ecoli_dir: Path, reference: Path, **override: str) -> dict[str, str]:
     """A valid sample-sheet row for the shared E. coli reads, with fields overridden."""
@@ -127,9 +130,8 @@ def test_bad_fast5_skipped_is_listed_and_reported(tmp_path, ecoli_dir, dh10b):
     work = write_project(
         tmp_path / "run", [ecoli(ecoli_dir, dh10b, signal=str(fast5))], {"on_bad_fast5": "skip"}
     )
-    result = run_workflow(
-        work, "--config", f"host={host_file(tmp_path / 'slow5.yaml', io_mode='slow5')}"
-    )
+    host = host_file(tmp_path / "slow5.yaml", io_mode="slow5")
+    result = run_workflow(work, CPG_CALLS, "--config", f"host={host}")
     rejected = (work / "results/ecoli/signal/ecoli.blow5.rejected.tsv").read_text().splitlines()
     assert len(rejected) == 2 and "zz_broken.fast5" in rejected[1]
     assert "1 FAST5 files/reads skipped" in result.stdout + result.stderr
@@ -187,7 +189,7 @@ def test_paths_with_spaces(tmp_path, ecoli_dir, dh10b):
         "reference": str(inputs / "dh10b genome.fa"),
     }
     work = write_project(tmp_path / "project folder", [row])
-    run_workflow(work)
+    run_workflow(work, CPG_CALLS)
     calls = (
         (work / "results/ecoli/methylation/ecoli.minimap2.cpg.calls.tsv").read_text().splitlines()
     )

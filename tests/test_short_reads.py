@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import gzip
 import io
+import json
 import re
 import shlex
 import shutil
@@ -20,6 +21,7 @@ import pytest
 import yaml
 from conftest import SHARED, host_file
 from project import REPO, snakemake_command
+from runs_modbam_short import BIG_COPIES, SHORT_ALIGNERS
 
 from numapore.base.errors import InputError
 from numapore.execution.hosts import host_config_from_dict
@@ -336,24 +338,13 @@ def test_single_end_split_on_batches(tmp_path, lambda_index) -> None:
 # ---------- the workflow ----------
 
 RUN_SAMPLES = {"pe": (R1, R2), "se": (SINGLE, None)}
-COPIES = 5  # the pairs 5 times over (renamed): 10.9 M bases, two bwa batches of 10 M
+COPIES = BIG_COPIES
 
 
 @pytest.fixture(scope="module")
-def big_pairs(tmp_path_factory) -> tuple[Path, Path]:
-    """The pairs COPIES times over, each copy's reads renamed (c<k>_r<i>), gzip: more bases
-    than one bwa batch, so that a split run cuts them."""
-    folder = tmp_path_factory.mktemp("big")
-    files = []
-    for mates in (R1, R2):
-        lines = fastq_lines(mates)
-        out = []
-        for k in range(COPIES):
-            out += [f"@c{k}_{x[1:]}" if i % 4 == 0 else x for i, x in enumerate(lines)]
-        path = folder / mates.name
-        path.write_bytes(gzip.compress(("\n".join(out) + "\n").encode(), compresslevel=1))
-        files.append(path)
-    return files[0], files[1]
+def big_pairs(short_big_pairs) -> tuple[Path, Path]:
+    """The pairs COPIES times over, renamed, gzip: more than one bwa batch (short_big_pairs)."""
+    return short_big_pairs
 
 
 def write_short_project(
@@ -386,17 +377,10 @@ def run_workflow(work: Path, *args: str) -> subprocess.CompletedProcess:
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory, big_pairs) -> dict[str, Path]:
+def runs(short_runs) -> dict[str, Path]:
     """Both samples through the workflow with each aligner (strategy none, not scattered); with
-    bwa, the big pairs too."""
-    done = {}
-    for aligner in ("bwa", "bowtie2", "minimap2"):
-        big = big_pairs if aligner == "bwa" else None
-        work = write_short_project(tmp_path_factory.mktemp(aligner), aligner, big=big)
-        result = run_workflow(work)
-        assert result.returncode == 0, result.stderr[-3000:]
-        done[aligner] = work
-    return done
+    bwa, the big pairs too: one folder (short_runs, .test/config-short.yaml's samples)."""
+    return {aligner: short_runs for aligner in SHORT_ALIGNERS}
 
 
 def bam_of(work: Path, sample: str, aligner: str) -> Path:
@@ -477,7 +461,7 @@ def test_outputs_and_accounting(runs, aligner) -> None:
         assert ("\nIS\t" in stats) == paired  # insert sizes of pairs
         assert (work / f"results/{sample}/report/{sample}.{aligner}.alignment_qc.png").is_file()
         assert not (work / f"results/{sample}/methylation").exists()
-    data = work / "results/multiqc/numapore_multiqc_data"
+    data = work / f"results/multiqc.{aligner}/numapore_multiqc_data"
     # MultiQC names a report after its file, less the extensions it knows (.bowtie2 is one).
     for table in ("multiqc_samtools_stats.txt", "multiqc_samtools_flagstat.txt"):
         names = [x.split("\t")[0] for x in (data / table).read_text().splitlines()[1:]]
@@ -508,11 +492,16 @@ def test_strategy_and_scatter_give_the_records_of_none(
     """A NUMA strategy with the alignment scattered over jobs: bwa's BAMs hold the records of
     the run with strategy none, in the same order, duplicate marks included; the big pairs
     were cut into two non-empty shards at bwa's batch end."""
+    # The host on the command line: the hpc-numa profile's host=auto would win over the file's
     host = host_file(tmp_path / "host.yaml", strategy)
-    config = {"host": str(host), "scatter": {"alignment": scatter}}
-    work = write_short_project(tmp_path / "run", "bwa", config, big=big_pairs)
-    done = run_workflow(work)
+    work = write_short_project(
+        tmp_path / "run", "bwa", {"scatter": {"alignment": scatter}}, big_pairs
+    )
+    bams = [str(bam_of(Path(), s, "bwa")) for s in [*RUN_SAMPLES, "big"]]
+    done = run_workflow(work, *bams, "--config", f"host={host}")
     assert done.returncode == 0, done.stderr[-3000:]
+    record = json.loads((work / f"results/logs/align/big.bwa.1-of-{scatter}.run.json").read_text())
+    assert record["strategy"] == strategy, record
     for sample in [*RUN_SAMPLES, "big"]:
         got, baseline = bam_of(work, sample, "bwa"), bam_of(runs["bwa"], sample, "bwa")
         assert records(got) == records(baseline), sample
@@ -548,7 +537,7 @@ def test_mismatched_mates_stop_the_run_at_staging(tmp_path: Path) -> None:
     fewer = write_fastq(tmp_path / "r2.fq", fastq_lines(R2)[:-4])
     plain = write_fastq(tmp_path / "r1.fq", fastq_lines(R1))
     write_sheet(work / "config/samples.tsv", [f"pe\t\t{plain}\t{fewer}\t{LAMBDA}"])
-    done = run_workflow(work)
+    done = run_workflow(work, str(bam_of(Path(), "pe", "bwa")))
     assert done.returncode == 1
     lines = [x for x in (done.stdout + done.stderr).splitlines() if x.startswith("numapore: ")]
     assert [x for x in lines if "host file" not in x] == [
@@ -565,7 +554,7 @@ def test_mark_duplicates_off(tmp_path: Path, lambda_index) -> None:
     work = write_short_project(tmp_path / "run", "bwa", {"short_reads": {"mark_duplicates": False}})
     shutil.rmtree(work / "results", ignore_errors=True)
     write_sheet(work / "config/samples.tsv", [f"pe\t\t{R1}\t{R2}\t{LAMBDA}"])
-    done = run_workflow(work)
+    done = run_workflow(work, str(bam_of(Path(), "pe", "bwa")))
     assert done.returncode == 0, done.stderr[-3000:]
     got = primary_records(pysam.view(str(bam_of(work, "pe", "bwa"))))
     hand = primary_records(by_hand("bwa", lambda_index, "pe"))
@@ -626,13 +615,11 @@ def test_snap_preset_and_command() -> None:
 
 
 @pytest.fixture(scope="module")
-def snap_run(tmp_path_factory) -> Path:
+def snap_run(short_runs) -> Path:
     """The pairs through the workflow with SNAP, its index built by the workflow's rule (the
-    single-end reads hold reads longer than SNAP takes: test_snap_refuses_longer_reads)."""
-    work = write_short_project(tmp_path_factory.mktemp("snap"), "snap", single=False)
-    result = run_workflow(work)
-    assert result.returncode == 0, result.stderr[-3000:]
-    return work
+    single-end reads hold reads longer than SNAP takes: test_snap_refuses_longer_reads): in
+    short_runs' folder."""
+    return short_runs
 
 
 def test_snap_alignments_equal_snap_by_hand(snap_run, lambda_index, tmp_path) -> None:

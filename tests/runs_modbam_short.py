@@ -1,0 +1,290 @@
+"""The shared runs of the modBAM and short-read routes (tests/test_modbam_kind.py,
+tests/test_short_reads.py): each made once per pytest invocation (tests/shared_runs.py), each
+asking for the outputs its tests read (the report and MultiQC only where they are checked).
+A new check of these routes adds its assertions to one of these runs, or its targets to one's
+list, before it starts a run of its own.
+
+- modbam_test_run: .test/config-modbam.yaml as a user runs it (the simulated demo modBAM), with
+  modkit's unaligned test modBAM beside it as sample 'unmapped', aligned with bwa and bowtie2.
+- modbam_baseline_run: modkit's test modBAMs and variants made from them (modbam_variants),
+  minimap2, strategy none; their accounting, report figures and MultiQC; and the strategy
+  comparison of one of them (its staged file of its own).
+- short_runs: .test/config-short.yaml as a user runs it, in one folder with every aligner
+  (bwa, bowtie2, minimap2: MultiQC once per aligner, kept as results/multiqc.<aligner>), the big
+  pairs (short_big_pairs) with bwa and the pairs with SNAP.
+"""
+
+from __future__ import annotations
+
+import gzip
+import shutil
+import subprocess
+from pathlib import Path
+from types import SimpleNamespace
+
+import pysam
+import pytest
+import yaml
+
+from project import REPO, snakemake_command, write_project
+from shared_runs import shared_run
+
+TEST_CONFIGS = REPO / ".test"
+MODKIT_INPUTS = REPO.parent / "shared" / "data" / "modkit_pileup" / "inputs"
+LADDER = MODKIT_INPUTS / "CGI_ladder_3.6kb_ref.fa"
+# The modBAMs of modkit's suite whose reference is there (the CGI ladder oligos): name -> file.
+MODKIT_SUITE = {
+    "unmapped": MODKIT_INPUTS / "bc_anchored_10_reads.unmapped.bam",
+    "sorted": MODKIT_INPUTS / "bc_anchored_10_reads.sorted.bam",
+    "duplicated": MODKIT_INPUTS / "duplicated.marked.fixed.bam",
+    "dorado032": MODKIT_INPUTS
+    / (
+        "CG_5mC_20230207_1700_6A_PAG66026_3c0abf27_oligo_741_adapters_modcalls_0th_sort_10_reads"
+        ".bam"
+    ),
+}
+BOWTIE2_EXAMPLES = Path("/usr/share/doc/bowtie2/examples")  # Debian's bowtie2-examples
+SHORT_ALIGNERS = ("bwa", "bowtie2", "minimap2")
+BIG_COPIES = 5  # the pairs 5 times over (renamed): 10.9 M bases, two bwa batches of 10 M
+
+
+def run_or_fail(work: Path, *args: str) -> subprocess.CompletedProcess:
+    """The real workflow in work on 2 cores (hpc-numa profile); a failed run fails the test."""
+    done = subprocess.run(
+        snakemake_command(work, 2, *args), capture_output=True, text=True, timeout=1800
+    )
+    if done.returncode != 0:
+        pytest.fail(f"workflow failed ({' '.join(args)}):\n{done.stderr[-4000:]}")
+    return done
+
+
+def kept_output(work: Path, done: subprocess.CompletedProcess) -> SimpleNamespace:
+    """A run's output, written beside it for the other workers; what they read back."""
+    (work / "run.stdout").write_text(done.stdout)
+    (work / "run.stderr").write_text(done.stderr)
+    return read_output(work)
+
+
+def read_output(work: Path) -> SimpleNamespace:
+    """The output kept_output wrote (stdout, stderr)."""
+    return SimpleNamespace(
+        stdout=(work / "run.stdout").read_text(), stderr=(work / "run.stderr").read_text()
+    )
+
+
+def as_the_clone(work: Path) -> Path:
+    """A folder laid out as the clone's root for `--configfile .test/...`: the shipped
+    config/config.yaml, .test/ and resources/ linked (the paths the configs name)."""
+    (work / "config").mkdir(parents=True, exist_ok=True)
+    shutil.copy(REPO / "config" / "config.yaml", work / "config" / "config.yaml")
+    for name in (".test", "resources"):
+        (work / name).symlink_to(REPO / name)
+    return work
+
+
+def modbam_sheet(work: Path, files: dict[str, Path], name: str = "samples.tsv") -> Path:
+    """config/<name>: each modBAM a sample against the ladder."""
+    lines = ["sample\treads\treference"] + [f"{n}\t{f}\t{LADDER}" for n, f in files.items()]
+    sheet = work / "config" / name
+    sheet.write_text("\n".join(lines) + "\n")
+    return sheet
+
+
+def modbam_outputs(sample: str, aligner: str) -> list[str]:
+    """A modBAM sample's alignment and pileup (its log names the pileup command)."""
+    name = f"results/{sample}/methylation/{sample}.{aligner}.cpg"
+    return [f"results/{sample}/align/{sample}.{aligner}.bam.bai", f"{name}.bedmethyl.gz.tbi"]
+
+
+# ---------- modBAM ----------
+
+
+@pytest.fixture(scope="session")
+def modbam_test_run(tmp_path_factory) -> Path:
+    """.test/config-modbam.yaml (the demo as a simulated modBAM, minimap2) with modkit's
+    unaligned modBAM beside it as sample 'unmapped', which bwa and bowtie2 align too."""
+
+    def make(work: Path) -> None:
+        as_the_clone(work)
+        sheet = (TEST_CONFIGS / "samples-none.tsv").read_text().splitlines()[0]
+        (work / "config" / "samples.tsv").write_text(
+            f"{sheet}\nunmapped\t\t{MODKIT_SUITE['unmapped']}\t{LADDER}\n"
+        )
+        demo = [
+            *modbam_outputs("demo", "minimap2"),
+            "results/demo/methylation/demo.minimap2.cpg.accuracy.tsv",
+            "results/demo/demo.minimap2.accounting.tsv",
+        ]
+        unmapped = [*modbam_outputs("unmapped", "bwa"), *modbam_outputs("unmapped", "bowtie2")]
+        # Targets first: --configfile and --config take every word after them
+        run_or_fail(
+            work, *demo, *unmapped,
+            "--configfile", ".test/config-modbam.yaml", "--config", "samples=config/samples.tsv",
+        )  # fmt: skip
+
+    return shared_run(tmp_path_factory, "modbam_test_config", make)
+
+
+def partial_tags_bam(out: Path) -> Path:
+    """The unaligned modBAM with an MN tag on each read: no MM/ML on the first 4 reads, an MN of
+    5 more than the length on the next 2, the length on the others."""
+    with (
+        pysam.AlignmentFile(str(MODKIT_SUITE["unmapped"]), check_sq=False) as src,
+        pysam.AlignmentFile(str(out), "wb", template=src) as dst,
+    ):
+        for index, rec in enumerate(src):
+            if index < 4:
+                rec.set_tag("MM", None)
+                rec.set_tag("ML", None)
+            rec.set_tag("MN", rec.query_length + (5 if index in (4, 5) else 0), "i")
+            dst.write(rec)
+    return out
+
+
+def other_reference_bam(out: Path) -> Path:
+    """The aligned modBAM as if aligned to another reference (its sequences renamed 'old_*'),
+    with a secondary and a supplementary copy of its first record."""
+    with pysam.AlignmentFile(str(MODKIT_SUITE["sorted"])) as src:
+        header = src.header.to_dict()
+        for sq in header["SQ"]:
+            sq["SN"] = f"old_{sq['SN']}"
+        with pysam.AlignmentFile(str(out), "wb", header=header) as dst:
+            for index, rec in enumerate(src):
+                dst.write(pysam.AlignedSegment.fromstring(rec.to_string(), dst.header))
+                for flag in (0x100, 0x800) if index == 0 else ():
+                    copy = pysam.AlignedSegment.fromstring(rec.to_string(), dst.header)
+                    copy.flag |= flag
+                    dst.write(copy)
+    return out
+
+
+def cram_of(bam: Path, reference: Path, out: Path) -> Path:
+    """bam as a CRAM written against reference (samtools view -C)."""
+    subprocess.run(["samtools", "view", "-C", "-T", str(reference), "-o", str(out), str(bam)],
+                   check=True)  # fmt: skip
+    return out
+
+
+MODBAM_VARIANTS = ("partial", "cram", "other")
+
+
+@pytest.fixture(scope="session")
+def modbam_variants(tmp_path_factory) -> dict[str, Path]:
+    """Inputs made from modkit's: tags on some reads only and MN tags not all fitting, a CRAM
+    (against the ladder) of the aligned modBAM, and that modBAM as if aligned to another
+    reference."""
+
+    def make(folder: Path) -> None:
+        partial_tags_bam(folder / "partial.bam")
+        cram_of(MODKIT_SUITE["sorted"], LADDER, folder / "sorted.cram")
+        other_reference_bam(folder / "other_reference.bam")
+
+    folder = shared_run(tmp_path_factory, "modbam_variants", make)
+    files = ("partial.bam", "sorted.cram", "other_reference.bam")
+    return {name: folder / file for name, file in zip(MODBAM_VARIANTS, files, strict=True)}
+
+
+# The strategy comparison of the baseline run: one cell kind, on sample unmapped's 5 reads.
+BASELINE_COMPARE = {
+    "sample": "unmapped", "steps": ["alignment"], "reads": 5, "aligners": ["minimap2"],
+    "threads": [1], "strategies": ["none"], "repeats": 1,
+}  # fmt: skip
+
+
+@pytest.fixture(scope="session")
+def modbam_baseline_run(tmp_path_factory, modbam_variants) -> tuple[Path, SimpleNamespace]:
+    """modkit's modBAMs and the variants through the workflow (minimap2, strategy none): their
+    alignments, bedMethyl and accounting, the report's accounting figures of partial and other,
+    MultiQC, and the strategy comparison of unmapped; the folder and the run's output."""
+    files = MODKIT_SUITE | modbam_variants
+
+    def make(work: Path) -> None:
+        write_project(work, [], {"compare": BASELINE_COMPARE})
+        modbam_sheet(work, files)
+        targets = ["compare", "results/multiqc/numapore_multiqc.html"]
+        for name in files:
+            targets += [
+                *modbam_outputs(name, "minimap2"),
+                f"results/{name}/{name}.staged.tsv",
+                f"results/{name}/{name}.minimap2.accounting.tsv",
+            ]
+        for name in ("partial", "other"):
+            targets.append(f"results/{name}/report/{name}.minimap2.accounting.png")
+        kept_output(work, run_or_fail(work, *targets))
+
+    work = shared_run(tmp_path_factory, "modbam_baseline", make)
+    return work, read_output(work)
+
+
+@pytest.fixture(scope="session")
+def modbam_baseline(modbam_baseline_run) -> Path:
+    """The folder of the modBAM baseline run."""
+    return modbam_baseline_run[0]
+
+
+# ---------- short reads ----------
+
+
+def fastq_lines(path: Path) -> list[str]:
+    """A FASTQ file's lines (gzip or plain)."""
+    data = path.read_bytes()
+    if path.suffix == ".gz":
+        data = gzip.decompress(data)
+    return data.decode().splitlines()
+
+
+@pytest.fixture(scope="session")
+def short_big_pairs(tmp_path_factory) -> tuple[Path, Path]:
+    """bowtie2-examples' pairs BIG_COPIES times over, each copy's reads renamed (c<k>_r<i>),
+    gzip: more bases than one bwa batch, so that a split run cuts them."""
+    names = ("reads_1.fq.gz", "reads_2.fq.gz")
+
+    def make(folder: Path) -> None:
+        for name in names:
+            lines = fastq_lines(BOWTIE2_EXAMPLES / "reads" / name)
+            out = []
+            for k in range(BIG_COPIES):
+                out += [f"@c{k}_{x[1:]}" if i % 4 == 0 else x for i, x in enumerate(lines)]
+            text = ("\n".join(out) + "\n").encode()
+            (folder / name).write_bytes(gzip.compress(text, compresslevel=1))
+
+    folder = shared_run(tmp_path_factory, "short_big_pairs", make)
+    return folder / names[0], folder / names[1]
+
+
+def short_outputs(sample: str, aligner: str) -> list[str]:
+    """A short sample's alignment, its QC and accounting, and the report's QC figure."""
+    name = f"results/{sample}/align/{sample}.{aligner}"
+    return [
+        f"{name}.bam.bai", f"{name}.stats.txt", f"{name}.summary.tsv", f"{name}.flagstat.json",
+        f"results/{sample}/report/{sample}.{aligner}.alignment_qc.png",
+    ]  # fmt: skip
+
+
+@pytest.fixture(scope="session")
+def short_runs(tmp_path_factory, short_big_pairs) -> Path:
+    """.test/config-short.yaml's samples (pe, se) with every aligner, one run per aligner in one
+    folder (the staging and the reference made once), each with its MultiQC report, kept as
+    results/multiqc.<aligner>; with bwa also the big pairs (sample big) and SNAP on the pairs
+    (its index built by the workflow's rule; the single-end reads are longer than SNAP takes)."""
+
+    def make(work: Path) -> None:
+        as_the_clone(work)
+        config = yaml.safe_load((TEST_CONFIGS / "config-short.yaml").read_text())
+        sheet = (work / config["samples"]).read_text()
+        big = f"big\t\t\t{short_big_pairs[0]}\t{short_big_pairs[1]}\t"
+        big += (BOWTIE2_EXAMPLES / "reference" / "lambda_virus.fa.gz").as_posix()
+        (work / "config" / "with-big.tsv").write_text(f"{sheet}{big}\n")
+        for aligner in SHORT_ALIGNERS:
+            targets = [out for s in ("pe", "se") for out in short_outputs(s, aligner)]
+            settings = [f"aligner={aligner}"]
+            if aligner == "bwa":
+                targets += [*short_outputs("big", "bwa"), "results/pe/align/pe.snap.summary.tsv"]
+                settings.append("samples=config/with-big.tsv")
+            run_or_fail(
+                work, *targets, "results/multiqc/numapore_multiqc.html",
+                "--configfile", ".test/config-short.yaml", "--config", *settings,
+            )  # fmt: skip
+            (work / "results" / "multiqc").rename(work / "results" / f"multiqc.{aligner}")
+
+    return shared_run(tmp_path_factory, "short_runs", make)
