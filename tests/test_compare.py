@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import statistics
 import subprocess
 from pathlib import Path
@@ -22,35 +23,44 @@ from numapore.report import comparison_plots
 from numapore.compare import run as cell_run
 from numapore.base.errors import InputError
 from numapore.compare.cells import STEPS, Cell, cell_host, matrix, measured_steps
-from numapore.execution.hosts import HostConfigError, host_config_from_dict
+from numapore.execution.hosts import IO_MODES, STRATEGIES, HostConfigError, host_config_from_dict
 from numapore.execution.topology import Node, Topology, detect_topology
 from project import write_project
 
-MATRIX = {
-    "sample": "ecoli",
-    "reads": 12,
-    "steps": ["alignment", "methylation"],
-    "aligners": ["minimap2", "bwa"],
-    "strategies": ["none", "interleave", "localalloc", "instances"],
-    "io_modes": ["fast5", "fast5-pool", "slow5"],
-    "threads": [1, 2],
-    "repeats": 2,
-    "seed": 7,  # of the run order (not the default: the config's value is the one used)
-    # Emulated storage on (1 ms per request): the FUSE path runs in every methylation cell.
-    "storage": {"latency_ms": 1, "disks": 4},
-}
+# The compare route's small runnable config, as a user runs it from the repository root: the
+# demo's simulated reads; strategies none and instances at 1 and 2 threads for each aligner and
+# I/O mode, twice; emulated storage on (1 ms per request: the FUSE path in every methylation
+# cell). config/config.yaml's full matrix is expanded without running a cell
+# (test_the_full_matrix_expands_to_every_combination).
+TEST_CONFIG = ".test/config-compare.yaml"
+MATRIX = yaml.safe_load((REPO / TEST_CONFIG).read_text())["compare"]
+FULL_MATRIX = yaml.safe_load((REPO / "config" / "config.yaml").read_text())["compare"]
+
+
+def config_cells(compare: dict) -> int:
+    """How many cells a compare block runs: aligners (alignment) and I/O modes (methylation)
+    by strategies by thread counts, each once per repeat."""
+    configs = len(compare["aligners"]) + len(compare["io_modes"])
+    return configs * len(compare["strategies"]) * len(compare["threads"]) * compare["repeats"]
+
+
+def compare_project(work: Path) -> Path:
+    """A project folder where `snakemake compare --configfile .test/config-compare.yaml` runs
+    as it does from the repository root (its .test/ and resources/ linked in)."""
+    write_project(work, [])
+    for name in (".test", "resources"):
+        (work / name).symlink_to(REPO / name)
+    return work
 
 
 @pytest.fixture(scope="module")
-def compared(tmp_path_factory, ecoli_dir, dh10b) -> tuple[Path, subprocess.CompletedProcess]:
-    """`snakemake --profile hpc-numa compare` on the E. coli reads, in a project holding an
-    earlier run's MultiQC report; its folder and result."""
-    work = write_project(
-        tmp_path_factory.mktemp("compare"), [ecoli_row(ecoli_dir, dh10b)], {"compare": MATRIX}
-    )
+def compared(tmp_path_factory) -> tuple[Path, subprocess.CompletedProcess]:
+    """`snakemake --profile hpc-numa compare --configfile .test/config-compare.yaml` in a
+    project holding an earlier run's MultiQC report; its folder and result."""
+    work = compare_project(tmp_path_factory.mktemp("compare"))
     (work / STALE_MULTIQC).parent.mkdir(parents=True)
     (work / STALE_MULTIQC).write_text("<html>an earlier run's report</html>\n")
-    return work, run_workflow(work, "compare")
+    return work, run_workflow(work, "compare", "--configfile", TEST_CONFIG)
 
 
 STALE_MULTIQC = "results/multiqc/numapore_multiqc.html"
@@ -60,16 +70,18 @@ def test_one_command_writes_summary_plots_report(compared):
     work, result = compared
     out = work / "results/compare"
     cells = matrix(MATRIX, "minimap2")
-    # 2 aligners x 4 strategies + 3 I/O modes x 4 strategies, at 2 thread counts, twice.
-    assert len(cells) == (2 * 4 + 3 * 4) * 2 * 2
+    # Aligners x strategies + I/O modes x strategies, at each thread count, each repeat.
+    assert len(cells) == config_cells(MATRIX)
     for name in ("time_vs_threads", "utilisation_core_hours", "io_modes"):
         assert (out / f"{name}.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     report = (out / "report.md").read_text()
-    assert "| bwa | interleave" in report and "| slow5 | none |" in report
-    # 12 reads: alignment cells are far too short to measure, and the report sizes the subset.
+    assert "| minimap2 | instances" in report and "| slow5 | none |" in report
+    # 12 reads: alignment cells far too short to measure (but on a machine loaded many times
+    # over: the flags follow the measured times, test_summary_arithmetic_from_raw_files), and
+    # the report sizes the subset when they are.
     rows = summary.read_tsv(out / "summary.tsv")
-    assert any(r["too_short"] for r in rows if r["step"] == "alignment")
-    assert "set `compare.reads` to " in report
+    too_short = any(r["too_short"] for r in rows if r["step"] == "alignment")
+    assert ("set `compare.reads` to " in report) == too_short
     # One progress line per finished cell, in matrix order (never two cells at once).
     progress = [ln for ln in result.stdout.splitlines() if ln.startswith("compare: cell ")]
     assert [ln.split()[3].rstrip(":") for ln in progress] == [c.name for c in cells]
@@ -93,15 +105,19 @@ def test_cells_ran_in_the_seeded_shuffled_order(compared):
     assert ran == matrix(MATRIX, "minimap2")
     assert [r["run_order"] for r in runs] == list(range(1, len(runs) + 1))
     assert {r["seed"] for r in rows} == {MATRIX["seed"]}
-    first = [c.threads for c in ran if c.repeat == 1]
-    assert first != sorted(first) and first != sorted(first, reverse=True)
+    # Shuffled: each repeat in an order of its own, the steps mixed (one thread count here: the
+    # full matrix's thread counts are mixed too, test_matrix_order_is_a_seeded_shuffle_...).
+    first, second = ([config_key(c) for c in ran if c.repeat == r] for r in (1, 2))
+    assert first != second
+    steps = [key[0] for key in first]
+    assert steps != sorted(steps) and steps != sorted(steps, reverse=True)
 
 
 def test_plots_mark_what_is_noise(compared):
     """What the plots drew (plots.data.json, read back from the figures' artists): a colour and
     a marker of its own per series, the repeats' range as error bars around the median, the
-    strategies that ran as none did marked as such (on this one-node host: interleave and
-    localalloc), no-difference points hollow, and too-short cells faded."""
+    strategies that ran as none did marked as such (on this one-node host: instances, but in
+    fast5-pool at 2 threads), no-difference points hollow, and too-short cells faded."""
     work, _ = compared
     drawn = json.loads((work / "results/compare/plots.data.json").read_text())["panels"]
     rows = summary.read_tsv(work / "results/compare/summary.tsv")
@@ -110,8 +126,10 @@ def test_plots_mark_what_is_noise(compared):
     } | {("io_modes", "methylation")}
     for panel in drawn:
         series = panel["series"]
-        count = {"alignment": 2 * 4, "methylation": 3 * 4}[panel["step"]]
-        count = 3 if panel["figure"] == "io_modes" else count
+        strategies = len(MATRIX["strategies"])
+        count = {"alignment": len(MATRIX["aligners"]) * strategies,
+                 "methylation": len(MATRIX["io_modes"]) * strategies}[panel["step"]]  # fmt: skip
+        count = len(MATRIX["io_modes"]) if panel["figure"] == "io_modes" else count
         # No two series alike: as many colours and as many markers as series.
         assert len(series) == count
         assert len({s["colour"] for s in series}) == len({s["marker"] for s in series}) == count
@@ -133,11 +151,12 @@ def test_plots_mark_what_is_noise(compared):
             identical = all(m["identical_to"] for m in medians)
             assert s["legend"].endswith("(= none on this host)") == identical
             assert (s["linestyle"] == ":") == identical
-            if len(detect_topology().compute_nodes) == 1 and " interleave" in s["label"]:
+            one_node = len(detect_topology().compute_nodes) == 1
+            if one_node and s["label"].endswith(" instances") and "fast5-pool" not in s["label"]:
                 # The same command as none on one node: marked, never shown as an effect.
                 assert identical and all(p["hollow"] for p in s["points"])
-        if panel["step"] == "alignment":  # 12 reads: far too short
-            assert all(p["faded"] for s in series for p in s["points"])
+        if panel["step"] == "alignment":  # 12 reads: far too short, faded (as flagged)
+            assert all(p["faded"] == p["too_short"] for s in series for p in s["points"])
 
 
 def configuration_rows(rows, step, label, point) -> list[dict]:
@@ -179,7 +198,9 @@ def test_summary_arithmetic_from_raw_files(compared):
         # The record is the cell's: its strategy and, for methylation, its I/O mode's processes.
         assert record["cell"]["strategy"] == row["strategy"]
         if row["step"] == "methylation":
-            assert row["storage_latency_ms"] == 1 and row["storage_disks"] == 4
+            storage = MATRIX["storage"]
+            assert row["storage_latency_ms"] == storage["latency_ms"] == 1
+            assert row["storage_disks"] == storage["disks"]
             assert row["storage_requests"] > 0
             pool = row["io_mode"] == "fast5-pool" and row["strategy"] != "instances"
             assert len(record["processes"]) == (row["threads"] if pool else 1)
@@ -229,7 +250,7 @@ def test_recommendation_is_a_valid_host_file_fragment(compared):
 def test_snakemake_report_collects_the_comparison(compared):
     work, _ = compared
     html = work / "results/compare/report.html"
-    run_workflow(work, "compare", "--report", str(html))
+    run_workflow(work, "compare", "--report", str(html), "--configfile", TEST_CONFIG)
     text = html.read_text()
     assert "CPU utilisation" in text and "recommended-host.yaml" in text
 
@@ -242,10 +263,13 @@ def test_unknown_compare_sample_is_refused(tmp_path, ecoli_dir, dh10b):
     assert message in result.stdout + result.stderr
 
 
-def test_overlapping_cells_are_refused(tmp_path, ecoli_dir, dh10b):
+def test_overlapping_cells_are_refused(tmp_path):
     # A --resources of one's own replaces profiles/default's compare=1: cells would overlap.
-    work = write_project(tmp_path, [ecoli_row(ecoli_dir, dh10b)], {"compare": MATRIX})
-    result = run_workflow(work, "compare", "-n", "--resources", "mem_mb=1000", check=False)
+    work = compare_project(tmp_path)
+    result = run_workflow(
+        work, "compare", "-n", "--resources", "mem_mb=1000", "--configfile", TEST_CONFIG,
+        check=False,
+    )  # fmt: skip
     assert result.returncode != 0
     message = "numapore: the comparison's cells must run one at a time: give --resources compare=1"
     assert message in result.stdout + result.stderr
@@ -264,7 +288,8 @@ def test_cell_name_round_trip():
 
 
 def test_matrix_interleaves_repeats():
-    cells = matrix({**MATRIX, "steps": ["alignment"], "strategies": ["none"], "repeats": 3}, "bwa")
+    one = {**FULL_MATRIX, "steps": ["alignment"], "strategies": ["none"], "repeats": 3}
+    cells = matrix(one, "bwa")
     assert [c.repeat for c in cells] == [1] * 4 + [2] * 4 + [3] * 4
     assert {(c.aligner, c.threads) for c in cells[:4]} == {
         (a, t) for a in ("minimap2", "bwa") for t in (1, 2)
@@ -272,10 +297,11 @@ def test_matrix_interleaves_repeats():
 
 
 def test_matrix_order_is_a_seeded_shuffle_of_each_repeat():
-    cells = matrix(MATRIX, "minimap2")
+    shuffled = {**FULL_MATRIX, "seed": MATRIX["seed"]}  # every thread count, the tests' seed
+    cells = matrix(shuffled, "minimap2")
     configs = [c for c in cells if c.repeat == 1]
     # Each repeat runs every configuration once, in an order of its own.
-    for repeat in (1, 2):
+    for repeat in range(1, shuffled["repeats"] + 1):
         block = [c for c in cells if c.repeat == repeat]
         assert cells[(repeat - 1) * len(configs) : repeat * len(configs)] == block
         assert sorted(map(config_key, block)) == sorted(map(config_key, configs))
@@ -284,14 +310,53 @@ def test_matrix_order_is_a_seeded_shuffle_of_each_repeat():
     threads = [c.threads for c in configs]
     assert threads != sorted(threads) and threads != sorted(threads, reverse=True)
     # The same seed, the same order; another seed, another order.
-    assert matrix(dict(MATRIX), "minimap2") == cells
-    assert matrix({**MATRIX, "seed": 8}, "minimap2") != cells
-    assert sorted(matrix({**MATRIX, "seed": 8}, "minimap2"), key=str) == sorted(cells, key=str)
+    assert matrix(dict(shuffled), "minimap2") == cells
+    assert matrix({**shuffled, "seed": 8}, "minimap2") != cells
+    assert sorted(matrix({**shuffled, "seed": 8}, "minimap2"), key=str) == sorted(cells, key=str)
 
 
 def config_key(cell: Cell) -> tuple:
     """A cell's configuration: the cell without its repeat."""
     return (cell.step, cell.aligner, cell.strategy, cell.io_mode, cell.threads)
+
+
+def test_the_full_matrix_expands_to_every_combination():
+    """config/config.yaml's matrix (every strategy and I/O mode: what a user compares), expanded
+    without running a cell: each aligner x strategy x threads of the alignment and each I/O mode
+    x strategy x threads of the methylation (on the workflow's aligner) once in every repeat,
+    each cell named for what it is. The tests run .test/config-compare.yaml's grid of it."""
+    assert set(FULL_MATRIX["strategies"]) == set(STRATEGIES) - {"auto"}
+    assert set(FULL_MATRIX["io_modes"]) == set(IO_MODES)
+    cells = matrix(FULL_MATRIX, "minimap2")
+    threads, strategies = FULL_MATRIX["threads"], FULL_MATRIX["strategies"]
+    expected = {
+        ("alignment", a, s, "na", t) for a in FULL_MATRIX["aligners"] for s in strategies
+        for t in threads
+    } | {
+        ("methylation", "minimap2", s, io, t) for io in FULL_MATRIX["io_modes"]
+        for s in strategies for t in threads
+    }  # fmt: skip
+    assert len(cells) == len(expected) * FULL_MATRIX["repeats"] == config_cells(FULL_MATRIX)
+    for repeat in range(1, FULL_MATRIX["repeats"] + 1):
+        block = cells[(repeat - 1) * len(expected) : repeat * len(expected)]
+        assert {c.repeat for c in block} == {repeat}
+        assert sorted(map(config_key, block)) == sorted(expected)
+    assert len({c.name for c in cells}) == len(cells)
+    assert all(Cell.parse(c.name) == c for c in cells)
+    # The tests' grid is part of it: the same steps, aligners and I/O modes, fewer strategies.
+    small = {config_key(c) for c in matrix(MATRIX, "minimap2")}
+    assert small < expected and {k[2] for k in small} == set(MATRIX["strategies"])
+
+
+def test_the_workflow_makes_a_job_of_every_cell(tmp_path):
+    """The full matrix in a dry run of `compare`: a compare_cell job for each of its cells."""
+    work = compare_project(tmp_path)
+    full = yaml.safe_load((REPO / TEST_CONFIG).read_text())
+    full["compare"] = {**FULL_MATRIX, "sample": MATRIX["sample"]}
+    (work / "full.yaml").write_text(yaml.safe_dump(full))
+    result = run_workflow(work, "compare", "-n", "--configfile", "full.yaml")
+    jobs = re.findall(r"^\s+wildcards: cell=(\S+)$", result.stdout, re.MULTILINE)
+    assert sorted(jobs) == sorted(c.name for c in matrix(FULL_MATRIX, "minimap2"))
 
 
 def test_series_styles_differ_at_any_count():
@@ -585,14 +650,16 @@ def test_signal_view_relocates_the_read_index(tmp_path, minimap2_run):
 
 EXAMPLES = Path("/usr/share/doc/bowtie2/examples")
 PAIRS = (EXAMPLES / "reads" / "reads_1.fq.gz", EXAMPLES / "reads" / "reads_2.fq.gz")
+# The grid of the long-read comparison's: 2 aligners x 2 strategies (thread counts and repeats
+# are the long reads' matter: the same code for every kind).
 SHORT_MATRIX = {
     "sample": "pe",
-    "reads": 2000,  # pairs
+    "reads": 500,  # pairs
     "steps": ["alignment", "methylation"],  # methylation: not a step of short reads
     "aligners": ["bwa", "bowtie2"],
     "strategies": ["none", "instances"],
     "io_modes": ["fast5"],
-    "threads": [1, 2],
+    "threads": [2],
     "repeats": 1,
 }
 
@@ -611,7 +678,8 @@ def short_row() -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def short_compared(tmp_path_factory) -> tuple[Path, subprocess.CompletedProcess]:
-    """`snakemake compare` on the first 2,000 lambda pairs with bwa and bowtie2."""
+    """`snakemake compare` on the first lambda pairs (SHORT_MATRIX reads) with bwa and
+    bowtie2."""
     work = write_project(
         tmp_path_factory.mktemp("short_compare"), [short_row()], {"compare": SHORT_MATRIX}
     )
@@ -624,7 +692,9 @@ def test_short_sample_is_compared_in_its_alignment(short_compared):
     work, result = short_compared
     seed = yaml.safe_load((REPO / "config" / "config.yaml").read_text())["compare"]["seed"]
     cells = matrix({**SHORT_MATRIX, "seed": seed, "steps": ["alignment"]}, "bwa")
-    assert len(cells) == 2 * 2 * 2 and {c.step for c in cells} == {"alignment"}
+    grid = len(SHORT_MATRIX["aligners"]) * len(SHORT_MATRIX["strategies"])
+    assert len(cells) == grid * len(SHORT_MATRIX["threads"]) * SHORT_MATRIX["repeats"]
+    assert {c.step for c in cells} == {"alignment"}
     progress = [ln for ln in result.stdout.splitlines() if ln.startswith("compare: cell ")]
     assert [ln.split()[3].rstrip(":") for ln in progress] == [c.name for c in cells]
     inputs = work / "results/compare/input"
@@ -643,13 +713,14 @@ def test_short_sample_is_compared_in_its_alignment(short_compared):
     rows = summary.read_tsv(work / "results/compare/summary.tsv")
     assert {r["step"] for r in rows} == {"alignment"}
     report = (work / "results/compare/report.md").read_text()
-    assert "Sample `pe` (first 2000 pairs)" in report
+    assert f"Sample `pe` (first {SHORT_MATRIX['reads']} pairs)" in report
     assert "- methylation: not measured; sample `pe` is of kind `short`" in report
     assert "| bwa | none |" in report and "| bowtie2 | instances" in report
 
 
 def test_short_subsample_keeps_mates_together(short_compared):
-    """The cells' reads: the first 2,000 pairs, R2 record i the mate of R1 record i."""
+    """The cells' reads: the first pairs (SHORT_MATRIX reads), R2 record i the mate of R1
+    record i."""
     work, _ = short_compared
     staged = [work / f"results/pe/reads/paired/pe.{m}.fastq.gz" for m in (1, 2)]
     subset = [work / f"results/compare/input/pe.{m}.fastq" for m in (1, 2)]
@@ -659,7 +730,7 @@ def test_short_subsample_keeps_mates_together(short_compared):
             kept = [r.name for r in b]
             assert kept == [r.name for _, r in zip(range(len(kept)), a, strict=False)]
         names.append(kept)
-    assert len(names[0]) == 2000 and names[0] == names[1]
+    assert len(names[0]) == SHORT_MATRIX["reads"] and names[0] == names[1]
 
 
 def test_short_report_sets_each_index_against_node_memory(short_compared):

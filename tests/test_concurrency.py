@@ -2,7 +2,8 @@
 two jobs at a time) and two runs at once with different host strategies: every file any process
 writes (strace -f: open for writing, rename, link) is written by one job only, the two runs write
 disjoint sets of files, and the outputs are byte for byte those of the same runs made one after
-the other.
+the other. The two samples' run asks for the default target (the report's jobs run at once
+too); the strategies' runs for the sample's alignment and methylation outputs (targets).
 """
 
 from __future__ import annotations
@@ -181,13 +182,14 @@ def test_two_strategies_at_once_share_nothing_and_match_sequential_runs(tmp_path
     for name, host in hosts.items():  # one after the other
         work = project(tmp_path / f"seq-{name}", data)
         cmd = snakemake_command(work, 2, "--config", f"host={host}")
-        subprocess.run(cmd, check=True, capture_output=True)
+        subprocess.run([*cmd, "--", *targets("alpha")], check=True, capture_output=True)
         expected[name] = snapshot(work)
     procs, traces, works = {}, {}, {}
     for name, host in hosts.items():  # both at once, each traced
         works[name] = project(tmp_path / f"par-{name}", data)
         traces[name] = tmp_path / f"trace-{name}"
-        cmd = traced(snakemake_command(works[name], 2, "--config", f"host={host}"), traces[name])
+        cmd = snakemake_command(works[name], 2, "--config", f"host={host}")
+        cmd = traced([*cmd, "--", *targets("alpha")], traces[name])
         procs[name] = subprocess.Popen(
             cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
         )

@@ -2,13 +2,16 @@
 ('No space left on device', 'Read-only file system'), earlier outputs stay intact, nothing partial
 appears under a final name, and once the disk is fixed the same command finishes the run.
 
-results/ is a real small filesystem here (a tmpfs mounted by the test, which runs as root).
+results/ is a real small filesystem here (a tmpfs mounted by the test, which runs as root). The
+run up to the alignments is made once (aligned_run) and copied onto each test's filesystem; the
+failing and the resuming runs ask for the methylation outputs (LATER), not the report.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -16,6 +19,7 @@ from pathlib import Path
 import pytest
 from conftest import REPO, host_file
 from reliability import BAM, CALLS, debris, project, small_data
+from shared_runs import shared_run
 
 from project import snakemake_command
 from numapore.base.workdir import check_writable, describe_write_error, write_problem
@@ -35,11 +39,29 @@ READDB = "results/ecoli/reads/blow5/ecoli.fasta.index.readdb"
 LATER = [CALLS, "results/ecoli/methylation/ecoli.minimap2.cpg.frequency.tsv"]
 
 
+@pytest.fixture(scope="session")
+def aligned_run(tmp_path_factory, ecoli_dir) -> Path:
+    """The small project run up to its alignments and read index (slow5 I/O): made once, its
+    folder holds run/ (the project), data/ and host.yaml."""
+
+    def make(folder: Path) -> None:
+        data = small_data(folder / "data", ecoli_dir, N_READS)
+        work = project(folder / "run", {"ecoli": data})
+        host = host_file(folder / "host.yaml", io_mode="slow5")
+        done = run(work, host, *ALIGNED, READDB)
+        assert done.returncode == 0, done.stderr[-3000:]
+
+    return shared_run(tmp_path_factory, "disk_errors_aligned", make)
+
+
 @pytest.fixture
-def small_fs(tmp_path, ecoli_dir):
-    """A project whose results/ is a 32 MB tmpfs; unmounted afterwards."""
-    data = small_data(tmp_path / "data", ecoli_dir, N_READS)
-    work = project(tmp_path / "run", {"ecoli": data})
+def small_fs(tmp_path, aligned_run):
+    """A copy of aligned_run's project whose results/ is a 32 MB tmpfs (holding the copied
+    results); unmounted afterwards."""
+    work = tmp_path / "run"
+    shutil.copytree(
+        aligned_run / "run", work, symlinks=True, ignore=shutil.ignore_patterns("results")
+    )
     results = work / "results"
     results.mkdir()
     mount = subprocess.run(
@@ -50,7 +72,8 @@ def small_fs(tmp_path, ecoli_dir):
     if mount.returncode != 0:
         pytest.fail(f"cannot mount a tmpfs here (the test needs root): {mount.stderr}")
     try:
-        yield work, host_file(tmp_path / "host.yaml", io_mode="slow5")
+        shutil.copytree(aligned_run / "run" / "results", results, symlinks=True, dirs_exist_ok=True)
+        yield work, aligned_run / "host.yaml"
     finally:
         subprocess.run(["umount", "-l", str(results)], check=False)
 
@@ -84,17 +107,16 @@ def fill(folder: Path, leave: int = 0) -> None:
 
 def test_full_disk_before_methylation_stops_with_reason_and_keeps_alignments(small_fs):
     work, host = small_fs
-    assert run(work, host, *ALIGNED, READDB).returncode == 0
     before = digests(work, ALIGNED)
     fill(work / "results")
-    result = run(work, host)
+    result = run(work, host, *LATER)
     out = result.stdout + result.stderr
     assert result.returncode != 0
     assert "No space left on device" in out and str((work / "results").resolve()) in out, out
     assert digests(work, ALIGNED) == before
     assert not any((work / p).exists() for p in LATER) and not debris(work)
     (work / "results" / "filler").unlink()
-    assert run(work, host).returncode == 0  # the same command resumes once there is space
+    assert run(work, host, *LATER).returncode == 0  # the same command resumes once there is space
     assert digests(work, ALIGNED) == before and (work / CALLS).stat().st_size > 0
 
 
@@ -102,10 +124,9 @@ def test_disk_filling_during_methylation_fails_the_step_not_silently(small_fs):
     # nanopolish (like samtools writing to stdout) exits 0 when its writes fail; its table goes
     # through cat, which does not, so a call table cut short by a full disk is never kept.
     work, host = small_fs
-    assert run(work, host, *ALIGNED, READDB).returncode == 0
     before = digests(work, ALIGNED)
     fill(work / "results", leave=48 * 1024)  # the call table of these reads is ~70 KB
-    result = run(work, host)
+    result = run(work, host, *LATER)
     out = result.stdout + result.stderr
     assert result.returncode != 0
     assert "No space left on device" in out and str((work / "results").resolve()) in out, out
@@ -114,17 +135,16 @@ def test_disk_filling_during_methylation_fails_the_step_not_silently(small_fs):
     shards = list((work / "results/ecoli/methylation").rglob("*.calls.tsv"))
     assert not shards and not any((work / p).exists() for p in LATER) and not debris(work)
     (work / "results" / "filler").unlink()
-    assert run(work, host).returncode == 0
+    assert run(work, host, *LATER).returncode == 0
     assert (work / CALLS).read_text().count("\n") > 100
 
 
 def test_read_only_results_stop_before_any_job(small_fs):
     work, host = small_fs
-    assert run(work, host, *ALIGNED, READDB).returncode == 0
     before = digests(work, ALIGNED)
     results = str(work / "results")
     subprocess.run(["mount", "-o", "remount,ro", results], check=True)
-    result = run(work, host)
+    result = run(work, host, *LATER)
     out = result.stdout + result.stderr
     assert result.returncode != 0
     assert "Read-only file system" in out and str((work / "results").resolve()) in out, out
@@ -132,7 +152,7 @@ def test_read_only_results_stop_before_any_job(small_fs):
     subprocess.run(["mount", "-o", "remount,rw", results], check=True)
     assert digests(work, ALIGNED) == before
     assert not any((work / p).exists() for p in LATER)
-    assert run(work, host).returncode == 0
+    assert run(work, host, *LATER).returncode == 0
 
 
 def test_check_writable_and_write_problem_name_the_folder(tmp_path):

@@ -1,8 +1,14 @@
-"""Interruption: Snakemake and all its jobs killed (SIGKILL to the process group) at random points
-of the conversion, alignment and methylation steps, and the same command rerun each time, ends in
-the outputs of an uninterrupted run byte for byte; after every kill no file under its final name
-is partial (scripts write under .tmp.<name> and rename, and so do shell rules with mv);
-Snakemake's incomplete markers name exactly what was running.
+"""Interruption: Snakemake and all its jobs killed (SIGKILL to the process group) at seeded random
+points of the conversion, alignment and methylation steps, and the same command rerun each time,
+ends in the outputs of an uninterrupted run byte for byte; after every kill no file under its
+final name is partial (scripts write under .tmp.<name> and rename, and so do shell rules with
+mv); Snakemake's incomplete markers name exactly what was running.
+
+The kill points differ in the code they interrupt: first each step's job while its tool writes
+(partial files under temporary names, a shadow folder, a scratch folder of shards), then the run
+is completed and checked; then one kill just as a job has ended (Snakemake recording it, or the
+next job starting), and the final run. The runs ask for the steps' outputs and the frequency
+table, not the report (nothing of it is killed here).
 
 Byte for byte includes the BAM: its @PG header lines hold the tools' command lines, whose paths
 are relative to the project folder and the same in every run (numapore.base.atomic's temporary names
@@ -39,7 +45,6 @@ from numapore.base.workdir import (
 )
 
 N_READS = 30
-N_KILLS = 10
 # Seeded: NUMAPORE_KILL_SEED=<seed> repeats a run's kill times; the seed is printed.
 SEED = int(os.environ.get("NUMAPORE_KILL_SEED", random.randrange(1_000_000)))
 STEP_RULES = {
@@ -47,12 +52,19 @@ STEP_RULES = {
     "alignment": "align",
     "methylation": "call_methylation",
 }
+# A kill inside each step's job, then one as a job ends (the module's docstring).
+N_KILLS = len(STEP_RULES) + 1
 # A step is done once its outputs are there (they appear complete or not at all).
 STEP_OUTPUTS = {
     "conversion": ["results/ecoli/signal/ecoli.blow5", "results/ecoli/signal/ecoli.blow5.idx"],
     "alignment": ["results/ecoli/align/ecoli.minimap2.bam"],
     "methylation": ["results/ecoli/methylation/ecoli.minimap2.cpg.calls.tsv"],
 }
+# What every run here asks for: the steps' outputs and, after the calls, the frequency table.
+TARGETS = [
+    *(path for paths in STEP_OUTPUTS.values() for path in paths),
+    "results/ecoli/methylation/ecoli.minimap2.cpg.frequency.tsv",
+]
 RULE_LINE = re.compile(r"^(?:local)?rule (\w+):")
 
 
@@ -141,13 +153,13 @@ def test_killed_runs_resume_to_the_uninterrupted_outputs(tmp_path, ecoli_dir):
     # compared with it; its benchmarks give the step durations the kill times are drawn from.
     base = project(tmp_path / "baseline", {"ecoli": data})
     cmd = snakemake_command(base, 2, "--config", f"host={host}")
-    subprocess.run([*cmd, "--notemp"], check=True, capture_output=True)
+    subprocess.run([*cmd, "--notemp", "--", *TARGETS], check=True, capture_output=True)
     expected = snapshot(base)
     durations = {r: benchmark_seconds(base, r) for r in STEP_RULES.values()}
     print(f"measured step durations (s): {durations}")
 
     work = project(tmp_path / "killed", {"ecoli": data})
-    cmd = snakemake_command(work, 2, "--config", f"host={host}")
+    cmd = [*snakemake_command(work, 2, "--config", f"host={host}"), "--", *TARGETS]
     # The steps in the order the run starts them (Snakemake may align before it converts): a
     # step that already ran when the kill lands in an earlier one could never be killed.
     order = sorted(STEP_RULES, key=lambda step: benchmark_start(base, STEP_RULES[step]))
@@ -173,9 +185,9 @@ def test_killed_runs_resume_to_the_uninterrupted_outputs(tmp_path, ecoli_dir):
             killed_this_round.clear()
             continue
         step = todo[0]
-        # A kill time within the step's measured duration, or a little after it (then it
-        # lands in the next job, or the run completes).
-        fraction = rng.uniform(0.0, 1.25)
+        # First round: within the step's measured duration (its tool writing); then a little
+        # after it (the job just ended: the kill lands between jobs or in the next one).
+        fraction = rng.uniform(0.1, 0.9) if completions == 0 else rng.uniform(1.0, 1.25)
         result = run_and_kill(cmd, STEP_RULES[step], fraction, durations)
         assert not result.get("survivors"), f"seed {SEED}: jobs outlived the kill: {result}"
         killed_this_round.add(step)
@@ -195,6 +207,7 @@ def test_killed_runs_resume_to_the_uninterrupted_outputs(tmp_path, ecoli_dir):
         assert set(running) <= set(expected), running
     assert len(kills) == N_KILLS, f"seed {SEED}: only {len(kills)} kills landed"
     assert {step for step, _, _ in kills} == set(STEP_RULES), kills
+    assert completions >= 1  # a complete run checked between the rounds
     final_run = subprocess.run(cmd, capture_output=True, text=True)
     assert final_run.returncode == 0, final_run.stdout[-3000:] + final_run.stderr[-3000:]
     final = snapshot(work)

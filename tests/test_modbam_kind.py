@@ -17,8 +17,7 @@ from pathlib import Path
 
 import pysam
 import pytest
-import numa_guest
-from conftest import REPO, SHARED, host_file
+from conftest import SHARED, host_file
 from project import snakemake_command, write_project
 from runs_modbam_short import (
     LADDER,
@@ -584,86 +583,10 @@ def test_strategies_and_scatter_give_the_same_records(baseline, tmp_path) -> Non
     check_run(work, "minimap2", tmp_path, ("unmapped", "dorado032"))
 
 
-# Runs in the 2-node guest (tests/numa_guest.py): the align step exactly as its rule runs it
-# (numapore.execution.steps), on the reads staged as the workflow stages them and the index of
-# the host's `none` run; one Python for every sample (under software emulation each start costs
-# seconds).
-GUEST_DRIVER = """
-import sys
-from pathlib import Path
-from numapore.execution.hosts import load_host_config
-from numapore.execution.steps import run_alignment
-run, out, host = Path(sys.argv[1]), Path(sys.argv[2]), load_host_config(sys.argv[3])
-(mmi,) = (run / "results/references").glob("*/minimap2/*.map-ont.mmi")
-for name in sys.argv[4:]:
-    with open(out / f"{name}.log", "w") as log:
-        sys.stderr = log
-        run_alignment(host, "minimap2", str(mmi), [mmi],
-                      out / f"{name}.fastq", out / f"{name}.bam", 2,
-                      out / f"{name}.run.json", kind="modbam", sample=name)
-"""
-GUEST_SAMPLES = (*REALIGNED, "cram")
-
-
-@pytest.fixture(scope="module")
-def guest_instances(tmp_path_factory, baseline: Path) -> Path:
-    """Boot the 2-node NUMA guest once: every modBAM sample of the baseline aligned there with
-    the strategy instances (one minimap2 per node); the folder of the BAMs and run records."""
-    root = tmp_path_factory.mktemp("guest")
-    # The workflow's staging streamed into its align job: the same staging, to files here.
-    sheet = (baseline / "config" / "samples.tsv").read_text().splitlines()[1:]
-    sources = {name: Path(reads) for name, reads, _ in (line.split("\t") for line in sheet)}
-    for name in GUEST_SAMPLES:
-        stage_modbam_reads(sources[name], root / f"{name}.fastq", LADDER, 2)
-    driver = root / "driver.py"
-    driver.write_text(GUEST_DRIVER)
-    host = host_file(root / "instances.yaml", "instances")
-    python = REPO / ".venv" / "bin" / "python"
-    script = root / "guest.sh"
-    script.write_text(
-        f"{python} {driver} {baseline} {root} {host} {' '.join(GUEST_SAMPLES)}"
-        f" > {root}/driver.out 2>&1; echo exit=$? >> {root}/driver.out\n"
-    )
-    # The guest sees this machine's files read-only: its outputs and temporary files go to root.
-    env = {"PYTHONPATH": str(REPO / "scripts"), "TMPDIR": str(root)}
-    result = numa_guest.run_in_numa_guest(
-        f"sh {script}", timeout=1800, rwdirs=(root,), env=env, cwd=baseline
-    )
-    out = root / "driver.out"
-    text = out.read_text() if out.exists() else "(no output)"
-    assert text.rstrip().endswith("exit=0"), f"{text[-3000:]}\n{result.stderr[-2000:]}"
-    return root
-
-
-def test_instances_on_two_numa_nodes_give_the_none_records(
-    guest_instances: Path, baseline: Path, variants, tmp_path: Path
-) -> None:
-    """On a real 2-node machine, strategy instances runs one aligner per node, bound to it; the
-    merged modBAM has the `none` run's records, the input's calls, and the same bedMethyl."""
-    for name in GUEST_SAMPLES:
-        record = json.loads((guest_instances / f"{name}.run.json").read_text())
-        assert record["strategy"] == "instances", name
-        assert [p["node"] for p in record["processes"]] == [0, 1], name
-        for node, process in enumerate(record["processes"]):
-            assert process["command"].startswith(f"numactl --cpunodebind={node} --membind={node} ")
-            assert "minimap2 -ax map-ont -y -Y -t 1 " in process["command"]
-            assert f"membind: {node} " in process["policy"], process["policy"]
-        bam = guest_instances / f"{name}.bam"
-        none = baseline / f"results/{name}/align/{name}.minimap2.bam"
-        assert records(bam) == records(none), name
-        source = calls_by_read((SUITE | variants)[name])
-        assert all(calls == source[read] for read, calls in calls_by_read(bam).items()), name
-        bed = baseline / f"results/{name}/methylation/{name}.minimap2.cpg.bedmethyl.gz"
-        options = logged_pileup(baseline, name, "minimap2")
-        pysam.index(str(bam))
-        again = pileup_again(bam, options, tmp_path / f"{name}.bed", cwd=baseline)
-        assert again and again == gzip.decompress(bed.read_bytes()), name
-
-
 def test_the_instances_split_reads_staged_reads_as_they_stream_in(tmp_path: Path) -> None:
     """Strategy instances splits the reads into one share per aligner before aligning: through
     a named pipe, as the align job gets a modBAM sample's reads, it splits them as it splits a
-    file (pool=2: two aligners on shares, merged; the guest test runs them on two nodes)."""
+    file (pool=2: two aligners on shares, merged; test_numa_guest.py runs them on two nodes)."""
     staged = tmp_path / "staged.fastq"
     stage_modbam_reads(SUITE["unmapped"], staged, LADDER, 1)
     mmi = tmp_path / "ladder.mmi"

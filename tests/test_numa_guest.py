@@ -6,8 +6,10 @@ steps with the `instances` and `interleave` strategies on a small input (region.
 reads); the policies each process recorded prove where it ran, and the merged outputs equal the
 `none` strategy's run on this host. Short-read pairs too (issue 29): bwa as an instance per
 node on an odd number of pairs, and SNAP under a host file whose nodes are smaller than its
-index: one instance over both nodes. NUMAPORE_SKIP_GUEST=1 skips these tests (for quick local
-runs; CI runs them).
+index: one instance over both nodes. modBAM samples too: modkit's test modBAMs of the modBAM
+baseline run (tests/test_modbam_kind.py's) realigned with one minimap2 per node. This is the only
+boot of the guest in the suite: a check that needs a 2-node machine adds its commands to the
+guest script here. NUMAPORE_SKIP_GUEST=1 skips these tests (for quick local runs; CI runs them).
 """
 
 from __future__ import annotations
@@ -19,14 +21,26 @@ import re
 import subprocess
 from pathlib import Path
 
+import pysam
 import pytest
 import yaml
 from conftest import REPO, call_set, primary_mapped, run_workflow
+import test_modbam_kind as modbam_tests
+from test_modbam_kind import SUITE, calls_by_read, logged_pileup, pileup_again
+from test_modbam_kind import records as sorted_records
 
 from numapore.execution import probe
+from numapore.inputs.modbam_reads import stage_modbam_reads
 from project import write_project
 
 import numa_guest
+
+# The modBAM baseline run and its inputs: tests/test_modbam_kind.py's fixtures (one run).
+baseline_run, baseline, variants = (
+    modbam_tests.baseline_run,
+    modbam_tests.baseline,
+    modbam_tests.variants,
+)
 
 BAM = "results/small/align/small.minimap2.bam"
 CALLS = "results/small/methylation/small.minimap2.cpg.calls.tsv"
@@ -111,10 +125,10 @@ with open(out / "call_methylation.log", "w") as log:
 
 @pytest.fixture(scope="module")
 def guest(
-    tmp_path_factory, none_run, short_cases
+    tmp_path_factory, none_run, short_cases, modbam_cases, baseline
 ) -> tuple[subprocess.CompletedProcess[str], dict[str, Path]]:
     """Boot the 2-node guest once: the probes, then both steps with instances and interleave,
-    then the short-read cases (short_cases)."""
+    then the short-read cases (short_cases), then the modBAM samples (modbam_cases)."""
     if os.environ.get("NUMAPORE_SKIP_GUEST") == "1":
         pytest.skip("NUMAPORE_SKIP_GUEST=1")
     root = tmp_path_factory.mktemp("guest")
@@ -133,6 +147,12 @@ def guest(
     commands.append(
         f"{python} {short_cases / 'driver.py'} {short_cases / 'cases.json'} {runs['short']}"
         f" > {root}/short.out 2>&1; echo exit=$? >> {root}/short.out"
+    )
+    runs["modbam"] = root / "modbam"
+    commands.append(
+        f"{python} {modbam_cases / 'driver.py'} {baseline} {modbam_cases}"
+        f" {runs['modbam']} {root / 'instances.yaml'} {' '.join(MODBAM_SAMPLES)}"
+        f" > {root}/modbam.out 2>&1; echo exit=$? >> {root}/modbam.out"
     )
     # The guest sees this machine's files read-only: results, caches, temporary files go to root.
     env = {"PYTHONPATH": str(REPO / "scripts"), "TMPDIR": str(root)}
@@ -165,9 +185,11 @@ def guest_runs(guest) -> dict[str, Path]:
 
 @pytest.fixture(scope="module")
 def none_run(tmp_path_factory, small_input) -> Path:
-    """The whole workflow on the small input with the `none` strategy, on this host."""
+    """The workflow on the small input with the `none` strategy, on this host, up to the
+    alignments and calls (with the references, reads and index the guest's steps read)."""
     work = write_project(tmp_path_factory.mktemp("none"), [small_input])
-    run_workflow(work, "--config", f"host={host_yaml(work / 'none.yaml', 'none')}")
+    host = host_yaml(work / "none.yaml", "none")
+    run_workflow(work, "--config", f"host={host}", "--", BAM, CALLS)
     return work
 
 
@@ -475,3 +497,67 @@ def test_numa_guest_snap_spans_both_nodes(guest_runs, short_cases):
     # in another order, so the records are compared as a sorted list.
     assert sorted(got) == sorted(bam_records(short_cases / "none" / "snap.bam"))
     assert sum(not int(x.split("\t")[1]) & 0x900 for x in got) == 2 * SNAP_PAIRS
+
+
+# --- modBAM samples: one minimap2 per node (moved from tests/test_modbam_kind.py) ---------------
+
+# Runs in the guest: the align step exactly as its rule runs it (numapore.execution.steps), on
+# the reads staged as the workflow stages them and the index of the baseline run (`none`, on
+# this host); one Python for every sample (under software emulation each start costs seconds).
+MODBAM_DRIVER = """
+import sys
+from pathlib import Path
+from numapore.execution.hosts import load_host_config
+from numapore.execution.steps import run_alignment
+run, staged, out = Path(sys.argv[1]), Path(sys.argv[2]), Path(sys.argv[3])
+host = load_host_config(sys.argv[4])
+out.mkdir(parents=True)
+(mmi,) = (run / "results/references").glob("*/minimap2/*.map-ont.mmi")
+for name in sys.argv[5:]:
+    with open(out / f"{name}.log", "w") as log:
+        sys.stderr = log
+        run_alignment(host, "minimap2", str(mmi), [mmi], staged / f"{name}.fastq",
+                      out / f"{name}.bam", 2, out / f"{name}.run.json", kind="modbam",
+                      sample=name)
+"""
+MODBAM_SAMPLES = (*SUITE, "cram")
+
+
+@pytest.fixture(scope="module")
+def modbam_cases(tmp_path_factory, baseline: Path) -> Path:
+    """The modBAM samples' reads staged as the workflow stages them (to files here: the
+    workflow streams them into its align job), and the guest's driver."""
+    folder = tmp_path_factory.mktemp("modbam")
+    sheet = (baseline / "config" / "samples.tsv").read_text().splitlines()[1:]
+    sources = {name: Path(reads) for name, reads, _ in (line.split("\t") for line in sheet)}
+    ladder = next(Path(line.split("\t")[2]) for line in sheet)
+    for name in MODBAM_SAMPLES:
+        stage_modbam_reads(sources[name], folder / f"{name}.fastq", ladder, 2)
+    (folder / "driver.py").write_text(MODBAM_DRIVER)
+    return folder
+
+
+def test_numa_guest_modbam_instances_give_the_none_records(
+    guest_runs, baseline: Path, variants, tmp_path: Path
+) -> None:
+    """On a real 2-node machine, strategy instances runs one aligner per node, bound to it; the
+    merged modBAM has the `none` run's records, the input's calls, and the same bedMethyl."""
+    out = guest_runs["modbam"]
+    for name in MODBAM_SAMPLES:
+        record = json.loads((out / f"{name}.run.json").read_text())
+        assert record["strategy"] == "instances", name
+        assert [p["node"] for p in record["processes"]] == [0, 1], name
+        for node, process in enumerate(record["processes"]):
+            assert process["command"].startswith(f"numactl --cpunodebind={node} --membind={node} ")
+            assert "minimap2 -ax map-ont -y -Y -t 1 " in process["command"]
+            assert f"membind: {node} " in process["policy"], process["policy"]
+        bam = out / f"{name}.bam"
+        none = baseline / f"results/{name}/align/{name}.minimap2.bam"
+        assert sorted_records(bam) == sorted_records(none), name
+        source = calls_by_read((SUITE | variants)[name])
+        assert all(calls == source[read] for read, calls in calls_by_read(bam).items()), name
+        bed = baseline / f"results/{name}/methylation/{name}.minimap2.cpg.bedmethyl.gz"
+        options = logged_pileup(baseline, name, "minimap2")
+        pysam.index(str(bam))
+        again = pileup_again(bam, options, tmp_path / f"{name}.bed", cwd=baseline)
+        assert again and again == gzip.decompress(bed.read_bytes()), name
