@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import math
-import re
 import statistics
 import subprocess
 from pathlib import Path
@@ -32,8 +31,8 @@ from project import write_project
 # I/O mode, twice; emulated storage on (1 ms per request: the FUSE path in every methylation
 # cell). config/config.yaml's full matrix is expanded without running a cell
 # (test_the_full_matrix_expands_to_every_combination).
-TEST_CONFIG = ".test/config-compare.yaml"
-MATRIX = yaml.safe_load((REPO / TEST_CONFIG).read_text())["compare"]
+TEST_CONFIG = str(REPO / ".test" / "config-compare.yaml")
+MATRIX = yaml.safe_load(Path(TEST_CONFIG).read_text())["compare"]
 FULL_MATRIX = yaml.safe_load((REPO / "config" / "config.yaml").read_text())["compare"]
 
 
@@ -346,17 +345,6 @@ def test_the_full_matrix_expands_to_every_combination():
     # The tests' grid is part of it: the same steps, aligners and I/O modes, fewer strategies.
     small = {config_key(c) for c in matrix(MATRIX, "minimap2")}
     assert small < expected and {k[2] for k in small} == set(MATRIX["strategies"])
-
-
-def test_the_workflow_makes_a_job_of_every_cell(tmp_path):
-    """The full matrix in a dry run of `compare`: a compare_cell job for each of its cells."""
-    work = compare_project(tmp_path)
-    full = yaml.safe_load((REPO / TEST_CONFIG).read_text())
-    full["compare"] = {**FULL_MATRIX, "sample": MATRIX["sample"]}
-    (work / "full.yaml").write_text(yaml.safe_dump(full))
-    result = run_workflow(work, "compare", "-n", "--configfile", "full.yaml")
-    jobs = re.findall(r"^\s+wildcards: cell=(\S+)$", result.stdout, re.MULTILINE)
-    assert sorted(jobs) == sorted(c.name for c in matrix(FULL_MATRIX, "minimap2"))
 
 
 def test_series_styles_differ_at_any_count():
