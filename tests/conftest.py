@@ -16,8 +16,8 @@ from project import snakemake_command, write_project
 from reference_tools import reference_frequency_script
 from shared_runs import shared_run
 
-# Shared runs of the modBAM and short-read routes.
-pytest_plugins = ["runs_modbam_short"]
+# Shared runs of each route, one plugin module per route: modBAM and short reads; signal.
+pytest_plugins = ["runs_modbam_short", "runs_signal"]
 
 REPO = Path(__file__).resolve().parent.parent
 SHARED = REPO.parent / "shared"
@@ -119,8 +119,10 @@ MOTIF_NAMES = ["cpg", "gpc", "dam", "dcm"]
 
 @pytest.fixture(scope="session")
 def minimap2_run(tmp_path_factory, ecoli_dir, dh10b) -> Path:
-    """The default workflow (minimap2) run on the E. coli reads, calling every motif; returns
-    its directory."""
+    """The workflow (minimap2) run on the E. coli reads, calling every motif; returns its
+    directory. It makes the BAM and every motif's calls, frequency, bedMethyl and modBAM, not
+    the report (tests/runs_signal.py: the signal route's runs)."""
+    from runs_signal import outputs
 
     def make(work: Path) -> None:
         methylation = yaml.safe_load((REPO / "config" / "config.yaml").read_text())["methylation"]
@@ -129,7 +131,8 @@ def minimap2_run(tmp_path_factory, ecoli_dir, dh10b) -> Path:
             [ecoli_row(ecoli_dir, dh10b)],
             {"methylation": {**methylation, "motifs": MOTIF_NAMES}},
         )
-        run_workflow(work)
+        kinds = ["bam", "calls", "frequency", "bedmethyl", "modbam"]
+        run_workflow(work, *outputs("ecoli", *kinds, motifs=MOTIF_NAMES))
 
     return shared_run(tmp_path_factory, "wf_minimap2", make)
 

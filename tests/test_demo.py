@@ -1,51 +1,25 @@
 """The README's main job: the simulated demo runs end to end without ../shared, and nanopolish
-recovers the simulated methylation; so do the opt-in modBAM demo's basecaller calls."""
+recovers the simulated methylation; so do the opt-in modBAM demo's basecaller calls. The demos
+share tests/runs_signal.py's demo_run (outputs only); the default target's files are checked on
+report_run, the run of .test/config-signal.yaml (the demo, smaller)."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pandas as pd
 import pytest
-import yaml
-from conftest import REPO, check_modkit_golden, numapore_output, reference_output, run_workflow
-
-from project import write_project
+from conftest import REPO, check_modkit_golden, numapore_output, reference_output
 
 
-def run_demo(tmp_path_factory, config_file: str, name: str) -> Path:
-    """Run one demo sample of a shipped config file (its reference made absolute) alone, with an
-    empty sample sheet; return the project folder."""
-    work = tmp_path_factory.mktemp(name)
-    demo = yaml.safe_load((REPO / "config" / config_file).read_text())["simulate"][name]
-    demo["reference"] = str(REPO / demo["reference"])
-    write_project(work, [], {"simulate": {name: demo}})
-    run_workflow(work)
-    return work
-
-
-@pytest.fixture(scope="module")
-def demo_run(tmp_path_factory):
-    """The default config's demo sample (simulated E. coli reads), with an empty sample sheet."""
-    return run_demo(tmp_path_factory, "config.yaml", "demo")
-
-
-@pytest.fixture(scope="module")
-def modbam_demo_run(tmp_path_factory):
-    """The opt-in modBAM demo (config/demo_modbam.yaml) alone: simulated basecaller reads."""
-    return run_demo(tmp_path_factory, "demo_modbam.yaml", "demo_modbam")
-
-
-def test_modbam_demo_calls_recover_the_truth(modbam_demo_run):
+def test_modbam_demo_calls_recover_the_truth(demo_run):
     """The realigned basecaller calls score as the noise model says (per-call AUC
     Phi(3.5 / sqrt 2) = 0.993) and the bedMethyl follows the true per-site fractions."""
     name = "results/demo_modbam/methylation/demo_modbam.minimap2.cpg"
-    row = pd.read_csv(modbam_demo_run / f"{name}.accuracy.tsv", sep="\t").iloc[0]
+    row = pd.read_csv(demo_run / f"{name}.accuracy.tsv", sep="\t").iloc[0]
     assert row["reads"] == 300 and row["called_fraction"] >= 0.97
     assert row["calls_matched"] >= 0.95 * row["calls"]
     assert 0.98 <= row["auc"] <= 1.0
     assert row["sites"] > 1000 and row["site_correlation"] >= 0.95
-    assert (modbam_demo_run / f"{name}.bedmethyl.gz.tbi").stat().st_size > 0
+    assert (demo_run / f"{name}.bedmethyl.gz.tbi").stat().st_size > 0
 
 
 def test_demo_calls_recover_the_truth(demo_run):
@@ -59,8 +33,10 @@ def test_demo_calls_recover_the_truth(demo_run):
     assert row["sites"] > 100 and row["site_correlation"] >= 0.8
 
 
-def test_demo_writes_every_output(demo_run):
-    out = demo_run / "results/demo"
+def test_demo_writes_every_output(report_run):
+    """The default target of .test/config-signal.yaml (run as a user runs it) makes every
+    output of its demo."""
+    out = report_run[0] / "results/demo"
     for path in [
         "align/demo.minimap2.bam.bai",
         "align/demo.minimap2.summary.tsv",
@@ -68,14 +44,16 @@ def test_demo_writes_every_output(demo_run):
         "methylation/demo.minimap2.cpg.frequency.tsv",
         "methylation/demo.minimap2.cpg.bedmethyl.gz.tbi",
         "methylation/demo.minimap2.cpg.modbam.bam.bai",
+        "methylation/demo.minimap2.cpg.accuracy.tsv",
     ]:
         assert (out / path).stat().st_size > 0, path
 
 
-def test_demo_logs_carry_no_tool_warnings(demo_run):
-    """No job log of the demo holds libgomp's complaint about OMP_NUM_THREADS (Snakemake sets
-    it to a rule's threads, 0 for the I/O-bound steps)."""
-    logs = sorted((demo_run / "results/logs").rglob("*.log"))
+def test_demo_logs_carry_no_tool_warnings(report_run):
+    """No job log of a whole run (.test/config-signal.yaml's demo and E. coli, every rule of
+    the default target) holds libgomp's complaint about OMP_NUM_THREADS (Snakemake sets it to a
+    rule's threads, 0 for the I/O-bound steps)."""
+    logs = sorted((report_run[0] / "results/logs").rglob("*.log"))
     assert any("nanopolish_index" in str(p) for p in logs)
     noisy = [str(p) for p in logs if "libgomp" in p.read_text(errors="replace")]
     assert noisy == []
@@ -89,8 +67,14 @@ def test_demo_bedmethyl_is_modkits(demo_run):
 
 def test_demo_needs_nothing_from_shared():
     config = "".join(
-        (REPO / "config" / name).read_text()
-        for name in ("config.yaml", "samples.tsv", "demo_modbam.yaml")
+        path.read_text()
+        for path in [
+            *(
+                REPO / "config" / name
+                for name in ("config.yaml", "samples.tsv", "demo_modbam.yaml")
+            ),
+            REPO / ".test" / "config-signal.yaml",
+        ]
     )
     active = [line for line in config.splitlines() if not line.lstrip().startswith("#")]
     assert not any("shared" in line for line in active)

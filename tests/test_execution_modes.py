@@ -10,6 +10,7 @@ import pytest
 from conftest import REPO, call_set, ecoli_row, host_file, primary_mapped, run_workflow
 
 from project import write_project
+from runs_signal import outputs
 
 BAM = "results/ecoli/align/ecoli.minimap2.bam"
 CALLS = "results/ecoli/methylation/ecoli.minimap2.cpg.calls.tsv"
@@ -17,15 +18,16 @@ CALLS = "results/ecoli/methylation/ecoli.minimap2.cpg.calls.tsv"
 
 def run_with_host(tmp_path: Path, ecoli_dir: Path, dh10b: Path, host: Path) -> Path:
     """Run the workflow on the E. coli reads with the given host file (named on the command
-    line, as a user would: the hpc-numa profile's own host=auto outranks the config file)."""
+    line, as a user would: the hpc-numa profile's own host=auto outranks the config file), for
+    the BAM and the CpG calls."""
     work = write_project(tmp_path, [ecoli_row(ecoli_dir, dh10b)])
-    run_workflow(work, "--config", f"host={host}")
+    run_workflow(work, *outputs("ecoli", "bam", "calls"), "--config", f"host={host}")
     return work
 
 
 def run_record(work: Path, rule: str) -> dict:
-    """The launcher's record of what ran for a rule's (single) job."""
-    (path,) = (work / "results/logs" / rule).glob("*.run.json")
+    """The launcher's record of what ran for a rule's (single) job of the ecoli sample."""
+    (path,) = (work / "results/logs" / rule).glob("ecoli.*.run.json")
     return json.loads(path.read_text())
 
 
@@ -57,10 +59,16 @@ def test_strategy_gives_same_results_as_none(
             assert f"policy: {expected_policy}" in proc["policy"]
 
 
-@pytest.mark.parametrize("io_mode", ["fast5-pool", "slow5"])
-def test_io_mode_gives_same_calls_as_fast5(tmp_path, ecoli_dir, dh10b, minimap2_run, io_mode):
-    host = host_file(tmp_path / "host.yaml", "none", io_mode, io_processes=2)
-    work = run_with_host(tmp_path / "run", ecoli_dir, dh10b, host)
+@pytest.mark.parametrize(
+    "run, io_mode",
+    [("signal_pool_run", "fast5-pool"), ("signal_slow5_run", "slow5")],
+    ids=["fast5-pool", "slow5"],
+)
+def test_io_mode_gives_same_calls_as_fast5(request, minimap2_run, run, io_mode):
+    """The signal route's runs in I/O modes fast5-pool and slow5 (tests/runs_signal.py, their
+    host.yaml with 2 I/O processes): the E. coli sample on DH10B calls as minimap2_run."""
+    work = request.getfixturevalue(run)
+    host = work / "host.yaml"
     assert call_set(work / CALLS) == call_set(minimap2_run / CALLS)
     record = run_record(work, "call_methylation")
     assert len(record["processes"]) == (2 if io_mode == "fast5-pool" else 1)

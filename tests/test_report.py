@@ -1,7 +1,8 @@
-"""The run report: one workflow run of the simulated demo and the real E. coli reads (against
-region.fa), then Snakemake's report; the figures' numbers (written beside each figure) are checked
-against the TSV outputs and the tools, the MultiQC report against samtools and the accounting,
-and both HTML reports are opened in headless Chromium (no console errors, every sample shown)."""
+"""The run report: one workflow run of .test/config-signal.yaml's simulated demo and the real
+E. coli reads (against region.fa), then Snakemake's report (tests/runs_signal.py's report_run);
+the figures' numbers (written beside each figure) are checked against the TSV outputs and the
+tools, the MultiQC report against samtools and the accounting, and both HTML reports are opened
+in headless Chromium (no console errors, every sample shown)."""
 
 from __future__ import annotations
 
@@ -16,15 +17,13 @@ import numpy as np
 import pysam
 import pandas as pd
 import pytest
-import yaml
 from browser import Browser
-from conftest import REPO, ecoli_row, primary_mapped, run_workflow
+from conftest import primary_mapped
 from tables import read_table
 
 from numapore.methylation.accuracy import roc_auc
 from numapore.methylation.bedmethyl import read_bedmethyl
 from numapore.execution.launch import Process, run_processes
-from project import write_project
 from numapore.report.figures import read_fates, roc_curve, row_label, samtools_stats
 from numapore.base.rulelog import LogAndTerminal
 from numapore.execution.steps import CalledReads, reads_to_call
@@ -40,21 +39,6 @@ ITEMS = [
     ("Read accounting", "accounting table", "accounting.html"),
     ("Provenance", "provenance", "provenance.html"),
 ]
-
-
-@pytest.fixture(scope="module")
-def report_run(tmp_path_factory, ecoli_dir):
-    """One normal run (demo + E. coli) with the hpc-numa profile, then `--report`."""
-    work = tmp_path_factory.mktemp("report")
-    config = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
-    demo = config["simulate"]["demo"]
-    demo["reference"] = str(REPO / demo["reference"])
-    write_project(
-        work, [ecoli_row(ecoli_dir, ecoli_dir / "region.fa")], {"simulate": {"demo": demo}}
-    )
-    run = run_workflow(work)
-    run_workflow(work, "--report", "results/report.html")
-    return work, run
 
 
 def out(work, sample, name):

@@ -2,13 +2,12 @@
 *.FAST5, equal names in different folders), POD5 made by the pod5 package's own converter, a
 BLOW5 numapore wrote and a BLOW5 of slow5tools' test data; each error with its exact message."""
 
-import shutil
-import subprocess
 from pathlib import Path
 
 import pyslow5
 import pytest
-from conftest import REPO, call_set, host_file, run_workflow
+from conftest import call_set, host_file, run_workflow
+from runs_signal import SSM1, logged
 from tables import read_table
 from numapore.signal.census import pod5_census
 from numapore.signal.convert import convert
@@ -21,9 +20,6 @@ from numapore.signal.inputs import (
     pod5_to_blow5,
     use_blow5,
 )
-
-BIN = REPO / ".venv" / "bin"
-SSM1 = "expected/multi-fast5-output/ssm1_zlib.blow5"  # slow5tools' own BLOW5 (zlib, no svb)
 
 
 def row(name: str, signal: str, ecoli_dir: Path, reads: Path | None = None) -> dict[str, str]:
@@ -47,85 +43,8 @@ def accounting(work: Path, name: str) -> dict:
     return read_table(work / f"results/{name}/{name}.minimap2.accounting.tsv")
 
 
-@pytest.fixture(scope="session")
-def messy_fast5(tmp_path_factory, ecoli_dir) -> tuple[Path, str]:
-    """Copies of the 112 reads: 100 in folder A (10 of them named *.FAST5), two single files
-    both named batch_0.fast5 in folders B and C; the sheet lists A twice and a file of A."""
-    work = tmp_path_factory.mktemp("messy_fast5")
-    files = sorted((ecoli_dir / "fast5").glob("*.fast5"))
-    for i, path in enumerate(files):
-        if i < 2:
-            target = work / "BC"[i] / "batch_0.fast5"
-        elif i < 12:
-            target = work / "A" / "upper" / (path.stem + ".FAST5")
-        else:
-            target = work / "A" / path.name
-        target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy(path, target)
-    a, listed = work / "A", work / "A" / files[20].name
-    signal = f"{a},{a},{work / 'B/batch_0.fast5'},{work / 'C/batch_0.fast5'},{listed}"
-    return work, signal
-
-
-@pytest.fixture(scope="session")
-def pod5_file(tmp_path_factory, ecoli_dir) -> Path:
-    """The 112 reads as POD5, by the pod5 package's `pod5 convert fast5` (which reads
-    multi-read FAST5: ont-fast5-api's single_to_multi_fast5 first)."""
-    work = tmp_path_factory.mktemp("pod5")
-    multi = ["single_to_multi_fast5", "-i", str(ecoli_dir / "fast5"), "-s", "multi", "-n", "4000"]
-    subprocess.run([str(BIN / multi[0]), *multi[1:]], cwd=work, check=True, capture_output=True)
-    out = work / "in" / "ecoli.pod5"
-    subprocess.run(
-        [str(BIN / "pod5"), "convert", "fast5", "--strict", str(work / "multi"), "-o", str(out)],
-        check=True,
-        capture_output=True,
-    )
-    return work / "in"
-
-
-@pytest.fixture(scope="session")
-def fast5_mode_run(
-    tmp_path_factory, ecoli_dir, messy_fast5
-) -> tuple[Path, subprocess.CompletedProcess]:
-    """I/O mode fast5: the reads as they are, and the messy copies, in one run."""
-    work = tmp_path_factory.mktemp("signal_fast5")
-    rows = [
-        row("clean", str(ecoli_dir / "fast5"), ecoli_dir),
-        row("messy", messy_fast5[1], ecoli_dir),
-    ]
-    write_project(work, rows)
-    result = run_workflow(
-        work, "--config", f"host={host_file(work / 'host.yaml', 'none', 'fast5')}"
-    )
-    return work, result
-
-
-@pytest.fixture(scope="session")
-def slow5_mode_run(tmp_path_factory, ecoli_dir, f2s_dir, pod5_file) -> Path:
-    """I/O mode slow5: FAST5, POD5, a numapore BLOW5 and slow5tools' BLOW5, in one run."""
-    work = tmp_path_factory.mktemp("signal_slow5")
-    blow5 = work / "numapore" / "ecoli.blow5"
-    convert([ecoli_dir / "fast5"], blow5, processes=2)
-    # slow5tools' 3 reads have no basecalls: stand-in sequences (E. coli reads) under their ids.
-    ids = [r["read_id"] for r in pyslow5.Open(str(f2s_dir / SSM1), "r").seq_reads()]
-    lines = (ecoli_dir / "reads.fasta").read_text().split(">")[1:4]
-    stand_in = work / "ssm1.fasta"
-    sequences = [entry.split("\n", 1)[1] for entry in lines]
-    stand_in.write_text("".join(f">{i}\n{s}" for i, s in zip(ids, sequences, strict=True)))
-    rows = [
-        row("fast5", str(ecoli_dir / "fast5"), ecoli_dir),
-        row("pod5", str(pod5_file), ecoli_dir),
-        row("blow5", str(blow5), ecoli_dir),
-        row("ssm1", str(f2s_dir / SSM1), ecoli_dir, stand_in),
-    ]
-    # ssm1's stand-in reads get no call: an empty sample, let through.
-    write_project(work, rows, {"allow_empty_samples": True})
-    run_workflow(work, "--config", f"host={host_file(work / 'host.yaml', 'none', 'slow5')}")
-    return work
-
-
-def test_fast5_listed_twice_upper_case_and_equal_names(fast5_mode_run, messy_fast5):
-    work, result = fast5_mode_run
+def test_fast5_listed_twice_upper_case_and_equal_names(signal_fast5_run, messy_fast5):
+    work, result = signal_fast5_run, logged(signal_fast5_run)
     folder, _ = messy_fast5
     key = "sample sheet config/samples.tsv, line 3, sample 'messy'"
     assert f"numapore: {key}: {folder}/A is listed twice; it is read once" in result.stderr
@@ -143,9 +62,9 @@ def test_fast5_listed_twice_upper_case_and_equal_names(fast5_mode_run, messy_fas
     assert table[("basecalled", "reads with raw signal", "")] == "112"
 
 
-def test_pod5_and_blow5_give_the_fast5_calls(slow5_mode_run, fast5_mode_run):
-    work = slow5_mode_run
-    fast5_calls = calls(fast5_mode_run[0], "clean")
+def test_pod5_and_blow5_give_the_fast5_calls(signal_slow5_run, signal_fast5_run):
+    work = signal_slow5_run
+    fast5_calls = calls(signal_fast5_run, "clean")
     assert calls(work, "fast5") == fast5_calls
     assert calls(work, "pod5") == fast5_calls
     assert calls(work, "blow5") == fast5_calls
@@ -158,8 +77,8 @@ def test_pod5_and_blow5_give_the_fast5_calls(slow5_mode_run, fast5_mode_run):
     assert blow5[("basecalled", "reads with raw signal", "")] == "112"
 
 
-def test_slow5tools_blow5_is_indexed_and_read(slow5_mode_run, f2s_dir):
-    work = slow5_mode_run
+def test_slow5tools_blow5_is_indexed_and_read(signal_slow5_run, f2s_dir):
+    work = signal_slow5_run
     assert not Path(f"{f2s_dir / SSM1}.idx").exists()  # indexed beside the link, not the input
     signal = work / "results/ssm1/signal/ssm1.blow5"
     assert signal.resolve() == (f2s_dir / SSM1).resolve()

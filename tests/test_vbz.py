@@ -7,12 +7,11 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import h5py
 import pytest
-from conftest import REPO, call_set, host_file, run_workflow
+from conftest import REPO, call_set
 
 from numapore.signal.fast5 import VBZ_FILTER_ID
 from numapore.signal.hdf5plugin import (
@@ -22,10 +21,8 @@ from numapore.signal.hdf5plugin import (
     vbz_plugin_env,
     vbz_plugin_file,
 )
-from project import write_project
 
 SMALL_VBZ = REPO / "tests" / "data" / "vbz"
-BIN = Path(sys.executable).parent
 DEBIAN_PLUGIN = Path("/usr/lib/x86_64-linux-gnu/libvbz_hdf_plugin.so.0")
 
 
@@ -37,20 +34,6 @@ def signal_filters(fast5: Path) -> set[int]:
             for read in h5
             if read.startswith("read_")
         }
-
-
-@pytest.fixture(scope="session")
-def vbz_dir(tmp_path_factory, ecoli_dir) -> Path:
-    """The 112 real E. coli reads as one VBZ-compressed multi-read FAST5, made by ont-fast5-api."""
-    work = tmp_path_factory.mktemp("vbz")
-    for command in (
-        ["single_to_multi_fast5", "-i", str(ecoli_dir / "fast5"), "-s", "multi", "-n", "4000"],
-        ["compress_fast5", "-i", "multi", "-s", "vbz", "-c", "vbz"],
-    ):
-        subprocess.run([str(BIN / command[0]), *command[1:]], cwd=work, check=True)
-    (fast5,) = (work / "vbz").glob("*.fast5")
-    assert signal_filters(fast5) == {VBZ_FILTER_ID}
-    return work / "vbz"
 
 
 def test_debian_plugin_is_linked_into_a_private_folder(tmp_path, monkeypatch):
@@ -140,39 +123,25 @@ def test_small_vbz_copy_gives_the_gzip_calls(tmp_path, ecoli_dir, monkeypatch):
     assert "HDF5_PLUGIN_PATH" not in os.environ  # restored
 
 
-def sample(name: str, fast5: Path, ecoli_dir: Path) -> dict[str, str]:
-    """A sample-sheet row: the E. coli reads with the given FAST5 folder, on region.fa."""
-    reads, reference = ecoli_dir / "reads.fasta", ecoli_dir / "region.fa"
-    return {"sample": name, "signal": str(fast5), "reads": str(reads), "reference": str(reference)}
-
-
 def sample_calls(work: Path, name: str) -> set[tuple]:
     """The per-read calls of a sample's (single) methylation table."""
     (path,) = (work / "results" / name / "methylation").glob(f"{name}.minimap2*calls.tsv")
     return call_set(path)
 
 
-@pytest.fixture(scope="session")
-def fast5_mode_run(tmp_path_factory, ecoli_dir, vbz_dir) -> Path:
-    """One workflow run in I/O mode fast5 with the gzip reads and the VBZ reads as two samples."""
-    work = tmp_path_factory.mktemp("vbz_fast5")
-    rows = [sample("gzip", ecoli_dir / "fast5", ecoli_dir), sample("vbz", vbz_dir, ecoli_dir)]
-    write_project(work, rows)
-    run_workflow(work, "--config", f"host={host_file(work / 'host.yaml', 'none', 'fast5')}")
-    return work
+# The VBZ copy (runs_signal.vbz_dir) is a sample of the signal route's runs in each I/O mode;
+# "clean" is the same reads' gzip FAST5 in I/O mode fast5.
 
 
-def test_vbz_calls_equal_gzip_calls_in_fast5_mode(fast5_mode_run):
-    gzip_calls = sample_calls(fast5_mode_run, "gzip")
+def test_vbz_calls_equal_gzip_calls_in_fast5_mode(signal_fast5_run):
+    gzip_calls = sample_calls(signal_fast5_run, "clean")
     assert len({c[2] for c in gzip_calls}) > 80  # most of the 112 reads are called
-    assert sample_calls(fast5_mode_run, "vbz") == gzip_calls
+    assert sample_calls(signal_fast5_run, "vbz") == gzip_calls
 
 
-@pytest.mark.parametrize("io_mode", ["fast5-pool", "slow5"])
-def test_vbz_calls_equal_gzip_calls_in_other_modes(
-    tmp_path, ecoli_dir, vbz_dir, fast5_mode_run, io_mode
-):
-    work = write_project(tmp_path, [sample("vbz", vbz_dir, ecoli_dir)])
-    host = host_file(tmp_path / "host.yaml", "none", io_mode, io_processes=2)
-    run_workflow(work, "--config", f"host={host}")
-    assert sample_calls(work, "vbz") == sample_calls(fast5_mode_run, "gzip")
+@pytest.mark.parametrize(
+    "run", ["signal_pool_run", "signal_slow5_run"], ids=["fast5-pool", "slow5"]
+)
+def test_vbz_calls_equal_gzip_calls_in_other_modes(request, signal_fast5_run, run):
+    work = request.getfixturevalue(run)
+    assert sample_calls(work, "vbz") == sample_calls(signal_fast5_run, "clean")

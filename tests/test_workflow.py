@@ -15,6 +15,7 @@ import pytest
 from conftest import call_set, ecoli_row, primary_mapped, read_calls, run_workflow
 
 from project import snakemake_command, write_project
+from runs_signal import outputs
 
 
 def sh(cmd: str, cwd: Path) -> None:
@@ -75,7 +76,7 @@ def test_scattered_run_gives_the_same_results(tmp_path, ecoli_dir, dh10b, minima
     work = write_project(
         tmp_path, [ecoli_row(ecoli_dir, dh10b)], {"scatter": {"alignment": 2, "methylation": 2}}
     )
-    run_workflow(work)
+    run_workflow(work, *outputs("ecoli", "bam", "calls"))
     bam = "results/ecoli/align/ecoli.minimap2.bam"
     calls = "results/ecoli/methylation/ecoli.minimap2.cpg.calls.tsv"
     assert primary_mapped(work / bam) == primary_mapped(minimap2_run / bam)
@@ -143,7 +144,7 @@ def test_other_aligners_give_sorted_indexed_bams_and_calls(tmp_path, ecoli_dir, 
     if aligner == "bowtie2":
         reads = shortest_reads(reads, tmp_path / "short.fasta", 40)
     work = write_project(tmp_path, [ecoli_row(ecoli_dir, dh10b, reads)], {"aligner": aligner})
-    run_workflow(work)
+    run_workflow(work, *outputs("ecoli", "bam", "calls", aligner=aligner))
     bam = work / f"results/ecoli/align/ecoli.{aligner}.bam"
     with pysam.AlignmentFile(str(bam)) as handle:
         assert handle.header["HD"]["SO"] == "coordinate"
