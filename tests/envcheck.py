@@ -69,6 +69,11 @@ OPTIONAL_TOOLS = {
     # the emulated slow storage unmounts with fusermount3 when not root, else with umount(2)
     "numapore.compare.slowfs": "FUSE unmount helper for non-root users",
 }
+# Modules that name tools as data, never running them (not counted as needs).
+TOOL_NAMES_AS_DATA = {
+    # the kinds table names each kind's aligners and their presets; the align rule runs them
+    "numapore.inputs.kinds": "aligner names and presets per kind",
+}
 # A tool word in command position (start, or after | ; & ( { $( ) followed by what a command
 # line has next: the end, an option or placeholder, or a subcommand then an option/placeholder/
 # end. Prose that names a tool ("nanopolish could not align") is not a command.
@@ -361,7 +366,7 @@ def script_needs(script: Path) -> dict[str, str]:
                     todo.append((load(text), load(text).tree))
                     for imported in _imports(load(text).tree, text, top_level=False):
                         need_import(imported, text)
-            if module.name in OPTIONAL_TOOLS:
+            if module.name in OPTIONAL_TOOLS or module.name in TOOL_NAMES_AS_DATA:
                 continue
             for tool in command_tools(text):
                 needs.setdefault(TOOL_PACKAGES[tool], f"runs {tool} ({where})")

@@ -12,7 +12,6 @@ from typing import Any
 
 from numapore.base.errors import InputError
 from numapore.inputs.sheet import Sample
-from numapore.signal.slow5 import check_nanopolish_compatible
 
 
 @dataclass(frozen=True)
@@ -72,6 +71,10 @@ def check_run(name: str, samples: Iterable[Sample], config: dict[str, Any], host
     ones nanopolish cannot read."""
     mode = io_mode(name)
     if mode.converts_signal:
+        # Imported here: the signal module loads numpy and the compiled encoder, which the
+        # steps that import this registry (align, compare) do not otherwise need in their env.
+        from numapore.signal.slow5 import check_nanopolish_compatible
+
         check_nanopolish_compatible(config["slow5"]["signal_compression"])
     for sample in samples:
         readable = sample.signal_format == mode.signal_format or mode.converts_signal
