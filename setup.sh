@@ -30,7 +30,7 @@ for arg in "$@"; do
     esac
 done
 
-# What the workflow runs (README, "Setup": the same lists).
+# What the workflow runs (the README's "Quick start" and "Tests" list the same packages).
 apt_packages=(samtools minimap2 bwa bowtie2 snap-aligner nanopolish numactl tabix time python3-venv
     # the E. coli DH10B genome of the demo; lambda-phage short reads as an example (config/README.md)
     nanook-examples bowtie2-examples
