@@ -20,14 +20,14 @@ import gzip
 import shutil
 import subprocess
 from pathlib import Path
-from types import SimpleNamespace
 
 import pysam
 import pytest
 import yaml
 
-from project import REPO, snakemake_command, write_project
-from shared_runs import shared_run
+from conftest import run_workflow
+from project import REPO, write_project
+from shared_runs import keep_output, kept_output, shared_run
 
 TEST_CONFIGS = REPO / ".test"
 MODKIT_INPUTS = REPO.parent / "shared" / "data" / "modkit_pileup" / "inputs"
@@ -46,30 +46,6 @@ MODKIT_SUITE = {
 BOWTIE2_EXAMPLES = Path("/usr/share/doc/bowtie2/examples")  # Debian's bowtie2-examples
 SHORT_ALIGNERS = ("bwa", "bowtie2", "minimap2")
 BIG_COPIES = 5  # the pairs 5 times over (renamed): 10.9 M bases, two bwa batches of 10 M
-
-
-def run_or_fail(work: Path, *args: str) -> subprocess.CompletedProcess:
-    """The real workflow in work on 2 cores (hpc-numa profile); a failed run fails the test."""
-    done = subprocess.run(
-        snakemake_command(work, 2, *args), capture_output=True, text=True, timeout=1800
-    )
-    if done.returncode != 0:
-        pytest.fail(f"workflow failed ({' '.join(args)}):\n{done.stderr[-4000:]}")
-    return done
-
-
-def kept_output(work: Path, done: subprocess.CompletedProcess) -> SimpleNamespace:
-    """A run's output, written beside it for the other workers; what they read back."""
-    (work / "run.stdout").write_text(done.stdout)
-    (work / "run.stderr").write_text(done.stderr)
-    return read_output(work)
-
-
-def read_output(work: Path) -> SimpleNamespace:
-    """The output kept_output wrote (stdout, stderr)."""
-    return SimpleNamespace(
-        stdout=(work / "run.stdout").read_text(), stderr=(work / "run.stderr").read_text()
-    )
 
 
 def as_the_clone(work: Path) -> Path:
@@ -120,7 +96,7 @@ def modbam_test_run(tmp_path_factory) -> Path:
         # sample's staging is a pipe into one align job: one aligner of unmapped per run.
         for targets in ([*demo, *modbam_outputs("unmapped", "bwa")],
                         modbam_outputs("unmapped", "bowtie2")):  # fmt: skip
-            run_or_fail(
+            run_workflow(
                 work, *targets, "--configfile", ".test/config-modbam.yaml",
                 "--config", "samples=config/samples.tsv",
             )  # fmt: skip
@@ -195,7 +171,9 @@ BASELINE_COMPARE = {
 
 
 @pytest.fixture(scope="session")
-def modbam_baseline_run(tmp_path_factory, modbam_variants) -> tuple[Path, SimpleNamespace]:
+def modbam_baseline_run(
+    tmp_path_factory, modbam_variants
+) -> tuple[Path, subprocess.CompletedProcess]:
     """modkit's modBAMs and the variants through the workflow (minimap2, strategy none): their
     alignments, bedMethyl and accounting, the report's accounting figures of partial and other,
     MultiQC, and the strategy comparison of unmapped; the folder and the run's output."""
@@ -213,10 +191,10 @@ def modbam_baseline_run(tmp_path_factory, modbam_variants) -> tuple[Path, Simple
             ]
         for name in ("partial", "other"):
             targets.append(f"results/{name}/report/{name}.minimap2.accounting.png")
-        kept_output(work, run_or_fail(work, *targets))
+        keep_output(work, run_workflow(work, *targets))
 
     work = shared_run(tmp_path_factory, "modbam_baseline", make)
-    return work, read_output(work)
+    return work, kept_output(work)
 
 
 @pytest.fixture(scope="session")
@@ -284,7 +262,7 @@ def short_runs(tmp_path_factory, short_big_pairs) -> Path:
             if aligner == "bwa":
                 targets += [*short_outputs("big", "bwa"), "results/pe/align/pe.snap.summary.tsv"]
                 settings.append("samples=config/with-big.tsv")
-            run_or_fail(
+            run_workflow(
                 work, *targets, "results/multiqc/numapore_multiqc.html",
                 "--configfile", ".test/config-short.yaml", "--config", *settings,
             )  # fmt: skip

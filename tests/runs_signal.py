@@ -25,7 +25,7 @@ import pyslow5
 import pytest
 import yaml
 from conftest import REPO, ecoli_row, host_file, run_workflow
-from shared_runs import shared_run
+from shared_runs import keep_output, kept_output, shared_run
 
 from numapore.signal.convert import convert
 from numapore.signal.fast5 import VBZ_FILTER_ID
@@ -58,18 +58,8 @@ def outputs(sample: str, *kinds: str, motifs=("cpg",), aligner: str = "minimap2"
 
 
 def run_logged(work: Path, *args: str) -> subprocess.CompletedProcess:
-    """run_workflow, its output kept in work/run.stdout and work/run.stderr (tests read them
-    there: a shared run's process is another worker's)."""
-    result = run_workflow(work, *args)
-    (work / "run.stdout").write_text(result.stdout)
-    (work / "run.stderr").write_text(result.stderr)
-    return result
-
-
-def logged(work: Path) -> subprocess.CompletedProcess:
-    """A shared run's output, as run_logged kept it."""
-    out, err = ((work / f"run.{s}").read_text() for s in ("stdout", "stderr"))
-    return subprocess.CompletedProcess([], 0, out, err)
+    """run_workflow, its output kept beside the run for the other worker's tests."""
+    return keep_output(work, run_workflow(work, *args))
 
 
 def region_row(name: str, signal: str, ecoli_dir: Path, reads: Path | None = None) -> dict:
@@ -263,4 +253,4 @@ def report_run(tmp_path_factory, ecoli_dir) -> tuple[Path, subprocess.CompletedP
         )
 
     work = shared_run(tmp_path_factory, "report", make)
-    return work, logged(work)
+    return work, kept_output(work)

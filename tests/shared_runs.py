@@ -9,6 +9,7 @@ that asks for it, with the same message, without being tried again.
 from __future__ import annotations
 
 import fcntl
+import subprocess
 import traceback
 from collections.abc import Callable
 from pathlib import Path
@@ -44,3 +45,17 @@ def shared_run(
             raise
         done.touch()
     return folder
+
+
+def keep_output(folder: Path, done: subprocess.CompletedProcess) -> subprocess.CompletedProcess:
+    """Keep a run's stdout and stderr in folder (run.stdout, run.stderr): a test on the other
+    worker reuses the run but not its process, and reads them back with kept_output."""
+    (folder / "run.stdout").write_text(done.stdout)
+    (folder / "run.stderr").write_text(done.stderr)
+    return done
+
+
+def kept_output(folder: Path) -> subprocess.CompletedProcess:
+    """The output keep_output kept in folder."""
+    out, err = ((folder / f"run.{stream}").read_text() for stream in ("stdout", "stderr"))
+    return subprocess.CompletedProcess([], 0, out, err)

@@ -7,7 +7,8 @@ from pathlib import Path
 import pyslow5
 import pytest
 from conftest import call_set, host_file, run_workflow
-from runs_signal import SSM1, logged
+from runs_signal import SSM1
+from shared_runs import kept_output
 from tables import read_table
 from numapore.signal.census import pod5_census
 from numapore.signal.convert import convert
@@ -44,7 +45,7 @@ def accounting(work: Path, name: str) -> dict:
 
 
 def test_fast5_listed_twice_upper_case_and_equal_names(signal_fast5_run, messy_fast5):
-    work, result = signal_fast5_run, logged(signal_fast5_run)
+    work, result = signal_fast5_run, kept_output(signal_fast5_run)
     folder, _ = messy_fast5
     key = "sample sheet config/samples.tsv, line 3, sample 'messy'"
     assert f"numapore: {key}: {folder}/A is listed twice; it is read once" in result.stderr
