@@ -5,7 +5,8 @@ A new check of these routes adds its assertions to one of these runs, or its tar
 list, before it starts a run of its own.
 
 - modbam_test_run: .test/config-modbam.yaml as a user runs it (the simulated demo modBAM), with
-  modkit's unaligned test modBAM beside it as sample 'unmapped', aligned with bwa and bowtie2.
+  modkit's unaligned test modBAM beside it as sample 'unmapped', aligned with bwa and bowtie2,
+  and a real PacBio HiFi read as sample 'hifi' (kind hifi, minimap2).
 - modbam_baseline_run: modkit's test modBAMs and variants made from them (modbam_variants),
   minimap2, strategy none; their accounting, report figures and MultiQC; and the strategy
   comparison of one of them (its staged file of its own).
@@ -45,6 +46,15 @@ MODKIT_SUITE = {
 }
 BOWTIE2_EXAMPLES = Path("/usr/share/doc/bowtie2/examples")  # Debian's bowtie2-examples
 SHORT_ALIGNERS = ("bwa", "bowtie2", "minimap2")
+# One real PacBio Revio HiFi read with its 5mC calls, and its reference (tests/data/pacbio_hifi)
+HIFI_DATA = REPO / "tests" / "data" / "pacbio_hifi"
+HIFI_BAM = HIFI_DATA / "m84011_220902_175841_s1.zmw58919191.fwd.hifi_reads.bam"
+HIFI_REFERENCE = HIFI_DATA / "REF_58919191.fasta.gz"
+HIFI_OUTPUTS = [
+    "results/hifi/align/hifi.minimap2.bam",
+    "results/hifi/methylation/hifi.minimap2.cpg.bedmethyl.gz",
+    "results/hifi/hifi.minimap2.accounting.tsv",
+]
 BIG_COPIES = 5  # the pairs 5 times over (renamed): 10.9 M bases, two bwa batches of 10 M
 
 
@@ -79,18 +89,20 @@ def modbam_outputs(sample: str, aligner: str) -> list[str]:
 def modbam_test_run(tmp_path_factory) -> Path:
     """.test/config-modbam.yaml (the demo as a simulated modBAM, minimap2) with modkit's
     unaligned modBAM beside it as sample 'unmapped', which bwa and then bowtie2 align in the
-    same folder."""
+    same folder, and the HiFi read as sample 'hifi' (minimap2's map-hifi)."""
 
     def make(work: Path) -> None:
         as_the_clone(work)
-        sheet = (TEST_CONFIGS / "samples-none.tsv").read_text().splitlines()[0]
         (work / "config" / "samples.tsv").write_text(
-            f"{sheet}\nunmapped\t\t{MODKIT_SUITE['unmapped']}\t{LADDER}\n"
+            "sample\tkind\treads\treference\n"
+            f"unmapped\t\t{MODKIT_SUITE['unmapped']}\t{LADDER}\n"
+            f"hifi\thifi\t{HIFI_BAM}\t{HIFI_REFERENCE}\n"
         )
         demo = [
             *modbam_outputs("demo", "minimap2"),
             "results/demo/methylation/demo.minimap2.cpg.accuracy.tsv",
             "results/demo/demo.minimap2.accounting.tsv",
+            *HIFI_OUTPUTS,
         ]
         # Targets first: --configfile and --config take every word after them. A modBAM
         # sample's staging is a pipe into one align job: one aligner of unmapped per run.

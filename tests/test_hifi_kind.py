@@ -8,9 +8,7 @@ from pathlib import Path
 
 import pysam
 import pytest
-from conftest import REPO, run_workflow
-from project import write_project
-from shared_runs import shared_run
+from runs_modbam_short import HIFI_BAM, HIFI_OUTPUTS
 
 # The modbam route's checks, kept with the pileup's semantics there (test_modbam_kind.py).
 from test_modbam_kind import calls_by_read, logged_pileup, pileup_again
@@ -18,25 +16,14 @@ from test_modbam_kind import calls_by_read, logged_pileup, pileup_again
 from numapore.base.errors import InputError
 from numapore.inputs.kinds import KINDS
 
-DATA = REPO / "tests" / "data" / "pacbio_hifi"
-HIFI_BAM = DATA / "m84011_220902_175841_s1.zmw58919191.fwd.hifi_reads.bam"
-REFERENCE = DATA / "REF_58919191.fasta.gz"
-BAM = "results/hifi/align/hifi.minimap2.bam"
-BEDMETHYL = "results/hifi/methylation/hifi.minimap2.cpg.bedmethyl.gz"
-ACCOUNTING = "results/hifi/hifi.minimap2.accounting.tsv"
+BAM, BEDMETHYL, ACCOUNTING = HIFI_OUTPUTS
 
 
 @pytest.fixture(scope="module")
-def hifi_run(tmp_path_factory) -> Path:
+def hifi_run(modbam_test_run) -> Path:
     """The HiFi modBAM through the workflow (minimap2, strategy none), up to its bedMethyl and
-    read accounting (the reports are every kind's and are left out)."""
-
-    def make(work: Path) -> None:
-        row = {"sample": "hifi", "reads": HIFI_BAM, "reference": REFERENCE, "kind": "hifi"}
-        write_project(work, [row])
-        run_workflow(work, BAM, BEDMETHYL, ACCOUNTING)
-
-    return shared_run(tmp_path_factory, "hifi", make)
+    read accounting: sample 'hifi' of the modBAM route's shared run (modbam_test_run)."""
+    return modbam_test_run
 
 
 def test_the_hifi_row() -> None:
