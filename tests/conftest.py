@@ -17,7 +17,7 @@ from reference_tools import reference_frequency_script
 from shared_runs import shared_run
 
 # Shared runs of each route, one plugin module per route: modBAM and short reads; signal.
-pytest_plugins = ["runs_modbam_short", "runs_signal"]
+pytest_plugins = ["runs_modbam_short", "runs_signal", "cpu_budget"]
 
 REPO = Path(__file__).resolve().parent.parent
 SHARED = REPO.parent / "shared"

@@ -1,0 +1,66 @@
+"""The suite's CPU seconds by test file, printed at the end of every run beside the slowest tests.
+
+Wall time on a shared 2-core machine says little about what a file costs; CPU seconds do: each
+phase of a test adds this process's CPU time and that of the tool processes it waited for (a
+workflow run's jobs, QEMU, ...). With two workers the suite's wall time is at least half the
+total, so the total is the budget's figure to watch when a test adds a run.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import defaultdict
+
+import pytest
+
+_cpu_key = pytest.StashKey[dict[str, float]]()
+
+
+def _cpu_seconds() -> float:
+    t = os.times()
+    return t.user + t.system + t.children_user + t.children_system
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_setup(item):
+    start = _cpu_seconds()
+    yield
+    item.stash.setdefault(_cpu_key, {})["setup"] = _cpu_seconds() - start
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_call(item):
+    start = _cpu_seconds()
+    yield
+    item.stash.setdefault(_cpu_key, {})["call"] = _cpu_seconds() - start
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_teardown(item):
+    start = _cpu_seconds()
+    yield
+    item.stash.setdefault(_cpu_key, {})["teardown"] = _cpu_seconds() - start
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    seconds = item.stash.get(_cpu_key, {}).get(call.when)
+    if seconds is not None:
+        # user_properties travel with the report from an xdist worker to the controller.
+        outcome.get_result().user_properties.append(("cpu_seconds", seconds))
+
+
+def pytest_terminal_summary(terminalreporter):
+    by_file: dict[str, float] = defaultdict(float)
+    for reports in terminalreporter.stats.values():
+        for report in reports:
+            for name, value in getattr(report, "user_properties", ()):
+                if name == "cpu_seconds":
+                    by_file[report.nodeid.split("::")[0]] += value
+    if not by_file:
+        return
+    total = sum(by_file.values())
+    terminalreporter.write_sep("=", f"CPU seconds by test file (tools included): {total:.0f} in all")
+    for path, seconds in sorted(by_file.items(), key=lambda kv: -kv[1])[:20]:
+        terminalreporter.write_line(f"{seconds:8.1f}  {seconds / total:5.1%}  {path}")
