@@ -61,6 +61,7 @@ def pytest_terminal_summary(terminalreporter):
     if not by_file:
         return
     total = sum(by_file.values())
-    terminalreporter.write_sep("=", f"CPU seconds by test file (tools included): {total:.0f} in all")
+    title = f"CPU seconds by test file (tools included): {total:.0f} in all"
+    terminalreporter.write_sep("=", title)
     for path, seconds in sorted(by_file.items(), key=lambda kv: -kv[1])[:20]:
         terminalreporter.write_line(f"{seconds:8.1f}  {seconds / total:5.1%}  {path}")
