@@ -40,7 +40,9 @@ apt_packages=(samtools minimap2 bwa bowtie2 snap-aligner nanopolish numactl tabi
     # numapore/signal/svbzd_build.py, fast5_core_build.py; the reader links HDF5, libdeflate, zlib)
     gcc python3-dev libhdf5-dev libdeflate-dev zlib1g-dev pkg-config
     # FUSE for the comparison's emulated slow storage (numapore.compare.slowfs: fusermount3)
-    fuse3)
+    fuse3
+    # DMRs between groups and haplotypes: DSS in R (Bioconductor; bioconda bioconductor-dss)
+    r-base-core r-bioc-dss)
 # What only the tests use (--tests).
 test_apt_packages=(
     # short reads simulated for the tests (art_illumina)
