@@ -8,6 +8,7 @@ import yaml
 from conftest import REPO
 from snakemake.utils import validate
 
+from numapore.inputs.schema import check_sheet
 from numapore.signal.fast5 import list_fast5
 from numapore.inputs.sheet import (
     InputError,
@@ -19,6 +20,7 @@ from numapore.inputs.sheet import (
     read_sheet,
     reads_format,
     reference_name,
+    sample_groups,
     signal_column,
     signal_files,
     simulated_samples,
@@ -233,3 +235,33 @@ def test_equal_fast5_names_get_distinct_links(tmp_path):
         "2/batch_1.fast5",
         "2/batch_1.fast5.fast5",
     ]
+
+
+def test_group_column_parsed_and_a_malformed_group_named(inputs):
+    """The optional group column (issue 43): each sample's group, the run's groups in sample
+    order; a malformed value is one line naming the sheet, line and column (the schema's check,
+    as common.smk runs it before any job)."""
+    path = inputs / "samples.tsv"
+    rows = ["t1\tf5\treads.fastq\tref.fa\ttumour", "n1\tf5\treads.fastq\tref.fa\tnormal"]
+    rows += ["t2\tf5\treads.fastq\tref.fa\ttumour", "x\tf5\treads.fastq\tref.fa\t"]
+    path.write_text("sample\tsignal\treads\treference\tgroup\n" + "\n".join(rows) + "\n")
+    samples = load_samples(read_sheet(path), path, inputs)
+    assert [s.group for s in samples.values()] == ["tumour", "normal", "tumour", ""]
+    simulated = simulated_samples({"sim": {"reference": "ref.fa", "group": "normal"}}, inputs)
+    both = combine_samples(samples, simulated, path)
+    assert sample_groups(both) == {"tumour": ["t1", "t2"], "normal": ["n1", "sim"]}
+    schema = yaml.safe_load((REPO / "workflow/schemas/samples.schema.yaml").read_text())
+    for bad in ("tumour A", "case.1", "_x"):
+        path.write_text(
+            f"sample\tsignal\treads\treference\tgroup\nt1\tf5\treads.fastq\tref.fa\t{bad}\n"
+        )
+        table = read_sheet(path)
+        rows = table.to_dict("records")
+        with pytest.raises(InputError) as err:
+            check_sheet(list(table.columns), rows, [2], 1, path, schema)
+        assert str(err.value) == (
+            f"sample sheet {path}, line 2, column 'group': '{bad}' does not match "
+            "'^$|^[A-Za-z0-9][A-Za-z0-9_-]*$' ("
+            + schema["properties"]["group"]["description"]
+            + ")"
+        )

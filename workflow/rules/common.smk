@@ -48,6 +48,7 @@ from numapore.inputs.sheet import (  # noqa: E402
     combine_samples,
     load_samples,
     read_sheet,
+    sample_groups,
     signal_files,
     simulated_samples,
 )
@@ -124,6 +125,8 @@ try:
     _from_sheet = load_samples(_table, _sheet, Path.cwd())
     _simulated = simulated_samples(config["simulate"], Path.cwd())
     SAMPLES = combine_samples(_from_sheet, _simulated, _sheet)
+    # group -> its samples (the sheet's group column; simulate.<name>.group), in sample order
+    GROUPS = sample_groups(SAMPLES)
     # The host file: config/hosts/ of the working directory (the user's own), else the
     # workflow's shipped one (numapore.execution.hosts.host_path). Its NUMA layout must exist
     # on this machine before any job starts. Jobs sent to a cluster check it on their node

@@ -37,6 +37,7 @@ class Sample:
     notes: tuple[str, ...] = ()  # warnings about the inputs (paths listed twice)
     kind: str = DEFAULT_KIND  # numapore.inputs.kinds.KINDS: what the sample is, what it runs
     reads2: Path | None = None  # the second reads of pairs (R2; kind short), in R1's order
+    group: str = ""  # the sheet's group column (tumour, normal, ...): cohort table, DMR contrasts
 
     @property
     def paired(self) -> bool:
@@ -329,6 +330,7 @@ def load_samples(table: pd.DataFrame, sheet: Path, base: Path) -> dict[str, Samp
         signal_text = getattr(row, column) if column else ""
         declared = row.kind if "kind" in table.columns else ""
         reads2 = row.reads2 if "reads2" in table.columns else ""
+        group = row.group if "group" in table.columns else ""
         kind = KINDS[infer_kind(declared, signal_text, row.reads, key, reads2)]
         if kind.needs_signal and not signal_text:
             what = "an empty signal field" if column else "no signal column"
@@ -342,7 +344,7 @@ def load_samples(table: pd.DataFrame, sheet: Path, base: Path) -> dict[str, Samp
         signal_format = check_signal(signal, key) if kind.needs_signal else ""
         sample = Sample(
             name, signal, base / row.reads, base / row.reference, signal_format, tuple(notes),
-            kind.name, base / reads2 if reads2 else None,
+            kind.name, base / reads2 if reads2 else None, group,
         )  # fmt: skip
         check_staged_input(sample, kind, key)
         check_reference(sample.reference, key)
@@ -371,10 +373,14 @@ def simulated_samples(simulate: dict[str, dict], base: Path) -> dict[str, Sample
         kind = KINDS[settings.get("kind", DEFAULT_KIND)]
         if not kind.needs_signal:  # the simulator's basecalled modBAM
             samples[name] = Sample(
-                name, (), out / "reads.modbam.bam", reference, signal_format="", kind=kind.name
-            )
+                name, (), out / "reads.modbam.bam", reference, signal_format="", kind=kind.name,
+                group=settings.get("group", ""),
+            )  # fmt: skip
         else:
-            samples[name] = Sample(name, (out / "fast5_multi",), out / "reads.fastq", reference)
+            samples[name] = Sample(
+                name, (out / "fast5_multi",), out / "reads.fastq", reference,
+                group=settings.get("group", ""),
+            )  # fmt: skip
     return samples
 
 
@@ -394,6 +400,16 @@ def combine_samples(
         )
     check_reference_names(samples, sheet)
     return samples
+
+
+def sample_groups(samples: dict[str, Sample]) -> dict[str, list[str]]:
+    """The run's groups (the sheet's group column, simulate.<name>.group): group -> its samples,
+    both in the order the samples come (sheet first, then the simulated ones)."""
+    groups: dict[str, list[str]] = {}
+    for sample in samples.values():
+        if sample.group:
+            groups.setdefault(sample.group, []).append(sample.name)
+    return groups
 
 
 def check_reference_names(samples: dict[str, Sample], sheet: Path) -> None:
