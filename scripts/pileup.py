@@ -16,7 +16,7 @@ from numapore.methylation import pileup_cli
 from numapore.methylation.pileup import READ_LISTING_HEADER, write_read_listing
 from numapore.methylation.bgzf import write_indexed_bed
 from numapore.methylation.pileup_settings import MODKIT_VERSIONS, modkit_command
-from numapore.methylation.pileup_settings import pileup_arguments
+from numapore.methylation.pileup_settings import emptying_filter, filter_setting, pileup_arguments
 from numapore.report.empty import no_calls_reason, no_rows_reason
 
 
@@ -58,7 +58,11 @@ with atomic_outputs(outputs) as (bed_gz, _tbi, listing):
     try:
         called = bool(shards) or has_calls(bam)
         if not called:  # nanopolish called no read: nothing to pile up
-            empty_sample(sample, no_calls_reason(bam, motif), allowed)
+            # A modBAM of nanopolish's calls (common.smk's pileup_inputs): its reads passed
+            # methylation.min_mapping_quality (the config, not a param: no rerun)
+            nanopolish = bam.endswith(".modbam.bam")
+            min_mapq = smk.config["methylation"]["min_mapping_quality"] if nanopolish else None
+            empty_sample(sample, no_calls_reason(bam, motif, min_mapq), allowed)
             text.write_text("")
             with open(listing, "w") as handle:
                 handle.write(READ_LISTING_HEADER)
@@ -87,7 +91,9 @@ with atomic_outputs(outputs) as (bed_gz, _tbi, listing):
 
         write_indexed_bed(bed_gz, chunks())
         print(f"{rows} bedMethyl rows")
-        if rows == 0 and called:  # the calls all fell to the filters
-            empty_sample(sample, no_rows_reason(bam, motif), allowed)
+        if rows == 0 and called:  # the calls all fell to the filters: which one
+            key = emptying_filter(bam, arguments)
+            setting = filter_setting(key, smk.params.settings, smk.config) if key else None
+            empty_sample(sample, no_rows_reason(bam, motif, setting), allowed)
     finally:
         text.unlink(missing_ok=True)

@@ -363,3 +363,42 @@ def test_workflow_04_setting_refused_under_06(key, value):
     check_settings(dict(WORKFLOW_SETTINGS, **{key: value}, modkit="0.4"))
     with pytest.raises(SettingsError, match=f'pileup.{key}: .* set pileup.modkit: "0.4"'):
         check_settings(dict(WORKFLOW_SETTINGS, **{key: value}, modkit="0.6"))
+
+
+def test_empty_pileup_names_the_filter_and_its_value(tmp_path):
+    """A pileup that writes nothing because a filter removed every read (or call) names that
+    filter and its value: a filter threshold, 0.4's edge filter, and the workflow's
+    mapping-quality filter (nanopolish's)."""
+    from numapore.methylation.pileup_settings import emptying_filter, filter_setting
+    from numapore.methylation.pileup_settings import pileup_arguments
+    from numapore.report.empty import no_calls_reason, no_rows_reason
+
+    case = load_cases()["cpg_combine_strands_threshold_0.7"]
+    bam, reference = str(SUITE / case["input"]), str(SUITE / case["reference"])
+    config = {"pileup": {"filter_threshold": 1.0}, "methylation": {"call_threshold": 2.5}}
+    settings = dict(WORKFLOW_SETTINGS, modkit="0.6", filter_threshold=1.0)
+    arguments = pileup_arguments(settings, reference, 1)
+    out = tmp_path / "out.bed"
+    assert run_pileup(bam, out, *arguments).returncode == 0 and out.read_bytes() == b""
+    key = emptying_filter(bam, arguments)
+    assert no_rows_reason(bam, "cpg", filter_setting(key, settings, config)) == (
+        f"pileup.filter_threshold: 1.0 removed every cpg call of its modBAM {bam}: its "
+        "bedMethyl would be empty"
+    )
+    # 0.4's edge filter: a read left without calls is skipped; a pileup whose reads all are
+    # stops with one line
+    settings = dict(WORKFLOW_SETTINGS, modkit="0.4", edge_filter="100000")
+    result = run_pileup(bam, out, *pileup_arguments(settings, reference, 1))
+    assert result.returncode == 1 and result.stderr.startswith(
+        f"numapore: {bam}: --edge-filter 100000 removed every call of every read (read "
+    ), result.stderr
+    # nanopolish calls reads of mapping quality >= methylation.min_mapping_quality only
+    qualities = [r.mapping_quality for r in pysam.AlignmentFile(bam) if not r.flag & 0x904]
+    reads, highest = len(qualities), max(qualities)
+    assert highest < 255
+    assert no_calls_reason(bam, "cpg", 255) == (
+        f"methylation.min_mapping_quality: 255 removed every read: none of the {reads} mapped "
+        f"reads of its modBAM {bam} has a mapping quality of 255 or more (the highest is "
+        f"{highest}), and nanopolish calls only those: its bedMethyl would be empty"
+    )
+    assert no_calls_reason(bam, "cpg", highest) == no_calls_reason(bam, "cpg")

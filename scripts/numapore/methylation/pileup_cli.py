@@ -218,12 +218,17 @@ def options_from_args(args: argparse.Namespace) -> engine.Options:
     )
 
 
-def check_reads(in_bam: str, stats: engine.Stats) -> None:
-    """Refuse a BAM whose reads were all skipped for their tags (what modkit would turn into
-    an empty bedMethyl); warn about the reads skipped otherwise."""
+def check_reads(in_bam: str, stats: engine.Stats, edge_filter: str | None = None) -> None:
+    """Refuse a BAM whose reads were all skipped for their tags or for the edge filter (what
+    modkit would turn into an empty bedMethyl); warn about the reads skipped otherwise."""
     if stats.used == 0 and stats.skipped:
         kind = max(stats.skipped, key=stats.skipped.get)
         name, reason = stats.examples[kind]
+        if kind == "empty" and edge_filter:
+            raise engine.PileupError(
+                f"{in_bam}: --edge-filter {edge_filter} removed every call of every read "
+                f"(read {name}: {reason} after it)"
+            )
         if kind == "missing":
             raise engine.PileupError(f"{in_bam}: no read has MM/ML tags (read {name}: {reason})")
         if kind == "implicit":
@@ -304,7 +309,7 @@ def write_pileup(args, out_bed: str, options, regions, check: bool) -> engine.Re
                 out = files.enter_context(open(tmp, "w", buffering=1 << 20))
             result = engine.pileup(args.in_bam, out, options, regions, listing)
         if check:
-            check_reads(args.in_bam, result.stats)
+            check_reads(args.in_bam, result.stats, args.edge_filter)
         sys.stdout.flush()
         if args.bgzf:
             compressed = part_file(Path(out_bed))

@@ -83,6 +83,58 @@ def pileup_arguments(settings: Mapping[str, Any], reference: str, threads: int) 
     return args + ["--threads", str(threads)]
 
 
+# The pileup: settings that remove calls, each with its numapore pileup option
+FILTERS = {
+    "edge_filter": ("--edge-filter",),
+    "ignore": ("--ignore",),
+    "filter_threshold": ("--filter-threshold", "--filter-percentile"),
+}
+
+
+def emptying_filter(bam: str, arguments: Sequence[str]) -> str | None:
+    """Which pileup: setting (a FILTERS key) removed every call of a pileup that wrote no row
+    with these arguments (pileup_arguments'): the first whose option, left out, gives rows;
+    None if none does. Runs the pileup again, once per filter given (an empty pileup's cost)."""
+    import os
+
+    from numapore.methylation import pileup as engine
+    from numapore.methylation import pileup_cli
+
+    for key, options in FILTERS.items():
+        kept, given = [], False
+        words = iter(arguments)
+        for word in words:
+            if word in options:
+                given = True
+                next(words)
+            else:
+                kept.append(word)
+        if not given:
+            continue
+        if key == "filter_threshold":  # left out, modkit estimates one: pass every call
+            kept.append("--no-filtering")
+        relaxed = pileup_cli.options_from_args(pileup_cli.parse([bam, os.devnull, *kept]))
+        with open(os.devnull, "w") as out:
+            if engine.pileup(bam, out, relaxed).stats.rows:
+                return key
+    return None
+
+
+def filter_setting(key: str, settings: Mapping[str, Any], config: Mapping[str, Any]) -> str:
+    """The config's setting behind a FILTERS key, with its value, for a job's settings
+    (common.smk's pileup_settings: filter_threshold auto became nanopolish's call threshold)."""
+    if key != "filter_threshold":
+        return f"pileup.{key}: {settings[key]}"
+    if config["pileup"]["filter_threshold"] != "auto":
+        return f"pileup.filter_threshold: {settings['filter_threshold']}"
+    if settings["filter_threshold"] == "auto":
+        return f"pileup.filter_percentile: {settings['filter_percentile']}"
+    return (
+        f"methylation.call_threshold: {config['methylation']['call_threshold']} (as "
+        f"pileup.filter_threshold: auto, the probability {settings['filter_threshold']})"
+    )
+
+
 def modkit_command(bam: str, bed: str, arguments: Sequence[str]) -> str:
     """The modkit command line (of the version --modkit-compat names) that writes the same
     bedMethyl (uncompressed) as `numapore pileup bam bed *arguments`."""

@@ -29,13 +29,41 @@ def no_signal_reason(reads: int, source: str | os.PathLike, signal: str, signal_
     )
 
 
-def no_calls_reason(modbam: str | os.PathLike, motif: str) -> str:
-    """Why a sample whose reads got no methylation call has an empty bedMethyl."""
+def no_calls_reason(modbam: str | os.PathLike, motif: str, min_mapq: int | None = None) -> str:
+    """Why a sample whose reads got no methylation call has an empty bedMethyl; min_mapq (a
+    modBAM of nanopolish's calls): the mapping-quality filter, when no mapped read passed it."""
+    if min_mapq is not None:
+        qualities = mapped_qualities(modbam)
+        if qualities and max(qualities) < min_mapq:
+            return (
+                f"methylation.min_mapping_quality: {min_mapq} removed every read: none of the "
+                f"{len(qualities)} mapped reads of its modBAM {modbam} has a mapping quality of "
+                f"{min_mapq} or more (the highest is {max(qualities)}), and nanopolish calls "
+                "only those: its bedMethyl would be empty"
+            )
     return f"no read of its modBAM {modbam} has a {motif} call: its bedMethyl would be empty"
 
 
-def no_rows_reason(modbam: str | os.PathLike, motif: str) -> str:
-    """Why a sample whose calls all fell to the pileup's filters has an empty bedMethyl."""
+def mapped_qualities(bam: str | os.PathLike) -> list[int]:
+    """The mapping quality of each primary mapped record of a BAM."""
+    import pysam
+
+    with pysam.AlignmentFile(str(bam), check_sq=False) as handle:
+        return [
+            r.mapping_quality
+            for r in handle.fetch(until_eof=True)
+            if not (r.is_unmapped or r.is_secondary or r.is_supplementary)
+        ]
+
+
+def no_rows_reason(modbam: str | os.PathLike, motif: str, setting: str | None = None) -> str:
+    """Why a sample whose calls all fell to the pileup's filters has an empty bedMethyl;
+    setting: the filter that removed them, with its value (e.g. pileup.filter_threshold: 1.0)."""
+    if setting:
+        return (
+            f"{setting} removed every {motif} call of its modBAM {modbam}: "
+            "its bedMethyl would be empty"
+        )
     return (
         f"no {motif} call of its modBAM {modbam} passed the pileup's filters (config pileup:): "
         "its bedMethyl would be empty"
