@@ -21,6 +21,13 @@ cfg = SimConfig(
     mod_missing=s["mod_missing"],
     mod_mode=s["mod_mode"],
     mod_codes=s["mod_codes"],
+    truth_seed=s["truth_seed"],
+    group_regions=s["group_regions"],
+    asm_regions=s["asm_regions"],
+    truth_length=s["truth_length"],
+    truth_difference=s["truth_difference"],
+    group_differs=s["group_differs"],
+    haplotagged=s["haplotagged"],
 )
 out = Path(smk.output.reads).parent
 summary = simulate(Path(smk.input[0]), out, cfg, processes=smk.threads)

@@ -34,6 +34,8 @@ IMPORT_PACKAGES = {
     # path); what numapore uses of it, snakemake.utils.validate, needs jsonschema in the env
     "snakemake": "jsonschema",
 }
+# R packages a rule's R script loads (library(X)) -> the conda package that provides them.
+R_PACKAGES = {"DSS": "bioconductor-dss", "data.table": "r-data.table"}
 # Executables in command position -> the conda package that provides them. A word not listed
 # here is not a tool numapore needs from an env (coreutils, grep, bash builtins).
 TOOL_PACKAGES = {
@@ -406,6 +408,17 @@ def _resolve(module: _Module, ref: tuple[str, ...], load) -> tuple[_Module, str]
     return None
 
 
+def r_script_needs(script: Path) -> dict[str, str]:
+    """Conda packages an R rule script needs: R itself and the packages it loads (library(X));
+    a package R_PACKAGES does not map is named as conda-forge names R packages (r-<lower>)."""
+    needs = {"r-base": "script: (R)"}
+    for name in re.findall(r"\blibrary\(([A-Za-z0-9.]+)\)", script.read_text()):
+        needs.setdefault(
+            R_PACKAGES.get(name, f"r-{name.lower()}"), f"library({name}) ({script.name})"
+        )
+    return needs
+
+
 def rule_problems(rule: Rule, env_dir: Path | None = None) -> list[str]:
     """What a rule's env lacks, one line each: rule, env, missing package and why it is needed."""
     if rule.script is None and rule.shell is None:
@@ -424,7 +437,9 @@ def rule_problems(rule: Rule, env_dir: Path | None = None) -> list[str]:
             continue
         have = env_packages(env_file)
         needs: dict[str, str] = {}
-        if rule.script:
+        if rule.script and rule.script.endswith(".R"):
+            needs.update(r_script_needs((rule.path.parent / rule.script).resolve()))
+        elif rule.script:
             needs["python"] = "script:"
             needs.update(script_needs((rule.path.parent / rule.script).resolve()))  # cached
         if rule.shell:

@@ -20,6 +20,7 @@ SUBCOMMANDS = {
     "convert": ("numapore.signal.convert", "convert FAST5 raw signal to SLOW5/BLOW5"),
     "simulate": ("numapore.simulate.reads", "simulate reads with signal and methylation truth"),
     "accuracy": ("numapore.methylation.accuracy", "score methylation calls against a truth"),
+    "dmr-score": ("numapore.methylation.dmr", "score called DMRs against a simulated truth"),
     "probe": ("numapore.execution.probe", "this machine's NUMA layout, policy, host-file check"),
     "slowfs": ("numapore.compare.slowfs", "mount folders behind emulated slow storage (FUSE)"),
     "compiled": ("numapore.cli", "which compiled modules load, and from where"),

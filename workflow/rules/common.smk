@@ -540,6 +540,7 @@ def final_outputs():
         if scored(s):
             out.append(f"{prefix}/methylation/{s}.{aligner}.cpg.accuracy.tsv")
         out += report_figures(s, aligner)
+    out += dmr_outputs()  # rules/dmr.smk
     out.append(MULTIQC_REPORT)
     return out
 
@@ -659,6 +660,8 @@ def multiqc_inputs(wildcards=None):
         "custom": [
             "results/multiqc/numapore_accounting_mqc.tsv",
             "results/multiqc/numapore_methylation_mqc.tsv",
+            # a line per DMR contrast (rules/dmr.smk), when there are any
+            *(["results/multiqc/numapore_dmr_mqc.tsv"] if DMR_CONTRASTS else []),
         ],
     }
 

@@ -10,6 +10,7 @@ rule simulate_reads:
     output:
         reads="results/simulated/{sample}/reads.fastq",
         truth="results/simulated/{sample}/truth.tsv",
+        regions="results/simulated/{sample}/regions.bed",
         fast5=directory("results/simulated/{sample}/fast5_multi"),
     log:
         "results/logs/simulate_reads/{sample}.log",
@@ -22,7 +23,7 @@ rule simulate_reads:
     threads: RUN_CORES
     params:
         settings=lambda wc: config["simulate"][wc.sample],
-        formats=["fastq", "truth", "multi"],
+        formats=["fastq", "truth", "multi", "regions"],
     script:
         "../../scripts/simulate_reads.py"
 
@@ -33,6 +34,8 @@ rule simulate_modbam_reads:
     output:
         reads="results/simulated/{sample}/reads.modbam.bam",
         truth="results/simulated/{sample}/truth.tsv",
+        # the truth regions (DMRs between groups, allele-specific regions), header only if none
+        regions="results/simulated/{sample}/regions.bed",
     log:
         "results/logs/simulate_modbam_reads/{sample}.log",
     benchmark:
@@ -44,7 +47,7 @@ rule simulate_modbam_reads:
     threads: RUN_CORES
     params:
         settings=lambda wc: config["simulate"][wc.sample],
-        formats=["modbam", "truth"],
+        formats=["modbam", "truth", "regions"],
     script:
         "../../scripts/simulate_reads.py"
 

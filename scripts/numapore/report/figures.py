@@ -541,6 +541,14 @@ MQC_HEADERS = {
         "plot_type": "table",
         "pconfig": {"id": "numapore_methylation_table", "title": "numapore: base modifications"},
     },
+    "dmr": {
+        "id": "numapore_dmr",
+        "section_name": "numapore: DMRs (DSS)",
+        "description": "Per DMR contrast (config dmr:): DMRs found by DSS's callDMR, the CpGs in "
+        "them and the sites tested (results/dmr/&lt;contrast&gt;/).",
+        "plot_type": "table",
+        "pconfig": {"id": "numapore_dmr_table", "title": "numapore: DMRs"},
+    },
 }
 
 

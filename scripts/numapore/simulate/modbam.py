@@ -121,6 +121,8 @@ class ModRead:
     ml_h: np.ndarray  # uint8, one per call: 5hmC (empty when only 5mC is called)
     call_positions: np.ndarray  # read positions of the calls (in MM's order)
     call_truth: np.ndarray  # bool per call: the C is methylated in the molecule
+    haplotype: int = 0  # its HP tag (1 or 2; 0: untagged)
+    phase_set: int = 0  # its PS tag when tagged
 
 
 def modbam_record(read: ModRead, header: pysam.AlignmentHeader) -> pysam.AlignedSegment:
@@ -133,4 +135,7 @@ def modbam_record(read: ModRead, header: pysam.AlignmentHeader) -> pysam.Aligned
     rec.set_tag("MM", read.mm, "Z")
     rec.set_tag("ML", array("B", read.ml_h.tobytes() + read.ml.tobytes()))  # MM's order
     rec.set_tag("MN", len(read.sequence), "i")
+    if read.haplotype:  # as WhatsHap haplotag writes them
+        rec.set_tag("HP", read.haplotype, "i")
+        rec.set_tag("PS", read.phase_set, "i")
     return rec

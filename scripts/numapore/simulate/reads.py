@@ -58,6 +58,7 @@ import numpy as np
 import pysam
 
 from numapore.simulate.modbam import ModCallModel, ModRead, cpg_calls, mm_tag, modbam_record
+from numapore.simulate.truth import TruthSettings, apply, layout, truth_bed
 from numapore.simulate.poremodel import (
     CPG_MODEL,
     STANDARD_MODEL,
@@ -66,7 +67,7 @@ from numapore.simulate.poremodel import (
     load_pore_model,
 )
 
-FORMATS = ("fastq", "truth", "single", "multi", "blow5", "modbam")
+FORMATS = ("fastq", "truth", "single", "multi", "blow5", "modbam", "regions")
 SIGNAL_FORMATS = ("fastq", "single", "multi", "blow5")  # the R9.4 read model's outputs
 DEFAULT_FORMATS = ("fastq", "truth", "single", "multi")
 TRUTH_COLUMNS = ("read_id", "chromosome", "position", "strand", "methylated")
@@ -108,6 +109,34 @@ class SimConfig:
     mod_missing: float = ModCallModel.missing
     mod_mode: str = ModCallModel.mode
     mod_codes: str = ModCallModel.codes
+    # known differential methylation (numapore.simulate.truth): regions laid out from
+    # truth_seed, where this sample's group differs (group_differs) or its haplotypes do
+    truth_seed: int = 0
+    group_regions: int = 0
+    asm_regions: int = 0
+    truth_length: int = 1000
+    truth_difference: float = 0.6
+    group_differs: bool = False
+    haplotagged: float = 0.0  # share of reads with HP/PS tags (modbam)
+
+    @property
+    def haplotypes(self) -> bool:
+        """Whether molecules come from two haplotypes (drawn, and tagged on some reads)."""
+        return self.asm_regions > 0 or self.haplotagged > 0
+
+    def truth_settings(self, ref: Reference) -> TruthSettings:
+        """What the truth regions' layout depends on: its settings and the reads' window."""
+        window = self.region or (ref.names[0], 0, int(ref.lengths[0]))
+        if self.region is not None:
+            window = (window[0], window[1], min(window[2], len(ref.seqs[window[0]])))
+        return TruthSettings(
+            self.truth_seed,
+            self.group_regions,
+            self.asm_regions,
+            self.truth_length,
+            self.truth_difference,
+            window,
+        )
 
     def mod_model(self) -> ModCallModel:
         """The noise model of the modBAM reads' calls."""
@@ -272,6 +301,8 @@ class Molecule:
     cpg_positions: np.ndarray  # forward-strand C positions of the CpGs inside the read
     methylated: np.ndarray  # bool per CpG
     read_c: np.ndarray  # per CpG, the index in codes of the read's own C of it
+    haplotype: int = 0  # 1 or 2 when the sample has haplotypes (cfg.haplotypes), else 0
+    tagged: bool = False  # the read carries HP/PS tags
 
 
 def draw_molecule(rng: np.random.Generator, ref: Reference, cfg: SimConfig) -> Molecule:
@@ -292,10 +323,17 @@ def draw_molecule(rng: np.random.Generator, ref: Reference, cfg: SimConfig) -> M
     cluster = np.concatenate(([0], np.cumsum(np.diff(sites) > CLUSTER_GAP))).astype(np.int64)
     u = rng.random(int(cluster[-1]) + 1 if sites.size else 0)
     frac = methylation_fraction(sites, cfg.meth_amplitude, cfg.meth_period, cfg.meth_phase)
+    haplotype, tagged = 0, False
+    if cfg.haplotypes:  # drawn only then: samples without keep their reads byte for byte
+        haplotype = 1 + int(rng.random() < 0.5)
+        tagged = bool(rng.random() < cfg.haplotagged)
+    regions = layout(cfg.truth_settings(ref))
+    if regions:
+        frac = apply(regions, chrom, sites, frac, haplotype, cfg.group_differs)
     meth = u[cluster] < frac if sites.size else np.zeros(0, dtype=bool)
     # The read's own C of each CpG: forward C for '+', the C opposite the forward G for '-'.
     mpos = sites - start if strand == "+" else end - 2 - sites
-    return Molecule(read_id, chrom, start, end, strand, codes, sites, meth, mpos)
+    return Molecule(read_id, chrom, start, end, strand, codes, sites, meth, mpos, haplotype, tagged)
 
 
 def simulate_read(ref: Reference, model: PoreModel, cfg: SimConfig, index: int) -> SimRead:
@@ -384,6 +422,8 @@ def basecalled_read(ref: Reference, cfg: SimConfig, index: int) -> tuple[ModRead
         ml_h=ml_h,
         call_positions=sites,
         call_truth=methylated_at[sites],
+        haplotype=mol.haplotype if mol.tagged else 0,
+        phase_set=cfg.truth_settings(ref).window[1] + 1,
     )
     return read, mol
 
@@ -696,6 +736,9 @@ def simulate(
     (out / "simulation.json").write_text(
         json.dumps({"reference": str(reference), **asdict(cfg)}, indent=2) + "\n"
     )
+    if "regions" in cfg.formats:
+        regions = layout(cfg.truth_settings(ref))
+        (out / "regions.bed").write_text(truth_bed(regions, cfg.group_differs))
     n_batches = -(-cfg.n_reads // cfg.reads_per_file)
     t0 = last = time.monotonic()
     done = samples = 0
@@ -804,6 +847,21 @@ def main(argv: list[str] | None = None, prog: str = "numapore simulate") -> int:
         "--mod-mode", default=d.mod_mode, choices=["?", "."], help="modbam: C+m? or C+m."
     )
     p.add_argument("--mod-codes", default=d.mod_codes, help="modbam: m (5mC) or hm (+5hmC)")
+    p.add_argument("--truth-seed", type=int, default=d.truth_seed, help="truth regions' layout")
+    p.add_argument("--group-regions", type=int, default=d.group_regions, help="DMRs (truth)")
+    p.add_argument(
+        "--asm-regions", type=int, default=d.asm_regions, help="allele-specific regions (truth)"
+    )
+    p.add_argument("--truth-length", type=int, default=d.truth_length, help="bases per region")
+    p.add_argument(
+        "--truth-difference", type=float, default=d.truth_difference, help="level difference"
+    )
+    p.add_argument(
+        "--group-differs", action="store_true", help="this sample's group differs in the DMRs"
+    )
+    p.add_argument(
+        "--haplotagged", type=float, default=d.haplotagged, help="share of reads with HP/PS"
+    )
     p.add_argument(
         "--formats",
         default=",".join(DEFAULT_FORMATS),
@@ -848,6 +906,13 @@ def main(argv: list[str] | None = None, prog: str = "numapore simulate") -> int:
         mod_missing=a.mod_missing,
         mod_mode=a.mod_mode,
         mod_codes=a.mod_codes,
+        truth_seed=a.truth_seed,
+        group_regions=a.group_regions,
+        asm_regions=a.asm_regions,
+        truth_length=a.truth_length,
+        truth_difference=a.truth_difference,
+        group_differs=a.group_differs,
+        haplotagged=a.haplotagged,
     )
     model = load_pore_model(a.standard_model, a.cpg_model)
     try:

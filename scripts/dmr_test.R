@@ -1,0 +1,94 @@
+# Rule dmr_test: one contig group of every DMR contrast tested with DSS (Bioconductor): DMLtest
+# per site, then callDMR, with the parameters of config dmr: (numapore.methylation.dmr passes
+# them, one list per contrast). Its input per contrast is the group's counts table (chrom, pos
+# 1-based, then N.<column> and X.<column>: valid coverage and modified calls of each sample or
+# haplotype); its outputs are DSS's own tables as DSS returns them (fwrite: every digit), in the
+# input's contig order, which rule dmr_merge puts together. Everything DSS says goes to the log.
+
+log <- file(snakemake@log[[1]], open = "wt")
+sink(log)
+sink(log, type = "message")
+
+suppressPackageStartupMessages(library(DSS))
+library(data.table)
+cat("DSS", as.character(packageVersion("DSS")), "on", R.version.string, "\n")
+
+contrasts <- snakemake@params[["contrasts"]]
+counts <- unlist(snakemake@input[["counts"]])
+sites_out <- unlist(snakemake@output[["sites"]])
+dmrs_out <- unlist(snakemake@output[["dmrs"]])
+summary_out <- snakemake@output[["summary"]]
+ncores <- max(1L, as.integer(snakemake@threads))
+summary <- "contrast\tsites\ttested\tdmrs"
+
+SITE_COLUMNS <- c(
+  "chr", "pos", "mu1", "mu2", "diff", "diff.se", "stat", "phi1", "phi2", "pval", "fdr"
+)
+DMR_COLUMNS <- c(
+  "chr", "start", "end", "length", "nCG", "meanMethy1", "meanMethy2", "diff.Methy", "areaStat"
+)
+
+# A per-sample data frame (chr, pos, N, X) of the sites it covers, as DSS's makeBSseqData takes.
+sample_frame <- function(table, column) {
+  n <- table[[paste0("N.", column)]]
+  keep <- n > 0
+  data.frame(
+    chr = table$chrom[keep], pos = table$pos[keep], N = n[keep],
+    X = table[[paste0("X.", column)]][keep]
+  )
+}
+
+# Rows of a DSS table in the counts table's contig order, by position within a contig.
+in_input_order <- function(result, contigs, position) {
+  as.data.frame(result)[order(match(result$chr, contigs), result[[position]]), , drop = FALSE]
+}
+
+write_table <- function(rows, columns, path) {
+  if (is.null(rows) || nrow(rows) == 0) {
+    writeLines(paste(columns, collapse = "\t"), path)
+  } else {
+    fwrite(rows[, columns], path, sep = "\t", quote = FALSE)
+  }
+}
+
+for (i in seq_along(contrasts)) {
+  contrast <- contrasts[[i]]
+  table <- fread(counts[[i]], sep = "\t", colClasses = list(character = "chrom"))
+  group1 <- unlist(contrast$group1)
+  group2 <- unlist(contrast$group2)
+  cat(sprintf(
+    "contrast %s: %s (%s) vs %s (%s), %d sites\n", contrast$name, contrast$label1,
+    paste(group1, collapse = ", "), contrast$label2, paste(group2, collapse = ", "), nrow(table)
+  ))
+  sites <- NULL
+  dmrs <- NULL
+  if (nrow(table) > 0) {
+    columns <- c(group1, group2)
+    bs <- makeBSseqData(lapply(columns, function(col) sample_frame(table, col)), columns)
+    sink(nullfile()) # DMLtest's progress bar (its messages and warnings still go to the log)
+    test <- DMLtest(
+      bs, group1 = group1, group2 = group2, smoothing = isTRUE(contrast$smoothing),
+      smoothing.span = contrast$smoothing_span, ncores = ncores
+    )
+    sink()
+    if (nrow(test) > 0) {
+      dmrs <- callDMR(
+        test, delta = contrast$delta, p.threshold = contrast$p_threshold,
+        minlen = contrast$minlen, minCG = contrast$min_cg, dis.merge = contrast$dis_merge,
+        pct.sig = contrast$pct_sig
+      )
+    }
+    contigs <- unique(table$chrom)
+    sites <- in_input_order(test, contigs, "pos")
+    if (!is.null(dmrs)) dmrs <- in_input_order(dmrs, contigs, "start")
+  }
+  line <- sprintf(
+    "%s\t%d\t%d\t%d", contrast$name, nrow(table), if (is.null(sites)) 0L else nrow(sites),
+    if (is.null(dmrs)) 0L else nrow(dmrs)
+  )
+  cat(line, "\n")
+  summary <- c(summary, line)
+  write_table(sites, SITE_COLUMNS, sites_out[[i]])
+  write_table(dmrs, DMR_COLUMNS, dmrs_out[[i]])
+}
+writeLines(summary, summary_out)

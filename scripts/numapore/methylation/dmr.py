@@ -1,0 +1,391 @@
+"""Differentially methylated regions with DSS (config dmr:): the contrasts checked before any job,
+the counts DSS reads, the contig groups of a scattered run, the merged outputs and their scoring
+against a simulated truth.
+
+A contrast is group A vs group B (the sheet's group column: replicates of each) or haplotype 1
+vs 2 of one phased sample (allele-specific methylation: the per-haplotype bedMethyl files of
+`pileup.phased`). Its counts are, per site, each sample's (or haplotype's) valid coverage N and
+modified calls X of the code dmr.code in its bedMethyl (modkit's Nvalid_cov and Nmod), which is
+what DSS's makeBSseqData takes; scripts/dmr_test.R runs DMLtest and callDMR on them.
+
+Replicates. DSS's DMLtest estimates each site's dispersion from the replicates of each group;
+with one sample on a side (a group of one, or a haplotype contrast, always one per side) it
+refuses to run without smoothing ("There is no biological replicates in at least one
+condition"). With smoothing, neighbouring CpGs (smoothing_span) stand in for replicates: DSS
+tests such a contrast, but its p-values then say nothing of the variation between individuals.
+numapore follows DSS: a side of one sample is allowed with smoothing on (said in the run's first
+lines) and refused before any job with smoothing off.
+
+Scatter (dmr.scatter N): the sites are cut into N groups of whole contigs (consecutive in
+reference order, balanced by sites), each tested in its own job. DSS estimates the dispersion
+prior and the weights' scale over what it is given, so a group's results are those of DSS run
+on that group alone (as DSS is commonly run per chromosome); N = 1 is DSS on the whole table.
+The merged per-site table's fdr is recomputed over all sites (Benjamini-Hochberg, as DSS
+computes it) when N > 1.
+
+Outputs (rule dmr_merge), bgzipped and tabix-indexed, 0-based half-open coordinates:
+- <name>.sites.tsv.gz: per tested site: chrom, start, end, then DSS's mu1 mu2 diff diff.se stat
+  phi1 phi2 pval fdr (side A first);
+- <name>.dmrs.bed.gz: per DMR: chrom, start (its first CpG), end (after its last CpG's C), CpGs,
+  mean methylation of side A, of side B, difference (A - B) and DSS's areaStat, by position.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from numapore.base.errors import InputError
+
+# config dmr: keys DSS's functions take, as a contrast may override them
+DSS_KEYS = (
+    "smoothing",
+    "smoothing_span",
+    "delta",
+    "p_threshold",
+    "minlen",
+    "min_cg",
+    "dis_merge",
+    "pct_sig",
+)
+SITE_HEADER = "#chrom\tstart\tend\tmu1\tmu2\tdiff\tdiff.se\tstat\tphi1\tphi2\tpval\tfdr\n"
+# bedMethyl columns (0-based): chrom, start, code, Nvalid_cov, Nmod
+BEDMETHYL_COLUMNS = (0, 1, 3, 9, 11)
+
+
+@dataclass(frozen=True)
+class Contrast:
+    """One DMR contrast: side A (label1: its count columns) against side B."""
+
+    name: str
+    kind: str  # groups or haplotypes
+    label1: str
+    label2: str
+    group1: tuple[str, ...]  # count columns of side A (sample names, or <sample>_hp1)
+    group2: tuple[str, ...]
+    sources: Mapping[str, str] = field(default_factory=dict)  # count column -> bedMethyl
+    settings: Mapping[str, Any] = field(default_factory=dict)  # DSS_KEYS
+    reference: str = ""  # the reference name of its samples (one)
+    notes: tuple[str, ...] = ()
+
+    def dss(self) -> dict[str, Any]:
+        """What scripts/dmr_test.R reads of it."""
+        return {
+            "name": self.name,
+            "label1": self.label1,
+            "label2": self.label2,
+            "group1": list(self.group1),
+            "group2": list(self.group2),
+            **self.settings,
+        }
+
+
+def contrast_name(entry: Mapping[str, Any]) -> str:
+    """A contrast's name: its own, else <A>_vs_<B> (groups) or <sample>_hp1_vs_hp2."""
+    if entry.get("name"):
+        return str(entry["name"])
+    if "groups" in entry:
+        return f"{entry['groups'][0]}_vs_{entry['groups'][1]}"
+    return f"{entry['sample']}_hp1_vs_hp2"
+
+
+def plan(
+    dmr: Mapping[str, Any],
+    groups: Mapping[str, Sequence[str]],
+    bedmethyl: Callable[[str], str],
+    references: Mapping[str, str],
+    haplotype_bedmethyl: Callable[[str], tuple[str, str]] | None = None,
+    not_phased: Callable[[str], str] | None = None,
+) -> list[Contrast]:
+    """The contrasts of config dmr:, checked: one InputError line for the first that cannot
+    run (a group no sample has, a side of one sample without smoothing, a haplotype contrast on
+    a sample that is not phased, samples on different references, two contrasts of one name).
+    groups: group -> its samples; bedmethyl(sample): its bedMethyl; references: sample -> its
+    reference's name; haplotype_bedmethyl(sample): its two per-haplotype bedMethyl files;
+    not_phased(sample): why it has none ('' when it has)."""
+    out: list[Contrast] = []
+    seen: set[str] = set()
+    for i, entry in enumerate(dmr.get("contrasts", [])):
+        name = contrast_name(entry)
+        where = f"config dmr.contrasts[{i}] ({name})"
+        if name in seen:
+            raise InputError(f"{where}: a second contrast named '{name}': give it a name: key")
+        seen.add(name)
+        settings = {key: entry.get(key, dmr[key]) for key in DSS_KEYS}
+        if "groups" in entry:
+            contrast = _group_contrast(entry, name, where, groups, bedmethyl, settings)
+        else:
+            contrast = _haplotype_contrast(
+                entry, name, where, references, haplotype_bedmethyl, not_phased, settings
+            )
+        samples = {s.rsplit("_hp", 1)[0] if contrast.kind == "haplotypes" else s for s in
+                   (*contrast.group1, *contrast.group2)}  # fmt: skip
+        refs = sorted({references[s] for s in samples})
+        if len(refs) > 1:
+            listed = ", ".join(f"{s}: {references[s]}" for s in sorted(samples))
+            raise InputError(f"{where}: its samples are on different references ({listed})")
+        out.append(Contrast(**{**vars(contrast), "reference": refs[0]}))
+    return out
+
+
+def _one_sample_side(where: str, what: str, settings: Mapping[str, Any]) -> str:
+    """The note (smoothing on) or the error (off) for a side of one sample."""
+    if not settings["smoothing"]:
+        raise InputError(
+            f"{where}: {what}: DSS's DMLtest estimates each site's dispersion from replicates "
+            "and refuses a side of one sample without smoothing; add replicates, or set "
+            "smoothing: true (dmr.smoothing, or the contrast's own), which makes neighbouring "
+            "CpGs stand in for replicates"
+        )
+    return (
+        f"{where}: {what}: tested with smoothing, neighbouring CpGs standing in for "
+        "replicates (its p-values say nothing of the variation between individuals)"
+    )
+
+
+def _group_contrast(entry, name, where, groups, bedmethyl, settings) -> Contrast:
+    """A contrast of two groups of samples."""
+    from numapore.inputs.schema import did_you_mean
+
+    label1, label2 = entry["groups"]
+    if label1 == label2:
+        raise InputError(f"{where}: groups: both sides are '{label1}'")
+    sides = []
+    notes = []
+    for label in (label1, label2):
+        if label not in groups:
+            known = ", ".join(groups) or "none: no sample has a group"
+            fix = did_you_mean(label, list(groups)) or f" (the run's groups: {known})"
+            raise InputError(
+                f"{where}: no sample has group '{label}' (the sheet's group column, or "
+                f"simulate.<name>.group){fix}"
+            )
+        members = tuple(groups[label])
+        if len(members) == 1:
+            what = f"group '{label}' has one sample ({members[0]})"
+            notes.append(_one_sample_side(where, what, settings))
+        sides.append(members)
+    sources = {s: bedmethyl(s) for side in sides for s in side}
+    return Contrast(
+        name, "groups", label1, label2, sides[0], sides[1], sources, settings, notes=tuple(notes)
+    )
+
+
+def _haplotype_contrast(
+    entry, name, where, references, haplotype_bedmethyl, not_phased, settings
+) -> Contrast:
+    """Haplotype 1 against 2 of one phased sample."""
+    from numapore.inputs.schema import did_you_mean
+
+    sample = entry["sample"]
+    if sample not in references:
+        raise InputError(f"{where}: no sample '{sample}'" + did_you_mean(sample, list(references)))
+    reason = not_phased(sample) if not_phased else "haplotype contrasts are not available"
+    if reason:
+        raise InputError(f"{where}: sample '{sample}' is not phased: {reason}")
+    what = f"haplotype 1 vs 2 of sample '{sample}' (one sample per side)"
+    note = _one_sample_side(where, what, settings)
+    hp1, hp2 = haplotype_bedmethyl(sample)
+    columns = (f"{sample}_hp1", f"{sample}_hp2")
+    return Contrast(
+        name, "haplotypes", f"{sample} hp1", f"{sample} hp2", columns[:1], columns[1:],
+        {columns[0]: hp1, columns[1]: hp2}, settings, notes=(note,),
+    )  # fmt: skip
+
+
+# ------------------------------------------------------------------------------ the counts
+
+
+def read_counts(path: str, code: str):
+    """A bedMethyl's sites of a modification code: polars frame chrom, start, N, X."""
+    import polars as pl
+
+    names = ["chrom", "start", "code", "N", "X"]
+    frame = pl.read_csv(
+        path,
+        separator="\t",
+        has_header=False,
+        columns=list(BEDMETHYL_COLUMNS),
+        new_columns=names,
+        schema_overrides={"column_1": pl.Utf8, "column_4": pl.Utf8},
+        quote_char=None,
+    )
+    return frame.filter(pl.col("code") == code).drop("code")
+
+
+def count_table(contrast: Contrast, code: str, contigs: Sequence[str]):
+    """The contrast's counts (chrom, pos 1-based, N.<column>, X.<column> per column, 0 where a
+    sample has no call), in reference order (contigs), for DSS."""
+    import polars as pl
+
+    table = None
+    for column in (*contrast.group1, *contrast.group2):
+        frame = read_counts(contrast.sources[column], code).rename(
+            {"N": f"N.{column}", "X": f"X.{column}"}
+        )
+        if table is None:
+            table = frame
+        else:
+            table = table.join(frame, on=["chrom", "start"], how="full", coalesce=True)
+    table = table.fill_null(0)
+    order = {c: i for i, c in enumerate(contigs)}
+    unknown = sorted(set(table["chrom"].unique()) - set(order))
+    for extra in unknown:  # not in the reference's index: after its contigs, by name
+        order[extra] = len(order)
+    table = table.with_columns(
+        pl.col("chrom").replace_strict(order, return_dtype=pl.Int64).alias("_order"),
+        (pl.col("start") + 1).alias("pos"),
+    ).sort(["_order", "pos"])
+    counts = [c for c in table.columns if c.startswith(("N.", "X."))]
+    return table.select(["chrom", "pos", *counts])
+
+
+def contig_groups(sites: Mapping[str, int], n: int) -> list[list[str]]:
+    """n groups of whole contigs, consecutive in the given order, balanced by their sites:
+    group k ends at the first contig whose running total reaches k/n of all sites (some
+    groups are empty when there are fewer contigs with sites than groups)."""
+    total = sum(sites.values())
+    groups: list[list[str]] = [[] for _ in range(n)]
+    running = 0
+    k = 0
+    for contig, count in sites.items():
+        groups[k].append(contig)
+        running += count
+        while k < n - 1 and running >= total * (k + 1) / n:
+            k += 1
+    return groups
+
+
+def write_counts(
+    contrast: Contrast, code: str, contigs: Sequence[str], outputs: Sequence[str]
+) -> list[list[str]]:
+    """Write the contrast's counts cut into len(outputs) contig groups (TSV each, header
+    first); return the groups' contigs."""
+    import polars as pl
+
+    table = count_table(contrast, code, contigs)
+    per_contig = dict(table.group_by("chrom", maintain_order=True).len().iter_rows())
+    groups = contig_groups(per_contig, len(outputs))
+    for members, path in zip(groups, outputs, strict=True):
+        table.filter(pl.col("chrom").is_in(members)).write_csv(path, separator="\t")
+    return groups
+
+
+# ------------------------------------------------------------------------------ the merge
+
+
+def bh_fdr(pvalues: Sequence[float]) -> list[float]:
+    """Benjamini-Hochberg adjusted p-values, as R's p.adjust(method = 'BH') (NA stays NA)."""
+    indexed = [(p, i) for i, p in enumerate(pvalues) if not math.isnan(p)]
+    n = len(indexed)
+    out = [math.nan] * len(pvalues)
+    running = 1.0
+    for rank, (p, i) in zip(range(n, 0, -1), sorted(indexed, reverse=True), strict=True):
+        running = min(running, n / rank * p)
+        out[i] = min(1.0, running)
+    return out
+
+
+def _rows(path: str) -> list[list[str]]:
+    """A DSS table written by scripts/dmr_test.R, without its header."""
+    with open(path) as handle:
+        handle.readline()
+        return [line.rstrip("\n").split("\t") for line in handle if line.strip()]
+
+
+def site_lines(shards: Sequence[str]) -> list[str]:
+    """The merged per-site table (header first): DSS's chr/pos as chrom, start, end; fdr
+    over every shard's sites when there are several."""
+    rows = [row for shard in shards for row in _rows(shard)]
+    if len(shards) > 1:
+        fdr = bh_fdr([float(r[9]) if r[9] not in ("NA", "") else math.nan for r in rows])
+        for row, q in zip(rows, fdr, strict=True):
+            row[10] = "NA" if math.isnan(q) else repr(q)
+    body = [f"{r[0]}\t{int(r[1]) - 1}\t{r[1]}\t" + "\t".join(r[2:]) + "\n" for r in rows]
+    return [SITE_HEADER, *body]
+
+
+def dmr_lines(shards: Sequence[str], label1: str, label2: str) -> list[str]:
+    """The merged DMR BED (header first), by position within each shard's contig order."""
+    header = f"#chrom\tstart\tend\tCpGs\tmean_{label1}\tmean_{label2}\tdifference\tareaStat\n"
+    out = [header.replace(" ", "_")]
+    for shard in shards:
+        for r in _rows(shard):
+            chrom, start, end, _length, ncg, mean1, mean2, diff, area = r
+            out.append(
+                f"{chrom}\t{int(start) - 1}\t{end}\t{ncg}\t{mean1}\t{mean2}\t{diff}\t{area}\n"
+            )
+    return out
+
+
+# ------------------------------------------------------------------------------ scoring
+
+
+def read_bed(path: str | Path, kind: str | None = None) -> list[tuple[str, int, int]]:
+    """The regions of a BED (gzip allowed; '#' lines skipped): truth BEDs of the simulator
+    filtered by kind (its 5th column) when given."""
+    import gzip
+
+    opener = gzip.open if str(path).endswith(".gz") else open
+    out = []
+    with opener(path, "rt") as handle:
+        for line in handle:
+            if line.startswith("#") or not line.strip():
+                continue
+            fields = line.rstrip("\n").split("\t")
+            if kind is None or (len(fields) > 4 and fields[4] == kind):
+                out.append((fields[0], int(fields[1]), int(fields[2])))
+    return out
+
+
+def overlaps(a: tuple[str, int, int], regions: Sequence[tuple[str, int, int]]) -> bool:
+    """Whether region a shares a base with any of regions."""
+    return any(a[0] == b[0] and a[1] < b[2] and b[1] < a[2] for b in regions)
+
+
+def score(truth: Sequence[tuple[str, int, int]], called: Sequence[tuple[str, int, int]]):
+    """(recall, precision, true regions found, called regions on a true one): a true region is
+    found when a called one overlaps it; a called one is right when it overlaps a true one."""
+    found = sum(overlaps(t, called) for t in truth)
+    right = sum(overlaps(c, truth) for c in called)
+    recall = found / len(truth) if truth else math.nan
+    precision = right / len(called) if called else math.nan
+    return recall, precision, found, right
+
+
+def score_lines(truth_path: str, kind: str, dmrs_path: str, contrast: str = "") -> list[str]:
+    """The score as a TSV (header and one row)."""
+    truth = read_bed(truth_path, kind)
+    called = read_bed(dmrs_path)
+    recall, precision, found, right = score(truth, called)
+    return [
+        "contrast\tkind\ttrue_regions\tfound\tcalled\tcalled_on_truth\trecall\tprecision\n",
+        f"{contrast}\t{kind}\t{len(truth)}\t{found}\t{len(called)}\t{right}\t"
+        f"{recall:.4f}\t{precision:.4f}\n",
+    ]
+
+
+def main(argv: Sequence[str] | None = None, prog: str = "numapore dmr-score") -> int:
+    """numapore dmr-score: recall and precision of a DMR BED against a simulated truth."""
+    p = argparse.ArgumentParser(
+        prog=prog,
+        description="Score called DMRs (a BED, e.g. results/dmr/<contrast>/<contrast>.dmrs.bed.gz) "
+        "against the simulator's truth regions (results/simulated/<sample>/regions.bed): recall "
+        "(true regions overlapped by a call) and precision (calls overlapping a true region).",
+    )
+    p.add_argument("truth", help="the simulator's regions.bed")
+    p.add_argument("dmrs", help="the called DMRs (BED, gzip allowed)")
+    p.add_argument("--kind", default="dmr", choices=["dmr", "asm"], help="dmr: groups; asm: HP")
+    a = p.parse_args(argv)
+    try:
+        lines = score_lines(a.truth, a.kind, a.dmrs)
+    except (OSError, ValueError) as err:
+        print(f"numapore: {err}", file=sys.stderr)
+        return 1
+    sys.stdout.writelines(lines)
+    return 0

@@ -1,0 +1,287 @@
+"""DMRs with DSS (config dmr:, issue 43): the groups' shared run (.test/config-groups.yaml: 3 vs 3
+simulated replicates with known DMRs) checked against DSS run by hand in R on the same counts and
+against the simulated truth; the report's figure and table and MultiQC's line; the simulator's
+truth regions and haplotags; bad contrasts stopped at config load."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pysam
+import pytest
+import yaml
+from conftest import run_workflow
+from project import REPO
+from runs_modbam_short import as_the_clone
+from shared_runs import shared_run
+
+from numapore.methylation import dmr
+from numapore.simulate import reads as sim
+from numapore.simulate.truth import TruthSettings, layout
+
+CONFIG = REPO / ".test" / "config-groups.yaml"
+NAME = "case_vs_control"
+PREFIX = f"results/dmr/{NAME}/{NAME}"
+TARGETS = [
+    f"{PREFIX}.sites.tsv.gz.tbi",
+    f"{PREFIX}.dmrs.bed.gz.tbi",
+    f"{PREFIX}.score.tsv",
+    f"{PREFIX}.dmrs.png",
+    f"{PREFIX}.top_dmrs.html",
+    "results/multiqc/numapore_dmr_mqc.tsv",
+]
+SAMPLES = ["case1", "case2", "case3", "control1", "control2", "control3"]
+
+
+@pytest.fixture(scope="session")
+def groups_run(tmp_path_factory) -> Path:
+    """.test/config-groups.yaml as a user runs it, asking only for the DMR outputs: six simulated
+    modBAM samples (two groups of 3 replicates), realigned and piled up, then DSS."""
+
+    def make(work: Path) -> None:
+        as_the_clone(work)
+        run_workflow(work, *TARGETS, "--configfile", ".test/config-groups.yaml")
+
+    return shared_run(tmp_path_factory, "groups", make)
+
+
+def bedmethyl(work: Path, sample: str) -> Path:
+    """A sample's bedMethyl in the run."""
+    return work / f"results/{sample}/methylation/{sample}.minimap2.cpg.bedmethyl.gz"
+
+
+# DSS by hand: its own functions on the six bedMethyl files' 5mC counts (valid coverage, Nmod),
+# with the parameters of config/config.yaml's dmr: section, nothing of numapore's between.
+BY_HAND = r"""
+suppressPackageStartupMessages(library(DSS))
+args <- commandArgs(trailingOnly = TRUE)
+out <- args[1]; files <- args[-1]; names <- sub("[.].*", "", basename(files))
+frames <- lapply(files, function(f) {
+  b <- read.delim(gzfile(f), header = FALSE, colClasses = c(V1 = "character"))
+  b <- b[b$V4 == "m" & b$V10 > 0, ]
+  data.frame(chr = b$V1, pos = b$V2 + 1, N = b$V10, X = b$V12)
+})
+bs <- makeBSseqData(frames, names)
+invisible(capture.output(test <- DMLtest(bs, group1 = names[1:3], group2 = names[4:6],
+  smoothing = TRUE, smoothing.span = 500)))
+dmrs <- callDMR(test, delta = 0.1, p.threshold = 1e-5, minlen = 50, minCG = 3, dis.merge = 100,
+  pct.sig = 0.5)
+write.table(test, paste0(out, ".sites.tsv"), sep = "\t", quote = FALSE, row.names = FALSE)
+write.table(dmrs, paste0(out, ".dmrs.tsv"), sep = "\t", quote = FALSE, row.names = FALSE)
+"""
+
+
+def read_gz_table(path: Path) -> list[list[str]]:
+    """A bgzipped table's rows (its '#' header left out)."""
+    with gzip.open(path, "rt") as handle:
+        return [line.rstrip("\n").split("\t") for line in handle if not line.startswith("#")]
+
+
+def test_dmr_tables_equal_dss_run_by_hand(groups_run, tmp_path):
+    """The per-site table and the DMRs equal DSS's DMLtest and callDMR run by hand in R on the
+    same bedMethyl counts (config/config.yaml's parameters, which the run used)."""
+    settings = yaml.safe_load((REPO / "config" / "config.yaml").read_text())["dmr"]
+    assert (settings["smoothing"], settings["smoothing_span"], settings["delta"]) == (
+        True, 500, 0.1,
+    )  # fmt: skip
+    assert (settings["p_threshold"], settings["minlen"], settings["min_cg"]) == (1e-5, 50, 3)
+    assert (settings["dis_merge"], settings["pct_sig"]) == (100, 0.5)
+    script = tmp_path / "by_hand.R"
+    script.write_text(BY_HAND)
+    files = [str(bedmethyl(groups_run, s)) for s in SAMPLES]
+    done = subprocess.run(
+        ["Rscript", str(script), str(tmp_path / "hand"), *files], capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    hand = [line.split("\t") for line in (tmp_path / "hand.sites.tsv").read_text().splitlines()]
+    assert hand[0] == ["chr", "pos", "mu1", "mu2", "diff", "diff.se", "stat", "phi1", "phi2",
+                       "pval", "fdr"]  # fmt: skip
+    ours = read_gz_table(groups_run / f"{PREFIX}.sites.tsv.gz")
+    assert len(ours) == len(hand) - 1 > 1000
+    assert [(r[0], int(r[1]) + 1, int(r[2])) for r in ours] == [
+        (h[0], int(h[1]), int(h[1])) for h in hand[1:]
+    ]
+    np.testing.assert_allclose(
+        np.array([r[3:] for r in ours], dtype=float),
+        np.array([h[2:] for h in hand[1:]], dtype=float),
+        rtol=1e-12,
+    )
+    hand_dmrs = [line.split("\t") for line in (tmp_path / "hand.dmrs.tsv").read_text().splitlines()]
+    assert hand_dmrs[0] == ["chr", "start", "end", "length", "nCG", "meanMethy1", "meanMethy2",
+                            "diff.Methy", "areaStat"]  # fmt: skip
+    hand_dmrs = sorted(hand_dmrs[1:], key=lambda h: int(h[1]))  # DSS orders by |areaStat|
+    dmrs = read_gz_table(groups_run / f"{PREFIX}.dmrs.bed.gz")
+    assert len(dmrs) == len(hand_dmrs) >= 5
+    assert [(r[0], int(r[1]) + 1, int(r[2]), int(r[3])) for r in dmrs] == [
+        (h[0], int(h[1]), int(h[2]), int(h[4])) for h in hand_dmrs
+    ]
+    np.testing.assert_allclose(
+        np.array([r[4:] for r in dmrs], dtype=float),
+        np.array([h[5:] for h in hand_dmrs], dtype=float),
+        rtol=1e-12,
+    )
+
+
+def test_dmrs_found_where_the_truth_has_them(groups_run):
+    """At least 90 % of the true DMRs overlapped by a call and 90 % of the calls on a true one,
+    by the workflow's score and by `numapore dmr-score` on the same files."""
+    truth = groups_run / "results/simulated/case1/regions.bed"
+    assert truth.read_text() == (groups_run / "results/simulated/control3/regions.bed").read_text()
+    header, row = (groups_run / f"{PREFIX}.score.tsv").read_text().splitlines()
+    score = dict(zip(header.split("\t"), row.split("\t"), strict=True))
+    assert int(score["true_regions"]) == 6
+    assert float(score["recall"]) >= 0.9 and float(score["precision"]) >= 0.9, score
+    done = subprocess.run(
+        [str(REPO / ".venv/bin/numapore"), "dmr-score", str(truth),
+         str(groups_run / f"{PREFIX}.dmrs.bed.gz")],
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    assert done.stdout.splitlines()[1].split("\t")[1:] == row.split("\t")[1:]
+
+
+def test_dmr_outputs_indexed_reported_and_in_multiqc(groups_run):
+    """Both tables bgzipped with a tabix index and a header; the figure, the top-DMR table and
+    the figure's data name every DMR drawn with every sample; MultiQC's line per contrast counts
+    the DMRs and their CpGs."""
+    dmrs = read_gz_table(groups_run / f"{PREFIX}.dmrs.bed.gz")
+    with pysam.TabixFile(str(groups_run / f"{PREFIX}.dmrs.bed.gz")) as tabix:
+        assert tabix.header[0] == (
+            "#chrom\tstart\tend\tCpGs\tmean_case\tmean_control\tdifference\tareaStat"
+        )
+        fetched = [line.split("\t") for line in tabix.fetch(dmrs[0][0])]
+    assert fetched == dmrs
+    with pysam.TabixFile(str(groups_run / f"{PREFIX}.sites.tsv.gz")) as tabix:
+        chrom, start, end = dmrs[0][:3]
+        inside = list(tabix.fetch(chrom, int(start), int(end)))
+    assert len(inside) >= int(dmrs[0][3])  # the DMR's CpGs were all tested
+    assert (groups_run / f"{PREFIX}.dmrs.png").stat().st_size > 20_000
+    data = json.loads((groups_run / f"{PREFIX}.dmrs.data.json").read_text())
+    assert data["dmrs"] == len(dmrs) and len(data["drawn"]) == min(6, len(dmrs))
+    assert all(set(panel["samples"]) == set(SAMPLES) for panel in data["drawn"])
+    best = max(dmrs, key=lambda r: abs(float(r[-1])))
+    assert data["top"][0]["areaStat"] == best[-1]
+    page = (groups_run / f"{PREFIX}.top_dmrs.html").read_text()
+    assert f"<td>{best[1]}</td><td>{best[2]}</td>" in page
+    table = (groups_run / "results/multiqc/numapore_dmr_mqc.tsv").read_text().splitlines()
+    assert table[-2:] == [
+        "Sample\tDMRs\tCpGs in DMRs",
+        f"{NAME}\t{len(dmrs)}\t{sum(int(r[3]) for r in dmrs)}",
+    ]
+
+
+def test_simulated_truth_regions_and_haplotags(tmp_path):
+    """The truth's layout depends on truth_seed alone (not the sample's seed); a sample whose
+    group differs has the other level there; HP/PS tags on about the haplotagged share of reads,
+    and allele-specific regions methylated by haplotype as the truth says."""
+    window = ("gi|170079663|ref|NC_010473.1|", 1_000_000, 1_060_000)
+    settings = TruthSettings(7, 5, 4, 1000, 0.8, window)
+    regions = layout(settings)
+    assert [r.kind for r in regions].count("dmr") == 5 and len(regions) == 9
+    assert all(b.start - a.end >= 500 for a, b in zip(regions, regions[1:], strict=False))
+    assert layout(TruthSettings(8, 5, 4, 1000, 0.8, window)) != regions
+    with pytest.raises(ValueError, match="do not fit"):
+        layout(TruthSettings(7, 40, 0, 1000, 0.8, window))
+    for r in regions:
+        same, other = r.fractions(False), r.fractions(True)
+        gap = abs(same[0] - same[1]) if r.kind == "asm" else abs(same[0] - other[0])
+        assert gap == pytest.approx(0.8)
+    cfg = sim.SimConfig(
+        n_reads=400, seed=3, mean_length=3000, sd_length=1000, region=window,
+        formats=("modbam", "truth", "regions"), truth_seed=7, group_regions=5, asm_regions=4,
+        truth_length=1000, truth_difference=0.8, haplotagged=0.8,
+    )  # fmt: skip
+    sim.simulate(REPO / "resources" / "ecoli_dh10b.fa", tmp_path, cfg, progress=False)
+    assert (tmp_path / "regions.bed").read_text().splitlines()[1].split("\t")[:5] == [
+        regions[0].chrom, str(regions[0].start), str(regions[0].end), regions[0].name,
+        regions[0].kind,
+    ]  # fmt: skip
+    with pysam.AlignmentFile(str(tmp_path / "reads.modbam.bam"), check_sq=False) as bam:
+        tags = [(r.get_tag("HP"), r.get_tag("PS")) if r.has_tag("HP") else None for r in bam]
+    share = sum(t is not None for t in tags) / len(tags)
+    assert 0.74 < share < 0.86
+    assert {t for t in tags if t} == {(1, window[1] + 1), (2, window[1] + 1)}
+    ref = sim.Reference(sim.read_fasta(REPO / "resources" / "ecoli_dh10b.fa"))
+    asm = [r for r in regions if r.kind == "asm"]
+    methylated = {1: [0, 0], 2: [0, 0]}  # haplotype -> [methylated CpGs, CpGs] in asm1
+    for i in range(400):
+        mol = sim.draw_molecule(np.random.default_rng([cfg.seed, i]), ref, cfg)
+        inside = (mol.cpg_positions >= asm[0].start) & (mol.cpg_positions < asm[0].end)
+        methylated[mol.haplotype][0] += int(mol.methylated[inside].sum())
+        methylated[mol.haplotype][1] += int(inside.sum())
+    for hp in (1, 2):
+        level = asm[0].fractions(False)[hp - 1]
+        assert methylated[hp][0] / methylated[hp][1] == pytest.approx(level, abs=0.1)
+
+
+def dry_run(work: Path, contrasts: list, **dmr_settings) -> str:
+    """A dry run of the groups' config with other contrasts; what it printed (it must fail)."""
+    extra = work / "extra.yaml"
+    extra.write_text(yaml.safe_dump({"dmr": {"contrasts": contrasts, **dmr_settings}}))
+    done = run_workflow(
+        work, "--dry-run", "--configfile", ".test/config-groups.yaml", str(extra), check=False
+    )
+    assert done.returncode != 0, done.stdout[-2000:]
+    return done.stdout + done.stderr
+
+
+@pytest.mark.parametrize(
+    "contrasts, settings, message",
+    [
+        (
+            [{"groups": ["case", "controls"]}],
+            {},
+            "numapore: config dmr.contrasts[0] (case_vs_controls): no sample has group "
+            "'controls' (the sheet's group column, or simulate.<name>.group); did you mean "
+            "`control`?",
+        ),
+        (
+            [{"groups": ["case", "control"]}, {"name": "one", "groups": ["case", "single"]}],
+            {"smoothing": False},
+            "numapore: config dmr.contrasts[1] (one): group 'single' has one sample (control3): "
+            "DSS's DMLtest estimates each site's dispersion from replicates and refuses a side "
+            "of one sample without smoothing; add replicates, or set smoothing: true "
+            "(dmr.smoothing, or the contrast's own), which makes neighbouring CpGs stand in for "
+            "replicates",
+        ),
+        (
+            [{"sample": "case1"}],
+            {},
+            "numapore: config dmr.contrasts[0] (case1_hp1_vs_hp2): sample 'case1' is not phased: ",
+        ),
+    ],
+    ids=["unknown-group", "one-sample-no-smoothing", "haplotypes-not-phased"],
+)
+def test_bad_contrast_stops_before_any_job(tmp_path, contrasts, settings, message):
+    """One numapore: line at config load, naming the contrast and the reason."""
+    as_the_clone(tmp_path)
+    if contrasts[-1].get("groups", [""])[-1] == "single":  # control3 alone in a group
+        config = yaml.safe_load(CONFIG.read_text())
+        config["simulate"]["control3"]["group"] = "single"
+        (tmp_path / "groups.yaml").write_text(yaml.safe_dump(config))
+        extra = tmp_path / "extra.yaml"
+        extra.write_text(yaml.safe_dump({"dmr": {"contrasts": contrasts, **settings}}))
+        done = run_workflow(
+            tmp_path, "--dry-run", "--configfile", str(tmp_path / "groups.yaml"), str(extra),
+            check=False,
+        )  # fmt: skip
+        out = done.stdout + done.stderr
+    else:
+        out = dry_run(tmp_path, contrasts, **settings)
+    assert message in out, out[-3000:]
+    assert "simulate_modbam_reads" not in out  # no job listed: it stopped before the DAG
+
+
+def test_contig_groups_whole_and_in_order():
+    """Scatter: consecutive groups of whole contigs balanced by sites; the fdr over every
+    group is R's p.adjust(method = 'BH')."""
+    sites = {"c1": 50, "c2": 10, "c3": 30, "c4": 10}
+    assert dmr.contig_groups(sites, 2) == [["c1"], ["c2", "c3", "c4"]]
+    assert dmr.contig_groups(sites, 1) == [["c1", "c2", "c3", "c4"]]
+    assert dmr.contig_groups({"c1": 5}, 3) == [["c1"], [], []]
+    # R 4.2: p.adjust(c(0.01, 0.04, 0.03, 0.2, NA), "BH") -> 0.04 0.04 0.04 0.2 NA
+    q = dmr.bh_fdr([0.01, 0.04, 0.03, 0.2, float("nan")])
+    assert q[:4] == pytest.approx([0.04, 0.04, 0.04, 0.2]) and np.isnan(q[4])
