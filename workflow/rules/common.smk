@@ -24,6 +24,7 @@ from numapore.execution.cluster import job_cpus, node_request  # noqa: E402
 from numapore.compare.cells import Cell, compared_sample, matrix, measured_steps  # noqa: E402
 from numapore.methylation.calls import llr_probability  # noqa: E402
 from numapore.methylation.motifs import MOTIFS  # noqa: E402
+from numapore.methylation.dmr import plan as plan_contrasts  # noqa: E402
 from numapore.methylation.pileup_settings import SettingsError, check_settings  # noqa: E402
 from numapore.execution.hosts import (  # noqa: E402
     config_overrides,
@@ -1026,3 +1027,105 @@ def compare_cell_files(kind):
         "benchmark": "results/benchmarks/compare_cell/{}.tsv",
     }[kind]
     return [pattern.format(name) for name in COMPARE_CELLS]
+
+
+# ----------------------------------------------------------------------------------------------
+# DMRs with DSS (rules/dmr.smk; numapore.methylation.dmr): the contrasts of config dmr:, checked
+# here at config load, before any job.
+def dmr_bedmethyl(sample):
+    """The bedMethyl a group contrast reads of a sample (the report's: run_output)."""
+    return run_output("bedmethyl", sample, config["aligner"])
+
+
+def dmr_haplotype_bedmethyl(sample):
+    """A phased sample's per-haplotype bedMethyl files (pileup.phased), haplotype 1 then 2."""
+    name = f"results/{sample}/methylation/{sample}.{config['aligner']}.{config['pileup']['motif']}"
+    return f"{name}.hp1.bedmethyl.gz", f"{name}.hp2.bedmethyl.gz"
+
+
+def dmr_not_phased(sample):
+    """Why a sample has no per-haplotype bedMethyl ('' when it has them)."""
+    kind = SAMPLES[sample].input_kind
+    if not config["pileup"].get("phased", False):
+        return "pileup.phased is false (no per-haplotype bedMethyl files)"
+    if not kind.stages_tagged_reads:
+        return f"its reads (kind {SAMPLES[sample].kind}) carry no haplotags (HP tags)"
+    simulated = config["simulate"].get(sample)
+    if simulated is not None and not simulated.get("haplotagged", 0):
+        return f"simulate.{sample}.haplotagged is 0: its reads carry no HP tags"
+    return ""
+
+
+try:
+    DMR_CONTRASTS = {
+        c.name: c
+        for c in plan_contrasts(
+            config["dmr"],
+            GROUPS,
+            dmr_bedmethyl,
+            {s: SAMPLES[s].reference_name for s in SAMPLES},
+            dmr_haplotype_bedmethyl,
+            dmr_not_phased,
+        )
+    }
+except InputError as err:
+    raise WorkflowError(f"numapore: {err}")
+if workflow.is_main_process:
+    for _note in (n for c in DMR_CONTRASTS.values() for n in c.notes):
+        logger.info(f"numapore: {_note}")
+
+DMR_SHARDS = shard_ids("dmr")
+# Contrast names as the contrasts: key allows them (the schema's pattern).
+WILDCARD_PATTERNS_DMR = "|".join(re.escape(n) for n in DMR_CONTRASTS) or "(?!)"
+
+
+def dmr_counts_inputs(wildcards):
+    """A contrast's bedMethyl files (with their indexes) and its reference's index (the contig
+    order)."""
+    contrast = DMR_CONTRASTS[wildcards.contrast]
+    ref = contrast.reference
+    beds = list(contrast.sources.values())
+    return {
+        "bedmethyl": beds,
+        "tbi": [f"{b}.tbi" for b in beds],
+        "fai": f"results/references/{ref}/{ref}.fa.fai",
+    }
+
+
+def dmr_truth(contrast):
+    """The simulated truth regions a contrast is scored against: its first sample's, when every
+    sample of it is simulated with regions of its kind (DMRs between groups, allele-specific
+    regions); else None."""
+    samples = [c.removesuffix("_hp1").removesuffix("_hp2") for c in contrast.group1]
+    samples += [c.removesuffix("_hp1").removesuffix("_hp2") for c in contrast.group2]
+    key = "group_regions" if contrast.kind == "groups" else "asm_regions"
+    settings = [config["simulate"].get(s) for s in samples]
+    if all(s is not None and s.get(key, 0) > 0 for s in settings):
+        return f"results/simulated/{samples[0]}/regions.bed"
+    return None
+
+
+def dmr_outputs():
+    """The files of every contrast: merged tables (indexed), the report's figure and table, and
+    the score when the truth is known."""
+    out = []
+    for name, contrast in DMR_CONTRASTS.items():
+        prefix = f"results/dmr/{name}/{name}"
+        out += [f"{prefix}.sites.tsv.gz.tbi", f"{prefix}.dmrs.bed.gz.tbi"]
+        out += [f"{prefix}.dmrs.png", f"{prefix}.top_dmrs.html"]
+        if dmr_truth(contrast):
+            out.append(f"{prefix}.score.tsv")
+    return out
+
+
+def dmr_report_inputs(wildcards):
+    """What a contrast's figure reads: its merged tables and its samples' bedMethyl files (each
+    sample's per-site values in the top regions)."""
+    prefix = f"results/dmr/{wildcards.contrast}/{wildcards.contrast}"
+    beds = list(DMR_CONTRASTS[wildcards.contrast].sources.values())
+    return {
+        "dmrs": f"{prefix}.dmrs.bed.gz",
+        "sites": f"{prefix}.sites.tsv.gz",
+        "bedmethyl": beds,
+        "tbi": [f"{b}.tbi" for b in beds],
+    }
