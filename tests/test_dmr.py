@@ -287,3 +287,26 @@ def test_contig_groups_whole_and_in_order():
     # R 4.2.2: p.adjust(c(0.01, 0.04, 0.03, 0.2, NA), "BH") -> 0.04 0.05333333 0.05333333 0.2 NA
     q = dmr.bh_fdr([0.01, 0.04, 0.03, 0.2, float("nan")])
     assert q[:4] == pytest.approx([0.04, 0.16 / 3, 0.16 / 3, 0.2]) and np.isnan(q[4])
+
+
+def test_merge_keeps_dss_values_and_shard_order(tmp_path):
+    """dmr_merge's text: shards in order, DSS's values as written, 1-based positions made BED's;
+    with several shards the fdr is recomputed over all of them."""
+    header = "chr\tpos\tmu1\tmu2\tdiff\tdiff.se\tstat\tphi1\tphi2\tpval\tfdr\n"
+    one, two = tmp_path / "1.tsv", tmp_path / "2.tsv"
+    one.write_text(header + "c1\t10\t0.5\t0.1\t0.4\t0.1\t4\t0.01\t0.02\t0.01\t0.02\n")
+    two.write_text(header + "c2\t5\t0.2\t0.3\t-0.1\t0.1\t-1\t0.01\t0.02\t0.04\t0.04\n")
+    lines = dmr.site_lines([str(one), str(two)])
+    assert lines[0] == dmr.SITE_HEADER
+    assert lines[1].split("\t")[:10] == "c1 9 10 0.5 0.1 0.4 0.1 4 0.01 0.02".split()
+    assert [float(line.split("\t")[-1]) for line in lines[1:]] == [0.02, 0.04]
+    assert dmr.site_lines([str(one)])[1].endswith("\t0.01\t0.02\n")  # one shard: DSS's own
+    dmrs = tmp_path / "d.tsv"
+    dmrs.write_text(
+        "chr\tstart\tend\tlength\tnCG\tmeanMethy1\tmeanMethy2\tdiff.Methy\tareaStat\n"
+        "c1\t101\t300\t200\t12\t0.8\t0.2\t0.6\t55.5\n"
+    )
+    assert dmr.dmr_lines([str(dmrs)], "tumour", "normal") == [
+        "#chrom\tstart\tend\tCpGs\tmean_tumour\tmean_normal\tdifference\tareaStat\n",
+        "c1\t100\t300\t12\t0.8\t0.2\t0.6\t55.5\n",
+    ]
