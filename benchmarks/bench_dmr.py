@@ -181,6 +181,12 @@ def main(argv: list[str] | None = None) -> int:
               f"{total / 3600:.1f} h in all; the largest job (chr1, {big / 1e6:.1f} M sites) "
               f"{(cpu_fixed + cpu_per_site * big) / 60:.0f} min and "
               f"{rss_fixed + rss_per_site * big:.1f} GiB peak")  # fmt: skip
+        # One job per chromosome (scatter.dmr 24): the largest is chr1's share of 28 M.
+        chr1 = HUMAN_CPGS * HUMAN_MB[0] / sum(HUMAN_MB)
+        per_chromosome = len(HUMAN_MB) * cpu_fixed + cpu_per_site * HUMAN_CPGS
+        print(f"one job per chromosome (scatter.dmr: 24): CPU {per_chromosome / 3600:.1f} h in "
+              f"all; chr1 ({chr1 / 1e6:.2f} M sites) {(cpu_fixed + cpu_per_site * chr1) / 60:.0f} "
+              f"min and {rss_fixed + rss_per_site * chr1:.1f} GiB peak")  # fmt: skip
     finally:
         if not a.keep:
             shutil.rmtree(folder, ignore_errors=True)
