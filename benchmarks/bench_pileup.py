@@ -1,13 +1,22 @@
-"""numapore's pileup against modkit's `modkit pileup` on a simulated modBAM: both at 1 and 2
-threads, interleaved, each run in a fresh process under /usr/bin/time; medians of wall time
-and peak RSS printed, and whether the bedMethyl bytes match modkit's.
+"""numapore's pileup against modkit's `modkit pileup`, side by side in one run: each modkit given
+(`--modkit`, its version from `modkit --version`) against numapore at the same semantics
+(`--modkit-compat 0.6` for modkit 0.6.x, `0.4` for 0.4.x; numapore's other semantics is timed
+too, with no modkit to compare when none of its version is given), beside the decoding floor
+(`samtools view -o /dev/null` of the same BAM). At 1 and 2 threads, interleaved, each run a
+fresh process under /usr/bin/time; medians of wall time and peak RSS, the ratio to modkit, and
+whether the bedMethyl bytes are modkit's.
 
-    .venv/bin/python benchmarks/bench_pileup.py --modkit /path/to/modkit \\
-        [--reads 100000] [--repeat 3] [--options "--cpg --combine-strands"] [--keep DIR]
+    .venv/bin/python benchmarks/bench_pileup.py --modkit /path/to/modkit061 \\
+        [--modkit /path/to/modkit044] [--reads 100000] \\
+        [--tile-bam demo.minimap2.cpg.modbam.bam --tile-ref ecoli_dh10b.fa --tile 100] \\
+        [--repeat 3] [--threads 1,2] [--keep DIR] [--data sim,tiled]
 
-The simulated modBAM (simulate()): a random reference of a few contigs, reads from both strands
-with substitutions, insertions, deletions and soft clips, and dorado-style explicit calls
-(`C+h?;C+m?`) at every CpG C of the read, with some reads marked duplicate or secondary.
+Two modBAMs:
+- sim: simulated (simulate()): a random reference of a few contigs, reads from both strands
+  with substitutions, insertions, deletions and soft clips, and dorado-style explicit calls
+  (`C+h?;C+m?`) at every CpG C of the read, with some reads marked duplicate or secondary;
+- tiled: a modBAM (the demo's: nanopolish's calls, `C+m?`) with each record repeated --tile
+  times under new names: high depth on a short stretch; the workflow's LLR-2 threshold.
 """
 
 from __future__ import annotations
@@ -124,13 +133,28 @@ def make_read(rng, i: int, tid: int, start: int, ref: bytes):
     return tid, start, (f"read{i:07d}", flag, cigar, seq.tobytes().decode(), mm, ml.tobytes())
 
 
-def timed(command: list[str]) -> tuple[float, float]:
-    """Run command under /usr/bin/time (this tree's scripts/ on the path); (wall seconds, peak
-    RSS in MB)."""
+def tile(source: Path, times: int, out: Path) -> Path:
+    """out: every record of source repeated `times` times in a row (names suffixed .1, .2 ...),
+    so the BAM stays sorted; indexed."""
+    with pysam.AlignmentFile(source, "rb") as src:
+        with pysam.AlignmentFile(out, "wb", template=src) as dst:
+            for rec in src:
+                name = rec.query_name
+                for k in range(times):
+                    rec.query_name = f"{name}.{k}"
+                    dst.write(rec)
+    pysam.index(str(out))
+    return out
+
+
+def timed(command: list[str], out: Path | None = None) -> tuple[float, float]:
+    """Run command under /usr/bin/time (this tree's scripts/ on the path; stdout to out, or
+    dropped); (wall seconds, peak RSS in MB)."""
     env = dict(os.environ, PYTHONPATH=str(REPO / "scripts"))
     with tempfile.NamedTemporaryFile("r") as report:
         full = ["/usr/bin/time", "-f", "%e %M", "-o", report.name, *command]
-        done = subprocess.run(full, capture_output=True, text=True, env=env)
+        with open(out or os.devnull, "wb") as stdout:
+            done = subprocess.run(full, stdout=stdout, stderr=subprocess.PIPE, text=True, env=env)
         if done.returncode != 0:
             sys.exit(f"numapore: {command[0]} failed: {done.stderr[-2000:]}")
         wall, rss = report.read().split()[-2:]
@@ -142,45 +166,107 @@ def digest(path: Path) -> str:
     return hashlib.md5(path.read_bytes()).hexdigest()
 
 
-def main() -> None:
-    """Simulate (or reuse --keep's data), time both tools interleaved, print the medians."""
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--modkit", required=True, help="modkit 0.4.4 binary")
-    parser.add_argument("--reads", type=int, default=100_000)
-    parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--options", default="", help="pileup options for both tools")
-    parser.add_argument("--keep", type=Path, help="folder for the simulated data (kept)")
-    parser.add_argument("--threads", default="1,2")
-    args = parser.parse_args()
-    folder = args.keep or Path(tempfile.mkdtemp(prefix="bench_pileup."))
-    bam, ref = folder / "sim.bam", folder / "ref.fa"
-    if not (bam.exists() and (folder / "sim.bam.bai").exists()):
-        print(f"simulating {args.reads} reads in {folder} ...", flush=True)
-        ref, bam = simulate(folder, args.reads)
-    options = shlex.split(args.options)
+def modkit_version(path: str) -> str:
+    """A modkit binary's version: 0.6.1 of `mod_kit 0.6.1`."""
+    out = subprocess.run([path, "--version"], capture_output=True, text=True, check=True).stdout
+    return out.split()[-1]
+
+
+# Per modBAM, the pileups timed: (label, numapore's --modkit-compat, options of both tools)
+LLR2 = "0.8807970779778824"  # the workflow's threshold of nanopolish's calls (LLR 2)
+CASES = {
+    "sim": [
+        ("cpg", "0.6", "--motif CG 0 --combine-strands"),
+        ("modbases", "0.6", "--cpg --modified-bases 5mC 5hmC --combine-strands"),
+        ("cpg", "0.4", "--cpg --combine-strands"),
+    ],
+    "tiled": [
+        ("cpg", "0.6", f"--motif CG 0 --combine-strands --filter-threshold {LLR2}"),
+        ("cpg", "0.4", f"--cpg --combine-strands --filter-threshold {LLR2}"),
+    ],
+}
+
+
+def commands(tools, compat, options, bam, ref, out_dir, t):
+    """(name, command, output file) of each tool for one case at t threads: numapore, and each
+    modkit of the case's semantics."""
+    common = [str(bam), "--ref", str(ref), "--threads", str(t), *shlex.split(options)]
     ours = [sys.executable, "-m", "numapore.methylation.pileup_cli", "--quiet"]
-    results: dict[tuple[str, int], list[tuple[float, float]]] = {}
-    digests: dict[tuple[str, int], set[str]] = {}
+    out = out_dir / f"numapore.{compat}.{t}.bed"
+    runs = [("numapore", [*ours, common[0], str(out), *common[1:], "--modkit-compat", compat], out)]
+    for version, path in tools:
+        if version.rsplit(".", 1)[0] == compat:
+            out = out_dir / f"modkit{version}.{t}.bed"
+            command = [path, "pileup", common[0], str(out), *common[1:], "--suppress-progress"]
+            runs.append((f"modkit {version}", command, out))
+    return runs
+
+
+def bench(name, bam, ref, tools, args) -> None:
+    """Time every case of one modBAM, interleaved; print its table."""
     threads = [int(t) for t in args.threads.split(",")]
+    folder = bam.parent
+    times: dict[tuple, list[tuple[float, float]]] = {}
+    digests: dict[tuple, set[str]] = {}
     for _ in range(args.repeat):
         for t in threads:
-            for tool in ("modkit", "numapore"):
-                out = folder / f"{tool}.{t}.bed"
-                common = [str(bam), str(out), "--ref", str(ref), "--threads", str(t), *options]
-                if tool == "modkit":
-                    command = [args.modkit, "pileup", *common, "--suppress-progress"]
-                else:
-                    command = [*ours, *common]
-                results.setdefault((tool, t), []).append(timed(command))
-                digests.setdefault((tool, t), set()).add(digest(out))
-    print(f"{'tool':10} {'threads':>7} {'wall s':>8} {'peak MB':>8}  (medians of {args.repeat})")
-    for (tool, t), runs in sorted(results.items()):
-        wall = statistics.median(r[0] for r in runs)
-        rss = statistics.median(r[1] for r in runs)
-        print(f"{tool:10} {t:>7} {wall:>8.2f} {rss:>8.0f}")
-    reference = digests[("modkit", threads[0])]
-    for key, seen in sorted(digests.items()):
-        print(f"{key[0]} {key[1]} thread(s): bytes {'match' if seen == reference else 'DIFFER'}")
+            floor = ["samtools", "view", "-@", str(t - 1), "-o", "/dev/null", str(bam)]
+            times.setdefault(("floor", "samtools view", t), []).append(timed(floor))
+            for label, compat, options in CASES[name]:
+                for tool, command, out in commands(tools, compat, options, bam, ref, folder, t):
+                    key = (f"{label} {compat}", tool, t)
+                    times.setdefault(key, []).append(timed(command))
+                    digests.setdefault(key, set()).add(digest(out))
+    reads = int(pysam.view("-c", "-F", "0x904", str(bam)).strip())
+    print(f"\n{name}: {bam} ({reads} primary mapped reads), medians of {args.repeat}")
+    print(f"{'case':14} {'tool':14} {'threads':>7} {'wall s':>8} {'x modkit':>8} {'peak MB':>8}"
+          f"  bytes")  # fmt: skip
+    for key in sorted(times, key=lambda k: (k[0] != "floor", k[0], k[2], k[1])):
+        case, tool, t = key
+        wall = statistics.median(r[0] for r in times[key])
+        rss = statistics.median(r[1] for r in times[key])
+        modkits = [k for k in times if k[0] == case and k[2] == t and k[1].startswith("modkit")]
+        ratio, same = "", ""
+        if modkits:
+            ratio = f"{wall / statistics.median(r[0] for r in times[modkits[0]]):.2f}"
+            if tool == "numapore":
+                theirs = digests[modkits[0]]
+                same = "same" if digests[key] == theirs and len(theirs) == 1 else "DIFFER"
+        if case == "floor":
+            same = ""
+        print(f"{case:14} {tool:14} {t:>7} {wall:>8.2f} {ratio:>8} {rss:>8.0f}  {same}")
+
+
+def main() -> None:
+    """Make (or reuse --keep's) modBAMs, time both tools on each, print the tables."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--modkit", action="append", default=[], help="a modkit binary")
+    parser.add_argument("--reads", type=int, default=100_000, help="simulated reads")
+    parser.add_argument("--tile-bam", type=Path, help="a modBAM to tile (the demo's)")
+    parser.add_argument("--tile-ref", type=Path, help="its reference FASTA")
+    parser.add_argument("--tile", type=int, default=100, help="copies of each record")
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--keep", type=Path, help="folder for the modBAMs (kept, reused)")
+    parser.add_argument("--threads", default="1,2")
+    parser.add_argument("--data", default="sim,tiled", help="which modBAMs: sim, tiled")
+    args = parser.parse_args()
+    tools = [(modkit_version(path), path) for path in args.modkit]
+    folder = args.keep or Path(tempfile.mkdtemp(prefix="bench_pileup."))
+    data = args.data.split(",")
+    if "sim" in data:
+        sim = folder / f"sim{args.reads}"
+        bam, ref = sim / "sim.bam", sim / "ref.fa"
+        if not (bam.exists() and (sim / "sim.bam.bai").exists()):
+            print(f"simulating {args.reads} reads in {sim} ...", flush=True)
+            ref, bam = simulate(sim, args.reads)
+        bench("sim", bam, ref, tools, args)
+    if "tiled" in data and args.tile_bam:
+        tiled = folder / f"tiled{args.tile}"
+        tiled.mkdir(parents=True, exist_ok=True)
+        bam = tiled / "tiled.bam"
+        if not (tiled / "tiled.bam.bai").exists():
+            tile(args.tile_bam, args.tile, bam)
+        bench("tiled", bam, args.tile_ref, tools, args)
 
 
 if __name__ == "__main__":
