@@ -205,6 +205,8 @@ class ChunkWorker:
             stats.rows = len(rows)
             return rows_text(chunk.chrom, rows), stats
         if chunk.planned_end is not None:  # its motif positions, found again
+            if next(self.bam.fetch(chunk.chrom, chunk.start, chunk.end), None) is None:
+                return "", Stats()  # no read, no row: its motif positions are not needed
             span_end = chunk.span_end
             chunk = Chunk(chunk.tid, chunk.chrom, chunk.start, chunk.planned_end, first=chunk.first)
             motif_focus(chunk, self.motifs, self.fasta, span_end, self.pf, self.combine_strands,

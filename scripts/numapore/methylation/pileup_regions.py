@@ -106,11 +106,11 @@ def plan_chunks(bam, options: Options, fasta, pf: PositionFilter | None) -> list
         while pos < rec_end:
             end = min(pos + step, rec_end)
             chunk = Chunk(tid, name, pos, end, first=pos == rec_start)
-            if motifs:
-                motif_focus(chunk, motifs, fasta, rec_end, pf, combine, options.mask)
+            if motifs:  # the worker finds the positions; here only where the interval ends
+                if combine:
+                    chunk.end = combined_end(chunk, motifs, fasta, rec_end, pf, options.mask)[0]
                 chunk.end = min(chunk.end, rec_end)
                 chunk.planned_end, chunk.span_end = end, rec_end
-                chunk.rules = chunk.pos_ids = chunk.neg_ids = chunk.pos_motifs = None
                 end = chunk.end
             elif pf is not None:
                 chunk.regions = tuple(
@@ -144,32 +144,43 @@ def _hits_in(motifs, seq, offset, tid, pf):
     return out
 
 
+def combined_end(chunk: Chunk, motifs, fasta, rec_end, pf, mask: bool) -> tuple[int, int]:
+    """Where an interval ends when strands are combined (modkit moves it past a motif
+    straddling it): (its end, the end of the sequence searched). Only hits near the end decide
+    it: the merged motif interval over end - 1 is made of hits at end - longest or after, so
+    each window is searched from 2 x longest before the end (the whole interval before)."""
+    start, end = chunk.start, chunk.end
+    longest = max(m.length for m in motifs)
+    buffer = longest * 5
+    w_end = min(end + buffer, rec_end)
+    too_close = max(w_end - longest, 0)
+    while True:
+        w_start = max(start, end - 2 * longest)
+        seq = _fetch_seq(fasta, chunk.chrom, w_start, w_end, mask)
+        ivs = []
+        for motif, rules in zip(motifs, _hits_in(motifs, seq, w_start, chunk.tid, pf), strict=True):
+            adj = motif.length - motif.offset
+            ivs += [(p, p + adj) for p in rules]
+        search_end = end
+        for s, e in merge_intervals(ivs):
+            if s < end and e > end - 1:
+                search_end = e
+                break
+        if search_end < too_close or w_end >= rec_end:
+            return search_end, w_end
+        end = w_end
+        w_end += buffer
+        too_close = max(w_end - longest, 0)
+
+
 def motif_focus(chunk: Chunk, motifs, fasta, rec_end, pf, combine: bool, mask: bool) -> None:
     """The chunk's motif positions (modkit's get_motif_positions and FocusPositions); when
-    strands are combined the end moves past a motif straddling it."""
+    strands are combined the end moves past a motif straddling it (combined_end)."""
     start, end = chunk.start, chunk.end
     if combine:
-        longest = max(m.length for m in motifs)
-        buffer = longest * 5
-        w_end = min(end + buffer, rec_end)
-        too_close = max(w_end - longest, 0)
-        while True:
-            per = _hits_in(motifs, _fetch_seq(fasta, chunk.chrom, start, w_end, mask), start,
-                           chunk.tid, pf)  # fmt: skip
-            ivs = []
-            for motif, rules in zip(motifs, per, strict=True):
-                adj = motif.length - motif.offset
-                ivs += [(p, p + adj) for p in rules]
-            search_end = end
-            for s, e in merge_intervals(ivs):
-                if s < end and e > end - 1:
-                    search_end = e
-                    break
-            if search_end < too_close or w_end >= rec_end:
-                break
-            end = w_end
-            w_end += buffer
-            too_close = max(w_end - longest, 0)
+        search_end, w_end = combined_end(chunk, motifs, fasta, rec_end, pf, mask)
+        per = _hits_in(motifs, _fetch_seq(fasta, chunk.chrom, start, w_end, mask), start,
+                       chunk.tid, pf)  # fmt: skip
         per = [{p: r for p, r in rules.items() if p <= search_end} for rules in per]
         chunk.end = end = min(search_end, rec_end)
         chunk.rules, chunk.pos_motifs, chunk.neg_ids = {}, {}, {}
