@@ -19,8 +19,6 @@ from pathlib import Path
 
 import pysam
 
-from numapore.methylation import calls_core
-
 BGZF_BLOCK = 0xFF00  # htslib's BGZF_BLOCK_SIZE: text bytes per block
 BGZF_EOF = bytes.fromhex("1f8b08040000000000ff0600424302001b0003000000000000000000")
 LEVEL = 6  # htslib's default (bgzip, tabix_index)
@@ -37,6 +35,8 @@ def zlib_block(data: bytes) -> bytes:
 
 def compiled_block(data: bytes) -> bytes:
     """One BGZF block of data deflated by libdeflate (calls_core's compiled module)."""
+    from numapore.methylation import calls_core
+
     ffi, lib = calls_core.ffi, calls_core.lib
     out = ffi.new("unsigned char[65536]")
     size = lib.cc_bgzf_block(ffi.from_buffer(data), len(data), out, LEVEL)
@@ -49,6 +49,9 @@ def write_bgzf(path: Path, chunks: Iterable[bytes], threads: int | None = None) 
     """Write chunks of text to path as BGZF (EOF block included), blocks compressed by
     `threads` threads (by default one per core this process may run on: a Slurm job's or
     taskset's share, not the whole host) in order of the text."""
+    # imported here: calls_core imports polars, a fifth of a small pileup's start
+    from numapore.methylation import calls_core
+
     block = compiled_block if calls_core.ENABLED else zlib_block
     pending: deque = deque()
     rest = b""
