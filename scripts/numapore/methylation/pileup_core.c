@@ -787,9 +787,10 @@ static void sort_keys(const pu_ctx *c, int *keys, int *rbase, int n) {
 }
 
 /* The interval's bedMethyl text into out (cap bytes; returns the bytes written, or -(bytes
- * needed) if cap is too small): allowed is length x 2 (0/1), names per row the code alone. */
-int64_t pu_text(pu_ctx *c, const char *chrom, const uint8_t *allowed, int combine_mods, int mixed,
-                char *out, int64_t cap, int64_t *nrows) {
+ * needed) if cap is too small): allowed is length x 2 (0/1), base_mask the bases with rows (bit
+ * per base; 0.6's motif base), names per row the code alone. */
+int64_t pu_text(pu_ctx *c, const char *chrom, const uint8_t *allowed, int base_mask,
+                int combine_mods, int mixed, char *out, int64_t cap, int64_t *nrows) {
     char sep = mixed ? ' ' : '\t';
     size_t chrom_len = strlen(chrom);
     char *o = out, *lim = out + cap;
@@ -802,6 +803,7 @@ int64_t pu_text(pu_ctx *c, const char *chrom, const uint8_t *allowed, int combin
             sort_keys(c, rcode, rbase, nr);
             for (int i = 0; i < nr; i++) {
                 int64_t v[8];
+                if (!((base_mask >> rbase[i]) & 1)) continue;
                 row_values(c, p, s, rcode[i], rbase[i], v);
                 if (lim - o < (int64_t)chrom_len + 200) return -((o - out) + (int64_t)chrom_len + 200 + 1);
                 o = put_row(c, o, chrom, chrom_len, c->start + p, rcode[i], NULL, "+-"[s], v, sep);
@@ -857,6 +859,54 @@ int64_t pu_text_combined(pu_ctx *c, const char *chrom, const int64_t *pos, const
             o = put_row(c, o, chrom, chrom_len, c->start + pos[e], keys[k], label, '.', v, sep);
             rows++;
         }
+    }
+    *nrows = rows;
+    return o - out;
+}
+
+/* 0.6.1's --combine-strands text (folded_rows in pileup_counting.py): for each entry in order (a +
+ * strand motif position pos[i] of motif idx[i]; neg[i] its - strand partner, -1 if it has no rows
+ * there), the partner's tallies moved onto the + strand position first, then, at each distinct
+ * + position with pos_ok, its rows of the bases in base_mask, sorted by code, once per motif of
+ * the position, strand '.', named code or code,label when labels are given. */
+int64_t pu_text_folded(pu_ctx *c, const char *chrom, const int64_t *pos, const int32_t *idx,
+                       const int64_t *neg, const uint8_t *pos_ok, int64_t n,
+                       const char *const *labels, int nlabels, int base_mask, int combine_mods,
+                       char *out, int64_t cap, int64_t *nrows) {
+    size_t chrom_len = strlen(chrom);
+    char *o = out, *lim = out + cap;
+    int64_t rows = 0;
+    for (int64_t e = 0; e < n; e++) {
+        if (neg[e] < 0) continue;
+        int32_t *to = c->counts + (pos[e] * 2) * PU_K, *from = c->counts + (neg[e] * 2 + 1) * PU_K;
+        for (int k = 0; k < PU_K; k++) {
+            to[k] += from[k];
+            from[k] = 0;
+        }
+        for (int b = 0; b < 4; b++) c->observed[pos[e] * 8 + b] |= c->observed[neg[e] * 8 + 4 + b];
+    }
+    for (int64_t e = 0; e < n;) {
+        int64_t last = e + 1;  /* the entries [e, last) share the position */
+        while (last < n && pos[last] == pos[e]) last++;
+        int64_t p = pos[e];
+        if (pos_ok[e]) {
+            int rcode[4 * PU_MAXC], rbase[4 * PU_MAXC];
+            int nr = rows_at(c, p, 0, combine_mods, rcode, rbase);
+            sort_keys(c, rcode, rbase, nr);
+            for (int i = 0; i < nr; i++) {
+                if (!((base_mask >> rbase[i]) & 1)) continue;
+                int64_t v[8];
+                row_values(c, p, 0, rcode[i], rbase[i], v);
+                for (int64_t m = e; m < last; m++) {
+                    const char *label = nlabels >= 2 ? labels[idx[m]] : NULL;
+                    if (lim - o < (int64_t)chrom_len + 200 + (label ? (int64_t)strlen(label) + 1 : 0))
+                        return -1;
+                    o = put_row(c, o, chrom, chrom_len, c->start + p, rcode[i], label, '.', v, '\t');
+                    rows++;
+                }
+            }
+        }
+        e = last;
     }
     *nrows = rows;
     return o - out;

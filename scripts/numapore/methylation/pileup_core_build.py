@@ -24,12 +24,16 @@ int pu_add_read(pu_ctx *c, int reverse, int64_t ref_start, const char *cigar, in
                 const char *seq, int64_t n, const char *mm, const uint8_t *ml, int64_t nml);
 int pu_observe(pu_ctx *c);
 int64_t pu_rows_bound(pu_ctx *c, int combine_mods);
-int64_t pu_text(pu_ctx *c, const char *chrom, const uint8_t *allowed, int combine_mods, int mixed,
-                char *out, int64_t cap, int64_t *nrows);
+int64_t pu_text(pu_ctx *c, const char *chrom, const uint8_t *allowed, int base_mask,
+                int combine_mods, int mixed, char *out, int64_t cap, int64_t *nrows);
 int64_t pu_text_combined(pu_ctx *c, const char *chrom, const int64_t *pos, const int32_t *idx,
                          const int64_t *neg, const uint8_t *pos_ok, int64_t n,
                          const char *const *labels, int nlabels, int combine_mods, int mixed,
                          char *out, int64_t cap, int64_t *nrows);
+int64_t pu_text_folded(pu_ctx *c, const char *chrom, const int64_t *pos, const int32_t *idx,
+                       const int64_t *neg, const uint8_t *pos_ok, int64_t n,
+                       const char *const *labels, int nlabels, int base_mask, int combine_mods,
+                       char *out, int64_t cap, int64_t *nrows);
 int pu_sample_read(pu_ctx *c, int reverse, const char *seq, int64_t n, const char *mm,
                    const uint8_t *ml, int64_t nml, const char *cigar, int64_t ncig_max);
 void pu_free(pu_ctx *c);

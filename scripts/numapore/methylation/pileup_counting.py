@@ -131,6 +131,10 @@ class ChunkWorker:
         self.motif_bases = (
             [BASE_INDEX.get(m.raw[m.offset], 4) for m in self.motifs] if options.modern else []
         )
+        # the same as pileup_core.c's bit mask of bases with rows
+        self.base_mask = (
+            sum(1 << b for b in set(self.motif_bases) if b < 4) if self.motif_bases else 15
+        )
         self.core = new_core(options, caller) if common.ENABLED else None
         self.modbases = None
         if options.modern and options.modified_bases:
@@ -264,22 +268,22 @@ class ChunkWorker:
         if not names:
             return "", stats
         lib.pu_observe(ctx)
-        if not self.combine_strands and len(self.motif_labels) < 2 and not self.motif_bases:
+        if not self.combine_strands and len(self.motif_labels) < 2:
             allowed = np.ascontiguousarray(allowed_mask(chunk, length), dtype=np.uint8)
             chrom = chunk.chrom.encode()
             cap = lib.pu_rows_bound(ctx, self.combine_mods) * (len(chrom) + 200) + len(chrom) + 201
             nrows = ffi.new("int64_t *")
             out = _raw_alloc("char[]", cap)
             size = lib.pu_text(
-                ctx, chrom, ffi.from_buffer(allowed), self.combine_mods,
+                ctx, chrom, ffi.from_buffer(allowed), self.base_mask, self.combine_mods,
                 self.options.mixed_delim, out, cap, nrows,
             )  # fmt: skip
             if size < 0:
                 raise RuntimeError("pileup_core: text buffer too small")
             stats.rows = nrows[0]
             return ffi.unpack(out, size).decode(), stats
-        if self.combine_strands and not self.motif_bases:
-            text = self._combined_text_core(chunk, length)
+        if self.combine_strands:
+            text = self._combined_text_core(chunk, length, folded=bool(self.motif_bases))
             stats.rows = self._last_rows if text else 0
             return text, stats
         ncodes = max(ctx.ncodes, 1)
@@ -299,9 +303,11 @@ class ChunkWorker:
         stats.rows = len(rows)
         return self._text(chunk, rows), stats
 
-    def _combined_text_core(self, chunk: Chunk, length: int) -> str:
-        """--combine-strands text through pileup_core.c (combine_strand_rows' pairs: each +
-        strand motif position with its motif's - strand position, when it has rows there)."""
+    def _combined_text_core(self, chunk: Chunk, length: int, folded: bool = False) -> str:
+        """--combine-strands text through pileup_core.c: 0.4.4's (combine_strand_rows' pairs:
+        each + strand motif position with its motif's - strand position, when it has rows
+        there), or with folded 0.6.1's (folded_rows: the - strand partner's tallies moved onto
+        the + strand position, then its rows of the motif bases)."""
         start = chunk.start
         allowed = allowed_mask(chunk, length)
         pos, idx, neg, pos_ok = [], [], [], []
@@ -309,10 +315,15 @@ class ChunkWorker:
             for i in chunk.pos_motifs[p]:
                 motif = self.motifs[i]
                 other = p + motif.reverse_offset - motif.offset
-                if not motif.palindrome or other < 0:
+                if not motif.palindrome or (other < 0 and not folded):
                     continue
                 o = other - start
-                has_neg = 0 <= o < length and allowed[o, 1] and i in chunk.neg_ids.get(other, ())
+                if folded:
+                    has_neg = 0 <= o < length and i in chunk.neg_ids.get(other, ())
+                else:
+                    has_neg = (
+                        0 <= o < length and allowed[o, 1] and i in chunk.neg_ids.get(other, ())
+                    )
                 pos.append(p - start)
                 idx.append(i)
                 neg.append(o if has_neg else -1)
@@ -331,10 +342,16 @@ class ChunkWorker:
         out = _raw_alloc("char[]", cap)
         nrows = ffi.new("int64_t *")
         typed = [ffi.from_buffer(t, a) for t, a in zip(C_TYPES, arrays, strict=True)]
-        size = lib.pu_text_combined(
-            self.core, chrom, *typed, len(pos), label_array,
-            len(labels), self.combine_mods, self.options.mixed_delim, out, cap, nrows,
-        )  # fmt: skip
+        if folded:
+            size = lib.pu_text_folded(
+                self.core, chrom, *typed, len(pos), label_array, len(labels), self.base_mask,
+                self.combine_mods, out, cap, nrows,
+            )  # fmt: skip
+        else:
+            size = lib.pu_text_combined(
+                self.core, chrom, *typed, len(pos), label_array,
+                len(labels), self.combine_mods, self.options.mixed_delim, out, cap, nrows,
+            )  # fmt: skip
         if size < 0:
             raise RuntimeError("pileup_core: text buffer too small")
         self._last_rows = nrows[0]
