@@ -41,6 +41,7 @@ typedef struct {
     int32_t *diff;        /* 64 keys x (length + 1), allocated as keys appear */
     uint64_t keys_used;   /* which of the 64 (strand, base, code) keys have a diff array */
     uint8_t *observed;    /* length x 2 x 4 code bit masks, from diff */
+    const uint8_t *want;  /* per position: 1 if its tallies are read (NULL: every position) */
     /* sampled probabilities per canonical base */
     float *values[4];
     int64_t nvalues[4], cap_values[4];
@@ -582,8 +583,10 @@ int pu_add_read(pu_ctx *c, int reverse, int64_t ref_start, const char *cigar, in
         int64_t op = ops[k], len = lens[k];
         if (op == 0 || op == 7 || op == 8) {
             int64_t a = r < start ? start - r : 0, bnd = r + len > end ? end - r : len;
+            const uint8_t *want = c->want;
             for (int64_t i = a; i < bnd; i++) {
                 int64_t qq = q + i, rr = r + i - start;
+                if (want && !want[rr]) continue;
                 int b = base_index((uint8_t)seq[qq]);
                 if (b == 4) continue;
                 int64_t qf = qq;
@@ -611,7 +614,8 @@ int pu_add_read(pu_ctx *c, int reverse, int64_t ref_start, const char *cigar, in
             r += len;
         } else if (op == 2) {
             int64_t a = r < start ? start - r : 0, bnd = r + len > end ? end - r : len;
-            for (int64_t i = a; i < bnd; i++) counts[((r + i - start) * 2 + strand) * PU_K]++;
+            for (int64_t i = a; i < bnd; i++)
+                if (!c->want || c->want[r + i - start]) counts[((r + i - start) * 2 + strand) * PU_K]++;
             r += len;
         } else if (op == 3) {
             /* a skip ends a covered segment */

@@ -232,12 +232,20 @@ class ChunkWorker:
             return "", stats
         ctx = self.core
         names: set[str] = set()
+        # The C text writers read the tallies of allowed positions only (motif positions,
+        # --include-bed): the core tallies those alone; the numpy rows (several motifs on
+        # separate strands) read them all.
+        text_in_c = self.combine_strands or len(self.motif_labels) < 2
+        want = None
+        if text_in_c and (chunk.rules is not None or chunk.regions is not None):
+            want = np.ascontiguousarray(allowed_mask(chunk, length).any(axis=1), dtype=np.uint8)
         for rec in self.bam.fetch(chunk.chrom, start, end):
             self.list_read(rec, chunk, stats)
             if not usable(rec) or not self.in_haplotype(rec):
                 continue
             if not names:  # the tallies are set up once the interval has a read
                 lib.pu_begin(ctx, start, length)
+                ctx.want = ffi.from_buffer(want) if want is not None else ffi.NULL
             name = rec.query_name
             if name in names:
                 return None
