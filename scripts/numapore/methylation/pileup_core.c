@@ -95,7 +95,7 @@ static int base_index(uint8_t c) {
     }
 }
 
-static uint8_t complement(uint8_t c) {
+static uint8_t complement_of(uint8_t c) {
     switch (c) {
     case 'A': return 'T'; case 'C': return 'G'; case 'G': return 'C'; case 'T': return 'A';
     case 'a': return 't'; case 'c': return 'g'; case 'g': return 'c'; case 't': return 'a';
@@ -103,6 +103,18 @@ static uint8_t complement(uint8_t c) {
     case 'B': return 'V'; case 'V': return 'B'; case 'D': return 'H'; case 'H': return 'D';
     default: return c;
     }
+}
+
+/* complement_of as a table, filled on first use (prepare's per-base lookup) */
+static uint8_t COMPLEMENT[256];
+static int complement_ready = 0;
+
+static uint8_t complement(uint8_t c) {
+    if (!complement_ready) {
+        for (int i = 0; i < 256; i++) COMPLEMENT[i] = complement_of((uint8_t)i);
+        complement_ready = 1;
+    }
+    return COMPLEMENT[c];
 }
 
 static uint64_t fx_hash(const char *code) {
@@ -288,9 +300,12 @@ static int read_tables(pu_ctx *c, scratch_t *s, int64_t n, const char *mm, const
                      (long long)end, (long long)nml);
             return SKIP_ML_SHORT;
         }
-        /* the group's own map: listed positions, then implicit canonical ones */
+        /* the group's own map: listed positions, then implicit canonical ones; every map and
+         * table of this base is read at the base's positions only (bp, nb) */
+        const int32_t *bp = s->base_pos[fbi];
+        const int64_t nb = s->nbase[fbi];
         uint8_t *gf = s->gflags;
-        memset(gf, 0, n);
+        for (int64_t k = 0; k < nb; k++) gf[bp[k]] = 0;
         int64_t idx = -1;
         for (int64_t k = 0; k < nd; k++) {
             idx += s->deltas[k] + 1;
@@ -313,8 +328,7 @@ static int read_tables(pu_ctx *c, scratch_t *s, int64_t n, const char *mm, const
             t->exists = 1;
             t->mode = mode;
             t->ncodes = 0;
-            memset(t->flags, 0, n);
-            memset(t->present, 0, n);
+            for (int64_t k = 0; k < nb; k++) t->flags[bp[k]] = t->present[bp[k]] = 0;
         } else if (t->mode != mode) {
             t->mode = '.';
         }
@@ -326,12 +340,13 @@ static int read_tables(pu_ctx *c, scratch_t *s, int64_t n, const char *mm, const
             if (k == t->ncodes) {
                 if (k >= PU_MAXC) return fail(c, SKIP_CODES, "too many mod codes");
                 t->codes[t->ncodes++] = gcodes[j];
-                memset(t->probs[k], 0, n * sizeof(float));
+                for (int64_t i = 0; i < nb; i++) t->probs[k][bp[i]] = 0.0f;
             }
             slot[j] = k;
         }
         int any_overlap = 0;
-        for (int64_t q = 0; q < n; q++) {
+        for (int64_t k = 0; k < nb; k++) {
+            int32_t q = bp[k];
             if (!gf[q]) continue;
             if (t->flags[q] & 1) {
                 if (((t->flags[q] >> 1) & 1) != ((gf[q] >> 1) & 1))
@@ -350,15 +365,16 @@ static int read_tables(pu_ctx *c, scratch_t *s, int64_t n, const char *mm, const
         }
         uint8_t bits = 0;
         for (int j = 0; j < ng; j++) bits |= (uint8_t)(1u << slot[j]);
-        for (int64_t q = 0; q < n; q++)
-            if (gf[q]) t->present[q] |= bits;
+        for (int64_t k = 0; k < nb; k++)
+            if (gf[bp[k]]) t->present[bp[k]] |= bits;
         if (any_overlap) {
             int order[PU_MAXC], cidx[PU_MAXC];
             hash_order(c, t->codes, t->ncodes, order);
             for (int j = 0; j < t->ncodes; j++)
                 for (int k = 0; k < t->ncodes; k++)
                     if (t->codes[k] == order[j]) cidx[j] = k;
-            for (int64_t q = 0; q < n; q++) {
+            for (int64_t k = 0; k < nb; k++) {
+                int32_t q = bp[k];
                 if (!(gf[q] && (t->flags[q] & 1))) continue;
                 float total = 0.0f;
                 for (int j = 0; j < t->ncodes; j++)
@@ -366,7 +382,7 @@ static int read_tables(pu_ctx *c, scratch_t *s, int64_t n, const char *mm, const
                 if (total > 1.01f) return fail(c, SKIP_CONFLICT, "probabilities at a position sum to more than 1");
             }
         }
-        for (int64_t q = 0; q < n; q++) t->flags[q] |= gf[q];
+        for (int64_t k = 0; k < nb; k++) t->flags[bp[k]] |= gf[bp[k]];
         pointer = end;
         p = *g_end ? g_end + 1 : g_end;
     }
@@ -439,8 +455,12 @@ static int mode_ok(const pu_ctx *c, const scratch_t *s) {
 }
 
 static int prepare(pu_ctx *c, scratch_t *s, int reverse, const char *seq, int64_t n) {
-    for (int64_t i = 0; i < n; i++)
-        s->fwd[i] = reverse ? complement((uint8_t)seq[n - 1 - i]) : (uint8_t)seq[i];
+    if (!reverse) {
+        memcpy(s->fwd, seq, n);
+        return 0;
+    }
+    complement('A');
+    for (int64_t i = 0; i < n; i++) s->fwd[i] = COMPLEMENT[(uint8_t)seq[n - 1 - i]];
     (void)c;
     return 0;
 }
@@ -457,9 +477,12 @@ static int read_calls(pu_ctx *c, scratch_t *s, int reverse, int64_t n, uint64_t 
         for (int b = 0; b < 4; b++) {
             table_t *t = &s->t[st][b];
             if (!t->exists || !trimmable) continue;
+            /* the table's positions are its base's (read_tables) */
+            const int32_t *bp = s->base_pos[b];
+            const int64_t nb = s->nbase[b];
             int64_t kept = 0;
-            for (int64_t q = 0; q < n; q++)
-                if ((t->flags[q] & 1) && edge_keeps(c, q, n)) kept++;
+            for (int64_t k = 0; k < nb; k++)
+                if ((t->flags[bp[k]] & 1) && edge_keeps(c, bp[k], n)) kept++;
             if (!kept) continue;
             if (!has_strand[st]) {
                 for (int64_t q = 0; q < n; q++) s->calls[st][q] = NO_CALL;
@@ -470,7 +493,8 @@ static int read_calls(pu_ctx *c, scratch_t *s, int reverse, int64_t n, uint64_t 
             float thr[PU_MAXC], can_thr = c->has_per_base[tb] ? c->per_base[tb] : c->default_threshold;
             for (int j = 0; j < no; j++) thr[j] = c->code_thr[tb][t->codes[slots[j]]];
             unsigned seen = 0;
-            for (int64_t q = 0; q < n; q++) {
+            for (int64_t k = 0; k < nb; k++) {
+                int64_t q = bp[k];
                 if (!((t->flags[q] & 1) && edge_keeps(c, q, n))) continue;
                 float pr[PU_MAXC];
                 unsigned pres;
@@ -953,7 +977,9 @@ int pu_sample_read(pu_ctx *c, int reverse, const char *seq, int64_t n, const cha
             int slots[PU_MAXC], no = table_order(c, t, slots), ig = ignore_slot(c, t);
             int tb = st == 0 ? b : 3 - b;
             int got = 0;
-            for (int64_t q = 0; q < n; q++) {
+            const int32_t *bp = s->base_pos[b]; /* the table's positions (read_tables) */
+            for (int64_t k = 0; k < s->nbase[b]; k++) {
+                int64_t q = bp[k];
                 if (!((t->flags[q] & 1) && edge_keeps(c, q, n) && (!aligned || aligned[q]))) continue;
                 float pr[PU_MAXC];
                 unsigned pres;
