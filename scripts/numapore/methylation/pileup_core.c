@@ -288,9 +288,14 @@ static int read_tables(pu_ctx *c, scratch_t *s, int64_t n, const char *mm, const
         if (fb == 'N') return fail(c, SKIP_CODES, "N fundamental base"); /* Python path */
         int fbi = base_index((uint8_t)fb);
         if (!have_pos[fbi]) {
+            /* without a branch per base (the bases of a read are as good as random) */
             int64_t k = 0;
-            for (int64_t i = 0; i < n; i++)
-                if (s->fwd[i] == (uint8_t)fb) s->base_pos[fbi][k++] = (int32_t)i;
+            int32_t *out = s->base_pos[fbi];
+            const uint8_t *fwd = s->fwd, want = (uint8_t)fb;
+            for (int64_t i = 0; i < n; i++) {
+                out[k] = (int32_t)i;
+                k += fwd[i] == want;
+            }
             s->nbase[fbi] = k;
             have_pos[fbi] = 1;
         }
