@@ -46,7 +46,7 @@ if "text" in smk.output.keys():  # a scatter shard: its regions' rows, in genome
 sample, motif = smk.wildcards.sample, smk.wildcards.motif
 allowed = smk.config["allow_empty_samples"]  # the config, not a param: no rerun when it changes
 plain = str(Path(smk.output.bed).with_suffix(""))
-version = MODKIT_VERSIONS[str(smk.params.settings.get("modkit", "0.4"))]
+version = MODKIT_VERSIONS[str(smk.params.settings.get("modkit", "0.6"))]
 print(f"modkit semantics: {version}")
 print(f"equivalent modkit command: {modkit_command(bam, plain, arguments)}")
 outputs = [smk.output.bed, smk.output.tbi, smk.output.reads]

@@ -12,6 +12,7 @@ import yaml
 
 from numapore.methylation import frequency as methylation
 from numapore.methylation.motifs import MOTIFS
+from modkit_golden import check_modkit_golden  # noqa: F401 (the golden files' check)
 from project import snakemake_command, write_project
 from reference_tools import reference_frequency_script
 from shared_runs import shared_run
@@ -153,28 +154,3 @@ def numapore_output(calls: Path, motif: str, threshold: float, split: bool) -> s
         tsv = Path(tmp) / "frequency.tsv"
         methylation.frequency_outputs(calls, MOTIFS[motif], threshold, split, tsv)
         return tsv.read_text()
-
-
-MODKIT_GOLDEN = REPO / "tests" / "data" / "modkit"
-
-
-def check_modkit_golden(work: Path, run: str) -> int:
-    """The run's bedMethyl files equal modkit 0.4.4's own (tests/data/modkit, golden.tsv), and
-    each pileup job's log gives the command that made them; how many were compared."""
-    import gzip
-
-    cases = pd.read_csv(MODKIT_GOLDEN / "golden.tsv", sep="\t", dtype=str)
-    cases = cases[cases["run"] == run]
-    for case in cases.itertuples():
-        name = f"{case.sample}.minimap2.{case.motif}"
-        ours = work / f"results/{case.sample}/methylation/{name}.bedmethyl.gz"
-        golden = gzip.decompress((MODKIT_GOLDEN / case.file).read_bytes())
-        assert gzip.decompress(ours.read_bytes()) == golden and golden, case.file
-        log = (work / f"results/logs/pileup/{name}.log").read_text()
-        line = next(x for x in log.splitlines() if x.startswith("equivalent modkit command: "))
-        logged = line.removeprefix("equivalent modkit command: ").split()
-        argv = case.modkit_command.split()
-        threads = logged.index("--threads")
-        logged = logged[:threads] + logged[threads + 2 :]  # the run's cores
-        assert logged[:3] == argv[:3] and logged[4:] == argv[4:], (logged, argv)
-    return len(cases)

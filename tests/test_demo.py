@@ -60,9 +60,11 @@ def test_demo_logs_carry_no_tool_warnings(report_run):
 
 
 def test_demo_bedmethyl_is_modkits(demo_run):
-    """The demo's bedMethyl is byte for byte modkit 0.4.4's pileup of the demo's own modBAM
-    with the command the pileup job's log gives (tests/data/modkit)."""
-    assert check_modkit_golden(demo_run, "demo") == 1
+    """The demo's bedMethyl is modkit 0.6.1's pileup of the demo's own modBAM with the command
+    the pileup job's log gives, but for 0.6.1's item A (each read's first CpG after its last
+    call left uncounted: shown base by base); `numapore pileup --modkit-compat 0.4` of the same
+    modBAM is modkit 0.4.4's byte for byte (tests/data/modkit, tests/modkit_golden.py)."""
+    assert check_modkit_golden(demo_run, "demo") == 2
 
 
 def test_demo_needs_nothing_from_shared():

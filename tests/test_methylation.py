@@ -168,9 +168,13 @@ def test_frequency_modes_are_the_reference_scripts(minimap2_run, options):
 
 
 def test_bedmethyl_is_modkits_for_every_motif(minimap2_run):
-    """The real E. coli reads' bedMethyl of every motif is byte for byte modkit 0.4.4's pileup of
-    the run's own modBAM with the command the pileup job's log gives (tests/data/modkit)."""
-    assert check_modkit_golden(minimap2_run, "ecoli") == len(MOTIF_NAMES)
+    """The real E. coli reads' bedMethyl of every motif is modkit 0.6.1's pileup of the run's
+    own modBAM with the command the pileup job's log gives, but for 0.6.1's bugs, each shown
+    to be the only difference (A: a read's first motif site after its last call; C: GpC's
+    minus strand at the interval start; H: intervals with an uncalled read dropped); the
+    0.4 switch gives modkit 0.4.4's files byte for byte (tests/data/modkit,
+    tests/modkit_golden.py)."""
+    assert check_modkit_golden(minimap2_run, "ecoli") == 2 * len(MOTIF_NAMES)
 
 
 def test_real_data_sanity_figure(minimap2_run):

@@ -322,20 +322,22 @@ def calls_by_read(bam: Path, primary_only: bool = True) -> dict[str, dict]:
 
 
 def logged_pileup(work: Path, sample: str, aligner: str) -> list[str]:
-    """The options of the pileup job's equivalent modkit command (from its log)."""
-    log = work / f"results/logs/pileup/{sample}.{aligner}.cpg.log"
-    line = next(x for x in log.read_text().splitlines() if "equivalent modkit command:" in x)
+    """The options of the pileup job's equivalent modkit command (from its log), after
+    --modkit-compat with the semantics the log names (modkit 0.6.1's or 0.4.4's)."""
+    log = (work / f"results/logs/pileup/{sample}.{aligner}.cpg.log").read_text().splitlines()
+    line = next(x for x in log if "equivalent modkit command:" in x)
     argv = shlex.split(line.split("equivalent modkit command:", 1)[1])
     assert argv[:2] == ["modkit", "pileup"], argv
-    return argv[4:]
+    version = next(x for x in log if x.startswith("modkit semantics: modkit "))
+    return ["--modkit-compat", version.split()[-1].rsplit(".", 1)[0], *argv[4:]]
 
 
 def pileup_again(bam: Path, options: list[str], out: Path, cwd: Path) -> bytes:
-    """`numapore pileup`'s bedMethyl of bam with options (paths relative to cwd), with the
-    workflow's semantics (modkit 0.4.4's)."""
+    """`numapore pileup`'s bedMethyl of bam with options (logged_pileup's; paths relative to
+    cwd)."""
     numapore = Path(sys.executable).parent / "numapore"
     subprocess.run(
-        [str(numapore), "pileup", "--modkit-compat", "0.4", str(bam), str(out), *options],
+        [str(numapore), "pileup", str(bam), str(out), *options],
         check=True, capture_output=True, cwd=cwd,
     )  # fmt: skip
     return out.read_bytes()

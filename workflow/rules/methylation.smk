@@ -255,9 +255,10 @@ rule methylation_modbam:
 ruleorder: methylation_modbam > index_bam
 
 
-# The pileup of a modBAM into bedMethyl (numapore pileup, modkit 0.4.4's semantics; config
-# pileup:): every sample's bedMethyl. A modbam sample's aligned BAM is its modBAM (the
-# basecaller's calls, realigned); a signal sample's is the modBAM made from nanopolish's calls.
+# The pileup of a modBAM into bedMethyl (numapore pileup, modkit 0.6.1's semantics, 0.4.4's with
+# pileup.modkit: "0.4"; config pileup:): every sample's bedMethyl. A modbam sample's aligned BAM
+# is its modBAM (the basecaller's calls, realigned); a signal sample's is the modBAM made from
+# nanopolish's calls.
 rule pileup:
     input:
         unpack(pileup_inputs),

@@ -42,7 +42,7 @@ class SettingsError(ValueError):
 
 def check_settings(settings: Mapping[str, Any]) -> None:
     """SettingsError for a pileup: setting that pileup.modkit's semantics cannot run."""
-    version = str(settings.get("modkit", "0.4"))
+    version = str(settings.get("modkit", "0.6"))
     if version not in MODKIT_VERSIONS:
         raise SettingsError(
             f"pileup.modkit: {version!r} is not one of {', '.join(MODKIT_VERSIONS)}"
@@ -60,7 +60,7 @@ def pileup_arguments(settings: Mapping[str, Any], reference: str, threads: int) 
     """`numapore pileup` options (after IN.bam OUT.bed) for the config's pileup: settings,
     with the semantics pileup.modkit names. SettingsError for a 0.4-only setting under 0.6."""
     check_settings(settings)
-    version = str(settings.get("modkit", "0.4"))
+    version = str(settings.get("modkit", "0.6"))
     args = ["--modkit-compat", version, "--ref", reference]
     motif = settings["motif"]
     if motif == "cpg" and version == "0.6":  # --cpg needs --modified-bases in 0.6
