@@ -377,10 +377,6 @@ def haplotype_of(rec: pysam.AlignedSegment) -> int:
 
 def usable(rec: pysam.AlignedSegment) -> bool:
     """Whether a record enters modkit's pileup: mapped, primary, not a duplicate, with SEQ."""
-    return not (
-        rec.is_unmapped
-        or rec.is_secondary
-        or rec.is_supplementary
-        or rec.is_duplicate
-        or not rec.query_sequence
-    )
+    # flag bits unmapped, secondary, duplicate, supplementary; query_length 0: no SEQ (without
+    # decoding the sequence, which the caller does once)
+    return not rec.flag & 0xD04 and rec.query_length > 0
