@@ -213,6 +213,8 @@ def bench(name, bam, ref, tools, args) -> None:
             floor = ["samtools", "view", "-@", str(t - 1), "-o", "/dev/null", str(bam)]
             times.setdefault(("floor", "samtools view", t), []).append(timed(floor))
             for label, compat, options in CASES[name]:
+                if label not in args.cases.split(","):
+                    continue
                 for tool, command, out in commands(tools, compat, options, bam, ref, folder, t):
                     key = (f"{label} {compat}", tool, t)
                     times.setdefault(key, []).append(timed(command))
@@ -249,6 +251,7 @@ def main() -> None:
     parser.add_argument("--keep", type=Path, help="folder for the modBAMs (kept, reused)")
     parser.add_argument("--threads", default="1,2")
     parser.add_argument("--data", default="sim,tiled", help="which modBAMs: sim, tiled")
+    parser.add_argument("--cases", default="cpg,modbases", help="which CASES labels")
     args = parser.parse_args()
     tools = [(modkit_version(path), path) for path in args.modkit]
     folder = args.keep or Path(tempfile.mkdtemp(prefix="bench_pileup."))
