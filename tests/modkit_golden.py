@@ -67,12 +67,13 @@ def skipped_a(bam: str, reference: str, motif: str, offset: int) -> dict:
     """A: (contig, row start, record strand) -> Counter of 'nocall' / 'diff': per primary
     record, the first aligned base at a motif position of its strand after its last MM-listed
     position (no call when it is the motif's base, else N_diff); the row of combined strands."""
-    pattern = re.compile("".join(IUPAC[c] for c in motif))
+    pattern = re.compile("(?=" + "".join(IUPAC[c] for c in motif) + ")")  # palindromes only
     reverse_offset = len(motif) - 1 - offset
     out: dict = collections.defaultdict(collections.Counter)
     with pysam.AlignmentFile(bam) as handle, pysam.FastaFile(reference) as fasta:
         for contig in handle.references:
             seq = fasta.fetch(contig).upper()
+            starts = {m.start() for m in pattern.finditer(seq)}
             for rec in handle.fetch(contig):
                 if rec.flag & 0x904 or not rec.modified_bases:
                     continue
@@ -81,7 +82,7 @@ def skipped_a(bam: str, reference: str, motif: str, offset: int) -> dict:
                     if r is None:
                         continue
                     start = r - (reverse_offset if rec.is_reverse else offset)
-                    if start < 0 or not pattern.fullmatch(seq[start : start + len(motif)]):
+                    if start not in starts:
                         continue
                     if q is not None and q > last:
                         base = rec.query_sequence[q]
