@@ -7,18 +7,36 @@ from pathlib import Path
 
 from numapore.base.rulelog import redirect_to_log
 from numapore.inputs.modbam_reads import NAMED_IN_LOG, mn_mismatched_reads, stage_modbam_reads
+from numapore.inputs.phasing import check_vcf_contigs
 from numapore.inputs.sheet import InputError
 
 smk = snakemake  # noqa: F821 (injected by the script directive)
 redirect_to_log(smk)
 sample = smk.wildcards.sample
+phased_vcf = smk.params.get("phased_vcf")
+
+
+def check_phased_vcf() -> None:
+    """Before the reads: a phased VCF of another assembly or naming stops the sample here."""
+    if phased_vcf:
+        check_vcf_contigs(Path(phased_vcf), Path(smk.input.fai), Path(smk.params.reference),
+                          "phased_vcf")  # fmt: skip
+
+
 try:
     staged = stage_modbam_reads(
         Path(smk.input.reads), Path(smk.output.reads), Path(smk.params.reference), smk.threads,
         fai=Path(smk.input.fai), listing=Path(smk.output.untagged), ids=Path(smk.output.ids),
+        check_first=check_phased_vcf,
     )  # fmt: skip
 except InputError as err:  # the file and the reason; no traceback
     sys.exit(f"numapore: sample '{sample}': {err}")
+if smk.params.get("phased") and not phased_vcf and not staged.with_haplotag:
+    sys.exit(
+        f"numapore: sample '{sample}': pileup.phased is true, but none of the {staged.reads} "
+        f"reads of {smk.input.reads} carries an HP tag (haplotag); haplotag them first "
+        "(whatshap haplotag), or give the sample a phased VCF in the sheet's phased_vcf column"
+    )
 print(staged.summary())
 if staged.mn_mismatch:
     names = mn_mismatched_reads(Path(smk.output.untagged))

@@ -119,4 +119,34 @@ rule index_bam:
         "samtools index -@ {threads} {input} {params.tmp} 2> {log} && mv {params.tmp} {output}"
 
 
-ruleorder: align > merge_alignment_shards > index_bam
+ruleorder: align > merge_alignment_shards > haplotag > index_bam
+
+
+# A sample with a phased VCF (the sheet's phased_vcf): WhatsHap tags its aligned reads by
+# haplotype (HP, PS; supplementary records as their primary), and the pileup reads this BAM.
+# The VCF's contigs were checked against the reference by the staging job, before the alignment.
+rule haplotag:
+    input:
+        bam="results/{sample}/align/{sample}.{aligner}.bam",
+        bai="results/{sample}/align/{sample}.{aligner}.bam.bai",
+        vcf=lambda wc: str(SAMPLES[wc.sample].phased_vcf),
+        reference=reference_fasta,
+        fai=lambda wc: f"{reference_fasta(wc)}.fai",
+    output:
+        bam="results/{sample}/align/{sample}.{aligner}.haplotagged.bam",
+        bai="results/{sample}/align/{sample}.{aligner}.haplotagged.bam.bai",
+    log:
+        "results/logs/haplotag/{sample}.{aligner}.log",
+    benchmark:
+        "results/benchmarks/haplotag/{sample}.{aligner}.tsv"
+    wildcard_constraints:
+        sample=samples_with_phased_vcf(),
+    conda:
+        "../../envs/whatshap.yaml"
+    threads: 1
+    params:
+        vcf_sample=lambda wc: vcf_sample(
+            SAMPLES[wc.sample].phased_vcf, wc.sample, f"sample '{wc.sample}'"
+        ),
+    script:
+        "../../scripts/haplotag.py"

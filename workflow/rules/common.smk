@@ -49,12 +49,14 @@ from numapore.inputs.sheet import (  # noqa: E402
     combine_samples,
     load_samples,
     read_sheet,
+    check_phased_samples,
     sample_groups,
     signal_files,
     simulated_samples,
 )
 from numapore.base.atomic import temp_name  # noqa: E402
 from numapore.inputs.modbam_reads import StagedReads  # noqa: E402
+from numapore.inputs.phasing import vcf_sample  # noqa: E402
 from numapore.inputs.readids import READ_ID_TABLE  # noqa: E402
 from numapore.base.workdir import (  # noqa: E402
     check_writable,
@@ -128,6 +130,8 @@ try:
     SAMPLES = combine_samples(_from_sheet, _simulated, _sheet)
     # group -> its samples (the sheet's group column; simulate.<name>.group), in sample order
     GROUPS = sample_groups(SAMPLES)
+    if config["pileup"]["phased"]:  # haplotags come with a modBAM's reads, or from its VCF
+        check_phased_samples(SAMPLES.values())
     # The host file: config/hosts/ of the working directory (the user's own), else the
     # workflow's shipped one (numapore.execution.hosts.host_path). Its NUMA layout must exist
     # on this machine before any job starts. Jobs sent to a cluster check it on their node
@@ -482,6 +486,8 @@ def pileup_inputs(wildcards):
     name = f"{wildcards.sample}.{wildcards.aligner}"
     if SAMPLES[wildcards.sample].input_kind.runs("call_methylation"):
         bam = f"results/{wildcards.sample}/methylation/{name}.{wildcards.motif}.modbam.bam"
+    elif SAMPLES[wildcards.sample].phased_vcf:  # WhatsHap's haplotags from the phased VCF
+        bam = f"results/{wildcards.sample}/align/{name}.haplotagged.bam"
     else:
         bam = f"results/{wildcards.sample}/align/{name}.bam"
     inputs = {"bam": bam, "bai": f"{bam}.bai", "reference": reference_fasta(wildcards)}
@@ -493,6 +499,62 @@ def pileup_inputs(wildcards):
         inputs["shards"] = [f"{shard}.bed" for shard in shards]
         inputs["shard_listings"] = [f"{shard}.pileup_reads.tsv" for shard in shards]
     return inputs
+
+
+def haplotype_pileup_inputs(wildcards):
+    """What the pileup per haplotype reads: the pileup's BAM, index and reference (never its
+    scatter's shards: it is one job)."""
+    inputs = pileup_inputs(wildcards)
+    return {k: inputs[k] for k in ("bam", "bai", "reference")}
+
+
+def samples_with_phased_vcf():
+    """A wildcard pattern matching the samples with a phased VCF (rule haplotag)."""
+    names = [re.escape(s.name) for s in SAMPLES.values() if s.phased_vcf]
+    return "|".join(names) if names else "(?!)"
+
+
+def phased_outputs(sample, aligner, motif):
+    """The bedMethyl files per haplotype of a sample's motif (pileup.phased), with indexes."""
+    name = f"results/{sample}/methylation/{sample}.{aligner}.{motif}"
+    return [f"{name}.{hp}.bedmethyl.gz{index}" for hp in ("hp1", "hp2") for index in ("", ".tbi")]
+
+
+def sample_motifs(sample):
+    """The motifs a sample has a bedMethyl of: nanopolish's (methylation.motifs) for a signal
+    sample, the pileup's (pileup.motif) for one piling up its reads' own calls; none else."""
+    if sample.input_kind.runs("call_methylation"):
+        return list(config["methylation"]["motifs"])
+    return [config["pileup"]["motif"]] if sample.input_kind.runs("pileup") else []
+
+
+def cohort_samples(ref, motif):
+    """The samples of a cohort table: every sample on the reference with a bedMethyl of the
+    motif, in the run's order."""
+    return [
+        s.name for s in SAMPLES.values() if s.reference_name == ref and motif in sample_motifs(s)
+    ]
+
+
+def cohort_inputs(wildcards):
+    """What the cohort table reads: each of its samples' bedMethyl, and the reference's index
+    (its contig order)."""
+    beds = [
+        f"results/{s}/methylation/{s}.{wildcards.aligner}.{wildcards.motif}.bedmethyl.gz"
+        for s in cohort_samples(wildcards.ref, wildcards.motif)
+    ]
+    return {"beds": beds, "fai": f"results/references/{wildcards.ref}/{wildcards.ref}.fa.fai"}
+
+
+def cohort_tables(aligner):
+    """The cohort tables of the run: per reference and motif shared by two samples or more."""
+    motifs = dict.fromkeys(m for s in SAMPLES.values() for m in sample_motifs(s))
+    return [
+        f"results/cohort/{ref}/cohort.{aligner}.{motif}.bed.gz.tbi"
+        for ref in REFERENCES
+        for motif in motifs
+        if len(cohort_samples(ref, motif)) >= 2
+    ]
 
 
 def pileup_settings(wildcards):
@@ -522,6 +584,8 @@ def final_outputs():
         if sample.input_kind.stages_tagged_reads:  # the pileup of the reads' own calls
             name = f"{prefix}/methylation/{s}.{aligner}.{config['pileup']['motif']}"
             out += [f"{name}.bedmethyl.gz.tbi", f"{prefix}/{s}.staged.tsv"]
+            if config["pileup"]["phased"]:
+                out += phased_outputs(s, aligner, config["pileup"]["motif"])
             if scored(s):
                 out.append(f"{prefix}/methylation/{s}.{aligner}.cpg.accuracy.tsv")
         if sample.input_kind.read_accounting:
@@ -542,6 +606,7 @@ def final_outputs():
             out.append(f"{prefix}/methylation/{s}.{aligner}.cpg.accuracy.tsv")
         out += report_figures(s, aligner)
     out += dmr_outputs()  # rules/dmr.smk
+    out += cohort_tables(aligner)
     out.append(MULTIQC_REPORT)
     return out
 

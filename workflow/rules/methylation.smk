@@ -282,6 +282,32 @@ rule pileup:
         "../../scripts/pileup.py"
 
 
+# pileup.phased: the bedMethyl of the records with HP:i:1 and of those with HP:i:2, as modkit
+# 0.6.1's pileup --phased writes its hp1 and hp2 files (the combined one is rule pileup's), each
+# bgzipped and indexed. One job, never scattered.
+rule pileup_haplotypes:
+    input:
+        unpack(haplotype_pileup_inputs),
+    output:
+        hp1="results/{sample}/methylation/{sample}.{aligner}.{motif}.hp1.bedmethyl.gz",
+        hp1_tbi="results/{sample}/methylation/{sample}.{aligner}.{motif}.hp1.bedmethyl.gz.tbi",
+        hp2="results/{sample}/methylation/{sample}.{aligner}.{motif}.hp2.bedmethyl.gz",
+        hp2_tbi="results/{sample}/methylation/{sample}.{aligner}.{motif}.hp2.bedmethyl.gz.tbi",
+    log:
+        "results/logs/pileup_haplotypes/{sample}.{aligner}.{motif}.log",
+    benchmark:
+        "results/benchmarks/pileup_haplotypes/{sample}.{aligner}.{motif}.tsv"
+    wildcard_constraints:
+        sample=samples_running("pileup"),
+    conda:
+        "../../envs/python.yaml"
+    threads: RUN_CORES
+    params:
+        settings=pileup_settings,
+    script:
+        "../../scripts/pileup_haplotypes.py"
+
+
 # A share of the pileup (scatter.pileup > 1): the rows of consecutive regions of the genome
 # (numapore.methylation.pileup_cli.shard_regions); rule pileup concatenates them in order.
 rule pileup_shard:
@@ -305,3 +331,25 @@ rule pileup_shard:
         settings=pileup_settings,
     script:
         "../../scripts/pileup.py"
+
+
+# The cohort table: per reference and motif, every sample's bedMethyl as one table of sites x
+# samples (numapore.methylation.cohort): columns 1-18 what `modkit bedmethyl merge` writes from
+# the same files (counts summed), then each sample's valid coverage and modified count.
+rule cohort_table:
+    input:
+        unpack(cohort_inputs),
+    output:
+        table="results/cohort/{ref}/cohort.{aligner}.{motif}.bed.gz",
+        tbi="results/cohort/{ref}/cohort.{aligner}.{motif}.bed.gz.tbi",
+    log:
+        "results/logs/cohort_table/{ref}.{aligner}.{motif}.log",
+    benchmark:
+        "results/benchmarks/cohort_table/{ref}.{aligner}.{motif}.tsv"
+    conda:
+        "../../envs/python.yaml"
+    params:
+        samples=lambda wc: cohort_samples(wc.ref, wc.motif),
+        groups=lambda wc: {s: SAMPLES[s].group for s in cohort_samples(wc.ref, wc.motif)},
+    script:
+        "../../scripts/cohort_table.py"

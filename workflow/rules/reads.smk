@@ -132,6 +132,10 @@ rule stage_modbam_reads:
     threads: staging_threads
     params:
         reference=lambda wc: str(SAMPLES[wc.sample].reference),
+        # checked here, before the alignment: the phased VCF's contigs against the reference;
+        # with pileup.phased and no VCF, the reads must carry HP tags
+        phased_vcf=lambda wc: str(SAMPLES[wc.sample].phased_vcf or ""),
+        phased=config["pileup"]["phased"],
     script:
         "../../scripts/stage_modbam_reads.py"
 

@@ -41,6 +41,10 @@ from numapore.inputs.seqcheck import open_text
 KEPT_TAGS = "MM,ML,MN,Mm,Ml"
 MOD_TAGS = (b"MM:Z:", b"Mm:Z:")
 KEPT_PREFIXES = tuple(f"{tag}:".encode() for tag in KEPT_TAGS.split(","))
+# An upstream phasing's haplotags (haplotype, phase set: WhatsHap's, as modkit --phased reads
+# them): kept too, and not dropped with the modification tags when an MN does not fit.
+HAPLOTAG_TAGS = "HP,PS"
+HAPLOTAG = b"HP:i:"
 
 
 # Why a staged read carries no calls (the listing beside the staged reads; read accounting).
@@ -65,6 +69,7 @@ class StagedReads:
     reads: int = 0
     with_tags: int = 0
     mn_mismatch: int = 0  # reads whose MN is not their length: staged without their tags
+    with_haplotag: int = 0  # reads with an HP tag (an upstream phasing's), kept
     aligned_input: bool = False
     # Reference sequences the input was aligned to that the sample's reference lacks (a few).
     other_reference: str = ""
@@ -86,6 +91,8 @@ class StagedReads:
             line += f", {self.without_tags} without (aligned; no modification calls)"
         if self.mn_mismatch:
             line += f", {self.mn_mismatch} whose MN tag does not match their length (tags dropped)"
+        if self.with_haplotag:
+            line += f", {self.with_haplotag} with an HP tag (kept)"
         left = {
             "secondary": self.secondary,
             "supplementary": self.supplementary,
@@ -219,7 +226,8 @@ def samtools_fastq(
 ) -> subprocess.Popen:
     """samtools fastq of a BAM/CRAM's primary records not marked duplicate, or of every record
     (every_record), tags in the headers (a CRAM is decoded against the sample's reference)."""
-    argv = ["samtools", "fastq", "-F", "0" if every_record else "0xD00", "-T", KEPT_TAGS]
+    argv = ["samtools", "fastq", "-F", "0" if every_record else "0xD00"]
+    argv += ["-T", f"{KEPT_TAGS},{HAPLOTAG_TAGS}"]
     if threads > 1:  # one to decompress; beside the aligner (threads 0) it keeps to one thread
         argv += ["-@", str(threads - 1)]
     if source.name.lower().endswith(".cram"):
@@ -320,11 +328,14 @@ def samtools_error(source: Path, reference: Path, error: str, returncode: int) -
 def stage_modbam_reads(
     source: Path, output: Path, reference: Path, threads: int, fai: Path | None = None,
     listing: Path | None = None, ids: Path | None = None,
+    check_first: Callable[[], None] | None = None,
 ) -> StagedReads:  # fmt: skip
     """Write source's reads as FASTQ with their tags to output (complete or absent), the reads
     staged without calls with the reason to listing, and the reads' ids to the read id table
     ids; InputError when nothing usable is there or a read id repeats. fai: the sample's
-    reference index, to tell whether an aligned input was aligned to another reference."""
+    reference index, to tell whether an aligned input was aligned to another reference.
+    check_first: a check run once output is open (its InputError closes it: an aligner
+    reading it as a pipe sees its end, rather than waiting for it to open)."""
     staged = StagedReads()
     bam = source.name.lower().endswith(MODBAM_SUFFIXES)
     counting = process = None
@@ -354,6 +365,8 @@ def stage_modbam_reads(
         first, *tags = header.split()
         name = first[1:].decode("latin-1")
         read_names.add(name)
+        if any(field.startswith(HAPLOTAG) for field in tags):
+            staged.with_haplotag += 1
         if not has_mod_tags(tags):
             untagged.append((name, NO_TAGS))
         elif mn_mismatch(tags, length):
@@ -365,6 +378,8 @@ def stage_modbam_reads(
         return None
 
     with atomic_output(output) as tmp, open(tmp, "wb", buffering=0) as out:
+        if check_first is not None:
+            check_first()
         widen_pipe(out.fileno())
         if process is not None:
             handle = process.stdout

@@ -13,6 +13,7 @@ if TYPE_CHECKING:  # pandas only where a sheet is read: jobs import reads_format
 
 from numapore.base.errors import InputError
 from numapore.inputs.kinds import DEFAULT_KIND, KINDS, MODBAM_SUFFIXES, InputKind, infer_kind
+from numapore.inputs.phasing import vcf_sample
 from numapore.inputs.seqcheck import open_text
 
 # Formats nanopolish, minimap2, bwa and bowtie2 all read; gzip is allowed for each.
@@ -38,6 +39,7 @@ class Sample:
     kind: str = DEFAULT_KIND  # numapore.inputs.kinds.KINDS: what the sample is, what it runs
     reads2: Path | None = None  # the second reads of pairs (R2; kind short), in R1's order
     group: str = ""  # the sheet's group column (tumour, normal, ...): cohort table, DMR contrasts
+    phased_vcf: Path | None = None  # WhatsHap haplotags the aligned reads from it (rule haplotag)
 
     @property
     def paired(self) -> bool:
@@ -331,6 +333,7 @@ def load_samples(table: pd.DataFrame, sheet: Path, base: Path) -> dict[str, Samp
         declared = row.kind if "kind" in table.columns else ""
         reads2 = row.reads2 if "reads2" in table.columns else ""
         group = row.group if "group" in table.columns else ""
+        vcf = row.phased_vcf if "phased_vcf" in table.columns else ""
         kind = KINDS[infer_kind(declared, signal_text, row.reads, key, reads2)]
         if kind.needs_signal and not signal_text:
             what = "an empty signal field" if column else "no signal column"
@@ -344,12 +347,26 @@ def load_samples(table: pd.DataFrame, sheet: Path, base: Path) -> dict[str, Samp
         signal_format = check_signal(signal, key) if kind.needs_signal else ""
         sample = Sample(
             name, signal, base / row.reads, base / row.reference, signal_format, tuple(notes),
-            kind.name, base / reads2 if reads2 else None, group,
+            kind.name, base / reads2 if reads2 else None, group, base / vcf if vcf else None,
         )  # fmt: skip
         check_staged_input(sample, kind, key)
+        if vcf:
+            check_phased_vcf(sample, kind, key)
         check_reference(sample.reference, key)
         samples[name] = sample
     return samples
+
+
+def check_phased_vcf(sample: Sample, kind: InputKind, key: str) -> None:
+    """Fail unless a sample with a phased VCF is of a kind whose pileup reads its aligned
+    reads (modbam, hifi: the haplotagged BAM is piled up) and the VCF has its sample."""
+    if kind.staging != "tagged":
+        raise InputError(
+            f"{key}: a phased VCF haplotags the aligned reads of a modBAM sample (kind modbam or "
+            f"hifi); a {kind.name} sample's pileup reads nanopolish's calls, not its reads: "
+            "leave its phased_vcf field empty"
+        )
+    vcf_sample(sample.phased_vcf, sample.name, key)
 
 
 def check_staged_input(sample: Sample, kind: InputKind, key: str) -> None:
@@ -410,6 +427,19 @@ def sample_groups(samples: dict[str, Sample]) -> dict[str, list[str]]:
         if sample.group:
             groups.setdefault(sample.group, []).append(sample.name)
     return groups
+
+
+def check_phased_samples(samples: Iterable[Sample]) -> None:
+    """pileup.phased: fail, naming the first, when a sample's pileup cannot have haplotags: a
+    signal sample's modBAM is made from nanopolish's calls, without its reads' tags."""
+    for sample in samples:
+        if sample.input_kind.runs("pileup") and not sample.input_kind.stages_tagged_reads:
+            raise InputError(
+                f"pileup.phased: sample '{sample.name}' is a {sample.kind} sample: its pileup "
+                "reads nanopolish's calls, which carry no haplotags (only modbam and hifi "
+                "samples are phased); run it without pileup.phased (a simulated one: "
+                "--config simulate=none)"
+            )
 
 
 def check_reference_names(samples: dict[str, Sample], sheet: Path) -> None:

@@ -182,7 +182,8 @@ def pileup_run(
     keeps only the intervals of the whole run that start inside them, in the order given, so
     pileups of regions that tile the genome concatenate to the whole output. reads_out (a text
     stream) gets the read listing: each mapped primary record once, in the interval where it
-    starts (read_id, mapq, 1 if it carries ML values: READ_LISTING_COLUMNS; rows only); it
+    starts (read_id, mapq, 1 if it carries ML values, HP tag or 0: READ_LISTING_COLUMNS; rows
+    only); it
     lists every such record of the BAM when the run covers whole contigs (no region or
     include-bed option), or the regions of a scatter do together."""
     if reads_out is not None and (options.region or options.include_bed):

@@ -96,7 +96,7 @@ NO_CALLS = ReadCalls(None, None, set())  # what a skipped read contributes
 
 
 # The columns of pileup's read listing (reads_out), a TSV with this header line
-READ_LISTING_COLUMNS = ("read_id", "mapq", "called")
+READ_LISTING_COLUMNS = ("read_id", "mapq", "called", "hp")
 
 
 READ_LISTING_HEADER = "\t".join(READ_LISTING_COLUMNS) + "\n"

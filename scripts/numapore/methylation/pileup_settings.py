@@ -47,6 +47,11 @@ def check_settings(settings: Mapping[str, Any]) -> None:
         raise SettingsError(
             f"pileup.modkit: {version!r} is not one of {', '.join(MODKIT_VERSIONS)}"
         )
+    if settings.get("phased") and version != "0.6":
+        raise SettingsError(
+            f'pileup.phased: true is modkit 0.6.1\'s pileup --phased; set pileup.modkit: "0.6" '
+            f"(it is {version!r})"
+        )
     if version == "0.6":
         for key, option in ONLY_04.items():
             if settings.get(key):

@@ -363,8 +363,9 @@ def carries_calls(rec: pysam.AlignedSegment) -> bool:
 
 def read_listing_line(rec: pysam.AlignedSegment) -> str:
     """A mapped primary record's line of the read listing: read id, MAPQ, 1 if it carries
-    calls (READ_LISTING_COLUMNS)."""
-    return f"{rec.query_name}\t{rec.mapping_quality}\t{int(carries_calls(rec))}\n"
+    calls, its HP tag (0: none) (READ_LISTING_COLUMNS)."""
+    called = int(carries_calls(rec))
+    return f"{rec.query_name}\t{rec.mapping_quality}\t{called}\t{haplotype_of(rec)}\n"
 
 
 def haplotype_of(rec: pysam.AlignedSegment) -> int:

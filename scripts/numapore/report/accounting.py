@@ -327,7 +327,7 @@ def primary_alignments_and_calls(bam: str | os.PathLike) -> tuple[pl.DataFrame, 
 def listed_alignments_and_calls(listing: str | os.PathLike) -> tuple[pl.DataFrame, pl.Series]:
     """primary_alignments_and_calls from the pileup's read listing of the BAM (the pileup
     reads every record already; the listing names each mapped primary record once)."""
-    schema = {"read_id": pl.String, "mapq": pl.Int64, "called": pl.Boolean}
+    schema = {"read_id": pl.String, "mapq": pl.Int64, "called": pl.Boolean, "hp": pl.Int64}
     try:
         table = pl.read_csv(listing, separator="\t", schema={**schema, "called": pl.Int8})
     except (OSError, pl.exceptions.PolarsError) as err:
@@ -431,6 +431,7 @@ def account_modbam(inp: ModbamAccountingInputs) -> list[Row]:
         ("alignment", "primary aligned", aligned.height, inp.aligner),
         ("alignment", "unmapped", len(staged) - aligned.height, ""),
     ]
+    rows += haplotype_rows(inp.sample, aligned)
     reads = (
         pl.DataFrame({"read_id": staged})
         .with_columns(called=pl.col("read_id").is_in(called.implode()))
@@ -449,6 +450,27 @@ def account_modbam(inp: ModbamAccountingInputs) -> list[Row]:
     return rows + call_rows(
         inp.sample, reads, fate, len(called), "any modification code", len(staged), "staged"
     )
+
+
+def haplotype_rows(sample: str, aligned: pl.DataFrame) -> list[Row]:
+    """The primary aligned reads by their HP tag (haplotype 1, 2, none; others by value), when
+    any read has one (an upstream phasing's tags, or WhatsHap's from a phased VCF);
+    AccountingError unless they add up to the primary aligned reads."""
+    if "hp" not in aligned.columns or not (aligned["hp"] > 0).any():
+        return []
+    counts = dict(aligned["hp"].value_counts().iter_rows())
+    rows: list[Row] = [("haplotype", f"primary aligned with HP {hp}", counts.pop(hp, 0), "")
+                       for hp in (1, 2)]  # fmt: skip
+    rows.append(("haplotype", "primary aligned without an HP tag", counts.pop(0, 0), ""))
+    rows += [
+        ("haplotype", f"primary aligned with HP {hp}", n, "") for hp, n in sorted(counts.items())
+    ]
+    if sum(r[2] for r in rows) != aligned.height:
+        raise AccountingError(
+            f"sample '{sample}': {aligned.height} primary aligned reads but "
+            f"{sum(r[2] for r in rows)} by haplotag"
+        )
+    return rows
 
 
 def call_rows(

@@ -1,0 +1,145 @@
+"""The cohort table: the bedMethyl files of every sample of a run (one motif, one reference) as
+one table of sites x samples.
+
+Columns 1-18 are, row for row and byte for byte, what `modkit bedmethyl merge` (modkit 0.6.1)
+writes from the same files: its outer join of the sites (chrom, start, modification code,
+strand), the eight counts summed over the samples, score and N_valid_cov the summed valid
+coverage, the percent recomputed from the sums; rows in the order of the reference's contigs,
+then start, strand (+, -, .), code (one-letter codes, then ChEBI numbers). Then two columns per
+sample, in the run's sample order: `valid_<sample>` (its N_valid_cov) and `mod_<sample>` (its
+N_mod), 0 and 0 where the sample has no row: what a per-sample test (DSS: N and X) needs.
+
+modkit's merge keeps only the code of a bedMethyl's name column (`m` of `m,CG,0`); so does this
+table. A `#` header line names the columns (modkit's with `--header`, then the samples').
+
+    write_cohort_table(out, [("s1", bed1), ("s2", bed2)], contigs)   # bgzipped, tabix-indexed
+"""
+
+from __future__ import annotations
+
+import gzip
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import polars as pl
+
+from numapore.methylation.bedmethyl import COLOUR, COLUMNS, percent_modified
+from numapore.methylation.bgzf import write_indexed_bed
+
+COUNTS = ["n_mod", "n_canonical", "n_other_mod", "n_delete", "n_fail", "n_diff", "n_nocall"]
+STRAND_ORDER = {"+": 0, "-": 1, ".": 2}  # modkit's StrandRule order: Positive, Negative, Both
+
+
+class CohortError(ValueError):
+    """A bedMethyl file the cohort table cannot read."""
+
+
+def sample_columns(samples: Sequence[str]) -> list[str]:
+    """The per-sample columns after modkit's 18: valid_<sample>, mod_<sample> for each."""
+    return [f"{what}_{sample}" for sample in samples for what in ("valid", "mod")]
+
+
+def header_line(samples: Sequence[str]) -> str:
+    """The table's header line: modkit's bedMethyl header (`--header`), then the samples'."""
+    return "#" + "\t".join([*COLUMNS, *sample_columns(samples)]) + "\n"
+
+
+def read_sample(path: Path, index: int) -> pl.DataFrame:
+    """A bedMethyl file's rows (gzip/BGZF or plain; `#` lines skipped): the site, the code of its
+    name column, the eight counts, and the sample's index."""
+    opener = gzip.open if path.read_bytes()[:2] == b"\x1f\x8b" else open
+    with opener(path, "rb") as handle:
+        data = handle.read()
+    names = ["chrom", "start", "end", "name", "score", "strand", "t1", "t2", "colour", "valid",
+             "percent", *COUNTS]  # fmt: skip
+    if not data.strip():
+        return pl.DataFrame(schema={"chrom": pl.String, "start": pl.Int64, "end": pl.Int64,
+                                    "code": pl.String, "strand": pl.String,
+                                    **{c: pl.Int64 for c in ["valid", *COUNTS]},
+                                    "sample": pl.Int32})  # fmt: skip
+    try:
+        table = pl.read_csv(
+            data, separator="\t", has_header=False, new_columns=names, comment_prefix="#",
+            schema_overrides={"chrom": pl.String, "name": pl.String, "strand": pl.String,
+                              "start": pl.Int64, "end": pl.Int64, "valid": pl.Int64,
+                              **{c: pl.Int64 for c in COUNTS}},
+        )  # fmt: skip
+    except pl.exceptions.PolarsError as err:
+        raise CohortError(f"{path}: not a bedMethyl file: {err}") from err
+    return table.select(
+        "chrom", "start", "end",
+        pl.col("name").str.split(",").list.first().alias("code"),
+        "strand", "valid", *COUNTS, sample=pl.lit(index, pl.Int32),
+    )  # fmt: skip
+
+
+def code_key(code: str) -> tuple[int, int]:
+    """modkit's order of modification codes (derived Ord of ModCodeRepr): one-letter codes by
+    character, then ChEBI numbers by value."""
+    return (0, ord(code)) if len(code) == 1 else (1, int(code))
+
+
+def cohort_frame(beds: Sequence[tuple[str, Path]], contigs: Sequence[str]) -> pl.DataFrame:
+    """The table's rows as a frame, in modkit's order: the site, the summed counts, and each
+    sample's valid and mod columns. contigs: the reference's contig order (its .fai's)."""
+    samples = [name for name, _ in beds]
+    rows = pl.concat([read_sample(Path(path), i) for i, (_, path) in enumerate(beds)])
+    unknown = set(rows["chrom"].unique()) - set(contigs)
+    if unknown:
+        raise CohortError(f"contig(s) {', '.join(sorted(unknown)[:3])} not in the reference")
+    key = ["chrom", "start", "code", "strand"]
+    pooled = (
+        rows.sort("sample")
+        .group_by(key, maintain_order=True)
+        .agg(pl.col("end").first(), pl.col("valid").sum(), *(pl.col(c).sum() for c in COUNTS))
+    )
+    for what, column in (("valid", "valid"), ("mod", "n_mod")):
+        wide = rows.pivot(on="sample", index=key, values=column, aggregate_function="sum")
+        wide = wide.rename({str(i): f"{what}_{s}" for i, s in enumerate(samples)
+                            if str(i) in wide.columns})  # fmt: skip
+        pooled = pooled.join(wide, on=key, how="left", nulls_equal=True)
+    for column in sample_columns(samples):
+        if column not in pooled.columns:  # a sample without any row
+            pooled = pooled.with_columns(pl.lit(0, pl.Int64).alias(column))
+    pooled = pooled.with_columns(pl.col(c).fill_null(0) for c in sample_columns(samples))
+    order = {name: i for i, name in enumerate(contigs)}
+    codes = pooled["code"].unique().to_list()
+    code_rank = {c: i for i, c in enumerate(sorted(codes, key=code_key))}
+    return pooled.with_columns(
+        contig_rank=pl.col("chrom").replace_strict(order, return_dtype=pl.Int64),
+        strand_rank=pl.col("strand").replace_strict(STRAND_ORDER, return_dtype=pl.Int64),
+        code_rank=pl.col("code").replace_strict(code_rank, return_dtype=pl.Int64),
+    ).sort("contig_rank", "start", "strand_rank", "code_rank")
+
+
+def cohort_lines(frame: pl.DataFrame, samples: Sequence[str]) -> Iterator[str]:
+    """The table's lines (without the header): modkit merge's 18 columns, then the samples'."""
+    per_sample = sample_columns(samples)
+    columns = ["chrom", "start", "end", "code", "valid", "strand", *COUNTS, *per_sample]
+    for row in frame.select(columns).iter_rows():
+        chrom, start, end, code, valid, strand, *rest = row
+        counts, own = rest[: len(COUNTS)], rest[len(COUNTS) :]
+        fields = [chrom, start, end, code, valid, strand, start, end, COLOUR, valid,
+                  percent_modified(counts[0], valid), *counts, *own]  # fmt: skip
+        yield "\t".join(map(str, fields)) + "\n"
+
+
+def write_cohort_table(out: Path, beds: Sequence[tuple[str, Path]], contigs: Sequence[str]) -> int:
+    """Write the cohort table of beds ((sample, bedMethyl) in the run's order) to out, bgzipped
+    with its tabix index (out.tbi); return its row count."""
+    samples = [name for name, _ in beds]
+    frame = cohort_frame(beds, contigs)
+
+    def chunks() -> Iterator[bytes]:
+        """The header, then the rows, a block at a time."""
+        yield header_line(samples).encode()
+        block: list[str] = []
+        for line in cohort_lines(frame, samples):
+            block.append(line)
+            if len(block) == 100_000:
+                yield "".join(block).encode()
+                block = []
+        yield "".join(block).encode()
+
+    write_indexed_bed(out, chunks())
+    return frame.height

@@ -1,0 +1,30 @@
+"""Rule pileup_haplotypes (pileup.phased): the pileup's bedMethyl of the records with HP:i:1 and
+of those with HP:i:2, bgzipped and indexed: modkit 0.6.1's `pileup --phased` hp1 and hp2 files
+(numapore pileup --phased writes the same, with its combined one, which rule pileup writes)."""
+
+import sys
+from dataclasses import replace
+
+from numapore.base.rulelog import redirect_to_log
+from numapore.methylation import pileup_cli
+from numapore.methylation.pileup import PileupError
+from numapore.methylation.pileup_settings import modkit_command, pileup_arguments
+
+smk = snakemake  # noqa: F821 (injected by the script directive)
+redirect_to_log(smk)
+arguments = pileup_arguments(smk.params.settings, str(smk.input.reference), smk.threads)
+bam = smk.input.bam
+folder = f"results/{smk.wildcards.sample}/methylation/phased"
+command = modkit_command(bam, folder, [*arguments, "--phased", "--bgzf"])
+print(f"equivalent modkit command: {command} (its hp1.bed.gz and hp2.bed.gz)")
+try:
+    # What pileup_cli.run does for --phased's haplotype files: one pass per haplotype with the
+    # same options, the threshold estimated from all the records as for the combined file.
+    args = pileup_cli.parse([bam, smk.output.hp1, *arguments, "--bgzf"])
+    options = pileup_cli.options_from_args(args)
+    for haplotype, out in ((1, smk.output.hp1), (2, smk.output.hp2)):
+        result = pileup_cli.write_pileup(args, out, replace(options, haplotype=haplotype), None,
+                                         False)  # fmt: skip
+        print(f"HP {haplotype}: {result.stats.used} read(s) used, {result.stats.rows} rows")
+except PileupError as err:
+    sys.exit(f"numapore: sample '{smk.wildcards.sample}': {err}")
