@@ -30,6 +30,7 @@ run_alignment(
     sample=smk.wildcards.sample,
     mark_duplicates=smk.params.duplicates,
     minimap2_preset=smk.params.minimap2_preset,
+    batch=smk.params.batch,
 )
 if "summary" in smk.output.keys():  # the sample's BAM (common.smk: ONE_ALIGN_SHARD)
     finish_sample_bam(

@@ -8,8 +8,8 @@ from numapore.execution.shards import split_fastx, split_short_reads
 
 smk = snakemake  # noqa: F821 (injected by the script directive)
 redirect_to_log(smk)
-# Short reads: bwa's batch size (numapore.inputs.kinds, the kind's batch_bases) from the rule;
-# kinds without batches are dealt round-robin.
+# Short reads: bwa's batch size (numapore.inputs.kinds: the kind's, or config
+# short_reads.bwa_batch_bases) from the rule; kinds without batches are dealt round-robin.
 if not smk.params.batch:
     counts = split_fastx(Path(smk.input[0]), [Path(p) for p in smk.output])
     print(f"reads per shard: {counts}")

@@ -550,8 +550,11 @@ def test_mismatched_mates_stop_the_run_at_staging(tmp_path: Path) -> None:
 
 def test_mark_duplicates_off(tmp_path: Path, lambda_index) -> None:
     """short_reads.mark_duplicates: false leaves the aligner's records as they are (no fixmate,
-    no markdup): every field of the primary records, TLEN included, is bwa's by hand."""
-    work = write_short_project(tmp_path / "run", "bwa", {"short_reads": {"mark_duplicates": False}})
+    no markdup): every field of the primary records, TLEN included, is bwa's by hand. And
+    short_reads.bwa_batch_bases reaches bwa's -K (here above the pairs' 2.2 M bases, so one batch
+    either way: the records stay those of the default's by hand)."""
+    settings = {"short_reads": {"mark_duplicates": False, "bwa_batch_bases": 20_000_000}}
+    work = write_short_project(tmp_path / "run", "bwa", settings)
     shutil.rmtree(work / "results", ignore_errors=True)
     write_sheet(work / "config/samples.tsv", [f"pe\t\t{R1}\t{R2}\t{LAMBDA}"])
     done = run_workflow(work, str(bam_of(Path(), "pe", "bwa")))
@@ -560,6 +563,9 @@ def test_mark_duplicates_off(tmp_path: Path, lambda_index) -> None:
     hand = primary_records(by_hand("bwa", lambda_index, "pe"))
     assert [x.split("\t")[:11] for x in got] == [x.split("\t")[:11] for x in hand]
     assert not any(int(x.split("\t")[1]) & 0x400 for x in got)
+    (record,) = (work / "results/logs/align").glob("pe.bwa.*.run.json")
+    (process,) = json.loads(record.read_text())["processes"]
+    assert " mem -K 20000000 " in process["command"], process["command"]
 
 
 @pytest.mark.parametrize("marked", [True, False], ids=["markdup", "no-markdup"])
@@ -595,6 +601,17 @@ def test_shards_of_one_step_merge_to_the_unsplit_bam(tmp_path, lambda_index, big
 # ---------- SNAP ----------
 
 SNAP_OPTIONS = ["-b-", "-map-", "-R", READ_GROUP.format("pe")]
+
+
+def test_bwa_batch_is_the_kinds_or_the_configs() -> None:
+    """bwa's -K: the short kind's 10 M bases unless config short_reads.bwa_batch_bases sets it
+    (the schema's default is the kind's); kinds without batches have none."""
+    schema = yaml.safe_load((REPO / "workflow/schemas/config.schema.yaml").read_text())
+    default = schema["properties"]["short_reads"]["properties"]["bwa_batch_bases"]["default"]
+    assert KINDS["short"].batch({}) == KINDS["short"].batch_bases == default == 10_000_000
+    assert KINDS["short"].batch({"short_reads": {"bwa_batch_bases": 5000}}) == 5000
+    assert KINDS["short"].aligner_preset("bwa", "s", batch=5000).startswith("mem -K 5000 ")
+    assert KINDS["modbam"].batch({"short_reads": {"bwa_batch_bases": 5000}}) == 0
 
 
 def test_snap_preset_and_command() -> None:

@@ -38,6 +38,7 @@ rule align:
         duplicates=marks_duplicates,
         reads=lambda wc: str(SAMPLES[wc.sample].reads),
         minimap2_preset=lambda wc: minimap2_preset(SAMPLES[wc.sample]),
+        batch=bwa_batch,
     script:
         "../../scripts/align.py"
 

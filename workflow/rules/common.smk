@@ -814,6 +814,12 @@ def minimap2_preset(sample):
     return sample.input_kind.minimap2_preset(config)
 
 
+def bwa_batch(wildcards):
+    """bwa mem's -K for the sample (0: its kind reads no batches): the kind's, or the one the
+    config sets (numapore.inputs.kinds)."""
+    return SAMPLES[wildcards.sample].input_kind.batch(config)
+
+
 def aligner_index(wildcards):
     """What the aligner is given as its index: minimap2's .mmi, bwa's / bowtie2's prefix, or
     SNAP's folder."""

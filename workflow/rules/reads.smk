@@ -70,7 +70,7 @@ rule split_reads:
     conda:
         "../../envs/python.yaml"
     params:
-        batch=lambda wc: SAMPLES[wc.sample].input_kind.batch_bases,
+        batch=bwa_batch,
     script:
         "../../scripts/split_reads.py"
 
@@ -101,7 +101,7 @@ rule split_paired_reads:
     conda:
         "../../envs/python.yaml"
     params:
-        batch=lambda wc: SAMPLES[wc.sample].input_kind.batch_bases,
+        batch=bwa_batch,
     script:
         "../../scripts/split_reads.py"
 

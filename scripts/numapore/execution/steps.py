@@ -60,13 +60,15 @@ def run_alignment(
     mark_duplicates: bool = False,
     pool: int = 1,
     minimap2_preset: str = "",
+    batch: int = 0,
 ) -> StepRun:
     """Align reads of an input kind (reads2: the R2 mates of pairs; minimap2_preset: minimap2's
     -x where the kind lets a user choose it) into a sorted BAM under the host's alignment
     strategy. Short reads are split into consecutive shares of whole pairs and
     whole bwa batches (numapore.execution.shards.split_short_reads), other reads round-robin.
     pool > 1: that many unbound processes on shards, split and merged as instances are (the
-    tests run the instances' split on a one-node machine so)."""
+    tests run the instances' split on a one-node machine so). batch: bwa's -K (config
+    short_reads.bwa_batch_bases; 0: the kind's)."""
     topology = check_host_against_machine(host)
     print(host_line(host), file=sys.stderr)
     longest = ALIGNERS[aligner].max_read_length
@@ -77,20 +79,31 @@ def run_alignment(
     index_bytes = sum(Path(p).stat().st_size for p in index_files)
     plan = plan_step(host, topology, "alignment", threads, index_bytes, pool, aligner)
     input_kind = KINDS[kind]
+    batch = batch or input_kind.batch_bases
 
     def tool(src: Path, out: Path, t: int) -> str:
         """The unchanged aligner command for one shard (its R2 shard beside it)."""
         second = None if reads2 is None else (reads2 if src == reads else mate_shard(src))
         return align_command(
-            aligner, index, src, out, t, kind, second, sample, mark_duplicates, minimap2_preset
+            aligner,
+            index,
+            src,
+            out,
+            t,
+            kind,
+            second,
+            sample,
+            mark_duplicates,
+            minimap2_preset,
+            batch,
         )
 
     def split(src: Path, shards: Sequence[Path]) -> object:
         """The reads into one shard per process."""
-        if not input_kind.batch_bases:  # no batches to keep whole
+        if not batch:  # no batches to keep whole
             return split_fastx(src, shards)
         mates = None if reads2 is None else [mate_shard(p) for p in shards]
-        counts = split_short_reads(src, reads2, shards, mates, input_kind.batch_bases)
+        counts = split_short_reads(src, reads2, shards, mates, batch)
         print(f"{'pairs' if mates else 'reads'} per process: {counts}", file=sys.stderr)
         return counts
 

@@ -28,6 +28,7 @@ def align_command(
     sample: str = "sample",
     mark_duplicates: bool = False,
     minimap2_preset: str = "",
+    batch: int = 0,
 ) -> str:
     """Align reads of an input kind with the chosen aligner (its command: numapore.execution.
     aligners) and sort into a
@@ -38,7 +39,7 @@ def align_command(
     the sort, the mate tags samtools markdup reads once the BAM is merged."""
     input_kind = KINDS[kind]
     # refuses an aligner the kind lacks
-    options = input_kind.aligner_preset(aligner, sample, minimap2_preset)
+    options = input_kind.aligner_preset(aligner, sample, minimap2_preset, batch)
     if reads2 is not None and not input_kind.paired:
         raise ValueError(f"{kind} samples take one reads file, not pairs")
     first = quote(str(reads))

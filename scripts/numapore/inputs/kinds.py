@@ -58,6 +58,8 @@ class InputKind:
     # bwa mem's -K of the kind's preset (bases per batch; 0: none): bwa estimates the insert
     # size per batch, so shards of the reads are cut on whole batches (numapore.execution.shards).
     batch_bases: int = 0
+    # The config key with which a user sets that -K ("": batch_bases as it is).
+    batch_bases_setting: str = ""
     # Duplicates marked (samtools fixmate -m before the sort, markdup after the merge) when
     # config short_reads.mark_duplicates asks for it.
     marks_duplicates: bool = False
@@ -102,6 +104,14 @@ class InputKind:
         section, key = self.minimap2_preset_setting.split(".")
         return settings[section][key]
 
+    def batch(self, settings: dict[str, dict]) -> int:
+        """bwa mem's -K for this kind (0: no batches): the configured one where the kind lets a
+        user set it (batch_bases_setting, a key of settings, the config), else batch_bases."""
+        if not (self.batch_bases and self.batch_bases_setting):
+            return self.batch_bases
+        section, key = self.batch_bases_setting.split(".")
+        return int(settings.get(section, {}).get(key, self.batch_bases))
+
     def runs(self, step: str) -> bool:
         """Whether samples of this kind run a step (one of STEPS)."""
         if step not in STEPS:
@@ -109,11 +119,12 @@ class InputKind:
         return step in self.steps
 
     def aligner_preset(
-        self, aligner: str, sample: str = "sample", minimap2_preset: str = ""
+        self, aligner: str, sample: str = "sample", minimap2_preset: str = "", batch: int = 0
     ) -> str:
         """The aligner's options for this kind (a read group, where the preset has one, named
         after the sample; minimap2's -x where the kind lets a user choose it, else
-        minimap2_index); InputError naming the aligners that can."""
+        minimap2_index; batch: bwa's -K where the config sets it, else batch_bases); InputError
+        naming the aligners that can."""
         if aligner not in self.aligner_options:
             serves = [k.name for k in KINDS.values() if aligner in k.aligner_options]
             only = f" (it aligns {' and '.join(serves)} samples only)" if serves else ""
@@ -122,7 +133,9 @@ class InputKind:
                 + " or ".join(sorted(self.aligner_options))
             )
         return self.aligner_options[aligner].format(
-            sample=sample, batch=self.batch_bases, preset=minimap2_preset or self.minimap2_index
+            sample=sample,
+            batch=batch or self.batch_bases,
+            preset=minimap2_preset or self.minimap2_index,
         )
 
 
@@ -226,6 +239,7 @@ KINDS = {
             accounting="reads and pairs in, mapped, properly paired, duplicates",
             paired=True,
             batch_bases=10_000_000,
+            batch_bases_setting="short_reads.bwa_batch_bases",
             marks_duplicates=True,
             rewrites_sorted_bam=True,
             minimap2_index="sr",
