@@ -26,6 +26,8 @@ from numapore.simulate.truth import TruthSettings, layout
 CONFIG = REPO / ".test" / "config-groups.yaml"
 NAME = "case_vs_control"
 PREFIX = f"results/dmr/{NAME}/{NAME}"
+HP = "case1_hp1_vs_hp2"  # haplotype 1 vs 2 of case1 (pileup.phased)
+HP_PREFIX = f"results/dmr/{HP}/{HP}"
 TARGETS = [
     f"{PREFIX}.sites.tsv.gz.tbi",
     f"{PREFIX}.dmrs.bed.gz.tbi",
@@ -33,6 +35,8 @@ TARGETS = [
     f"{PREFIX}.dmrs.png",
     f"{PREFIX}.top_dmrs.html",
     "results/multiqc/numapore_dmr_mqc.tsv",
+    f"{HP_PREFIX}.dmrs.bed.gz.tbi",
+    f"{HP_PREFIX}.score.tsv",
 ]
 SAMPLES = ["case1", "case2", "control1", "control2"]
 
@@ -59,19 +63,23 @@ def bedmethyl(work: Path, sample: str) -> Path:
 BY_HAND = r"""
 suppressPackageStartupMessages(library(DSS))
 args <- commandArgs(trailingOnly = TRUE)
-out <- args[1]; files <- args[-1]; names <- sub("[.].*", "", basename(files))
-frames <- lapply(files, function(f) {
+counts <- function(f) {
   b <- read.delim(gzfile(f), header = FALSE, colClasses = c(V1 = "character"))
   b <- b[b$V4 == "m" & b$V10 > 0, ]
   data.frame(chr = b$V1, pos = b$V2 + 1, N = b$V10, X = b$V12)
-})
-bs <- makeBSseqData(frames, names)
-invisible(capture.output(test <- DMLtest(bs, group1 = names[1:2], group2 = names[3:4],
-  smoothing = TRUE, smoothing.span = 500)))
-dmrs <- callDMR(test, delta = 0.1, p.threshold = 1e-5, minlen = 50, minCG = 3, dis.merge = 100,
-  pct.sig = 0.5)
-write.table(test, paste0(out, ".sites.tsv"), sep = "\t", quote = FALSE, row.names = FALSE)
-write.table(dmrs, paste0(out, ".dmrs.tsv"), sep = "\t", quote = FALSE, row.names = FALSE)
+}
+by_hand <- function(out, files, group1, group2) {
+  names <- c(group1, group2)
+  bs <- makeBSseqData(lapply(files, counts), names)
+  invisible(capture.output(test <- DMLtest(bs, group1 = group1, group2 = group2,
+    smoothing = TRUE, smoothing.span = 500)))
+  dmrs <- callDMR(test, delta = 0.1, p.threshold = 1e-5, minlen = 50, minCG = 3,
+    dis.merge = 100, pct.sig = 0.5)
+  write.table(test, paste0(out, ".sites.tsv"), sep = "\t", quote = FALSE, row.names = FALSE)
+  write.table(dmrs, paste0(out, ".dmrs.tsv"), sep = "\t", quote = FALSE, row.names = FALSE)
+}
+by_hand(args[1], args[3:6], c("case1", "case2"), c("control1", "control2"))
+by_hand(args[2], args[7:8], "hp1", "hp2")
 """
 
 
@@ -83,7 +91,8 @@ def read_gz_table(path: Path) -> list[list[str]]:
 
 def test_dmr_tables_equal_dss_run_by_hand(groups_run, tmp_path):
     """The per-site table and the DMRs equal DSS's DMLtest and callDMR run by hand in R on the
-    same bedMethyl counts (config/config.yaml's parameters, which the run used)."""
+    same bedMethyl counts (config/config.yaml's parameters, which the run used): the groups'
+    four samples, and case1's two haplotypes (1 vs 1, smoothed)."""
     settings = yaml.safe_load((REPO / "config" / "config.yaml").read_text())["dmr"]
     assert (settings["smoothing"], settings["smoothing_span"], settings["delta"]) == (
         True, 500, 0.1,
@@ -92,15 +101,22 @@ def test_dmr_tables_equal_dss_run_by_hand(groups_run, tmp_path):
     assert (settings["dis_merge"], settings["pct_sig"]) == (100, 0.5)
     script = tmp_path / "by_hand.R"
     script.write_text(BY_HAND)
-    files = [str(bedmethyl(groups_run, s)) for s in SAMPLES]
-    done = subprocess.run(
-        ["Rscript", str(script), str(tmp_path / "hand"), *files], capture_output=True, text=True
-    )
+    case1 = str(bedmethyl(groups_run, "case1"))
+    haplotypes = [case1.replace(".bedmethyl", f".{hp}.bedmethyl") for hp in ("hp1", "hp2")]
+    files = [str(bedmethyl(groups_run, s)) for s in SAMPLES] + haplotypes
+    outs = [str(tmp_path / NAME), str(tmp_path / HP)]  # one R process: DSS loads once
+    done = subprocess.run(["Rscript", str(script), *outs, *files], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr[-3000:]
-    hand = [line.split("\t") for line in (tmp_path / "hand.sites.tsv").read_text().splitlines()]
+    for contrast in (NAME, HP):
+        same_as_by_hand(groups_run, tmp_path / contrast, f"results/dmr/{contrast}/{contrast}")
+
+
+def same_as_by_hand(groups_run: Path, hand_prefix: Path, prefix: str) -> None:
+    """A contrast's merged tables equal DSS's by hand (its .sites.tsv and .dmrs.tsv)."""
+    hand = [line.split("\t") for line in Path(f"{hand_prefix}.sites.tsv").read_text().splitlines()]
     assert hand[0] == ["chr", "pos", "mu1", "mu2", "diff", "diff.se", "stat", "phi1", "phi2",
                        "pval", "fdr"]  # fmt: skip
-    ours = read_gz_table(groups_run / f"{PREFIX}.sites.tsv.gz")
+    ours = read_gz_table(groups_run / f"{prefix}.sites.tsv.gz")
     assert len(ours) == len(hand) - 1 > 1000
     assert [(r[0], int(r[1]) + 1, int(r[2])) for r in ours] == [
         (h[0], int(h[1]), int(h[1])) for h in hand[1:]
@@ -110,12 +126,14 @@ def test_dmr_tables_equal_dss_run_by_hand(groups_run, tmp_path):
         np.array([h[2:] for h in hand[1:]], dtype=float),
         rtol=1e-12,
     )
-    hand_dmrs = [line.split("\t") for line in (tmp_path / "hand.dmrs.tsv").read_text().splitlines()]
+    hand_dmrs = [
+        line.split("\t") for line in Path(f"{hand_prefix}.dmrs.tsv").read_text().splitlines()
+    ]
     assert hand_dmrs[0] == ["chr", "start", "end", "length", "nCG", "meanMethy1", "meanMethy2",
                             "diff.Methy", "areaStat"]  # fmt: skip
     hand_dmrs = sorted(hand_dmrs[1:], key=lambda h: int(h[1]))  # DSS orders by |areaStat|
-    dmrs = read_gz_table(groups_run / f"{PREFIX}.dmrs.bed.gz")
-    assert len(dmrs) == len(hand_dmrs) >= 5
+    dmrs = read_gz_table(groups_run / f"{prefix}.dmrs.bed.gz")
+    assert len(dmrs) == len(hand_dmrs) >= 3
     assert [(r[0], int(r[1]) + 1, int(r[2]), int(r[3])) for r in dmrs] == [
         (h[0], int(h[1]), int(h[2]), int(h[4])) for h in hand_dmrs
     ]
@@ -143,6 +161,10 @@ def test_dmrs_found_where_the_truth_has_them(groups_run):
         capture_output=True, text=True, check=True,
     )  # fmt: skip
     assert done.stdout.splitlines()[1].split("\t")[1:] == row.split("\t")[1:]
+    header, row = (groups_run / f"{HP_PREFIX}.score.tsv").read_text().splitlines()
+    score = dict(zip(header.split("\t"), row.split("\t"), strict=True))
+    assert (score["kind"], int(score["true_regions"])) == ("asm", 3)
+    assert float(score["recall"]) >= 0.9 and float(score["precision"]) >= 0.9, score
 
 
 def test_dmr_outputs_indexed_reported_and_in_multiqc(groups_run):
@@ -169,10 +191,11 @@ def test_dmr_outputs_indexed_reported_and_in_multiqc(groups_run):
     page = (groups_run / f"{PREFIX}.top_dmrs.html").read_text()
     assert f"<td>{best[1]}</td><td>{best[2]}</td>" in page
     table = (groups_run / "results/multiqc/numapore_dmr_mqc.tsv").read_text().splitlines()
-    assert table[-2:] == [
+    assert table[-3:-1] == [
         "Sample\tDMRs\tCpGs in DMRs",
         f"{NAME}\t{len(dmrs)}\t{sum(int(r[3]) for r in dmrs)}",
     ]
+    assert table[-1].startswith(f"{HP}\t")
 
 
 def test_simulated_truth_regions_and_haplotags(tmp_path):
@@ -220,9 +243,11 @@ def test_simulated_truth_regions_and_haplotags(tmp_path):
 
 
 def dry_run(work: Path, contrasts: list, **dmr_settings) -> str:
-    """A dry run of the groups' config with other contrasts; what it printed (it must fail)."""
+    """A dry run of the groups' config with other contrasts (and pileup.phased off when the
+    settings say phased=False); what it printed (it must fail)."""
     extra = work / "extra.yaml"
-    extra.write_text(yaml.safe_dump({"dmr": {"contrasts": contrasts, **dmr_settings}}))
+    pileup = {"pileup": {"phased": dmr_settings.pop("phased")}} if "phased" in dmr_settings else {}
+    extra.write_text(yaml.safe_dump({"dmr": {"contrasts": contrasts, **dmr_settings}, **pileup}))
     done = run_workflow(
         work, "--dry-run", "--configfile", ".test/config-groups.yaml", str(extra), check=False
     )
@@ -251,8 +276,9 @@ def dry_run(work: Path, contrasts: list, **dmr_settings) -> str:
         ),
         (
             [{"sample": "case1"}],
-            {},
-            "numapore: config dmr.contrasts[0] (case1_hp1_vs_hp2): sample 'case1' is not phased: ",
+            {"phased": False},
+            "numapore: config dmr.contrasts[0] (case1_hp1_vs_hp2): sample 'case1' is not phased: "
+            "pileup.phased is false (no per-haplotype bedMethyl files)",
         ),
     ],
     ids=["unknown-group", "one-sample-no-smoothing", "haplotypes-not-phased"],
