@@ -121,23 +121,24 @@ def test_region_split_concatenates_to_whole(bam, options):
 ALIGNED_INPUTS = sorted(p.with_suffix("") for p in INPUTS.glob("*.bam.bai"))
 
 
-def samtools_primary_alignments(bam: Path) -> list[tuple[str, int, int]]:
+def samtools_primary_alignments(bam: Path) -> list[tuple[str, int, int, int]]:
     """samtools' view of the BAM's mapped primary records (-F 0x904), sorted: read id, MAPQ,
-    1 if an ML (or Ml) tag has at least one value."""
+    1 if an ML (or Ml) tag has at least one value, the HP tag's integer (0: none)."""
     text = subprocess.run(["samtools", "view", "-F", "0x904", str(bam)], capture_output=True,
                           text=True, check=True).stdout  # fmt: skip
     rows = []
     for line in text.splitlines():
         fields = line.split("\t")
         called = any(f.startswith(("ML:B:C,", "Ml:B:C,")) for f in fields[11:])
-        rows.append((fields[0], int(fields[4]), int(called)))
+        haplotype = next((int(f[5:]) for f in fields[11:] if f.startswith("HP:i:")), 0)
+        rows.append((fields[0], int(fields[4]), int(called), haplotype))
     return sorted(rows)
 
 
-def listed(text: str) -> list[tuple[str, int, int]]:
-    """Rows of a read listing (no header), sorted."""
+def listed(text: str) -> list[tuple[str, int, int, int]]:
+    """Rows of a read listing (no header: READ_LISTING_COLUMNS), sorted."""
     rows = [line.split("\t") for line in text.splitlines()]
-    return sorted((name, int(mapq), int(called)) for name, mapq, called in rows)
+    return sorted((name, int(mapq), int(called), int(hp)) for name, mapq, called, hp in rows)
 
 
 @pytest.mark.parametrize("compiled", [False, True], ids=["python", "compiled"])
