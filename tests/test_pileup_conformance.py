@@ -118,7 +118,9 @@ def test_region_split_concatenates_to_whole(bam, options):
 
 # ---------------------------------------------------------------- the read listing
 
-ALIGNED_INPUTS = sorted(p.with_suffix("") for p in INPUTS.glob("*.bam.bai"))
+# With the 0.6.1 suite's haplotagged BAM (HP 1 and 2 on some reads): the listing's HP column.
+HAPLOTAGGED = SUITE.parent / "modkit061_pileup/inputs/bc_anchored_10_reads.hp.sorted.bam"
+ALIGNED_INPUTS = [*sorted(p.with_suffix("") for p in INPUTS.glob("*.bam.bai")), HAPLOTAGGED]
 
 
 def samtools_primary_alignments(bam: Path) -> list[tuple[str, int, int, int]]:
