@@ -6,8 +6,8 @@ steps with the `instances` and `interleave` strategies on a small input (region.
 reads); the policies each process recorded prove where it ran, and the merged outputs equal the
 `none` strategy's run on this host. Short-read pairs too (issue 29): bwa as an instance per
 node on an odd number of pairs, and SNAP under a host file whose nodes are smaller than its
-index: one instance over both nodes. modBAM samples too: two of the modBAM baseline run's
-(tests/test_modbam_kind.py's) realigned with one minimap2 per node. This is the only boot of the
+index: one instance over both nodes. modBAM samples too: modkit's test modBAMs of the modBAM
+baseline run (tests/test_modbam_kind.py's) realigned with one minimap2 per node. This is the only boot of the
 guest in the suite, and every step in it runs in one Python process (tests/guest_driver.py: each
 start costs minutes under emulation): a check that needs a 2-node machine adds a part there.
 NUMAPORE_SKIP_GUEST=1 skips these tests (for quick local runs; CI runs them).
@@ -474,9 +474,8 @@ def test_numa_guest_snap_spans_both_nodes(guest_runs, short_cases):
 
 # --- modBAM samples: one minimap2 per node (moved from tests/test_modbam_kind.py) ---------------
 
-# dorado's usual unaligned modBAM and a CRAM: in the guest, every sample goes through the same
-# split and merge (the host's test_modbam_kind.py runs that split, pool=2, on every sample).
-MODBAM_SAMPLES = ("unmapped", "cram")
+# Every modBAM sample of the suite and the CRAM (in one Python process: about 6 s each here).
+MODBAM_SAMPLES = (*SUITE, "cram")
 
 
 @pytest.fixture(scope="module")
