@@ -7,9 +7,10 @@ reads); the policies each process recorded prove where it ran, and the merged ou
 `none` strategy's run on this host. Short-read pairs too (issue 29): bwa as an instance per
 node on an odd number of pairs, and SNAP under a host file whose nodes are smaller than its
 index: one instance over both nodes. modBAM samples too: modkit's test modBAMs of the modBAM
-baseline run (tests/test_modbam_kind.py's) realigned with one minimap2 per node. This is the only boot of the
-guest in the suite, and every step in it runs in one Python process (tests/guest_driver.py: each
-start costs minutes under emulation): a check that needs a 2-node machine adds a part there.
+baseline run (tests/test_modbam_kind.py's) realigned with one minimap2 per node. This is the
+only boot of the guest in the suite, and every step in it runs in one Python process
+(tests/guest_driver.py: each start costs minutes under emulation): a check that needs a 2-node
+machine adds a part there.
 NUMAPORE_SKIP_GUEST=1 skips these tests (for quick local runs; CI runs them).
 """
 
