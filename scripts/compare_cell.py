@@ -23,6 +23,7 @@ request = {
     "kind": smk.params.kind,
     "sample": smk.params.sample,
     "mark_duplicates": smk.params.duplicates,
+    "batch": smk.params.batch,  # bwa's -K (config short_reads.bwa_batch_bases)
     "genome": smk.input.genome,
     "bam": smk.input.get("bam", ""),
     "index": "" if methylation else smk.params.index,

@@ -101,6 +101,7 @@ rule compare_cell:
         kind=lambda wc: compare_sample().kind,
         sample=lambda wc: compare_sample().name,
         duplicates=lambda wc: marks_duplicates(SimpleNamespace(sample=compare_sample().name)),
+        batch=lambda wc: bwa_batch(SimpleNamespace(sample=compare_sample().name)),
     script:
         "../../scripts/compare_cell.py"
 

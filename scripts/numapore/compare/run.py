@@ -89,6 +89,7 @@ def run_cell(request: Mapping[str, Any]) -> dict[str, Any]:
             workdir / "aligned.bam", cell.threads, record, kind=request["kind"],
             reads2=Path(request["reads2"]) if request["reads2"] else None,
             sample=request["sample"], mark_duplicates=request["mark_duplicates"],
+            batch=request.get("batch", 0),
         )  # fmt: skip
     else:
         reads, latency = Path(request["reads"]), request["storage"]["latency_ms"]
