@@ -13,7 +13,8 @@ from collections import defaultdict
 
 import pytest
 
-_cpu_key = pytest.StashKey[dict[str, float]]()
+# The CPU seconds at the end of the test's last phase (or at its start).
+_since_key = pytest.StashKey[float]()
 
 
 def _cpu_seconds() -> float:
@@ -22,33 +23,20 @@ def _cpu_seconds() -> float:
 
 
 @pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_setup(item):
-    start = _cpu_seconds()
+def pytest_runtest_protocol(item, nextitem):
+    item.stash[_since_key] = _cpu_seconds()
     yield
-    item.stash.setdefault(_cpu_key, {})["setup"] = _cpu_seconds() - start
-
-
-@pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_call(item):
-    start = _cpu_seconds()
-    yield
-    item.stash.setdefault(_cpu_key, {})["call"] = _cpu_seconds() - start
-
-
-@pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_teardown(item):
-    start = _cpu_seconds()
-    yield
-    item.stash.setdefault(_cpu_key, {})["teardown"] = _cpu_seconds() - start
 
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
+    # A report is made right after each phase (setup, call, teardown): the CPU since the last
+    # one is that phase's.
     outcome = yield
-    seconds = item.stash.get(_cpu_key, {}).get(call.when)
-    if seconds is not None:
-        # user_properties travel with the report from an xdist worker to the controller.
-        outcome.get_result().user_properties.append(("cpu_seconds", seconds))
+    now = _cpu_seconds()
+    seconds, item.stash[_since_key] = now - item.stash.get(_since_key, now), now
+    # user_properties travel with the report from an xdist worker to the controller.
+    outcome.get_result().user_properties.append(("cpu_seconds", seconds))
 
 
 def pytest_terminal_summary(terminalreporter):
