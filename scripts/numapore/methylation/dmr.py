@@ -54,8 +54,6 @@ DSS_KEYS = (
     "pct_sig",
 )
 SITE_HEADER = "#chrom\tstart\tend\tmu1\tmu2\tdiff\tdiff.se\tstat\tphi1\tphi2\tpval\tfdr\n"
-# bedMethyl columns (0-based): chrom, start, code, Nvalid_cov, Nmod
-BEDMETHYL_COLUMNS = (0, 1, 3, 9, 11)
 
 
 @dataclass(frozen=True)
@@ -202,20 +200,14 @@ def _haplotype_contrast(
 
 
 def read_counts(path: str, code: str):
-    """A bedMethyl's sites of a modification code: polars frame chrom, start, N, X."""
+    """A bedMethyl's sites of a modification code: polars frame chrom, start, N (valid
+    coverage), X (modified), read as the cohort table reads a sample."""
     import polars as pl
 
-    names = ["chrom", "start", "code", "N", "X"]
-    frame = pl.read_csv(
-        path,
-        separator="\t",
-        has_header=False,
-        columns=list(BEDMETHYL_COLUMNS),
-        new_columns=names,
-        schema_overrides={"column_1": pl.Utf8, "column_4": pl.Utf8},
-        quote_char=None,
-    )
-    return frame.filter(pl.col("code") == code).drop("code")
+    from numapore.methylation.cohort import read_sample
+
+    frame = read_sample(Path(path), 0).filter(pl.col("code") == code)
+    return frame.select("chrom", "start", N="valid", X="n_mod")
 
 
 def count_table(contrast: Contrast, code: str, contigs: Sequence[str]):
