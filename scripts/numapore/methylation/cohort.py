@@ -47,8 +47,9 @@ def header_line(samples: Sequence[str]) -> str:
 def read_sample(path: Path, index: int) -> pl.DataFrame:
     """A bedMethyl file's rows (gzip/BGZF or plain; `#` lines skipped): the site, the code of its
     name column, the eight counts, and the sample's index."""
-    opener = gzip.open if path.read_bytes()[:2] == b"\x1f\x8b" else open
-    with opener(path, "rb") as handle:
+    with open(path, "rb") as handle:
+        compressed = handle.read(2) == b"\x1f\x8b"
+    with (gzip.open if compressed else open)(path, "rb") as handle:
         data = handle.read()
     names = ["chrom", "start", "end", "name", "score", "strand", "t1", "t2", "colour", "valid",
              "percent", *COUNTS]  # fmt: skip
