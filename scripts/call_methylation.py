@@ -1,9 +1,11 @@
-"""Rule call_methylation: nanopolish call-methylation under the host's strategy and I/O mode."""
+"""Rule call_methylation: nanopolish call-methylation under the host's strategy and I/O mode
+(the host tuning's choice, when tuned: its measurements and reason go into the run record)."""
 
 from pathlib import Path
 
 from numapore.execution.hosts import load_host_config
 from numapore.execution.steps import run_methylation
+from numapore.compare.tuning import add_to_record
 from numapore.base.rulelog import redirect_to_log
 
 smk = snakemake  # noqa: F821 (injected by the script directive)
@@ -21,3 +23,5 @@ run_methylation(
     record=Path(smk.log.record),
     motif=smk.wildcards.motif,
 )
+if smk.params.tuning:
+    add_to_record(Path(smk.log.record), Path(smk.params.tuning))

@@ -1,9 +1,11 @@
 # Configuration and sample sheet: validated here, before any job starts, so that a bad input
 # fails fast with one message naming the key or the file.
 import functools
+import json
 import os
 import re
 import sys
+import time
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -38,6 +40,7 @@ from numapore.execution.aligners import ALIGNERS  # noqa: E402
 from numapore.execution.io_modes import IO_MODES, modes_reading  # noqa: E402
 from numapore.execution.io_modes import check_run as check_io_mode  # noqa: E402
 from numapore.execution.runstate import replaced_results  # noqa: E402
+from numapore.compare import tuning  # noqa: E402
 from numapore.report.empty import SampleOutputs, closing_lines  # noqa: E402
 from numapore.execution.tools import check_minimap2_preset  # noqa: E402
 from numapore.execution.topology import NumaError  # noqa: E402
@@ -91,6 +94,9 @@ if (
     or workflow.config_settings.config.get("simulate") == {}
 ):
     config["simulate"] = {}
+# `--config tune=on` (or an unquoted on/off in YAML) reads as a boolean: the word is meant.
+if isinstance(config.get("tune"), bool):
+    config["tune"] = "on" if config["tune"] else "off"
 # One numapore: line for an unknown key (with the closest known one) or a refused value, naming
 # the file and line or --config; Snakemake's validate would print the whole schema.
 try:
@@ -169,6 +175,79 @@ if workflow.is_main_process:
         )
     for _note in (n for s in SAMPLES.values() for n in s.notes):
         logger.warning(f"numapore: {_note}")
+
+
+def tuning_plan():
+    """Host tuning (config tune, tuning:; numapore.compare.tuning): None when off or when
+    there is nothing to tune (no raw-signal sample, an io_mode on the command line), else the
+    tuned sample, the candidates, the cache key and the tuning files."""
+    settings = tuning.settings(config)
+    if settings["mode"] == "off":
+        return None
+    signal_samples = [s for s in SAMPLES.values() if s.input_kind.runs("raw_signal")]
+    why = ""
+    if "io_mode" in HOST.overrides:
+        why = f"--config io_mode={IO_MODE} is given"
+    elif not signal_samples:
+        why = "no sample has raw signal (this version tunes the signal's I/O mode only)"
+    if why:
+        if workflow.is_main_process:
+            logger.info(f"numapore: tuning: nothing to tune: {why}")
+        return None
+    name = settings["sample"] or signal_samples[0].name
+    if name not in {s.name for s in signal_samples}:
+        raise InputError(
+            f"config tuning.sample: {name!r} is not a raw-signal sample "
+            f"(those: {', '.join(s.name for s in signal_samples)})"
+        )
+    candidates = []
+    for mode in tuning.io_candidates(s.signal_format for s in signal_samples):
+        try:
+            check_io_mode(mode, SAMPLES.values(), config, HOST_FILE)
+            candidates.append(mode)
+        except ValueError:  # BLOW5 settings nanopolish cannot read: slow5 is no candidate
+            pass
+    sample = SAMPLES[name]
+    key = tuning.cache_key(
+        tuning.tool_versions(config["aligner"]),
+        config["aligner"],
+        sample.reference,
+        sample.signal,
+        settings["storage"],
+        candidates,
+    ) | {"slice": {k: settings[k] for k in ("reads", "repeats", "share")}}
+    files = tuning.tuning_files()
+    if workflow.is_main_process:
+        reuse, why = tuning.cached(files["record"], key)
+        if settings["mode"] == "again":
+            why = "tune=again: measuring anew"
+        elif reuse is not None:
+            why += f"; I/O mode {reuse['io_mode']} ({reuse['why']})"
+        logger.info(f"numapore: tuning: {why}")
+    return {
+        "sample": name,
+        "candidates": candidates,
+        "key": key,
+        "files": files,
+        "settings": settings,
+        # tune=again: a param that differs from the last run's, so Snakemake runs it again.
+        "again": time.time_ns() if settings["mode"] == "again" else 0,
+    }
+
+
+try:
+    TUNE = tuning_plan()
+except (InputError, ValueError) as err:
+    raise WorkflowError(f"numapore: {err}")
+
+
+def run_io_mode():
+    """The run's I/O mode: the host's (IO_MODE), or the tuning's choice once it is made (an
+    input function calling this waits for checkpoint tune_host)."""
+    if TUNE is None:
+        return IO_MODE
+    record = checkpoints.tune_host.get().output.record
+    return json.loads(Path(record).read_text())["io_mode"]
 
 
 def write_error(err):
@@ -353,7 +432,8 @@ def staged_reads(wildcards, io_mode=None):
     read index beside them pointing at that mode's signal files; a modBAM sample's as FASTQ
     with their tags in the headers; a short sample's checked reads (R1 of pairs)."""
     sample = SAMPLES[wildcards.sample]
-    signal = nanopolish_signal_format(io_mode or IO_MODE)
+    tuned = not io_mode and sample.input_kind.runs("raw_signal")  # only signal reads differ
+    signal = nanopolish_signal_format(io_mode or (run_io_mode() if tuned else IO_MODE))
     return sample.input_kind.staged_reads(sample.name, sample.reads_format, sample.paired, signal)
 
 
@@ -710,7 +790,13 @@ def report_replaced_results():
         "alignment": host_overrides("strategy.alignment").get("overrides", {}),
         "methylation": host_overrides("io_mode", "strategy.methylation").get("overrides", {}),
     }
-    for line in replaced_results(runs, IO_MODE, strategies, overrides):
+    io = IO_MODE
+    if TUNE is not None:  # the mode of the last tuning, if any (this run's is not known yet)
+        record = Path(TUNE["files"]["record"])
+        if not record.is_file():
+            return
+        io = json.loads(record.read_text())["io_mode"]
+    for line in replaced_results(runs, io, strategies, overrides):
         logger.warning(f"numapore: {line}")
 
 
@@ -924,7 +1010,7 @@ def accounting_inputs(wildcards):
         "calls": f"{prefix}/methylation/{name}.{ACCOUNTING_MOTIF}.calls.tsv",
         "modbam": f"{prefix}/methylation/{name}.{ACCOUNTING_MOTIF}.modbam.bam",
     }
-    if IO_MODES[IO_MODE].converts_signal:
+    if IO_MODES[run_io_mode()].converts_signal:
         inputs["blow5_index"] = f"{prefix}/signal/{wildcards.sample}.blow5.idx"
         inputs["rejected"] = f"{prefix}/signal/{wildcards.sample}.blow5.rejected.tsv"
     if SAMPLES[wildcards.sample].signal_format != "blow5":  # a BLOW5 input's index lists its reads

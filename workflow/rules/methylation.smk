@@ -178,7 +178,9 @@ rule call_methylation:
         **host_overrides("io_mode", "strategy.methylation"),
         min_mapq=config["methylation"]["min_mapping_quality"],
         host=HOST_FILE,
-        io_mode=IO_MODE,
+        io_mode=lambda wc: run_io_mode(),
+        # the tuning record whose choice io_mode is (config tune), into the job's run record
+        tuning=lambda wc: TUNE["files"]["record"] if TUNE else "",
         io_processes=io_processes,
     script:
         "../../scripts/call_methylation.py"

@@ -8,5 +8,7 @@ strategy, I/O mode and thread count, and what is made of their measurements.
 - recommend: the configuration to adopt per step, recommended-host.yaml;
 - report: report.md (pivot tables, what can be compared); plots: its PNG plots;
 - subsample: the first N reads of the compared sample and their alignments;
-- slowfs: emulated slow storage (FUSE) the methylation cells read the raw signal through.
+- slowfs: emulated slow storage (FUSE) the methylation cells read the raw signal through;
+- tuning: host tuning (config tune): the I/O modes measured on a slice of the user's sample
+  before a run, decided by recommend's rule, cached per host (rules/tune.smk).
 """

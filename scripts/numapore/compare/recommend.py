@@ -54,13 +54,22 @@ def clearly_faster(rows: Sequence[Mapping[str, Any]], config: tuple, than: tuple
     }
     if any(r["too_short"] for c in runs.values() for r in c):
         return False
-    walls = {c: [r["wall_s"] for r in members] for c, members in runs.items()}
-    effect = statistics.median(walls[than]) - statistics.median(walls[config])
-    spread = max(max(w) - min(w) for w in walls.values())
+    return beats([r["wall_s"] for r in runs[config]], [r["wall_s"] for r in runs[than]])
+
+
+def beats(walls: Sequence[float], than: Sequence[float]) -> bool:
+    """The honest rule on two sets of repeated wall times (the comparison's and the tuner's,
+    numapore.compare.tuning): every repeat faster than every repeat of the other, a difference
+    of medians larger than either's spread over repeats and at least MIN_EFFECT of the other's
+    median. False when either has no repeat."""
+    if not walls or not than:
+        return False
+    effect = statistics.median(than) - statistics.median(walls)
+    spread = max(max(w) - min(w) for w in (walls, than))
     return (
-        max(walls[config]) < min(walls[than])
+        max(walls) < min(than)
         and effect > spread
-        and effect >= MIN_EFFECT * statistics.median(walls[than])
+        and effect >= MIN_EFFECT * statistics.median(than)
     )
 
 

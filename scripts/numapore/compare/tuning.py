@@ -1,0 +1,366 @@
+"""Host tuning (`tune: on`): before a run's heavy steps, the candidates that can differ on this
+host are measured on a slice of the user's own sample, and the whole run uses the winner. The
+one place for the decision: which candidates there are, how the slice is cut, the honest rule
+(numapore.compare.recommend.beats: a candidate wins only if it beats the simpler one in every
+repeat, by more than the repeats' spread and by at least 5 %), the time cap, the cache key and
+the files written (results/tuning/<host>.json, the record the run reads; <host>.yaml, a host
+file the user can adopt as it is).
+
+What is tuned in this version: the I/O mode of the methylation calling (fast5, fast5-pool,
+slow5: those that read every sample's raw signal; fast5 is the simpler one). The strategies are
+not measured: on one NUMA node every strategy is the same command as none; on a NUMA host the
+host file's strategies stay (the `compare` target measures them). A mode's cost on the slice is
+everything that mode adds to a run: nanopolish's index of the signal, the calling, and for
+slow5 the conversion to BLOW5 first.
+
+The workflow imports this module at DAG time (the cache check): it stays free of heavy imports.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from numapore.base.errors import InputError
+from numapore.compare.recommend import MIN_EFFECT, beats
+from numapore.execution.io_modes import IO_MODES, io_mode
+
+# The simpler I/O mode every other is measured against (the comparison's baseline).
+BASELINE = "fast5"
+# A tuning file's format; a file of another is measured anew.
+FORMAT = 1
+MODES = ("off", "on", "again")
+# Why the strategies are not tuned (this version), in the record and the host file.
+STRATEGIES_WHY = (
+    "not tuned: on one NUMA node every strategy is the same command as none; on a NUMA host "
+    "the host file's strategies run (the compare target measures them)"
+)
+
+
+def settings(config: Mapping[str, Any]) -> dict[str, Any]:
+    """The run's tuning settings: config `tuning:` with `mode` from config `tune` (off, on,
+    again). InputError naming the key for another value (the schema checks the section)."""
+    mode = str(config.get("tune", "off"))
+    if mode not in MODES:
+        raise InputError(f"config tune: {mode!r} is not one of {', '.join(MODES)}")
+    return {**config["tuning"], "mode": mode}
+
+
+def host_name() -> str:
+    """The name the tuning files carry: this machine's short hostname (its host file's name in
+    config/hosts/ too, where numapore finds it by itself)."""
+    return socket.gethostname().split(".")[0]
+
+
+def tuning_files(folder: str | os.PathLike = "results/tuning") -> dict[str, str]:
+    """The tuning record (JSON, read by the run) and the adoptable host file (YAML)."""
+    name = host_name()
+    return {"record": f"{folder}/{name}.json", "host": f"{folder}/{name}.yaml"}
+
+
+def io_candidates(signal_formats: Iterable[str]) -> list[str]:
+    """The I/O modes that read every sample's raw signal, the simpler first (fast5, fast5-pool,
+    slow5); POD5 or BLOW5 signal: slow5 only, nothing to measure."""
+    formats = set(signal_formats)
+    return [name for name, mode in IO_MODES.items() if mode.converts_signal or formats <= {"fast5"}]
+
+
+def cache_key(
+    tools: Mapping[str, str],
+    aligner: str,
+    reference: str | os.PathLike,
+    signal: Sequence[str | os.PathLike],
+    storage: Mapping[str, Any],
+    candidates: Sequence[str],
+) -> dict[str, Any]:
+    """What a tuning holds for: the tools' versions, the aligner and the reference its index is
+    built from, the I/O source (the tuned sample's signal paths, the emulated storage) and the
+    candidates; another key: measured anew. Paths only: a change of those files' contents
+    reruns the tuning as any job whose inputs changed (Snakemake's own rule), and files a run
+    makes (a simulated sample's signal) exist only after the DAG is built."""
+    return {
+        "format": FORMAT,
+        "tools": dict(tools),
+        "aligner": aligner,
+        "reference": str(Path(reference).absolute()),
+        "signal": [str(Path(p).absolute()) for p in signal],
+        "storage": dict(storage),
+        "candidates": list(candidates),
+    }
+
+
+def tool_versions(aligner: str) -> dict[str, str]:
+    """nanopolish's and the aligner's first version line (what the cache key holds)."""
+    commands = {"nanopolish": ["nanopolish", "--version"], aligner: [aligner, "--version"]}
+    out = {}
+    for tool, command in commands.items():
+        if shutil.which(command[0]) is None:
+            out[tool] = "not on PATH"
+            continue
+        run = subprocess.run(command, capture_output=True, text=True, errors="replace")
+        lines = [ln.strip() for ln in (run.stdout + run.stderr).splitlines() if ln.strip()]
+        out[tool] = (lines or ["?"])[0]
+    return out
+
+
+def cached(record_path: str | os.PathLike, key: Mapping[str, Any]) -> tuple[dict | None, str]:
+    """The tuning record to reuse (None: measure) and why, in words."""
+    path = Path(record_path)
+    if not path.is_file():
+        return None, f"no tuning of this host yet ({path})"
+    try:
+        record = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None, f"{path} is unreadable"
+    old = record.get("key", {})
+    changed = [k for k in key if old.get(k) != key[k]]
+    if changed:
+        return None, f"{', '.join(changed)} changed since {path} was measured"
+    return record, f"reusing {path} (measured {record.get('measured', '?')}): no measurement"
+
+
+def decide(walls: Mapping[str, Sequence[float]], min_measurable: float) -> tuple[str, str]:
+    """The I/O mode to run and why: the fastest median among the candidates that beat the
+    baseline (fast5) by the honest rule (recommend.beats); else the baseline. The baseline's
+    cells must each run at least min_measurable seconds (the comparison's MIN_MEASURABLE_S):
+    a faster candidate may run shorter, its difference from a measurable time being the
+    effect the rule weighs against the spread."""
+    base = list(walls.get(BASELINE, []))
+    if not base:
+        return BASELINE, "the baseline was not measured"
+    if min(base) < min_measurable:
+        return BASELINE, (
+            f"{BASELINE} ran under {min_measurable:g} s on the slice: too short to tell modes "
+            "apart; the simpler mode runs"
+        )
+    winners = [m for m, w in walls.items() if m != BASELINE and beats(list(w), base)]
+    if not winners:
+        return BASELINE, (
+            f"no mode beat {BASELINE} in every repeat by more than the repeats' spread and by "
+            f">= {MIN_EFFECT:.0%}: the simpler mode runs"
+        )
+    best = min(winners, key=lambda m: statistics.median(walls[m]))
+    gain = statistics.median(base) / statistics.median(walls[best])
+    return best, (
+        f"{best} beat {BASELINE} in every repeat by more than the spread and >= "
+        f"{MIN_EFFECT:.0%} (x{gain:.2f} on the slice)"
+    )
+
+
+def slice_files(reads_per_file: Sequence[tuple[str, int]], reads: int) -> list[str]:
+    """The first signal files (in order) that hold at least `reads` reads between them (all when
+    they hold fewer): the slice is cut by whole files, as nanopolish and the conversion read."""
+    chosen, total = [], 0
+    for path, n in reads_per_file:
+        if total >= reads:
+            break
+        chosen.append(path)
+        total += n
+    return chosen
+
+
+def order(candidates: Sequence[str], repeats: int) -> list[tuple[str, int]]:
+    """The cells in run order: repeat 1 in the candidates' order, repeat 2 reversed, ... (a
+    drifting load falls on no mode in particular; the baseline first: the quick first cell)."""
+    cells = []
+    for repeat in range(1, repeats + 1):
+        modes = list(candidates) if repeat % 2 else list(reversed(candidates))
+        cells += [(mode, repeat) for mode in modes]
+    return cells
+
+
+def slice_size(
+    probe_s: float, probe_reads: int, total_reads: int, cells: int, share: float, floor_s: float
+) -> tuple[int, str]:
+    """The slice's reads, sized from a first quick cell (the baseline on probe_reads reads,
+    probe_s seconds): enough that a baseline cell runs 1.5 x floor_s (the comparison's
+    MIN_MEASURABLE_S), at least probe_reads; 0 when the cells would cost more than `share` of
+    the whole run (the baseline's time per read x the sample's reads, the probe included);
+    with the reason in words."""
+    per_read = probe_s / max(1, probe_reads)
+    want = probe_reads
+    if probe_s < floor_s:
+        want = math.ceil(1.5 * floor_s / per_read) if per_read else total_reads
+    want = min(want, total_reads)
+    whole = per_read * total_reads
+    cost = probe_s + per_read * want * cells
+    if cost > share * whole:
+        return 0, (
+            f"measuring {cells} cells of {want} reads would take about {cost:.1f} s, more than "
+            f"{share:.0%} of the whole run's {whole:.1f} s (estimated from a first cell of "
+            f"{probe_s:.2f} s on {probe_reads} of {total_reads} reads): not measured"
+        )
+    return want, f"{cells} cells of {want} reads, about {cost:.1f} s of the run's {whole:.1f} s"
+
+
+def host_yaml(base: Mapping[str, Any], record: Mapping[str, Any], base_file: str) -> str:
+    """The host file the user can adopt as it is (config/hosts/<hostname>.yaml): the base host
+    file's settings with the chosen I/O mode, and the measurements and the reason as comments."""
+    import yaml
+
+    data = json.loads(json.dumps(dict(base)))
+    data["io_mode"] = record["io_mode"]
+    data["description"] = f"tuned by numapore on {record['measured']} (from: {base_file})"
+    lines = [
+        f"# numapore: tuned on {record['host']} ({record['measured']}), from {base_file}.",
+        f"# I/O mode: {record['io_mode']}: {record['why']}",
+    ]
+    for mode, cells in record.get("walls", {}).items():
+        if cells:
+            lines.append(f"#   {mode}: " + ", ".join(f"{w:.2f} s" for w in cells))
+    if record.get("slice"):
+        s = record["slice"]
+        lines.append(
+            f"#   slice: {s['reads']} of {s['total_reads']} reads of sample '{s['sample']}' "
+            f"({s['files']} signal files); tuning took {record.get('seconds', 0):.1f} s"
+        )
+    lines.append(f"# Strategies: {record.get('strategies_why', '')}")
+    lines.append("# Copy into config/hosts/<hostname>.yaml to run so without tuning.")
+    return "\n".join(lines) + "\n" + yaml.safe_dump(data, sort_keys=False)
+
+
+def add_to_record(run_record: Path, tuning_record: Path) -> None:
+    """Add the tuning behind a step's I/O mode to its job's run record (the provenance page
+    shows it): the tuning file, when it was measured, the choice, the reason and the walls."""
+    record = json.loads(run_record.read_text())
+    tuned = json.loads(tuning_record.read_text())
+    record["tuning"] = {"record": str(tuning_record)} | {
+        k: tuned.get(k) for k in ("measured", "io_mode", "why", "walls", "slice")
+    }
+    run_record.write_text(json.dumps(record, indent=2) + "\n")
+
+
+class Slice:
+    """The slice's files in a scratch folder: its reads, their alignments, its signal."""
+
+    def __init__(self, workdir: Path, files: Sequence[str], reads: Path, total: int) -> None:
+        self.workdir, self.files, self.reads, self.total = workdir, list(files), reads, total
+        self.count = 0
+        self.bam = workdir / "slice.bam"
+
+
+def cut_slice(
+    workdir: Path, reads: Path, signal: Sequence[str], want: int, layout: Callable
+) -> Slice:
+    """The slice of a sample: the first signal files holding `want` reads (layout(path): the
+    file's read ids), and the sample's reads that they hold, as FASTQ/FASTA."""
+    import pysam
+
+    from numapore.inputs.sheet import reads_format
+    from numapore.signal.fast5 import list_fast5
+
+    per_file, total_signal = [], 0
+    for path in map(str, list_fast5(signal)):
+        ids = [read for read, has_signal in layout(path) if has_signal]
+        per_file.append((path, ids))
+        total_signal += len(ids)
+        if sum(len(i) for _, i in per_file) >= want:
+            break
+    files = slice_files([(p, len(i)) for p, i in per_file], want)
+    wanted = {read for p, ids in per_file if p in files for read in ids}
+    fmt = reads_format(reads).removesuffix(".gz")  # the slice is written uncompressed
+    out = Slice(workdir, files, workdir / f"slice.{fmt}", 0)
+    total = 0
+    with pysam.FastxFile(str(reads)) as fastx, open(out.reads, "w") as handle:
+        for record in fastx:
+            total += 1
+            if record.name in wanted:
+                handle.write(str(record) + "\n")
+                out.count += 1
+    out.total = total
+    return out
+
+
+def signal_index(reads: Path, fast5_files: Sequence[str], blow5: Path | None) -> None:
+    """nanopolish index of the slice's reads (in a folder of their own, where it writes the
+    index) against FAST5 files (linked into one folder) or a BLOW5."""
+    from numapore.execution.tools import nanopolish_index_command
+    from numapore.signal.hdf5plugin import vbz_plugin_env
+
+    dirs = []
+    if blow5 is None:
+        folder = reads.parent / "fast5"
+        folder.mkdir(exist_ok=True)
+        for i, path in enumerate(fast5_files):
+            (folder / f"{i}_{Path(path).name}").symlink_to(Path(path).absolute())
+        dirs = [str(folder)]
+    command = nanopolish_index_command(reads, dirs, blow5)
+    with vbz_plugin_env(sys.stderr):
+        env = {**os.environ, "OMP_NUM_THREADS": "1"}
+        subprocess.run(command, shell=True, check=True, stdout=sys.stderr, env=env)
+
+
+def measure_mode(
+    cut: Slice, mode: str, cell: Path, run_calls: Callable[[Path, str, Path], Any], processes: int
+) -> dict[str, float]:
+    """One cell: what the mode adds to a run, on the slice, timed part by part: the conversion
+    to BLOW5 (slow5), nanopolish's index, the calling (run_calls(reads, mode, record))."""
+    from numapore.signal.convert import convert
+
+    cell.mkdir(parents=True)
+    reads = cell / cut.reads.name
+    reads.symlink_to(cut.reads.absolute())
+    parts = {}
+    start = time.monotonic()
+    blow5 = None
+    if io_mode(mode).converts_signal:
+        blow5 = cell / "slice.blow5"
+        convert(cut.files, blow5, processes=processes, progress=None)
+        parts["convert_s"] = time.monotonic() - start
+    began = time.monotonic()
+    signal_index(reads, cut.files, blow5)
+    parts["index_s"] = time.monotonic() - began
+    began = time.monotonic()
+    run_calls(reads, mode, cell / "record.json")
+    parts["call_s"] = time.monotonic() - began
+    parts["wall_s"] = time.monotonic() - start
+    return {k: round(v, 3) for k, v in parts.items()}
+
+
+def tune(
+    cut_at: Callable[[int], Slice],
+    first_reads: int,
+    candidates: Sequence[str],
+    repeats: int,
+    share: float,
+    min_measurable: float,
+    run_calls: Callable[[Path, str, Path], Any],
+    processes: int,
+    log: Callable[[str], None] = print,
+) -> dict[str, Any]:
+    """A first quick cell (the baseline on a slice of first_reads reads; cut_at(n) cuts and
+    aligns a slice of n reads) sizes the slice (slice_size) or says that measuring would cost
+    more than `share` of the whole run; then every candidate is measured on the slice (order)
+    and the rule decides (decide). Returns the record's measured part: the probe, the cells,
+    the walls per mode, the chosen mode (None: not measured), why, and the slice."""
+    cut = cut_at(first_reads)
+    probe = measure_mode(cut, BASELINE, cut.workdir / "probe", run_calls, processes)
+    log(f"tuning: first cell, {BASELINE} on {cut.count} of {cut.total} reads: {probe}")
+    plan = order(candidates, repeats)
+    want, sized = slice_size(
+        probe["wall_s"], cut.count, cut.total, len(plan), share, min_measurable
+    )
+    log(f"tuning: {sized}")
+    result = {"probe": {"reads": cut.count, **probe}, "sizing": sized}
+    if not want:
+        return result | {"walls": {}, "cells": [], "io_mode": None, "why": sized, "slice": cut}
+    if want > cut.count:
+        cut = cut_at(want)
+    cells, walls = [], {m: [] for m in candidates}
+    for mode, repeat in plan:
+        parts = measure_mode(cut, mode, cut.workdir / f"{mode}.r{repeat}", run_calls, processes)
+        cells.append({"io_mode": mode, "repeat": repeat, **parts})
+        walls[mode].append(parts["wall_s"])
+        log(f"tuning: {mode} repeat {repeat} on {cut.count} reads: {parts}")
+    chosen, why = decide(walls, min_measurable)
+    return result | {"cells": cells, "walls": walls, "io_mode": chosen, "why": why, "slice": cut}

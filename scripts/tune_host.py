@@ -1,0 +1,104 @@
+"""Checkpoint tune_host: measure the I/O modes on a slice of the tuned sample (its first signal
+files), decide by the honest rule, write the tuning record (read by the run) and the adoptable
+host file (numapore.compare.tuning)."""
+
+import json
+import sys
+import time
+from contextlib import nullcontext
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pysam
+import yaml
+
+from numapore.base.atomic import atomic_output, scratch_dir
+from numapore.base.rulelog import redirect_to_log
+from numapore.compare.measure import MIN_MEASURABLE_S
+from numapore.compare import tuning
+from numapore.execution.hosts import load_host_config
+from numapore.execution.steps import run_alignment, run_methylation
+from numapore.signal.fast5 import read_layout
+
+smk = snakemake  # noqa: F821 (injected by the script directive)
+redirect_to_log(smk)
+p = smk.params
+settings, candidates = p.settings, p.candidates
+host = load_host_config(p.host)
+started = time.monotonic()
+record = {
+    "format": tuning.FORMAT,
+    "host": tuning.host_name(),
+    "measured": datetime.now(UTC).isoformat(timespec="seconds"),
+    "host_file": p.host,
+    "key": p.key,
+    "candidates": candidates,
+    "strategies_why": p.strategies_why,
+}
+
+
+def log(line):
+    print(line, file=sys.stderr, flush=True)
+
+
+if len(candidates) < 2:
+    record |= {"io_mode": candidates[0], "why": "the only I/O mode that reads the signal"}
+else:
+    with scratch_dir(smk.output.record) as work:
+        work = Path(work)
+        storage = settings["storage"]
+        if storage["latency_ms"]:  # what a user with a slow disk sees (the comparison's FUSE)
+            from numapore.compare.slowfs import mounted
+
+            folders = sorted({Path(s).resolve().parent for s in smk.input.signal})
+            mount_ctx = mounted(
+                {f"source{i}": f for i, f in enumerate(folders)},
+                storage["latency_ms"],
+                storage["disks"],
+            )
+        else:
+            mount_ctx = nullcontext()
+        with mount_ctx as mount:
+            signal = [str(mount.path(Path(s).resolve())) if mount else s for s in smk.input.signal]
+
+            def cut_at(reads):
+                """A slice of `reads` reads in a folder of its own, aligned and indexed."""
+                folder = work / f"slice{reads}"
+                folder.mkdir()
+                cut = tuning.cut_slice(folder, Path(smk.input.reads), signal, reads, read_layout)
+                log(f"tuning: slice of {cut.count} of {cut.total} reads, {len(cut.files)} files")
+                run_alignment(
+                    host, p.aligner, p.index, [Path(f) for f in smk.input.index], cut.reads,
+                    cut.bam, smk.threads, folder / "align.run.json", kind=p.kind,
+                )  # fmt: skip
+                pysam.index(str(cut.bam))
+                return cut
+
+            def calls(reads, mode, cell_record):
+                run_methylation(
+                    host, reads, cell_record.parent.parent / "slice.bam",
+                    Path(smk.input.reference), reads.parent / "calls.tsv", smk.threads,
+                    p.min_mapq, mode, p.io_processes, cell_record,
+                )  # fmt: skip
+
+            measured = tuning.tune(
+                cut_at, settings["reads"], candidates, settings["repeats"], settings["share"],
+                MIN_MEASURABLE_S, calls, p.io_processes, log,
+            )  # fmt: skip
+        cut = measured.pop("slice")
+        record |= measured
+        record["slice"] = {
+            "sample": p.sample,
+            "reads": cut.count,
+            "total_reads": cut.total,
+            "files": len(cut.files),
+        }
+        if measured["io_mode"] is None:
+            record["io_mode"] = host.io_mode
+record["seconds"] = round(time.monotonic() - started, 2)
+log(f"tuning: I/O mode {record['io_mode']}: {record['why']}")
+base = yaml.safe_load(Path(p.host).read_text()) or {}
+with atomic_output(Path(smk.output.host)) as tmp:
+    tmp.write_text(tuning.host_yaml(base, record, p.host))
+with atomic_output(Path(smk.output.record)) as tmp:
+    tmp.write_text(json.dumps(record, indent=2) + "\n")

@@ -1,0 +1,45 @@
+# Host tuning (config tune: on; numapore.compare.tuning): before the heavy steps, the I/O
+# modes that read the signal are measured on a slice of one raw-signal sample, and the run uses
+# the winner. A checkpoint: the inputs of the steps whose files depend on the I/O mode (the
+# staged reads, the signal index, the calling) are known once it has run, or is found up to
+# date (its params hold the cache key: another key, or tune=again, and it runs anew).
+
+
+checkpoint tune_host:
+    input:
+        reads=lambda wc: str(SAMPLES[TUNE["sample"]].reads),
+        signal=lambda wc: [str(p) for p in SAMPLES[TUNE["sample"]].signal],
+        reference=lambda wc: reference_fasta(SimpleNamespace(sample=TUNE["sample"])),
+        index=lambda wc: aligner_index_files(
+            SimpleNamespace(sample=TUNE["sample"], aligner=config["aligner"])
+        ),
+    output:
+        record=tuning.tuning_files()["record"],
+        host=tuning.tuning_files()["host"],
+    log:
+        f"results/logs/tune_host/{tuning.host_name()}.log",
+    benchmark:
+        f"results/benchmarks/tune_host/{tuning.host_name()}.tsv"
+    conda:
+        "../../envs/compare.yaml"
+    threads: RUN_CORES
+    resources:
+        cpus_per_task=cluster_cpus("methylation"),
+        slurm_extra=cluster_node("methylation"),
+    params:
+        settings=lambda wc: TUNE["settings"],
+        candidates=lambda wc: TUNE["candidates"],
+        key=lambda wc: TUNE["key"],
+        again=lambda wc: TUNE["again"],
+        host=HOST_FILE,
+        aligner=config["aligner"],
+        index=lambda wc: aligner_index(
+            SimpleNamespace(sample=TUNE["sample"], aligner=config["aligner"])
+        ),
+        kind=lambda wc: SAMPLES[TUNE["sample"]].kind,
+        sample=lambda wc: TUNE["sample"],
+        min_mapq=config["methylation"]["min_mapping_quality"],
+        io_processes=io_processes,
+        strategies_why=tuning.STRATEGIES_WHY,
+    script:
+        "../../scripts/tune_host.py"
