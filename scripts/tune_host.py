@@ -9,7 +9,6 @@ from contextlib import nullcontext
 from datetime import UTC, datetime
 from pathlib import Path
 
-import pysam
 import yaml
 
 from numapore.base.atomic import atomic_output, scratch_dir
@@ -61,17 +60,19 @@ else:
         with mount_ctx as mount:
             signal = [str(mount.path(Path(s).resolve())) if mount else s for s in smk.input.signal]
 
-            def cut_at(reads):
-                """A slice of `reads` reads in a folder of its own, aligned and indexed."""
-                folder = work / f"slice{reads}"
-                folder.mkdir()
-                cut = tuning.cut_slice(folder, Path(smk.input.reads), signal, reads, read_layout)
-                log(f"tuning: slice of {cut.count} of {cut.total} reads, {len(cut.files)} files")
+            def align(reads, bam):
                 run_alignment(
-                    host, p.aligner, p.index, [Path(f) for f in smk.input.index], cut.reads,
-                    cut.bam, smk.threads, folder / "align.run.json", kind=p.kind,
+                    host, p.aligner, p.index, [Path(f) for f in smk.input.index], reads, bam,
+                    smk.threads, bam.with_suffix(".run.json"), kind=p.kind,
                 )  # fmt: skip
-                pysam.index(str(cut.bam))
+
+            def cut_at(n):
+                """A slice of n reads in a folder of its own, aligned and indexed."""
+                source = Path(smk.input.reads)
+                cut = tuning.aligned_slice(
+                    work / f"slice{n}", source, signal, n, align, read_layout
+                )
+                log(f"tuning: slice of {cut.count} of {cut.total} reads, {len(cut.files)} files")
                 return cut
 
             def calls(reads, mode, cell_record):

@@ -281,6 +281,20 @@ def cut_slice(
     return out
 
 
+def aligned_slice(
+    folder: Path, reads: Path, signal: Sequence[str], want: int, align: Callable, layout: Callable
+) -> Slice:
+    """cut_slice in a folder of its own, its reads aligned (align(reads, bam): the align
+    job's command, numapore.execution.steps.run_alignment) into slice.bam, indexed."""
+    import pysam
+
+    folder.mkdir(parents=True)
+    cut = cut_slice(folder, reads, signal, want, layout)
+    align(cut.reads, cut.bam)
+    pysam.index(str(cut.bam))
+    return cut
+
+
 def signal_index(reads: Path, fast5_files: Sequence[str], blow5: Path | None) -> None:
     """nanopolish index of the slice's reads (in a folder of their own, where it writes the
     index) against FAST5 files (linked into one folder) or a BLOW5."""

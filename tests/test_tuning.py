@@ -1,0 +1,172 @@
+"""Host tuning (config tune; numapore.compare.tuning, rules/tune.smk): the decision's rule, the
+slice's size and the cap, the cache, the adoptable host file; the measuring on a slice of the
+real E. coli reads with the real tools; and in signal_fast5_run (tune: on), the tuning's record,
+its place in the run record and on the provenance data, and a second run that reuses it."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+import pytest
+import yaml
+from conftest import run_workflow
+
+from numapore.base.errors import InputError
+from numapore.compare import tuning
+from numapore.compare.measure import MIN_MEASURABLE_S
+from numapore.execution.hosts import host_config_from_dict, load_host_config
+from numapore.execution.steps import run_alignment, run_methylation
+from numapore.signal.fast5 import read_layout
+
+MODES = ["fast5", "fast5-pool", "slow5"]
+
+
+@pytest.mark.parametrize(
+    "walls, chosen, why",
+    [
+        # slow5 faster in every repeat, by far more than the spread and 5 %: it wins
+        ({"fast5": [10.0, 10.4], "fast5-pool": [9.9, 10.3], "slow5": [2.1, 2.3]}, "slow5", "x4"),
+        # faster medians but the repeats overlap: the simpler one runs
+        ({"fast5": [10.0, 12.0], "slow5": [9.0, 11.0]}, "fast5", "spread"),
+        # every repeat faster, beyond the spread, but by under 5 %: the simpler one runs
+        ({"fast5": [10.0, 10.01], "slow5": [9.7, 9.71]}, "fast5", "5%"),
+        # the baseline ran too short to measure: nothing is a reason
+        ({"fast5": [1.0, 1.1], "slow5": [0.2, 0.21]}, "fast5", "too short"),
+        # the fastest of two winners
+        ({"fast5": [10.0, 10.1], "fast5-pool": [6.0, 6.1], "slow5": [4.0, 4.1]}, "slow5", "x2"),
+    ],
+)
+def test_decide_by_the_comparisons_honest_rule(walls, chosen, why):
+    mode, reason = tuning.decide(walls, MIN_MEASURABLE_S)
+    assert mode == chosen
+    assert why in reason
+
+
+def test_slice_sized_from_the_first_cell_and_capped():
+    # 0.5 s on 100 reads: a cell must run 3 s (1.5 x 2 s), 600 reads; 6 cells of them take
+    # 18.5 s of a 50 s run (10,000 reads): under a 50 % cap, over a 5 % one.
+    want, why = tuning.slice_size(0.5, 100, 10_000, 6, 0.5, 2.0)
+    assert want == 600 and "6 cells of 600 reads" in why
+    want, why = tuning.slice_size(0.5, 100, 10_000, 6, 0.05, 2.0)
+    assert want == 0 and "more than 5% of the whole run's 50.0 s" in why
+    # a first cell long enough: the slice stays
+    assert tuning.slice_size(4.0, 100, 100_000, 6, 0.05, 2.0)[0] == 100
+    # never more reads than the sample has: then measuring costs more than the run itself
+    want, why = tuning.slice_size(0.1, 10, 50, 2, 1.0, 2.0)
+    assert want == 0 and "2 cells of 50 reads" in why
+
+
+def test_candidates_order_and_files():
+    assert tuning.io_candidates(["fast5", "fast5"]) == MODES
+    assert tuning.io_candidates(["fast5", "pod5"]) == ["slow5"]
+    assert tuning.order(["a", "b"], 3) == [
+        ("a", 1),
+        ("b", 1),
+        ("b", 2),
+        ("a", 2),
+        ("a", 3),
+        ("b", 3),
+    ]
+    assert tuning.slice_files([("x", 3), ("y", 3), ("z", 3)], 4) == ["x", "y"]
+    assert tuning.tuning_files("r")["host"] == f"r/{tuning.host_name()}.yaml"
+
+
+def test_cache_reused_only_for_the_same_key(tmp_path):
+    key = tuning.cache_key({"nanopolish": "0.14.0"}, "minimap2", "ref.fa", ["f5"], {}, MODES)
+    record = tmp_path / "host.json"
+    assert tuning.cached(record, key)[0] is None
+    record.write_text(json.dumps({"key": key, "io_mode": "slow5", "measured": "today"}))
+    reuse, why = tuning.cached(record, key)
+    assert reuse["io_mode"] == "slow5" and "no measurement" in why
+    other = tuning.cache_key({"nanopolish": "0.13.2"}, "bwa", "ref.fa", ["f5"], {}, MODES)
+    reuse, why = tuning.cached(record, other)
+    assert reuse is None and why.startswith("tools, aligner changed")
+
+
+def test_bad_tune_setting_names_the_key():
+    with pytest.raises(InputError, match="^config tune: 'maybe' is not one of off, on, again"):
+        tuning.settings({"tune": "maybe", "tuning": {}})
+
+
+def test_measured_on_a_slice_with_the_real_tools(tmp_path, ecoli_dir):
+    """Every mode measured on 2 real reads (their FAST5 files, minimap2, nanopolish; slow5
+    converts them first), the rule applied to those walls; the host file written is one
+    numapore loads as it is."""
+    region = ecoli_dir / "region.fa"
+    index = tmp_path / "region.mmi"
+    subprocess.run(["minimap2", "-d", str(index), str(region)], check=True, capture_output=True)
+    host_path = tmp_path / "host.yaml"
+    host_path.write_text(yaml.safe_dump({"topology": "auto", "io_mode": "fast5"}))
+    host = load_host_config(host_path)
+
+    def align(reads, bam):
+        run_alignment(host, "minimap2", str(index), [index], reads, bam, 1, tmp_path / "a.json")
+
+    def cut_at(n):
+        return tuning.aligned_slice(
+            tmp_path / f"slice{n}", ecoli_dir / "reads.fasta", [str(ecoli_dir / "fast5")], n,
+            align, read_layout,
+        )  # fmt: skip
+
+    def calls(reads, mode, record):
+        run_methylation(
+            host, reads, record.parent.parent / "slice.bam", region, reads.parent / "calls.tsv",
+            1, 20, mode, 2, record,
+        )  # fmt: skip
+
+    # No floor on a cell's time: on 2 reads every cell is short; the cap (all of the run) holds.
+    result = tuning.tune(cut_at, 2, MODES, 2, 1.0, 0.0, calls, 1, log=lambda line: None)
+    cut = result["slice"]
+    assert (cut.count, cut.total, len(cut.files)) == (2, 112, 2)
+    assert [(c["io_mode"], c["repeat"]) for c in result["cells"]] == tuning.order(MODES, 2)
+    for cell in result["cells"]:
+        parts = cell["index_s"] + cell["call_s"] + cell.get("convert_s", 0)
+        assert cell["wall_s"] == pytest.approx(parts, abs=0.01)
+        assert ("convert_s" in cell) == (cell["io_mode"] == "slow5")
+        record = json.loads(
+            (cut.workdir / f"{cell['io_mode']}.r{cell['repeat']}" / "record.json").read_text()
+        )
+        assert record["io_mode"] == cell["io_mode"]
+        calls_tsv = (cut.workdir / f"{cell['io_mode']}.r{cell['repeat']}" / "calls.tsv").read_text()
+        assert len({line.split("\t")[4] for line in calls_tsv.splitlines()[1:]}) == 2
+    assert (result["io_mode"], result["why"]) == tuning.decide(result["walls"], 0.0)
+    text = tuning.host_yaml(
+        {"topology": "auto", "io_mode": "fast5"},
+        {**result, "host": "h", "measured": "now", "slice": None, "strategies_why": "-"},
+        str(host_path),
+    )
+    adopted = host_config_from_dict(yaml.safe_load(text), source="tuned")
+    assert adopted.io_mode == result["io_mode"]
+    assert f"# I/O mode: {result['io_mode']}: {result['why']}" in text
+
+
+def test_tuning_in_a_run_and_its_reuse(signal_fast5_run):
+    """tune: on in signal_fast5_run: the tuning ran before the heavy steps, its first cell said
+    not to measure (the 5 % cap), the host file's fast5 ran, and the record, the run record and
+    the provenance data say so; a second run reuses the record without measuring."""
+    work = signal_fast5_run
+    name = tuning.host_name()
+    record = json.loads((work / f"results/tuning/{name}.json").read_text())
+    assert record["io_mode"] == "fast5" and record["candidates"] == MODES
+    assert record["probe"]["reads"] == 4 and "more than 5% of the whole run" in record["why"]
+    assert record["slice"]["sample"] == "clean" and record["slice"]["total_reads"] == 112
+    adopted = load_host_config(work / f"results/tuning/{name}.yaml")
+    assert adopted.io_mode == "fast5"
+    run = json.loads(
+        (work / "results/logs/call_methylation/clean.minimap2.cpg.1-of-1.run.json").read_text()
+    )
+    assert run["io_mode"] == "fast5"
+    assert run["tuning"]["why"] == record["why"]
+    assert run["tuning"]["record"] == f"results/tuning/{name}.json"
+    # the run's log: the tuning's reason, before any heavy step
+    stderr = (work / "run.stderr").read_text()
+    assert f"numapore: tuning: no tuning of this host yet (results/tuning/{name}.json)" in stderr
+    assert stderr.index("checkpoint tune_host") < stderr.index("rule align")
+    # a second run: the record reused (its log says so), nothing measured again
+    target = "results/clean/methylation/clean.minimap2.cpg.calls.tsv"
+    again = run_workflow(work, "-n", target, "--config", f"host={work / 'host.yaml'}")
+    output = again.stdout + again.stderr
+    assert f"numapore: tuning: reusing results/tuning/{name}.json" in output
+    assert "no measurement; I/O mode fast5" in output
+    assert "Nothing to be done" in output
