@@ -477,8 +477,6 @@ def provenance_page(
                     "overrides": rec.get("overrides", {}),
                     "why": rec.get("reasons", {}).get("why"),
                     "threads": rec.get("threads"),
-                    # host tuning's choice of the I/O mode (numapore.compare.tuning)
-                    "tuning": rec.get("tuning"),
                     "processes": [
                         {k: p.get(k) for k in ("shard", "node", "threads", "command", "policy")}
                         for p in rec.get("processes", [])
@@ -506,20 +504,6 @@ def provenance_page(
                 + f" ({esc(str(job['why']))}); {job['threads']} threads; record "
                 f"<code>{esc(job['record'])}</code></p>"
             )
-            if job["tuning"]:
-                tuned = job["tuning"]
-                walls = "; ".join(
-                    f"{mode} " + ", ".join(f"{w:.2f} s" for w in cells)
-                    for mode, cells in (tuned.get("walls") or {}).items()
-                    if cells
-                )
-                parts.append(
-                    f"<p>I/O mode chosen by host tuning ({esc(str(tuned['measured']))}, "
-                    f"<code>{esc(tuned['record'])}</code>): <b>{esc(str(tuned['io_mode']))}</b>"
-                    f", {esc(str(tuned['why']))}"
-                    + (f"; on the slice: {esc(walls)}" if walls else "")
-                    + "</p>"
-                )
             rows = "".join(
                 f"<tr><td>{p['shard']}</td><td>{'any' if p['node'] is None else p['node']}</td>"
                 f"<td>{p['threads']}</td>"
