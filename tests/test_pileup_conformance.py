@@ -346,3 +346,91 @@ def test_both_paths_every_case(compiled, monkeypatch):
         out = io.StringIO()
         engine.pileup(case["input"], out, options)
         assert out.getvalue() == (SUITE / case["expected"]).read_text(), case["case"]
+
+
+def odd_variants(rec: pysam.AlignedSegment) -> list[pysam.AlignedSegment]:
+    """Copies of a record (renamed) with each kind of tag or flag a pileup reads differently:
+    MN wrong or not an integer, ML signed or text or missing or short, MM missing, old-style
+    Mm/Ml, HP of several types, duplicate, secondary, supplementary, unmapped, MAPQ 0."""
+    import array
+
+    def variant(suffix, change):
+        copy = pysam.AlignedSegment.fromstring(rec.to_string(), rec.header)
+        copy.query_name = rec.query_name + suffix
+        change(copy)
+        return copy
+
+    mm = rec.get_tag("MM") if rec.has_tag("MM") else None
+    ml = list(rec.get_tag("ML")) if rec.has_tag("ML") else []
+
+    def retag(r, **tags):
+        r.set_tags([(k, v) for k, v in r.get_tags() if k not in ("MM", "ML")])
+        for tag, (value, kind) in tags.items():
+            r.set_tag(tag, value, kind)
+
+    changes = {
+        "_mn": lambda r: r.set_tag("MN", r.query_length + 3, "i"),
+        "_mnz": lambda r: r.set_tag("MN", "x", "Z"),
+        "_mlc": lambda r: retag(r, MM=(mm, "Z"), ML=(array.array("b", [v // 2 for v in ml]), None)),
+        "_mlz": lambda r: retag(r, MM=(mm, "Z"), ML=("12", "Z")),
+        "_noml": lambda r: retag(r, MM=(mm, "Z")),
+        "_nomm": lambda r: retag(r, ML=(array.array("B", ml), None)),
+        "_old": lambda r: retag(r, Mm=(mm, "Z"), Ml=(array.array("B", ml), None)),
+        "_mlshort": lambda r: retag(
+            r, MM=(mm, "Z"), ML=(array.array("B", ml[: len(ml) // 2]), None)
+        ),
+        "_hp1": lambda r: r.set_tag("HP", 1, "C"),
+        "_hp2": lambda r: r.set_tag("HP", 2, "i"),
+        "_hpz": lambda r: r.set_tag("HP", "1", "Z"),
+        "_dup": lambda r: setattr(r, "flag", r.flag | 0x400),
+        "_sec": lambda r: setattr(r, "flag", r.flag | 0x100),
+        "_sup": lambda r: setattr(r, "flag", r.flag | 0x800),
+        "_unm": lambda r: setattr(r, "flag", r.flag | 0x4),
+        "_mq0": lambda r: setattr(r, "mapping_quality", 0),
+    }
+    if mm is None:
+        return []
+    return [variant(suffix, change) for suffix, change in changes.items()]
+
+
+def test_bam_reader_is_pysams(tmp_path, monkeypatch):
+    """The compiled core's BAM reader (bam_core.c) and the pysam loop it replaces give the same
+    bedMethyl bytes, counts, skip examples and read listing, on records with every kind of odd
+    tag or flag, at both semantics, with a haplotype and with a read name seen twice in an
+    interval (that interval left to the pysam loop)."""
+    import io
+
+    from numapore.methylation import pileup_reader
+
+    assert engine.ENABLED, "numapore.methylation._pileup_core is not built: pip install -e ."
+    odd = tmp_path / "odd.bam"
+    with pysam.AlignmentFile(BC_BAM, "rb") as bam:
+        with pysam.AlignmentFile(odd, "wb", template=bam) as out:
+            for n, rec in enumerate(bam):
+                out.write(rec)
+                for copy in odd_variants(rec):
+                    out.write(copy)
+                if n == 3:  # the same name twice
+                    out.write(rec)
+    pysam.index(str(odd))
+    assert pileup_reader.BamReader.open(str(odd)) is not None
+    runs = []
+    for c_reader in (True, False):
+        if not c_reader:
+            monkeypatch.setattr(pileup_reader.BamReader, "open", classmethod(lambda cls, p: None))
+        results = []
+        for options in (
+            engine.Options(interval_size=25, no_filtering=True),
+            engine.Options(compat="0.4", interval_size=25, filter_threshold=["0.7"]),
+            engine.Options(interval_size=25, no_filtering=True, haplotype=1),
+            engine.Options(interval_size=40, no_filtering=True, haplotype=2),
+        ):
+            out, listing = io.StringIO(), io.StringIO()
+            stats = engine.pileup(str(odd), out, options, reads_out=listing).stats
+            results.append((out.getvalue(), listing.getvalue(), stats.used, stats.skipped,
+                            stats.examples, stats.rows))  # fmt: skip
+        runs.append(results)
+    assert runs[0] == runs[1]
+    whole = runs[0][0]
+    assert {"mn", "ml", "missing", "ml_short"} <= set(whole[3]), whole[3]
+    assert whole[0] and whole[1].count("\n") > 100

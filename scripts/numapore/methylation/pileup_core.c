@@ -578,10 +578,26 @@ static void add_segment(pu_ctx *c, uint64_t keys, int64_t a, int64_t bnd) {
         }
 }
 
+static int add_read_ops(pu_ctx *c, int reverse, int64_t ref_start, const int64_t *ops,
+                        const int64_t *lens, int64_t nops, const char *seq, int64_t n,
+                        const char *mm, const uint8_t *ml, int64_t nml);
+
 /* One read of the interval: its calls tallied at the positions [start, start + length).
  * Returns 0, or a skip kind with c->reason set. */
 int pu_add_read(pu_ctx *c, int reverse, int64_t ref_start, const char *cigar, int64_t ncig_max,
                 const char *seq, int64_t n, const char *mm, const uint8_t *ml, int64_t nml) {
+    int64_t *ops = malloc(ncig_max * 2 * sizeof(int64_t)), *lens = ops + ncig_max;
+    int64_t nops = parse_cigar(NULL, cigar, ref_start, ops, lens);
+    int rc = add_read_ops(c, reverse, ref_start, ops, lens, nops, seq, n, mm, ml, nml);
+    free(ops);
+    return rc;
+}
+
+/* pu_add_read over the CIGAR's operations (0-8: MIDNSHP=X) and lengths (bam_core.c's reader
+ * gives them from the record); nops < 0: a CIGAR that does not parse */
+static int add_read_ops(pu_ctx *c, int reverse, int64_t ref_start, const int64_t *ops,
+                        const int64_t *lens, int64_t nops, const char *seq, int64_t n,
+                        const char *mm, const uint8_t *ml, int64_t nml) {
     scratch_t *s = get_scratch(c, n);
     uint64_t keys = 0;
     int has[2] = {0, 0}, rc = SKIP_MISSING;
@@ -598,12 +614,7 @@ int pu_add_read(pu_ctx *c, int reverse, int64_t ref_start, const char *cigar, in
             has[0] = has[1] = 0;
         }
     }
-    int64_t *ops = malloc(ncig_max * 2 * sizeof(int64_t)), *lens = ops + ncig_max;
-    int64_t nops = parse_cigar(s, cigar, ref_start, ops, lens);
-    if (nops < 0) {
-        free(ops);
-        return fail(c, SKIP_MM, "bad CIGAR");
-    }
+    if (nops < 0) return fail(c, SKIP_MM, "bad CIGAR");
     int64_t start = c->start, end = c->start + c->length;
     int strand = reverse ? 1 : 0;
     int64_t q = 0, r = ref_start, seg_start = ref_start;
@@ -656,7 +667,6 @@ int pu_add_read(pu_ctx *c, int reverse, int64_t ref_start, const char *cigar, in
         }
     }
     if (keys) add_segment(c, keys, seg_start - start, r - start);
-    free(ops);
     return rc;
 }
 

@@ -4,7 +4,8 @@ numapore.methylation._pileup_core.
 `pip install .` builds it (setup.py's cffi_modules: this file's ffibuilder).
 numapore.methylation.pileup uses it for
 each read's calls, the interval's tally and its bedMethyl text and, without it, numpy: the same
-bytes (tests/test_pileup_conformance.py runs both), slower.
+bytes (tests/test_pileup_conformance.py runs both), slower. bam_core.c, compiled into the same
+module, reads an interval's BAM records (BGZF through libdeflate) for it.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from numapore.base.compiled import shared_declarations
 
 PACKAGE = Path(__file__).resolve().parent
 SOURCE = PACKAGE / "pileup_core.c"
+BAM_SOURCE = PACKAGE / "bam_core.c"  # its BAM reader, compiled after it into the same module
 C_DECLARATIONS = """
 int pu_code(pu_ctx *c, const char *code);
 int pu_begin(pu_ctx *c, int64_t start, int64_t length);
@@ -37,14 +39,24 @@ int64_t pu_text_folded(pu_ctx *c, const char *chrom, const int64_t *pos, const i
 int pu_sample_read(pu_ctx *c, int reverse, const char *seq, int64_t n, const char *mm,
                    const uint8_t *ml, int64_t nml, const char *cigar, int64_t ncig_max);
 void pu_free(pu_ctx *c);
+pu_bam *pu_bam_open(const char *path, const char *index_path);
+void pu_bam_close(pu_bam *b);
+int pu_bam_any(pu_bam *b, int tid, int64_t start, int64_t end);
+int pu_bam_chunk(pu_ctx *c, pu_bam *b, int tid, int64_t start, int64_t end, int first,
+                 int hp_on, int64_t hp, int list_reads, pu_stats *st);
+void pu_stats_free(pu_stats *st);
 """
 
 ffibuilder = cffi.FFI()
-ffibuilder.cdef(shared_declarations(SOURCE.read_text()) + C_DECLARATIONS)
+ffibuilder.cdef(
+    shared_declarations(SOURCE.read_text())
+    + shared_declarations(BAM_SOURCE.read_text())
+    + C_DECLARATIONS
+)
 ffibuilder.set_source(
     "numapore.methylation._pileup_core",
-    SOURCE.read_text(),
+    SOURCE.read_text() + "\n" + BAM_SOURCE.read_text(),
     # float32 arithmetic as Rust does it: no fused multiply-adds, no excess precision
     extra_compile_args=["-O2", "-Wall", "-ffp-contract=off"],
-    libraries=["m"],
+    libraries=["deflate", "m"],  # libdeflate (libdeflate-dev): BGZF blocks, as samtools
 )

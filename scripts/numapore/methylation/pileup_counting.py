@@ -41,6 +41,7 @@ from numapore.methylation.pileup_thresholds import Caller, call_positions, new_c
 from numapore.methylation.pileup_positions import NEG, POS, make_motif, Motif, PositionFilter
 from numapore.methylation.pileup_regions import Chunk, motif_focus
 from numapore.methylation.pileup_modbases import ModBasesCounter
+from numapore.methylation.pileup_reader import BamReader
 
 
 @dataclass
@@ -136,6 +137,7 @@ class ChunkWorker:
             sum(1 << b for b in set(self.motif_bases) if b < 4) if self.motif_bases else 15
         )
         self.core = new_core(options, caller) if common.ENABLED else None
+        self.reader = BamReader.open(bam_path) if self.core is not None else None
         self.modbases = None
         if options.modern and options.modified_bases:
             self.modbases = ModBasesCounter(
@@ -209,7 +211,10 @@ class ChunkWorker:
             stats.rows = len(rows)
             return rows_text(chunk.chrom, rows), stats
         if chunk.planned_end is not None:  # its motif positions, found again
-            if next(self.bam.fetch(chunk.chrom, chunk.start, chunk.end), None) is None:
+            found = self.reader.any(chunk.tid, chunk.start, chunk.end) if self.reader else None
+            if found is None:
+                found = next(self.bam.fetch(chunk.chrom, chunk.start, chunk.end), None) is not None
+            if not found:
                 return "", Stats()  # no read, no row: its motif positions are not needed
             span_end = chunk.span_end
             chunk = Chunk(chunk.tid, chunk.chrom, chunk.start, chunk.planned_end, first=chunk.first)
@@ -231,7 +236,6 @@ class ChunkWorker:
         if length <= 0:
             return "", stats
         ctx = self.core
-        names: set[str] = set()
         # The C text writers read the tallies of allowed positions only (motif positions,
         # --include-bed): the core tallies those alone; the numpy rows (several motifs on
         # separate strands) read them all.
@@ -239,13 +243,31 @@ class ChunkWorker:
         want = None
         if text_in_c and (chunk.rules is not None or chunk.regions is not None):
             want = np.ascontiguousarray(allowed_mask(chunk, length).any(axis=1), dtype=np.uint8)
-        for rec in self.bam.fetch(chunk.chrom, start, end):
+        ctx.want = ffi.from_buffer(want) if want is not None else ffi.NULL
+        tallied = None
+        if self.reader is not None:
+            tallied = self.reader.tally(
+                ctx, chunk, self.options.haplotype, self.list_reads, stats
+            )  # fmt: skip
+        if tallied is None:
+            tallied = self._tally_pysam(chunk, stats)
+            if tallied is None:
+                return None
+        if not tallied:
+            return "", stats
+        return self._core_text(chunk, length, stats)
+
+    def _tally_pysam(self, chunk: Chunk, stats: Stats) -> bool | None:
+        """The interval's usable records through pysam into the core (its want mask set):
+        whether a read was tallied, None where Python must do the interval."""
+        ctx, start, length = self.core, chunk.start, chunk.end - chunk.start
+        names: set[str] = set()
+        for rec in self.bam.fetch(chunk.chrom, start, chunk.end):
             self.list_read(rec, chunk, stats)
             if not usable(rec) or not self.in_haplotype(rec):
                 continue
             if not names:  # the tallies are set up once the interval has a read
                 lib.pu_begin(ctx, start, length)
-                ctx.want = ffi.from_buffer(want) if want is not None else ffi.NULL
             name = rec.query_name
             if name in names:
                 return None
@@ -273,8 +295,11 @@ class ChunkWorker:
                 counted.examples.setdefault(kind, (name, ffi.string(ctx.reason).decode()))
                 continue
             counted.used += 1
-        if not names:
-            return "", stats
+        return bool(names)
+
+    def _core_text(self, chunk: Chunk, length: int, stats: Stats) -> tuple[str, Stats]:
+        """The bedMethyl text of the interval tallied in the core."""
+        ctx = self.core
         lib.pu_observe(ctx)
         if not self.combine_strands and len(self.motif_labels) < 2:
             allowed = np.ascontiguousarray(allowed_mask(chunk, length), dtype=np.uint8)

@@ -1,0 +1,550 @@
+/* A BAM reader for the pileup core (compiled with pileup_core.c into one cffi module).
+ *
+ * An interval's records are read here instead of through pysam: BGZF blocks inflated with
+ * libdeflate (as samtools and modkit do; pysam's htslib inflates with zlib), each block's
+ * CRC32 checked, the start found with the BAM index's linear index (BAI), the records
+ * overlapping [start, end) taken in file order with htslib's rule (hts_itr_next: the
+ * record's end as bam_endpos gives it), and each usable one tallied by pileup_core.c's
+ * add_read_ops. What pileup_counting.py's pysam loop does per record is done the same way
+ * here: the read listing, the haplotype filter, MM/Mm, ML/Ml and MN as get_mod_tags reads
+ * them, the skip counts and their first example. Anything else (a repeated read name, a tag
+ * of an unexpected type, a CIGAR kept in the CG tag, a malformed record) returns PU_DEFER,
+ * and Python does the interval through pysam: the same bytes either way.
+ */
+#include <fcntl.h>
+#include <libdeflate.h>
+#include <unistd.h>
+
+/* cffi: begin */
+#define PU_DEFER 7
+#define PU_NKINDS 10
+
+/* an interval's counts, as pileup_counting.Stats holds them */
+typedef struct {
+    int64_t used;
+    int64_t skipped[PU_NKINDS];            /* per kind: pileup_core's SKIP_*, 8 ml, 9 mn */
+    int order[PU_NKINDS];                  /* kinds in the order they first appeared */
+    int norder;
+    char example_name[PU_NKINDS][256];     /* each kind's first read and reason */
+    char example_reason[PU_NKINDS][160];
+    char *listing;                         /* the read listing's lines (malloc'd) */
+    int64_t listing_len, listing_cap;
+} pu_stats;
+
+typedef struct pu_bam pu_bam;
+/* cffi: end */
+
+#define KIND_ML 8
+#define KIND_MN 9
+
+struct pu_bam {
+    int fd;
+    struct libdeflate_decompressor *inflater;
+    uint8_t cdata[65536];
+    uint8_t udata[65536];
+    int64_t block_addr, next_addr; /* the block in udata (-1: none), the one after it */
+    int ulen, upos;
+    int32_t nref;
+    int32_t *nintv;   /* per reference: the linear index */
+    uint64_t **intv;
+    uint64_t *first;  /* per reference: its first record's offset (0: no record) */
+    uint64_t data_start;
+    uint8_t *rec;
+    int64_t rec_cap;
+    char *seq;
+    int64_t seq_cap;
+    int64_t *ops;
+    int64_t ops_cap;
+    /* the interval's read names: an open-addressing set of offsets into names */
+    char *names;
+    int64_t names_len, names_cap;
+    int64_t *slots;
+    int64_t nslots, nnames;
+};
+
+static uint32_t le32(const uint8_t *p) {
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+static uint64_t le64(const uint8_t *p) { return (uint64_t)le32(p) | (uint64_t)le32(p + 4) << 32; }
+
+static int full_pread(int fd, uint8_t *buf, int64_t n, int64_t at) {
+    int64_t got = 0;
+    while (got < n) {
+        ssize_t k = pread(fd, buf + got, n - got, at + got);
+        if (k < 0) return -1;
+        if (k == 0) break;
+        got += k;
+    }
+    return (int)got;
+}
+
+/* the BGZF block at addr into udata; 0, 1 at the end of the file, -1 if it is not BGZF */
+static int load_block(pu_bam *b, int64_t addr) {
+    uint8_t *h = b->cdata;
+    int got = full_pread(b->fd, h, 18, addr);
+    if (got == 0) return 1;
+    if (got != 18 || h[0] != 31 || h[1] != 139 || h[2] != 8 || !(h[3] & 4) || le32(h + 10) != 0x43420006u)
+        return -1;
+    /* XLEN 6 holding only the BC subfield: BSIZE is the block size - 1 */
+    int bsize = (h[16] | h[17] << 8) + 1;
+    if (bsize < 26 || full_pread(b->fd, h + 18, bsize - 18, addr + 18) != bsize - 18) return -1;
+    uint32_t crc = le32(h + bsize - 8), isize = le32(h + bsize - 4);
+    size_t out = 0;
+    if (isize > 65536 || libdeflate_deflate_decompress(b->inflater, h + 18, bsize - 26, b->udata,
+                                                       isize, &out) != LIBDEFLATE_SUCCESS ||
+        out != isize || libdeflate_crc32(0, b->udata, isize) != crc)
+        return -1;
+    b->block_addr = addr;
+    b->next_addr = addr + bsize;
+    b->ulen = (int)isize;
+    b->upos = 0;
+    return 0;
+}
+
+/* n bytes of the stream into dst: 0, 1 at the end of the file (nothing read), -1 otherwise */
+static int read_bytes(pu_bam *b, uint8_t *dst, int64_t n) {
+    int64_t done = 0;
+    while (done < n) {
+        if (b->upos >= b->ulen) {
+            int rc = load_block(b, b->next_addr);
+            if (rc) return rc == 1 && done == 0 ? 1 : -1;
+            continue;
+        }
+        int64_t k = b->ulen - b->upos < n - done ? b->ulen - b->upos : n - done;
+        memcpy(dst + done, b->udata + b->upos, k);
+        b->upos += (int)k;
+        done += k;
+    }
+    return 0;
+}
+
+static int seek_virtual(pu_bam *b, uint64_t voff) {
+    int64_t addr = (int64_t)(voff >> 16);
+    if (addr != b->block_addr && load_block(b, addr)) return -1;
+    b->upos = (int)(voff & 0xffff);
+    return b->upos <= b->ulen ? 0 : -1;
+}
+
+static uint8_t *read_file(const char *path, int64_t *size) {
+    int fd = open(path, O_RDONLY);
+    if (fd < 0) return NULL;
+    off_t end = lseek(fd, 0, SEEK_END);
+    uint8_t *data = end > 0 ? malloc(end) : NULL;
+    if (data && full_pread(fd, data, end, 0) != end) {
+        free(data);
+        data = NULL;
+    }
+    close(fd);
+    *size = end;
+    return data;
+}
+
+/* the BAI's linear index and each reference's first record (its bins' lowest chunk start) */
+static int load_index(pu_bam *b, const char *path) {
+    int64_t size = 0, at = 8;
+    uint8_t *d = read_file(path, &size);
+    if (!d || size < 8 || memcmp(d, "BAI\1", 4) || (int32_t)le32(d + 4) != b->nref) {
+        free(d);
+        return -1;
+    }
+    b->nintv = calloc(b->nref + 1, sizeof(int32_t));
+    b->intv = calloc(b->nref + 1, sizeof(uint64_t *));
+    b->first = calloc(b->nref + 1, sizeof(uint64_t));
+    for (int32_t r = 0; r < b->nref; r++) {
+        if (at + 4 > size) goto bad;
+        int32_t nbin = (int32_t)le32(d + at);
+        at += 4;
+        for (int32_t i = 0; i < nbin; i++) {
+            if (at + 8 > size) goto bad;
+            uint32_t bin = le32(d + at);
+            int32_t nchunk = (int32_t)le32(d + at + 4);
+            at += 8;
+            if (nchunk < 0 || at + 16 * (int64_t)nchunk > size) goto bad;
+            for (int32_t k = 0; k < nchunk && bin != 37450; k++) {
+                uint64_t u = le64(d + at + 16 * k);
+                if (!b->first[r] || u < b->first[r]) b->first[r] = u;
+            }
+            at += 16 * (int64_t)nchunk;
+        }
+        if (at + 4 > size) goto bad;
+        int32_t n = (int32_t)le32(d + at);
+        at += 4;
+        if (n < 0 || at + 8 * (int64_t)n > size) goto bad;
+        b->nintv[r] = n;
+        b->intv[r] = malloc((n + 1) * sizeof(uint64_t));
+        for (int32_t i = 0; i < n; i++) b->intv[r][i] = le64(d + at + 8 * i);
+        at += 8 * (int64_t)n;
+    }
+    free(d);
+    return 0;
+bad:
+    free(d);
+    return -1;
+}
+
+void pu_bam_close(pu_bam *b) {
+    if (!b) return;
+    if (b->fd >= 0) close(b->fd);
+    if (b->inflater) libdeflate_free_decompressor(b->inflater);
+    for (int32_t r = 0; b->intv && r < b->nref; r++) free(b->intv[r]);
+    free(b->intv);
+    free(b->nintv);
+    free(b->first);
+    free(b->rec);
+    free(b->seq);
+    free(b->ops);
+    free(b->names);
+    free(b->slots);
+    free(b);
+}
+
+/* the BAM (its header read) and its BAI index; NULL if either cannot be read here */
+pu_bam *pu_bam_open(const char *path, const char *index_path) {
+    pu_bam *b = calloc(1, sizeof *b);
+    uint8_t head[12];
+    b->fd = open(path, O_RDONLY);
+    b->inflater = libdeflate_alloc_decompressor();
+    b->block_addr = -1;
+    if (b->fd < 0 || !b->inflater || load_block(b, 0) || read_bytes(b, head, 8) ||
+        memcmp(head, "BAM\1", 4))
+        goto bad;
+    /* the header text, then the references */
+    for (int64_t skip = le32(head + 4); skip > 0;) {
+        int64_t k = skip < 8 ? skip : 8;
+        if (read_bytes(b, head, k)) goto bad;
+        skip -= k;
+    }
+    if (read_bytes(b, head, 4)) goto bad;
+    b->nref = (int32_t)le32(head);
+    for (int32_t r = 0; r < b->nref; r++) {
+        if (read_bytes(b, head, 4)) goto bad;
+        for (int64_t skip = le32(head) + 4; skip > 0;) {
+            int64_t k = skip < 8 ? skip : 8;
+            if (read_bytes(b, head, k)) goto bad;
+            skip -= k;
+        }
+    }
+    b->data_start = (uint64_t)b->block_addr << 16 | (uint64_t)b->upos;
+    if (load_index(b, index_path)) goto bad;
+    return b;
+bad:
+    pu_bam_close(b);
+    return NULL;
+}
+
+/* the next record into b->rec: its length, 0 at the end of the file, -1 if malformed */
+static int64_t next_record(pu_bam *b) {
+    uint8_t len4[4];
+    int rc = read_bytes(b, len4, 4);
+    if (rc) return rc == 1 ? 0 : -1;
+    int64_t n = le32(len4);
+    if (n < 32) return -1;
+    if (n > b->rec_cap) {
+        b->rec_cap = n + n / 2;
+        b->rec = grow(b->rec, b->rec_cap);
+    }
+    return read_bytes(b, b->rec, n) ? -1 : n;
+}
+
+/* where the records overlapping position start of reference tid begin (hts_itr_query's lower
+ * bound: the linear index, or an earlier record where it holds nothing) */
+static int64_t interval_start(const pu_bam *b, int tid, int64_t start) {
+    if (tid < 0 || tid >= b->nref || !b->first[tid]) return -1; /* no record on tid */
+    int64_t w = start >> 14, n = b->nintv[tid];
+    if (w >= n) w = n - 1;
+    uint64_t off = 0;
+    for (; w >= 0 && !off; w--) off = b->intv[tid][w];
+    return (int64_t)(off ? off : b->first[tid]);
+}
+
+/* a record's end on the reference (htslib's bam_endpos); -1 for a CIGAR op it does not know */
+static int64_t record_end(const uint8_t *r, int64_t pos) {
+    int ncig = r[12] | r[13] << 8;
+    const uint8_t *cig = r + 32 + r[8];
+    int64_t rlen = 0;
+    if (!((r[14] | r[15] << 8) & 4))
+        for (int i = 0; i < ncig; i++) {
+            uint32_t v = le32(cig + 4 * i);
+            int op = v & 15;
+            if (op == 0 || op == 2 || op == 3 || op == 7 || op == 8) rlen += v >> 4;
+        }
+    return pos + (rlen ? rlen : 1);
+}
+
+/* a tag of the record's aux data: its type (0: absent) and where its value starts */
+static int find_tag(const uint8_t *aux, const uint8_t *end, const char *tag, const uint8_t **val) {
+    const uint8_t *p = aux;
+    while (p + 3 <= end) {
+        char type = (char)p[2];
+        const uint8_t *v = p + 3;
+        int64_t size;
+        switch (type) {
+        case 'A': case 'c': case 'C': size = 1; break;
+        case 's': case 'S': size = 2; break;
+        case 'i': case 'I': case 'f': size = 4; break;
+        case 'd': size = 8; break;
+        case 'Z': case 'H': {
+            const uint8_t *z = memchr(v, 0, end - v);
+            if (!z) return -1;
+            size = z - v + 1;
+            break;
+        }
+        case 'B': {
+            if (v + 5 > end) return -1;
+            char sub = (char)v[0];
+            int64_t each = sub == 'c' || sub == 'C' ? 1 : sub == 's' || sub == 'S' ? 2
+                         : sub == 'i' || sub == 'I' || sub == 'f' ? 4 : 0;
+            if (!each) return -1;
+            size = 5 + each * (int64_t)le32(v + 1);
+            break;
+        }
+        default: return -1;
+        }
+        if (v + size > end) return -1;
+        if (p[0] == tag[0] && p[1] == tag[1]) {
+            *val = v;
+            return type;
+        }
+        p = v + size;
+    }
+    return 0;
+}
+
+/* an integer tag's value (pysam's int for c C s S i I); 0 if it is not one */
+static int int_tag(int type, const uint8_t *v, int64_t *out) {
+    switch (type) {
+    case 'c': *out = (int8_t)v[0]; return 1;
+    case 'C': *out = v[0]; return 1;
+    case 's': *out = (int16_t)(v[0] | v[1] << 8); return 1;
+    case 'S': *out = (uint16_t)(v[0] | v[1] << 8); return 1;
+    case 'i': *out = (int32_t)le32(v); return 1;
+    case 'I': *out = le32(v); return 1;
+    default: return 0;
+    }
+}
+
+static void stats_text(pu_stats *st, const char *text, int64_t n) {
+    if (st->listing_len + n > st->listing_cap) {
+        st->listing_cap = (st->listing_len + n) * 2 + 4096;
+        st->listing = grow(st->listing, st->listing_cap);
+    }
+    memcpy(st->listing + st->listing_len, text, n);
+    st->listing_len += n;
+}
+
+static void stats_skip(pu_stats *st, int kind, const char *name, const char *reason) {
+    if (!st->skipped[kind]++) {
+        st->order[st->norder++] = kind;
+        snprintf(st->example_name[kind], sizeof st->example_name[kind], "%s", name);
+        snprintf(st->example_reason[kind], sizeof st->example_reason[kind], "%s", reason);
+    }
+}
+
+/* add a read name to the interval's set: 1 if it was there already */
+static int name_seen(pu_bam *b, const char *name, int64_t len) {
+    if (2 * (b->nnames + 1) > b->nslots) {
+        int64_t n = b->nslots ? b->nslots * 2 : 1024;
+        int64_t *slots = malloc(n * sizeof(int64_t));
+        for (int64_t i = 0; i < n; i++) slots[i] = -1;
+        for (int64_t i = 0; i < b->nslots; i++) {
+            if (b->slots[i] < 0) continue;
+            const char *s = b->names + b->slots[i];
+            uint64_t h = 1469598103934665603ULL;
+            for (; *s; s++) h = (h ^ (uint8_t)*s) * 1099511628211ULL;
+            int64_t j = (int64_t)(h & (n - 1));
+            while (slots[j] >= 0) j = (j + 1) & (n - 1);
+            slots[j] = b->slots[i];
+        }
+        free(b->slots);
+        b->slots = slots;
+        b->nslots = n;
+    }
+    uint64_t h = 1469598103934665603ULL;
+    for (int64_t i = 0; i < len; i++) h = (h ^ (uint8_t)name[i]) * 1099511628211ULL;
+    int64_t j = (int64_t)(h & (b->nslots - 1));
+    for (; b->slots[j] >= 0; j = (j + 1) & (b->nslots - 1))
+        if (!strcmp(b->names + b->slots[j], name)) return 1;
+    if (b->names_len + len + 1 > b->names_cap) {
+        b->names_cap = (b->names_len + len + 1) * 2 + 4096;
+        b->names = grow(b->names, b->names_cap);
+    }
+    memcpy(b->names + b->names_len, name, len + 1);
+    b->slots[j] = b->names_len;
+    b->names_len += len + 1;
+    b->nnames++;
+    return 0;
+}
+
+static void names_clear(pu_bam *b) {
+    for (int64_t i = 0; i < b->nslots; i++) b->slots[i] = -1;
+    b->names_len = b->nnames = 0;
+}
+
+/* Whether a record overlaps [start, end) of tid (pileup_chunk's check before it finds an
+ * interval's motif positions): 1, 0, or -1 if the BAM cannot be read here. */
+int pu_bam_any(pu_bam *b, int tid, int64_t start, int64_t end) {
+    int64_t voff = interval_start(b, tid, start);
+    if (voff < 0) return 0;
+    if (seek_virtual(b, (uint64_t)voff)) return -1;
+    for (;;) {
+        int64_t n = next_record(b);
+        if (n <= 0) return (int)n;
+        int32_t rtid = (int32_t)le32(b->rec), pos = (int32_t)le32(b->rec + 4);
+        if (rtid < 0 || rtid > tid || (rtid == tid && pos >= end)) return 0;
+        if (rtid == tid && record_end(b->rec, pos) > start) return 1;
+    }
+}
+
+static const char SEQ_CODES[] = "=ACMGRSVTWYHKDBN";
+
+/* One interval of pileup_counting's ChunkWorker.pileup_chunk_core: every record overlapping
+ * [start, end) of tid listed (list_reads: mapped primary records starting in it, or all with
+ * first) and, if usable and of the haplotype (hp_on: its HP tag equals hp), tallied by c
+ * (pu_begin at the first; c->want set by the caller), counts into st. Returns 1 if a read was
+ * tallied, 0 if none, PU_DEFER where Python must do the interval (st is then partial). */
+int pu_bam_chunk(pu_ctx *c, pu_bam *b, int tid, int64_t start, int64_t end, int first,
+                 int hp_on, int64_t hp, int list_reads, pu_stats *st) {
+    int64_t voff = interval_start(b, tid, start);
+    names_clear(b);
+    if (voff < 0) return 0;
+    if (seek_virtual(b, (uint64_t)voff)) return PU_DEFER;
+    int begun = 0;
+    for (;;) {
+        int64_t n = next_record(b);
+        if (n < 0) return PU_DEFER;
+        if (n == 0) break;
+        const uint8_t *r = b->rec, *rend = b->rec + n;
+        int32_t rtid = (int32_t)le32(r), pos = (int32_t)le32(r + 4);
+        if (rtid < 0 || rtid > tid || (rtid == tid && pos >= end)) break;
+        int lname = r[8], ncig = r[12] | r[13] << 8, flag = r[14] | r[15] << 8;
+        int32_t lseq = (int32_t)le32(r + 16);
+        const uint8_t *cig = r + 32 + lname, *packed = cig + 4 * (int64_t)ncig;
+        const uint8_t *aux = packed + (lseq + 1) / 2 + lseq;
+        if (lname < 1 || lseq < 0 || aux > rend || r[32 + lname - 1]) return PU_DEFER;
+        /* htslib moves a CIGAR of more than 65,535 ops into the CG tag (kept here as lseq S
+         * and an N): left to pysam */
+        if (ncig == 2 && le32(cig) == ((uint32_t)lseq << 4 | 4) && (le32(cig + 4) & 15) == 3)
+            return PU_DEFER;
+        if (rtid != tid || record_end(r, pos) <= start) continue;
+        const char *name = (const char *)r + 32;
+        const uint8_t *v;
+        int64_t value = 0;
+        int type;
+        if (list_reads && !(flag & 0x904) && (first || pos >= start)) {
+            int called = 0;
+            for (int k = 0; k < 2; k++) {
+                type = find_tag(aux, rend, k ? "Ml" : "ML", &v);
+                if (type == 'B') called |= le32(v + 1) > 0;
+                else if (type == 'Z') called |= v[0] != 0;
+                else if (type == 'A') called = 1;
+                else if (type) return PU_DEFER;
+            }
+            type = find_tag(aux, rend, "HP", &v);
+            if (type < 0) return PU_DEFER;
+            if (!int_tag(type, v, &value)) value = 0;
+            char line[400];
+            int k = snprintf(line, sizeof line, "%s\t%d\t%d\t%lld\n", name, r[9], called,
+                             (long long)value);
+            stats_text(st, line, k);
+        }
+        if (flag & 0xD04 || lseq <= 0) continue;
+        if (hp_on) {
+            type = find_tag(aux, rend, "HP", &v);
+            if (type < 0) return PU_DEFER;
+            if (!int_tag(type, v, &value)) value = 0;
+            if (value != hp) continue;
+        }
+        if (!ncig) return PU_DEFER; /* pysam gives no CIGAR string */
+        if (!begun) {
+            pu_begin(c, start, end - start);
+            begun = 1;
+        }
+        if (name_seen(b, name, lname - 1)) return PU_DEFER;
+        pu_stats scratch_stats;
+        pu_stats *counted = first || pos >= start ? st : &scratch_stats;
+        /* the tags as get_mod_tags reads them */
+        const uint8_t *mm = NULL, *ml = NULL;
+        int kind = 0;
+        const char *why = NULL;
+        char reason[160];
+        type = find_tag(aux, rend, "MM", &v);
+        if (!type) type = find_tag(aux, rend, "Mm", &v);
+        if (type < 0 || (type && type != 'Z')) return PU_DEFER;
+        if (type) {
+            for (const uint8_t *z = v; *z; z++)
+                if (*z >= 0x80) return PU_DEFER; /* pysam's text decoding decides */
+            mm = v;
+        } else {
+            kind = SKIP_MISSING;
+            why = "no MM tag";
+        }
+        if (!kind) {
+            type = find_tag(aux, rend, "ML", &v);
+            if (!type) type = find_tag(aux, rend, "Ml", &v);
+            if (type < 0) return PU_DEFER;
+            if (!type) {
+                kind = SKIP_MISSING;
+                why = "no ML tag";
+            } else if (type != 'B' || v[0] != 'C') {
+                kind = KIND_ML;
+                why = "ML tag is not an array of uint8";
+            } else
+                ml = v;
+        }
+        if (!kind) {
+            type = find_tag(aux, rend, "MN", &v);
+            if (type < 0) return PU_DEFER;
+            if (type && !int_tag(type, v, &value)) {
+                kind = KIND_MN;
+                why = "MN tag is not an integer";
+            } else if (type && value != lseq) {
+                kind = KIND_MN;
+                snprintf(reason, sizeof reason, "MN tag length %lld and seq length %d differ",
+                         (long long)value, lseq);
+                why = reason;
+            }
+        }
+        /* the sequence as text, the CIGAR as operations */
+        if (lseq + 1 > b->seq_cap) {
+            b->seq_cap = lseq + lseq / 2 + 64;
+            b->seq = grow(b->seq, b->seq_cap);
+        }
+        for (int32_t i = 0; i < lseq; i++)
+            b->seq[i] = SEQ_CODES[(packed[i >> 1] >> ((~i & 1) << 2)) & 15];
+        b->seq[lseq] = 0;
+        if (2 * (int64_t)ncig > b->ops_cap) {
+            b->ops_cap = 2 * (int64_t)ncig + 64;
+            b->ops = grow(b->ops, b->ops_cap * sizeof(int64_t));
+        }
+        int64_t *ops = b->ops, *lens = b->ops + ncig, nops = ncig;
+        for (int i = 0; i < ncig; i++) {
+            uint32_t cv = le32(cig + 4 * i);
+            ops[i] = cv & 15;
+            lens[i] = cv >> 4;
+            if (ops[i] > 9) return PU_DEFER;
+            if (ops[i] == 9) nops = -1; /* B: pu_add_read's "bad CIGAR" */
+        }
+        int reverse = (flag & 16) != 0;
+        if (kind) {
+            add_read_ops(c, reverse, pos, ops, lens, nops, b->seq, lseq, NULL, NULL, 0);
+            if (counted == st) stats_skip(st, kind, name, why);
+            continue;
+        }
+        int rc = add_read_ops(c, reverse, pos, ops, lens, nops, b->seq, lseq, (const char *)mm,
+                              ml + 5, (int64_t)le32(ml + 1));
+        if (rc == SKIP_CODES) return PU_DEFER;
+        if (rc) {
+            if (counted == st) stats_skip(st, rc, name, c->reason);
+            continue;
+        }
+        if (counted == st) st->used++;
+    }
+    return begun;
+}
+
+void pu_stats_free(pu_stats *st) {
+    free(st->listing);
+    st->listing = NULL;
+    st->listing_len = st->listing_cap = 0;
+}
