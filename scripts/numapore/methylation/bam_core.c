@@ -2,9 +2,9 @@
  *
  * An interval's records are read here instead of through pysam: BGZF blocks inflated with
  * libdeflate (as samtools and modkit do; pysam's htslib inflates with zlib), each block's
- * CRC32 checked, the start found with the BAM index's linear index (BAI), the records
- * overlapping [start, end) taken in file order with htslib's rule (hts_itr_next: the
- * record's end as bam_endpos gives it), and each usable one tallied by pileup_core.c's
+ * CRC32 checked, an interval's stretches of the file found in the BAM index (BAI) and its
+ * records overlapping [start, end) taken in file order as htslib's iterator takes them
+ * (hts_itr_query, hts_itr_next, bam_endpos), and each usable one tallied by pileup_core.c's
  * add_read_ops. What pileup_counting.py's pysam loop does per record is done the same way
  * here: the read listing, the haplotype filter, MM/Mm, ML/Ml and MN as get_mod_tags reads
  * them, the skip counts and their first example. Anything else (a repeated read name, a tag
@@ -47,8 +47,10 @@ struct pu_bam {
     int32_t nref;
     int32_t *nintv;   /* per reference: the linear index */
     uint64_t **intv;
-    uint64_t *first;  /* per reference: its first record's offset (0: no record) */
-    uint64_t data_start;
+    int32_t *nbins;   /* per reference: its bins (ascending) and their chunks (u, v pairs) */
+    uint32_t **bins;
+    int64_t **bin_at; /* per bin: where its chunks start in chunks[], and one past the last */
+    uint64_t **chunks;
     uint8_t *rec;
     int64_t rec_cap;
     char *seq;
@@ -60,6 +62,9 @@ struct pu_bam {
     int64_t names_len, names_cap;
     int64_t *slots;
     int64_t nslots, nnames;
+    /* query()'s stretches, the one being read, and whether it was sought (0) or not (-1) */
+    uint64_t *iter;
+    int64_t niter, iter_cap, iter_i, iter_pos;
 };
 
 static uint32_t le32(const uint8_t *p) {
@@ -82,6 +87,7 @@ static int full_pread(int fd, uint8_t *buf, int64_t n, int64_t at) {
 /* the BGZF block at addr into udata; 0, 1 at the end of the file, -1 if it is not BGZF */
 static int load_block(pu_bam *b, int64_t addr) {
     uint8_t *h = b->cdata;
+    b->block_addr = -1; /* until the block is in */
     int got = full_pread(b->fd, h, 18, addr);
     if (got == 0) return 1;
     if (got != 18 || h[0] != 31 || h[1] != 139 || h[2] != 8 || !(h[3] & 4) || le32(h + 10) != 0x43420006u)
@@ -140,7 +146,12 @@ static uint8_t *read_file(const char *path, int64_t *size) {
     return data;
 }
 
-/* the BAI's linear index and each reference's first record (its bins' lowest chunk start) */
+static int bin_cmp(const void *a, const void *b) {
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* the BAI: per reference its bins with their chunks, and its linear index */
 static int load_index(pu_bam *b, const char *path) {
     int64_t size = 0, at = 8;
     uint8_t *d = read_file(path, &size);
@@ -148,25 +159,56 @@ static int load_index(pu_bam *b, const char *path) {
         free(d);
         return -1;
     }
-    b->nintv = calloc(b->nref + 1, sizeof(int32_t));
-    b->intv = calloc(b->nref + 1, sizeof(uint64_t *));
-    b->first = calloc(b->nref + 1, sizeof(uint64_t));
+    int32_t n1 = b->nref + 1;
+    b->nintv = calloc(n1, sizeof(int32_t));
+    b->intv = calloc(n1, sizeof(uint64_t *));
+    b->nbins = calloc(n1, sizeof(int32_t));
+    b->bins = calloc(n1, sizeof(uint32_t *));
+    b->bin_at = calloc(n1, sizeof(int64_t *));
+    b->chunks = calloc(n1, sizeof(uint64_t *));
     for (int32_t r = 0; r < b->nref; r++) {
         if (at + 4 > size) goto bad;
         int32_t nbin = (int32_t)le32(d + at);
         at += 4;
+        if (nbin < 0) goto bad;
+        /* two passes: sizes, then the (bin, first chunk) pairs sorted by bin */
+        int64_t start = at, total = 0;
         for (int32_t i = 0; i < nbin; i++) {
             if (at + 8 > size) goto bad;
-            uint32_t bin = le32(d + at);
             int32_t nchunk = (int32_t)le32(d + at + 4);
-            at += 8;
-            if (nchunk < 0 || at + 16 * (int64_t)nchunk > size) goto bad;
-            for (int32_t k = 0; k < nchunk && bin != 37450; k++) {
-                uint64_t u = le64(d + at + 16 * k);
-                if (!b->first[r] || u < b->first[r]) b->first[r] = u;
-            }
-            at += 16 * (int64_t)nchunk;
+            if (nchunk < 0 || at + 8 + 16 * (int64_t)nchunk > size) goto bad;
+            total += nchunk;
+            at += 8 + 16 * (int64_t)nchunk;
         }
+        uint32_t *pairs = malloc((2 * (int64_t)nbin + 1) * sizeof(uint32_t) * 2);
+        int64_t *offs = malloc((nbin + 1) * sizeof(int64_t));
+        at = start;
+        for (int32_t i = 0; i < nbin; i++) {
+            pairs[2 * i] = le32(d + at);
+            pairs[2 * i + 1] = (uint32_t)i;
+            offs[i] = at;
+            at += 8 + 16 * (int64_t)le32(d + at + 4);
+        }
+        qsort(pairs, nbin, 2 * sizeof(uint32_t), bin_cmp);
+        b->nbins[r] = nbin;
+        b->bins[r] = malloc((nbin + 1) * sizeof(uint32_t));
+        b->bin_at[r] = malloc((nbin + 1) * sizeof(int64_t));
+        b->chunks[r] = malloc((2 * total + 1) * sizeof(uint64_t));
+        int64_t k = 0;
+        for (int32_t i = 0; i < nbin; i++) {
+            int64_t o = offs[pairs[2 * i + 1]];
+            int32_t nchunk = (int32_t)le32(d + o + 4);
+            b->bins[r][i] = pairs[2 * i];
+            b->bin_at[r][i] = k;
+            for (int32_t j = 0; j < nchunk; j++) {
+                b->chunks[r][2 * k] = le64(d + o + 8 + 16 * j);
+                b->chunks[r][2 * k + 1] = le64(d + o + 16 + 16 * j);
+                k++;
+            }
+        }
+        b->bin_at[r][nbin] = k;
+        free(pairs);
+        free(offs);
         if (at + 4 > size) goto bad;
         int32_t n = (int32_t)le32(d + at);
         at += 4;
@@ -187,15 +229,24 @@ void pu_bam_close(pu_bam *b) {
     if (!b) return;
     if (b->fd >= 0) close(b->fd);
     if (b->inflater) libdeflate_free_decompressor(b->inflater);
-    for (int32_t r = 0; b->intv && r < b->nref; r++) free(b->intv[r]);
+    for (int32_t r = 0; b->intv && r < b->nref; r++) {
+        free(b->intv[r]);
+        free(b->bins[r]);
+        free(b->bin_at[r]);
+        free(b->chunks[r]);
+    }
     free(b->intv);
     free(b->nintv);
-    free(b->first);
+    free(b->nbins);
+    free(b->bins);
+    free(b->bin_at);
+    free(b->chunks);
     free(b->rec);
     free(b->seq);
     free(b->ops);
     free(b->names);
     free(b->slots);
+    free(b->iter);
     free(b);
 }
 
@@ -225,7 +276,6 @@ pu_bam *pu_bam_open(const char *path, const char *index_path) {
             skip -= k;
         }
     }
-    b->data_start = (uint64_t)b->block_addr << 16 | (uint64_t)b->upos;
     if (load_index(b, index_path)) goto bad;
     return b;
 bad:
@@ -247,15 +297,87 @@ static int64_t next_record(pu_bam *b) {
     return read_bytes(b, b->rec, n) ? -1 : n;
 }
 
-/* where the records overlapping position start of reference tid begin (hts_itr_query's lower
- * bound: the linear index, or an earlier record where it holds nothing) */
-static int64_t interval_start(const pu_bam *b, int tid, int64_t start) {
-    if (tid < 0 || tid >= b->nref || !b->first[tid]) return -1; /* no record on tid */
-    int64_t w = start >> 14, n = b->nintv[tid];
-    if (w >= n) w = n - 1;
-    uint64_t off = 0;
-    for (; w >= 0 && !off; w--) off = b->intv[tid][w];
-    return (int64_t)(off ? off : b->first[tid]);
+static int off_cmp(const void *a, const void *b) {
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* The stretches of the file that hold the records overlapping [start, end) of reference tid,
+ * as hts_itr_query finds them: the chunks of the bins overlapping it that end after the
+ * linear index's bound (records before it end before start), sorted and merged, into
+ * b->iter (b->niter (u, v) pairs); next_in_region reads them. */
+static void query(pu_bam *b, int tid, int64_t start, int64_t end) {
+    b->niter = b->iter_i = 0;
+    b->iter_pos = -1;
+    int64_t w = start >> 14, n = tid >= 0 && tid < b->nref ? b->nintv[tid] : 0;
+    /* no record reaches a window past the linear index's last (an index writer sets every
+     * window a record overlaps: hts_idx_push), so none overlaps [start, end) */
+    if (w >= n || end <= start) return;
+    uint64_t min_off = 0;
+    for (; w >= 0 && !min_off; w--) min_off = b->intv[tid][w];
+    /* the bins overlapping [start, end): reg2bins of the SAM specification */
+    int64_t last = end - 1;
+    static const int first_bin[6] = {0, 1, 9, 73, 585, 4681};
+    static const int shift[6] = {29, 26, 23, 20, 17, 14};
+    for (int level = 0; level < 6; level++) {
+        uint32_t lo = first_bin[level] + (uint32_t)(start >> shift[level]);
+        uint32_t hi = first_bin[level] + (uint32_t)(last >> shift[level]);
+        int32_t a = 0, z = b->nbins[tid];
+        while (a < z) { /* the first bin >= lo */
+            int32_t m = (a + z) / 2;
+            if (b->bins[tid][m] < lo) a = m + 1;
+            else z = m;
+        }
+        for (; a < b->nbins[tid] && b->bins[tid][a] <= hi; a++)
+            for (int64_t k = b->bin_at[tid][a]; k < b->bin_at[tid][a + 1]; k++) {
+                uint64_t u = b->chunks[tid][2 * k], v = b->chunks[tid][2 * k + 1];
+                if (v <= min_off) continue;
+                if (2 * (b->niter + 1) > b->iter_cap) {
+                    b->iter_cap = 2 * (b->niter + 1) * 2 + 64;
+                    b->iter = grow(b->iter, b->iter_cap * sizeof(uint64_t));
+                }
+                b->iter[2 * b->niter] = u;
+                b->iter[2 * b->niter + 1] = v;
+                b->niter++;
+            }
+    }
+    qsort(b->iter, b->niter, 2 * sizeof(uint64_t), off_cmp);
+    int64_t m = 0;
+    for (int64_t i = 0; i < b->niter; i++) {
+        if (m && b->iter[2 * m - 1] >= b->iter[2 * i]) {
+            if (b->iter[2 * i + 1] > b->iter[2 * m - 1]) b->iter[2 * m - 1] = b->iter[2 * i + 1];
+            continue;
+        }
+        b->iter[2 * m] = b->iter[2 * i];
+        b->iter[2 * m + 1] = b->iter[2 * i + 1];
+        m++;
+    }
+    b->niter = m;
+}
+
+/* the stream's virtual offset (at a block's end: the next block's start, as htslib's) */
+static uint64_t tell_virtual(const pu_bam *b) {
+    if (b->upos >= b->ulen) return (uint64_t)b->next_addr << 16;
+    return (uint64_t)b->block_addr << 16 | (uint64_t)b->upos;
+}
+
+/* the next record of query()'s stretches into b->rec: its length, 0 after the last, -1 if
+ * the file cannot be read here */
+static int64_t next_in_region(pu_bam *b) {
+    for (;;) {
+        if (b->iter_i >= b->niter) return 0;
+        if (b->iter_pos < 0) {
+            if (seek_virtual(b, b->iter[2 * b->iter_i])) return -1;
+            b->iter_pos = 0;
+        }
+        if (tell_virtual(b) >= b->iter[2 * b->iter_i + 1]) {
+            b->iter_i++;
+            b->iter_pos = -1;
+            continue;
+        }
+        int64_t n = next_record(b);
+        return n == 0 ? -1 : n; /* the index promised a record there */
+    }
 }
 
 /* a record's end on the reference (htslib's bam_endpos); -1 for a CIGAR op it does not know */
@@ -384,11 +506,9 @@ static void names_clear(pu_bam *b) {
 /* Whether a record overlaps [start, end) of tid (pileup_chunk's check before it finds an
  * interval's motif positions): 1, 0, or -1 if the BAM cannot be read here. */
 int pu_bam_any(pu_bam *b, int tid, int64_t start, int64_t end) {
-    int64_t voff = interval_start(b, tid, start);
-    if (voff < 0) return 0;
-    if (seek_virtual(b, (uint64_t)voff)) return -1;
+    query(b, tid, start, end);
     for (;;) {
-        int64_t n = next_record(b);
+        int64_t n = next_in_region(b);
         if (n <= 0) return (int)n;
         int32_t rtid = (int32_t)le32(b->rec), pos = (int32_t)le32(b->rec + 4);
         if (rtid < 0 || rtid > tid || (rtid == tid && pos >= end)) return 0;
@@ -405,13 +525,11 @@ static const char SEQ_CODES[] = "=ACMGRSVTWYHKDBN";
  * tallied, 0 if none, PU_DEFER where Python must do the interval (st is then partial). */
 int pu_bam_chunk(pu_ctx *c, pu_bam *b, int tid, int64_t start, int64_t end, int first,
                  int hp_on, int64_t hp, int list_reads, pu_stats *st) {
-    int64_t voff = interval_start(b, tid, start);
+    query(b, tid, start, end);
     names_clear(b);
-    if (voff < 0) return 0;
-    if (seek_virtual(b, (uint64_t)voff)) return PU_DEFER;
     int begun = 0;
     for (;;) {
-        int64_t n = next_record(b);
+        int64_t n = next_in_region(b);
         if (n < 0) return PU_DEFER;
         if (n == 0) break;
         const uint8_t *r = b->rec, *rend = b->rec + n;
