@@ -348,10 +348,11 @@ def test_both_paths_every_case(compiled, monkeypatch):
         assert out.getvalue() == (SUITE / case["expected"]).read_text(), case["case"]
 
 
-def odd_variants(rec: pysam.AlignedSegment) -> list[pysam.AlignedSegment]:
+def odd_variants(rec: pysam.AlignedSegment, type_a: bool) -> list[pysam.AlignedSegment]:
     """Copies of a record (renamed) with each kind of tag or flag a pileup reads differently:
-    MN wrong or not an integer, ML signed or text or missing or short, MM missing, old-style
-    Mm/Ml, HP of several types, duplicate, secondary, supplementary, unmapped, MAPQ 0."""
+    MN wrong or not an integer, ML signed or text or missing or short, MM missing (or of type A
+    with type_a), old-style Mm/Ml, HP of several types, duplicate, secondary, supplementary,
+    unmapped, MAPQ 0."""
     import array
 
     def variant(suffix, change):
@@ -373,6 +374,7 @@ def odd_variants(rec: pysam.AlignedSegment) -> list[pysam.AlignedSegment]:
         "_mnz": lambda r: r.set_tag("MN", "x", "Z"),
         "_mlc": lambda r: retag(r, MM=(mm, "Z"), ML=(array.array("b", [v // 2 for v in ml]), None)),
         "_mlz": lambda r: retag(r, MM=(mm, "Z"), ML=("12", "Z")),
+        "_mma": lambda r: retag(r, MM=("C", "A"), ML=(array.array("B", ml), None)),
         "_noml": lambda r: retag(r, MM=(mm, "Z")),
         "_nomm": lambda r: retag(r, ML=(array.array("B", ml), None)),
         "_old": lambda r: retag(r, Mm=(mm, "Z"), Ml=(array.array("B", ml), None)),
@@ -388,47 +390,57 @@ def odd_variants(rec: pysam.AlignedSegment) -> list[pysam.AlignedSegment]:
         "_unm": lambda r: setattr(r, "flag", r.flag | 0x4),
         "_mq0": lambda r: setattr(r, "mapping_quality", 0),
     }
+    if not type_a:
+        del changes["_mma"]
     if mm is None:
         return []
     return [variant(suffix, change) for suffix, change in changes.items()]
 
 
 def test_bam_reader_is_pysams(tmp_path, monkeypatch):
-    """The compiled core's BAM reader (bam_core.c) and the pysam loop it replaces give the same
-    bedMethyl bytes, counts, skip examples and read listing, on records with every kind of odd
-    tag or flag, at both semantics, with a haplotype and with a read name seen twice in an
-    interval (that interval left to the pysam loop)."""
+    """The compiled core's BAM reader (bam_core.c) and the pysam loops it replaces (pileup and
+    threshold sample) give the same bedMethyl bytes, counts, skip examples and read listing, on
+    records with every kind of odd tag or flag, at both semantics, with a haplotype, estimated
+    thresholds, and a read name seen twice in an interval or an MM tag of type A (those
+    intervals left to the pysam loops)."""
     import io
 
     from numapore.methylation import pileup_reader
 
     assert engine.ENABLED, "numapore.methylation._pileup_core is not built: pip install -e ."
-    odd = tmp_path / "odd.bam"
-    with pysam.AlignmentFile(BC_BAM, "rb") as bam:
-        with pysam.AlignmentFile(odd, "wb", template=bam) as out:
-            for n, rec in enumerate(bam):
-                out.write(rec)
-                for copy in odd_variants(rec):
-                    out.write(copy)
-                if n == 3:  # the same name twice
+    bams = []
+    for type_a in (False, True):
+        odd = tmp_path / f"odd{int(type_a)}.bam"
+        with pysam.AlignmentFile(BC_BAM, "rb") as bam:
+            with pysam.AlignmentFile(odd, "wb", template=bam) as out:
+                for n, rec in enumerate(bam):
                     out.write(rec)
-    pysam.index(str(odd))
-    assert pileup_reader.BamReader.open(str(odd)) is not None
+                    for copy in odd_variants(rec, type_a):
+                        out.write(copy)
+                    if n == 3:  # the same name twice
+                        out.write(rec)
+        pysam.index(str(odd))
+        assert pileup_reader.BamReader.open(str(odd)) is not None
+        bams.append(odd)
     runs = []
     for c_reader in (True, False):
         if not c_reader:
             monkeypatch.setattr(pileup_reader.BamReader, "open", classmethod(lambda cls, p: None))
         results = []
-        for options in (
-            engine.Options(interval_size=25, no_filtering=True),
-            engine.Options(compat="0.4", interval_size=25, filter_threshold=["0.7"]),
-            engine.Options(interval_size=25, no_filtering=True, haplotype=1),
-            engine.Options(interval_size=40, no_filtering=True, haplotype=2),
+        for bam, options in (
+            (bams[0], engine.Options(interval_size=25, no_filtering=True)),
+            (bams[0], engine.Options(compat="0.4", interval_size=25, filter_threshold=["0.7"])),
+            (bams[0], engine.Options(interval_size=25, no_filtering=True, haplotype=1)),
+            (bams[0], engine.Options(interval_size=40, no_filtering=True, haplotype=2)),
+            (bams[0], engine.Options(interval_size=25)),  # thresholds estimated from every read
+            (bams[0], engine.Options(compat="0.4", num_reads=7, include_unmapped=True)),
+            (bams[1], engine.Options(interval_size=25)),
         ):
             out, listing = io.StringIO(), io.StringIO()
-            stats = engine.pileup(str(odd), out, options, reads_out=listing).stats
+            result = engine.pileup(str(bam), out, options, reads_out=listing)
+            stats = result.stats
             results.append((out.getvalue(), listing.getvalue(), stats.used, stats.skipped,
-                            stats.examples, stats.rows))  # fmt: skip
+                            stats.examples, stats.rows, result.caller))  # fmt: skip
         runs.append(results)
     assert runs[0] == runs[1]
     whole = runs[0][0]

@@ -37,6 +37,14 @@ typedef struct pu_bam pu_bam;
 #define KIND_ML 8
 #define KIND_MN 9
 
+/* a set of read names: an open-addressing table of offsets into an arena of the names */
+typedef struct {
+    char *arena;
+    int64_t len, cap;
+    int64_t *slots;
+    int64_t nslots, n;
+} nameset;
+
 struct pu_bam {
     int fd;
     struct libdeflate_decompressor *inflater;
@@ -57,11 +65,8 @@ struct pu_bam {
     int64_t seq_cap;
     int64_t *ops;
     int64_t ops_cap;
-    /* the interval's read names: an open-addressing set of offsets into names */
-    char *names;
-    int64_t names_len, names_cap;
-    int64_t *slots;
-    int64_t nslots, nnames;
+    /* read names: the interval's; the threshold sample's, in one interval and in all */
+    nameset names, local, seen;
     /* query()'s stretches, the one being read, and whether it was sought (0) or not (-1) */
     uint64_t *iter;
     int64_t niter, iter_cap, iter_i, iter_pos;
@@ -244,8 +249,11 @@ void pu_bam_close(pu_bam *b) {
     free(b->rec);
     free(b->seq);
     free(b->ops);
-    free(b->names);
-    free(b->slots);
+    nameset *sets[3] = {&b->names, &b->local, &b->seen};
+    for (int i = 0; i < 3; i++) {
+        free(sets[i]->arena);
+        free(sets[i]->slots);
+    }
     free(b->iter);
     free(b);
 }
@@ -463,44 +471,59 @@ static void stats_skip(pu_stats *st, int kind, const char *name, const char *rea
     }
 }
 
-/* add a read name to the interval's set: 1 if it was there already */
-static int name_seen(pu_bam *b, const char *name, int64_t len) {
-    if (2 * (b->nnames + 1) > b->nslots) {
-        int64_t n = b->nslots ? b->nslots * 2 : 1024;
-        int64_t *slots = malloc(n * sizeof(int64_t));
-        for (int64_t i = 0; i < n; i++) slots[i] = -1;
-        for (int64_t i = 0; i < b->nslots; i++) {
-            if (b->slots[i] < 0) continue;
-            const char *s = b->names + b->slots[i];
-            uint64_t h = 1469598103934665603ULL;
-            for (; *s; s++) h = (h ^ (uint8_t)*s) * 1099511628211ULL;
-            int64_t j = (int64_t)(h & (n - 1));
-            while (slots[j] >= 0) j = (j + 1) & (n - 1);
-            slots[j] = b->slots[i];
-        }
-        free(b->slots);
-        b->slots = slots;
-        b->nslots = n;
-    }
-    uint64_t h = 1469598103934665603ULL;
+static uint64_t name_hash(const char *name, int64_t len) {
+    uint64_t h = 1469598103934665603ULL; /* FNV-1a */
     for (int64_t i = 0; i < len; i++) h = (h ^ (uint8_t)name[i]) * 1099511628211ULL;
-    int64_t j = (int64_t)(h & (b->nslots - 1));
-    for (; b->slots[j] >= 0; j = (j + 1) & (b->nslots - 1))
-        if (!strcmp(b->names + b->slots[j], name)) return 1;
-    if (b->names_len + len + 1 > b->names_cap) {
-        b->names_cap = (b->names_len + len + 1) * 2 + 4096;
-        b->names = grow(b->names, b->names_cap);
+    return h;
+}
+
+/* where name is in the set's table, or the empty slot it would take */
+static int64_t name_slot(const nameset *set, const char *name, int64_t len) {
+    int64_t j = (int64_t)(name_hash(name, len) & (set->nslots - 1));
+    for (; set->slots[j] >= 0; j = (j + 1) & (set->nslots - 1))
+        if (!strcmp(set->arena + set->slots[j], name)) break;
+    return j;
+}
+
+static int name_in(const nameset *set, const char *name, int64_t len) {
+    return set->nslots && set->slots[name_slot(set, name, len)] >= 0;
+}
+
+/* add a name (NUL-terminated, len bytes) to the set: 1 if it was there already */
+static int name_add(nameset *set, const char *name, int64_t len) {
+    if (2 * (set->n + 1) > set->nslots) {
+        int64_t n = set->nslots ? set->nslots * 2 : 1024;
+        free(set->slots);
+        set->slots = malloc(n * sizeof(int64_t));
+        set->nslots = n;
+        for (int64_t i = 0; i < n; i++) set->slots[i] = -1;
+        for (int64_t at = 0; at < set->len; at += strlen(set->arena + at) + 1) {
+            int64_t k = (int64_t)strlen(set->arena + at);
+            set->slots[name_slot(set, set->arena + at, k)] = at;
+        }
     }
-    memcpy(b->names + b->names_len, name, len + 1);
-    b->slots[j] = b->names_len;
-    b->names_len += len + 1;
-    b->nnames++;
+    int64_t j = name_slot(set, name, len);
+    if (set->slots[j] >= 0) return 1;
+    if (set->len + len + 1 > set->cap) {
+        set->cap = (set->len + len + 1) * 2 + 4096;
+        set->arena = grow(set->arena, set->cap);
+    }
+    memcpy(set->arena + set->len, name, len + 1);
+    set->slots[j] = set->len;
+    set->len += len + 1;
+    set->n++;
     return 0;
 }
 
-static void names_clear(pu_bam *b) {
-    for (int64_t i = 0; i < b->nslots; i++) b->slots[i] = -1;
-    b->names_len = b->nnames = 0;
+/* keep only the set's first names, up to arena offset len (undo what came after) */
+static void names_truncate(nameset *set, int64_t len) {
+    int64_t n = 0; /* rebuilt: removing from an open-addressing table leaves gaps */
+    for (int64_t at = 0; at < len; at += strlen(set->arena + at) + 1) n++;
+    for (int64_t i = 0; i < set->nslots; i++) set->slots[i] = -1;
+    set->len = len;
+    set->n = n;
+    for (int64_t at = 0; at < len; at += strlen(set->arena + at) + 1)
+        set->slots[name_slot(set, set->arena + at, (int64_t)strlen(set->arena + at))] = at;
 }
 
 /* Whether a record overlaps [start, end) of tid (pileup_chunk's check before it finds an
@@ -516,7 +539,79 @@ int pu_bam_any(pu_bam *b, int tid, int64_t start, int64_t end) {
     }
 }
 
-static const char SEQ_CODES[] = "=ACMGRSVTWYHKDBN";
+/* The record's MM and ML as get_mod_tags reads them: 0 with *mm and *ml (the B array) set,
+ * or the skip kind with *why (reason holds it where it names values), or PU_DEFER for what
+ * pysam must decide (MM not Z, or not ASCII) */
+static int mod_tags(const uint8_t *aux, const uint8_t *rend, int32_t lseq, const uint8_t **mm,
+                    const uint8_t **ml, const char **why, char *reason) {
+    const uint8_t *v;
+    int64_t value = 0;
+    int type = find_tag(aux, rend, "MM", &v);
+    if (!type) type = find_tag(aux, rend, "Mm", &v);
+    if (type < 0 || (type && type != 'Z')) return PU_DEFER;
+    if (!type) {
+        *why = "no MM tag";
+        return SKIP_MISSING;
+    }
+    for (const uint8_t *z = v; *z; z++)
+        if (*z >= 0x80) return PU_DEFER; /* pysam's text decoding decides */
+    *mm = v;
+    type = find_tag(aux, rend, "ML", &v);
+    if (!type) type = find_tag(aux, rend, "Ml", &v);
+    if (type < 0) return PU_DEFER;
+    if (!type) {
+        *why = "no ML tag";
+        return SKIP_MISSING;
+    }
+    if (type != 'B' || v[0] != 'C') {
+        *why = "ML tag is not an array of uint8";
+        return KIND_ML;
+    }
+    *ml = v;
+    type = find_tag(aux, rend, "MN", &v);
+    if (type < 0) return PU_DEFER;
+    if (type && !int_tag(type, v, &value)) {
+        *why = "MN tag is not an integer";
+        return KIND_MN;
+    }
+    if (type && value != lseq) {
+        snprintf(reason, 160, "MN tag length %lld and seq length %d differ", (long long)value,
+                 lseq);
+        *why = reason;
+        return KIND_MN;
+    }
+    return 0;
+}
+
+/* The record's sequence as text into b->seq and its CIGAR into b->ops (operations, then
+ * lengths); the number of operations, -1 for a CIGAR with a B (pu_add_read's "bad CIGAR"), -2
+ * for an operation pysam does not name */
+static int64_t decode_record(pu_bam *b, const uint8_t *r, const uint8_t *packed, int32_t lseq) {
+    static const char SEQ_CODES[] = "=ACMGRSVTWYHKDBN";
+    int ncig = r[12] | r[13] << 8;
+    const uint8_t *cig = r + 32 + r[8];
+    if (lseq + 1 > b->seq_cap) {
+        b->seq_cap = lseq + lseq / 2 + 64;
+        b->seq = grow(b->seq, b->seq_cap);
+    }
+    for (int32_t i = 0; i < lseq; i++)
+        b->seq[i] = SEQ_CODES[(packed[i >> 1] >> ((~i & 1) << 2)) & 15];
+    b->seq[lseq] = 0;
+    if (2 * (int64_t)ncig > b->ops_cap) {
+        b->ops_cap = 2 * (int64_t)ncig + 64;
+        b->ops = grow(b->ops, b->ops_cap * sizeof(int64_t));
+    }
+    int64_t *ops = b->ops, *lens = b->ops + ncig, nops = ncig;
+    for (int i = 0; i < ncig; i++) {
+        uint32_t cv = le32(cig + 4 * i);
+        ops[i] = cv & 15;
+        lens[i] = cv >> 4;
+        if (ops[i] > 9) return -2;
+        if (ops[i] == 9) nops = -1;
+    }
+    return nops;
+}
+
 
 /* One interval of pileup_counting's ChunkWorker.pileup_chunk_core: every record overlapping
  * [start, end) of tid listed (list_reads: mapped primary records starting in it, or all with
@@ -526,7 +621,7 @@ static const char SEQ_CODES[] = "=ACMGRSVTWYHKDBN";
 int pu_bam_chunk(pu_ctx *c, pu_bam *b, int tid, int64_t start, int64_t end, int first,
                  int hp_on, int64_t hp, int list_reads, pu_stats *st) {
     query(b, tid, start, end);
-    names_clear(b);
+    names_truncate(&b->names, 0);
     int begun = 0;
     for (;;) {
         int64_t n = next_in_region(b);
@@ -578,71 +673,18 @@ int pu_bam_chunk(pu_ctx *c, pu_bam *b, int tid, int64_t start, int64_t end, int 
             pu_begin(c, start, end - start);
             begun = 1;
         }
-        if (name_seen(b, name, lname - 1)) return PU_DEFER;
+        if (name_add(&b->names, name, lname - 1)) return PU_DEFER;
         pu_stats scratch_stats;
         pu_stats *counted = first || pos >= start ? st : &scratch_stats;
         /* the tags as get_mod_tags reads them */
         const uint8_t *mm = NULL, *ml = NULL;
-        int kind = 0;
         const char *why = NULL;
         char reason[160];
-        type = find_tag(aux, rend, "MM", &v);
-        if (!type) type = find_tag(aux, rend, "Mm", &v);
-        if (type < 0 || (type && type != 'Z')) return PU_DEFER;
-        if (type) {
-            for (const uint8_t *z = v; *z; z++)
-                if (*z >= 0x80) return PU_DEFER; /* pysam's text decoding decides */
-            mm = v;
-        } else {
-            kind = SKIP_MISSING;
-            why = "no MM tag";
-        }
-        if (!kind) {
-            type = find_tag(aux, rend, "ML", &v);
-            if (!type) type = find_tag(aux, rend, "Ml", &v);
-            if (type < 0) return PU_DEFER;
-            if (!type) {
-                kind = SKIP_MISSING;
-                why = "no ML tag";
-            } else if (type != 'B' || v[0] != 'C') {
-                kind = KIND_ML;
-                why = "ML tag is not an array of uint8";
-            } else
-                ml = v;
-        }
-        if (!kind) {
-            type = find_tag(aux, rend, "MN", &v);
-            if (type < 0) return PU_DEFER;
-            if (type && !int_tag(type, v, &value)) {
-                kind = KIND_MN;
-                why = "MN tag is not an integer";
-            } else if (type && value != lseq) {
-                kind = KIND_MN;
-                snprintf(reason, sizeof reason, "MN tag length %lld and seq length %d differ",
-                         (long long)value, lseq);
-                why = reason;
-            }
-        }
-        /* the sequence as text, the CIGAR as operations */
-        if (lseq + 1 > b->seq_cap) {
-            b->seq_cap = lseq + lseq / 2 + 64;
-            b->seq = grow(b->seq, b->seq_cap);
-        }
-        for (int32_t i = 0; i < lseq; i++)
-            b->seq[i] = SEQ_CODES[(packed[i >> 1] >> ((~i & 1) << 2)) & 15];
-        b->seq[lseq] = 0;
-        if (2 * (int64_t)ncig > b->ops_cap) {
-            b->ops_cap = 2 * (int64_t)ncig + 64;
-            b->ops = grow(b->ops, b->ops_cap * sizeof(int64_t));
-        }
-        int64_t *ops = b->ops, *lens = b->ops + ncig, nops = ncig;
-        for (int i = 0; i < ncig; i++) {
-            uint32_t cv = le32(cig + 4 * i);
-            ops[i] = cv & 15;
-            lens[i] = cv >> 4;
-            if (ops[i] > 9) return PU_DEFER;
-            if (ops[i] == 9) nops = -1; /* B: pu_add_read's "bad CIGAR" */
-        }
+        int kind = mod_tags(aux, rend, lseq, &mm, &ml, &why, reason);
+        if (kind == PU_DEFER) return PU_DEFER;
+        int64_t nops = decode_record(b, r, packed, lseq);
+        if (nops < -1) return PU_DEFER;
+        int64_t *ops = b->ops, *lens = b->ops + ncig;
         int reverse = (flag & 16) != 0;
         if (kind) {
             add_read_ops(c, reverse, pos, ops, lens, nops, b->seq, lseq, NULL, NULL, 0);
@@ -659,6 +701,74 @@ int pu_bam_chunk(pu_ctx *c, pu_bam *b, int tid, int64_t start, int64_t end, int 
         if (counted == st) st->used++;
     }
     return begun;
+}
+
+/* One sampling interval of pileup_thresholds' estimate (_process_records with the core):
+ * records overlapping [start, end) of tid, primary and not duplicates, with a sequence
+ * (mapped too with only_mapped or the edge filter), each read name once in the interval, until
+ * budget (< 0: none) reads gave values; a read's values kept (c->values) if its name was not
+ * sampled before (b->seen). Returns the reads that gave values, or -1 where pysam must sample
+ * the interval (c->values and b->seen then as before the call). */
+int64_t pu_bam_sample(pu_ctx *c, pu_bam *b, int tid, int64_t start, int64_t end, int64_t budget,
+                      int only_mapped, int edge_on) {
+    int64_t before[4], seen_len = b->seen.len, used = 0;
+    for (int k = 0; k < 4; k++) before[k] = c->nvalues[k];
+    query(b, tid, start, end);
+    names_truncate(&b->local, 0);
+    for (;;) {
+        int64_t n = next_in_region(b);
+        if (n < 0) goto defer;
+        if (n == 0) break;
+        const uint8_t *r = b->rec, *rend = b->rec + n;
+        int32_t rtid = (int32_t)le32(r), pos = (int32_t)le32(r + 4);
+        if (rtid < 0 || rtid > tid || (rtid == tid && pos >= end)) break;
+        int lname = r[8], ncig = r[12] | r[13] << 8, flag = r[14] | r[15] << 8;
+        int32_t lseq = (int32_t)le32(r + 16);
+        const uint8_t *cig = r + 32 + lname, *packed = cig + 4 * (int64_t)ncig;
+        const uint8_t *aux = packed + (lseq + 1) / 2 + lseq;
+        if (lname < 1 || lseq < 0 || aux > rend || r[32 + lname - 1]) goto defer;
+        if (ncig == 2 && le32(cig) == ((uint32_t)lseq << 4 | 4) && (le32(cig + 4) & 15) == 3)
+            goto defer; /* the CIGAR in the CG tag */
+        if (rtid != tid || record_end(r, pos) <= start) continue;
+        if (flag & 0xD00 || lseq <= 0) continue;
+        if ((only_mapped || edge_on) && flag & 4) continue;
+        if (budget >= 0 && used >= budget) break;
+        const char *name = (const char *)r + 32;
+        if (name_in(&b->local, name, lname - 1)) continue;
+        int keep = !name_in(&b->seen, name, lname - 1);
+        const uint8_t *mm = NULL, *ml = NULL;
+        const char *why = NULL;
+        char reason[160];
+        int kind = mod_tags(aux, rend, lseq, &mm, &ml, &why, reason), got = 0;
+        if (kind == PU_DEFER) goto defer;
+        if (!kind && !(only_mapped && !ncig)) {
+            int64_t nops = decode_record(b, r, packed, lseq), mark[4];
+            if (nops < -1) goto defer;
+            for (int k = 0; k < 4; k++) mark[k] = c->nvalues[k];
+            got = sample_read_ops(c, flag & 16 ? 1 : 0, b->seq, lseq, (const char *)mm, ml + 5,
+                                  (int64_t)le32(ml + 1), only_mapped ? b->ops : NULL,
+                                  b->ops + ncig, nops);
+            if (got < 0) goto defer; /* Python's path for this read */
+            if (!keep)
+                for (int k = 0; k < 4; k++) c->nvalues[k] = mark[k];
+        }
+        name_add(&b->local, name, lname - 1);
+        if (got) used++;
+        if (keep) name_add(&b->seen, name, lname - 1);
+    }
+    return used;
+defer:
+    for (int k = 0; k < 4; k++) c->nvalues[k] = before[k];
+    names_truncate(&b->seen, seen_len);
+    return -1;
+}
+
+/* The threshold sample's names over all intervals (pileup_thresholds' seen, for its pysam
+ * path): whether name is in (add: then added); the number of names with name NULL. */
+int64_t pu_bam_seen(pu_bam *b, const char *name, int add) {
+    if (!name) return b->seen.n;
+    int64_t len = (int64_t)strlen(name);
+    return add ? name_add(&b->seen, name, len) : name_in(&b->seen, name, len);
 }
 
 void pu_stats_free(pu_stats *st) {

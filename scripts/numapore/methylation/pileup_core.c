@@ -958,8 +958,25 @@ int64_t pu_text_folded(pu_ctx *c, const char *chrom, const int64_t *pos, const i
 /* One record's sampled probabilities (the most likely state's, per canonical base) appended to
  * c->values (ReadIdsToBaseModProbs for one record, without --include-positions); aligned: the
  * forward positions to keep (NULL: all). Returns 1 if it gave any, 0 if not, <0 on error. */
+static int sample_read_ops(pu_ctx *c, int reverse, const char *seq, int64_t n, const char *mm,
+                           const uint8_t *ml, int64_t nml, const int64_t *ops,
+                           const int64_t *lens, int64_t nops);
+
 int pu_sample_read(pu_ctx *c, int reverse, const char *seq, int64_t n, const char *mm,
                    const uint8_t *ml, int64_t nml, const char *cigar, int64_t ncig_max) {
+    if (!cigar) return sample_read_ops(c, reverse, seq, n, mm, ml, nml, NULL, NULL, 0);
+    int64_t *ops = malloc((ncig_max + 1) * 2 * sizeof(int64_t)), *lens = ops + ncig_max + 1;
+    int64_t nops = parse_cigar(NULL, cigar, 0, ops, lens);
+    int rc = sample_read_ops(c, reverse, seq, n, mm, ml, nml, ops, lens, nops);
+    free(ops);
+    return rc;
+}
+
+/* pu_sample_read over the CIGAR's operations (ops NULL: every position; nops < 0: a CIGAR
+ * that does not parse, no position aligned) */
+static int sample_read_ops(pu_ctx *c, int reverse, const char *seq, int64_t n, const char *mm,
+                           const uint8_t *ml, int64_t nml, const int64_t *ops,
+                           const int64_t *lens, int64_t nops) {
     scratch_t *s = get_scratch(c, n);
     prepare(c, s, reverse, seq, n);
     int rc = read_tables(c, s, n, mm, ml, nml);
@@ -967,12 +984,11 @@ int pu_sample_read(pu_ctx *c, int reverse, const char *seq, int64_t n, const cha
     if (rc) return 0;
     if (c->edge_on && (n <= c->edge_start || n <= c->edge_end)) return 0;
     uint8_t *aligned = NULL;
-    if (cigar) {
+    if (ops) {
         /* only the forward positions aligned to the reference (M, =, X) */
         aligned = s->gflags;
         memset(aligned, 0, n);
-        int64_t *ops = malloc(ncig_max * 2 * sizeof(int64_t)), *lens = ops + ncig_max;
-        int64_t nops = parse_cigar(s, cigar, 0, ops, lens), q = 0;
+        int64_t q = 0;
         for (int64_t k = 0; k < nops; k++) {
             if (ops[k] == 0 || ops[k] == 7 || ops[k] == 8) {
                 for (int64_t i = 0; i < lens[k] && q + i < n; i++)
@@ -982,7 +998,6 @@ int pu_sample_read(pu_ctx *c, int reverse, const char *seq, int64_t n, const cha
                 q += lens[k];
             }
         }
-        free(ops);
     }
     int added = 0;
     for (int st = 0; st < 2; st++)

@@ -45,6 +45,9 @@ int pu_bam_any(pu_bam *b, int tid, int64_t start, int64_t end);
 int pu_bam_chunk(pu_ctx *c, pu_bam *b, int tid, int64_t start, int64_t end, int first,
                  int hp_on, int64_t hp, int list_reads, pu_stats *st);
 void pu_stats_free(pu_stats *st);
+int64_t pu_bam_sample(pu_ctx *c, pu_bam *b, int tid, int64_t start, int64_t end, int64_t budget,
+                      int only_mapped, int edge_on);
+int64_t pu_bam_seen(pu_bam *b, const char *name, int add);
 """
 
 ffibuilder = cffi.FFI()

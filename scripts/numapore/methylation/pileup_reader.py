@@ -72,3 +72,36 @@ class BamReader:
             return bool(rc)
         finally:
             lib.pu_stats_free(st)
+
+    def sample(self, core, tid, start, end, budget, only_mapped: bool, edge_on: bool) -> int | None:
+        """One interval of the threshold estimate's sample (pileup_thresholds._process_records
+        with the core), its values gathered in core and its names in seen_names(): the reads
+        that gave values, None if pysam must sample the interval (nothing changed then)."""
+        got = lib.pu_bam_sample(core, self.handle, tid, start, end,
+                                -1 if budget is None else budget, only_mapped, edge_on)  # fmt: skip
+        return None if got < 0 else got
+
+    def seen_names(self) -> SeenNames:
+        """The read names sampled so far, as a set for the pysam path."""
+        return SeenNames(self.handle)
+
+
+class SeenNames:
+    """The threshold sample's read names, kept by bam_core.c (its sampler adds to them): `in`,
+    add() and len() as a set's, for _process_records."""
+
+    def __init__(self, handle):
+        """The names of the pu_bam handle."""
+        self.handle = handle
+
+    def __contains__(self, name: str) -> bool:
+        """Whether name was sampled."""
+        return bool(lib.pu_bam_seen(self.handle, name.encode(), 0))
+
+    def add(self, name: str) -> None:
+        """Add name."""
+        lib.pu_bam_seen(self.handle, name.encode(), 1)
+
+    def __len__(self) -> int:
+        """How many names."""
+        return lib.pu_bam_seen(self.handle, ffi.NULL, 0)

@@ -41,6 +41,7 @@ from numapore.methylation.pileup_tags import (
 )
 from numapore.methylation.pileup_positions import PositionFilter
 from numapore.methylation.pileup_regions import parse_region
+from numapore.methylation.pileup_reader import BamReader
 
 
 @dataclass
@@ -309,9 +310,10 @@ def estimate_thresholds(bam_path: str, options: Options, pf: PositionFilter | No
     else:
         targets = [(t, 0, ln) for t, ln in enumerate(bam.lengths)]
     targets = [t for t in targets if schedule.get(t[0]) is not None or t[0] in schedule]
-    seen: set[str] = set()
     values: dict[int, list] = {}
     core = new_core(options, None) if common.ENABLED and pf is None else None
+    reader = BamReader.open(bam_path) if core is not None else None
+    seen = reader.seen_names() if reader is not None else set()
     sampled_per: dict[int, int] = {}
     batch = max(int(options.sampler_threads() * 1.5), 1)
     intervals = []
@@ -328,10 +330,14 @@ def estimate_thresholds(bam_path: str, options: Options, pf: PositionFilter | No
                 a < e and b > s for k in (0, 1) for a, b in pf.intervals.get((tid, k), [])
             ):
                 continue
-            records = bam.fetch(bam.references[tid], s, e)
-            got = _process_records(
-                records, budget, options, only_mapped, pf, ignore, edge, seen, values, core
-            )
+            got = None
+            if reader is not None:  # the records read in C (pileup_reader)
+                got = reader.sample(core, tid, s, e, budget, only_mapped, edge is not None)
+            if got is None:
+                records = bam.fetch(bam.references[tid], s, e)
+                got = _process_records(
+                    records, budget, options, only_mapped, pf, ignore, edge, seen, values, core
+                )
             sampled_per[tid] = sampled_per.get(tid, 0) + got
     if not only_mapped:
         budget = None
