@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import subprocess
 
+import pyslow5
 import pytest
 import yaml
 from conftest import run_workflow
@@ -17,6 +18,7 @@ from numapore.compare import tuning
 from numapore.compare.measure import MIN_MEASURABLE_S
 from numapore.execution.hosts import host_config_from_dict, load_host_config
 from numapore.execution.steps import run_alignment, run_methylation
+from numapore.signal.convert import convert
 from numapore.signal.fast5 import read_layout
 
 MODES = ["fast5", "fast5-pool", "slow5"]
@@ -68,7 +70,9 @@ def test_candidates_order_and_files():
         ("a", 3),
         ("b", 3),
     ]
-    assert tuning.slice_files([("x", 3), ("y", 3), ("z", 3)], 4) == ["x", "y"]
+    layout = [("a", True), ("b", False), ("c", True), ("d", True)]
+    assert tuning.first_groups(layout, 2) == (3, ["a", "c"])
+    assert tuning.first_groups(layout, 9) == (4, ["a", "c", "d"])
     assert tuning.tuning_files("r")["host"] == f"r/{tuning.host_name()}.yaml"
 
 
@@ -82,6 +86,15 @@ def test_cache_reused_only_for_the_same_key(tmp_path):
     other = tuning.cache_key({"nanopolish": "0.13.2"}, "bwa", "ref.fa", ["f5"], {}, MODES)
     reuse, why = tuning.cached(record, other)
     assert reuse is None and why.startswith("tools, aligner changed")
+
+
+def test_conversion_of_a_slices_first_read_groups(tmp_path, f2s_dir):
+    """The slow5 cells convert only the slice's reads: a multi-read file's first 3 of 10."""
+    source = f2s_dir / "raw/end_reason_fast5/end_reason0.fast5"
+    blow5 = tmp_path / "slice.blow5"
+    convert([source], blow5, progress=None, first_groups={str(source): 3})
+    ids = [read["read_id"] for read in pyslow5.Open(str(blow5), "r").seq_reads()]
+    assert ids == [read for read, _ in read_layout(source)][:3]
 
 
 def test_bad_tune_setting_names_the_key():

@@ -157,16 +157,17 @@ def decide(walls: Mapping[str, Sequence[float]], min_measurable: float) -> tuple
     )
 
 
-def slice_files(reads_per_file: Sequence[tuple[str, int]], reads: int) -> list[str]:
-    """The first signal files (in order) that hold at least `reads` reads between them (all when
-    they hold fewer): the slice is cut by whole files, as nanopolish and the conversion read."""
-    chosen, total = [], 0
-    for path, n in reads_per_file:
-        if total >= reads:
-            break
-        chosen.append(path)
-        total += n
-    return chosen
+def first_groups(layout: Sequence[tuple[str, bool]], need: int) -> tuple[int, list[str]]:
+    """Of a FAST5 file's read groups (read_layout: read id, has signal, in name order), the
+    fewest first ones that hold `need` reads with signal (all when they hold fewer), and those
+    reads: the slice is cut by read, as the conversion's first_groups reads it."""
+    taken = []
+    for i, (read, has_signal) in enumerate(layout):
+        if has_signal:
+            taken.append(read)
+            if len(taken) == need:
+                return i + 1, taken
+    return len(layout), taken
 
 
 def order(candidates: Sequence[str], repeats: int) -> list[tuple[str, int]]:
@@ -241,43 +242,41 @@ def add_to_record(run_record: Path, tuning_record: Path) -> None:
 
 
 class Slice:
-    """The slice's files in a scratch folder: its reads, their alignments, its signal."""
+    """A slice in a scratch folder: its reads, their alignments, its signal (the files, and
+    the read groups of each that it takes)."""
 
-    def __init__(self, workdir: Path, files: Sequence[str], reads: Path, total: int) -> None:
-        self.workdir, self.files, self.reads, self.total = workdir, list(files), reads, total
-        self.count = 0
+    def __init__(self, workdir: Path, groups: Mapping[str, int], reads: Path) -> None:
+        self.workdir, self.groups, self.reads = workdir, dict(groups), reads
+        self.files = list(groups)
+        self.count = self.total = 0
         self.bam = workdir / "slice.bam"
 
 
 def cut_slice(
     workdir: Path, reads: Path, signal: Sequence[str], want: int, layout: Callable
 ) -> Slice:
-    """The slice of a sample: the first signal files holding `want` reads (layout(path): the
-    file's read ids), and the sample's reads that they hold, as FASTQ/FASTA."""
+    """The slice of a sample: the first read groups of its first signal files that hold `want`
+    reads (layout(path): the file's read_layout), and the sample's reads that they hold, as
+    FASTQ/FASTA (uncompressed)."""
     import pysam
 
     from numapore.inputs.sheet import reads_format
     from numapore.signal.fast5 import list_fast5
 
-    per_file, total_signal = [], 0
+    groups, wanted = {}, set()
     for path in map(str, list_fast5(signal)):
-        ids = [read for read, has_signal in layout(path) if has_signal]
-        per_file.append((path, ids))
-        total_signal += len(ids)
-        if sum(len(i) for _, i in per_file) >= want:
+        groups[path], ids = first_groups(layout(path), want - len(wanted))
+        wanted.update(ids)
+        if len(wanted) >= want:
             break
-    files = slice_files([(p, len(i)) for p, i in per_file], want)
-    wanted = {read for p, ids in per_file if p in files for read in ids}
-    fmt = reads_format(reads).removesuffix(".gz")  # the slice is written uncompressed
-    out = Slice(workdir, files, workdir / f"slice.{fmt}", 0)
-    total = 0
+    fmt = reads_format(reads).removesuffix(".gz")
+    out = Slice(workdir, groups, workdir / f"slice.{fmt}")
     with pysam.FastxFile(str(reads)) as fastx, open(out.reads, "w") as handle:
         for record in fastx:
-            total += 1
+            out.total += 1
             if record.name in wanted:
                 handle.write(str(record) + "\n")
                 out.count += 1
-    out.total = total
     return out
 
 
@@ -329,7 +328,7 @@ def measure_mode(
     blow5 = None
     if io_mode(mode).converts_signal:
         blow5 = cell / "slice.blow5"
-        convert(cut.files, blow5, processes=processes, progress=None)
+        convert(cut.files, blow5, processes=processes, progress=None, first_groups=cut.groups)
         parts["convert_s"] = time.monotonic() - start
     began = time.monotonic()
     signal_index(reads, cut.files, blow5)

@@ -50,7 +50,7 @@ import sys
 import threading
 import time
 from collections import deque
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field, replace
@@ -297,6 +297,8 @@ class _Converter:
         self.rejected: list[tuple[str, str, str]] = []
         self.t0 = time.monotonic()
         self.last_progress = self.t0
+        # Per file: convert only its first N read groups (a slice of the reads: host tuning).
+        self.stops: Mapping[str, int] = {}
 
     def task(self, path: str, start: int = 0, stop: int | None = None) -> _Task:
         """Build a task carrying what is known so far about the output."""
@@ -316,12 +318,16 @@ class _Converter:
         """Take the next files off todo as one worker task list (see BATCH_FILES): the tasks
         share one copy of what is known, so it is pickled once per batch. One file while the
         output's columns are unknown (its reads come back decoded for the parent to encode)."""
-        first = self.task(todo.popleft(), 0, SLICE_READS)
+        first = self.task(todo[0], 0, self.stop(todo.popleft(), SLICE_READS))
         tasks, size = [first], _file_size(first.path)
         while self.schema is not None and todo and len(tasks) < BATCH_FILES and size < BATCH_BYTES:
             size += _file_size(todo[0])
-            tasks.append(replace(first, path=todo.popleft()))
+            tasks.append(replace(first, path=todo[0], stop=self.stop(todo.popleft(), SLICE_READS)))
         return tasks
+
+    def stop(self, path: str, stop: int) -> int:
+        """A task's end (read groups) in a file: stop, or less where only a slice is converted."""
+        return min(stop, self.stops.get(os.path.abspath(path), stop))
 
     def bad(self, path: str, read_id: str, reason: str, whole_file: bool = False) -> None:
         """Fail, or record a rejected file/read for the TSV."""
@@ -418,9 +424,10 @@ class _Converter:
 
     def slices(self, result: _Result) -> list[tuple[int, int]]:
         """Remaining read-group slices of a multi-read file after its first slice."""
-        if result.error is not None or result.task.start != 0 or result.groups <= SLICE_READS:
+        end = self.stop(result.task.path, result.groups)
+        if result.error is not None or result.task.start != 0 or end <= SLICE_READS:
             return []
-        return [(s, s + SLICE_READS) for s in range(SLICE_READS, result.groups, SLICE_READS)]
+        return [(s, min(s + SLICE_READS, end)) for s in range(SLICE_READS, end, SLICE_READS)]
 
     def run_pool(self, files: list[str], processes: int) -> None:
         """Convert with K worker processes, writing results in input order."""
@@ -527,11 +534,14 @@ def convert(
     write_index: bool = True,
     progress: TextIO | None = STDERR,
     progress_interval: float = 5.0,
+    first_groups: Mapping[str, int] | None = None,
 ) -> ConversionReport:
     """Convert FAST5 files/folders into one SLOW5/BLOW5 file and return a ConversionReport.
 
-    fmt defaults to the output suffix.  on_bad_fast5='fail' raises ConversionError naming the
-    file and reason; 'skip' leaves bad files/reads out and lists them in <output>.rejected.tsv.
+    fmt defaults to the output suffix. first_groups: of those files, only their first N read
+    groups (in name order, as read_layout lists them): a slice of the reads (host tuning).
+    on_bad_fast5='fail' raises ConversionError naming the file and reason; 'skip' leaves bad
+    files/reads out and lists them in <output>.rejected.tsv.
     A BLOW5 gets a slow5lib index (<output>.idx) unless write_index is False or read ids repeat.
     """
     output = Path(output)
@@ -556,6 +566,7 @@ def convert(
     conv = _Converter(
         writer, report, on_bad_fast5, allow_duplicate_ids, progress, progress_interval
     )
+    conv.stops = {os.path.abspath(path): n for path, n in (first_groups or {}).items()}
     try:
         conv.run_pool(files, processes)
         if report.reads_written == 0:
