@@ -17,7 +17,6 @@ from numapore.compare.measure import MIN_MEASURABLE_S
 from numapore.compare import tuning
 from numapore.execution.hosts import load_host_config
 from numapore.execution.steps import run_alignment, run_methylation
-from numapore.signal.fast5 import read_layout
 
 smk = snakemake  # noqa: F821 (injected by the script directive)
 redirect_to_log(smk)
@@ -70,7 +69,7 @@ else:
                 """A slice of n reads in a folder of its own, aligned and indexed."""
                 source = Path(smk.input.reads)
                 cut = tuning.aligned_slice(
-                    work / f"slice{n}", source, signal, n, align, read_layout
+                    work / f"slice{n}", source, signal, n, align, tuning.group_names
                 )
                 log(f"tuning: slice of {cut.count} of {cut.total} reads, {len(cut.files)} files")
                 return cut

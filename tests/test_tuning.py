@@ -95,6 +95,8 @@ def test_conversion_of_a_slices_first_read_groups(tmp_path, f2s_dir):
     convert([source], blow5, progress=None, first_groups={str(source): 3})
     ids = [read["read_id"] for read in pyslow5.Open(str(blow5), "r").seq_reads()]
     assert ids == [read for read, _ in read_layout(source)][:3]
+    # the slice's read ids from the group names alone: those of read_layout
+    assert tuning.group_names(source) == read_layout(source)
 
 
 def test_bad_tune_setting_names_the_key():

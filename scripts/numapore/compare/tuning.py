@@ -241,6 +241,22 @@ def add_to_record(run_record: Path, tuning_record: Path) -> None:
     run_record.write_text(json.dumps(record, indent=2) + "\n")
 
 
+def group_names(path: str | os.PathLike) -> list[tuple[str, bool]]:
+    """A FAST5 file's reads as read_layout gives them (read id, has signal), cheaply for a
+    multi-read file: its read groups by name (read_<id>, in name order), without opening each
+    (on slow storage every group costs read requests), each taken to have signal; other files:
+    read_layout."""
+    import h5py
+
+    from numapore.signal.fast5 import SKIPPED_GROUPS, read_layout
+
+    with h5py.File(path, "r") as h5:
+        names = [n for n in sorted(h5.keys(), key=str.encode) if n not in SKIPPED_GROUPS]
+    if names and all(n.startswith("read_") for n in names):
+        return [(n.removeprefix("read_"), True) for n in names]
+    return read_layout(path)
+
+
 class Slice:
     """A slice in a scratch folder: its reads, their alignments, its signal (the files, and
     the read groups of each that it takes)."""
