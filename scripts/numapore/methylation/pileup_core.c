@@ -16,7 +16,8 @@
 
 /* cffi: begin */
 /* PU_MAXC: mod codes in one run (more: pileup.py's Python path); PU_K: features per position
- * and strand, 10 + 4 * PU_MAXC (delete, fail, no call x 4, canonical x 4, code x base) */
+ * and strand at most, 10 + 4 * PU_MAXC (delete, fail, no call x 4, canonical x 4, code x base;
+ * an interval's rows hold pu_ctx.k of them, its codes') */
 #define PU_MAXC 8
 #define PU_K 42
 
@@ -37,7 +38,8 @@ typedef struct {
     float code_thr[4][PU_MAXC];
     /* the interval */
     int64_t start, length;
-    int32_t *counts;      /* length x 2 x PU_K */
+    int32_t *counts;      /* length x 2 x k */
+    int k;                /* features per position and strand: 10 + 4 x the codes it holds */
     int32_t *diff;        /* 64 keys x (length + 1), allocated as keys appear */
     uint64_t keys_used;   /* which of the 64 (strand, base, code) keys have a diff array */
     uint8_t *observed;    /* length x 2 x 4 code bit masks, from diff */
@@ -164,6 +166,20 @@ static float threshold_for(const pu_ctx *c, int base, const char *code) {
 }
 
 /* the registry index of a code (registered if new); -1 if the registry is full */
+static void *grow(void *p, size_t size);
+
+/* a code met within an interval: its tallies' rows widened to k features (the codes were
+ * fewer at pu_begin; rows only as wide as the codes met keep the tallies in cache) */
+static void widen(pu_ctx *c, int k) {
+    int64_t rows = c->length * 2;
+    c->counts = grow(c->counts, (size_t)rows * k * sizeof(int32_t));
+    for (int64_t i = rows - 1; i >= 0; i--) {
+        memmove(c->counts + i * k, c->counts + i * c->k, c->k * sizeof(int32_t));
+        memset(c->counts + i * k + c->k, 0, (k - c->k) * sizeof(int32_t));
+    }
+    c->k = k;
+}
+
 int pu_code(pu_ctx *c, const char *code) {
     for (int i = 0; i < c->ncodes; i++)
         if (!strcmp(c->codes[i], code)) return i;
@@ -171,6 +187,7 @@ int pu_code(pu_ctx *c, const char *code) {
     int i = c->ncodes++;
     snprintf(c->codes[i], sizeof c->codes[i], "%s", code);
     for (int b = 0; b < 4; b++) c->code_thr[b][i] = threshold_for(c, b, code);
+    if (c->counts && 10 + 4 * c->ncodes > c->k) widen(c, 10 + 4 * c->ncodes);
     return i;
 }
 
@@ -532,8 +549,9 @@ static int read_calls(pu_ctx *c, scratch_t *s, int reverse, int64_t n, uint64_t 
 int pu_begin(pu_ctx *c, int64_t start, int64_t length) {
     c->start = start;
     c->length = length;
-    c->counts = grow(c->counts, (size_t)length * 2 * PU_K * sizeof(int32_t));
-    memset(c->counts, 0, (size_t)length * 2 * PU_K * sizeof(int32_t));
+    c->k = 10 + 4 * (c->ncodes > 0 ? c->ncodes : 1);
+    c->counts = grow(c->counts, (size_t)length * 2 * c->k * sizeof(int32_t));
+    memset(c->counts, 0, (size_t)length * 2 * c->k * sizeof(int32_t));
     c->diff = grow(c->diff, (size_t)64 * (length + 1) * sizeof(int32_t));
     c->keys_used = 0;
     c->observed = grow(c->observed, (size_t)length * 8);
@@ -618,7 +636,8 @@ static int add_read_ops(pu_ctx *c, int reverse, int64_t ref_start, const int64_t
     int64_t start = c->start, end = c->start + c->length;
     int strand = reverse ? 1 : 0;
     int64_t q = 0, r = ref_start, seg_start = ref_start;
-    int32_t *counts = c->counts;
+    int32_t *counts = c->counts; /* after read_tables: a new code widens them */
+    const int64_t stride = c->k;
     for (int64_t k = 0; k < nops; k++) {
         int64_t op = ops[k], len = lens[k];
         if (op == 0 || op == 7 || op == 8) {
@@ -637,17 +656,17 @@ static int add_read_ops(pu_ctx *c, int reverse, int64_t ref_start, const int64_t
                 int pc = has[0] ? s->calls[0][qf] : NO_CALL;
                 int nc = has[1] ? s->calls[1][qf] : NO_CALL;
                 if (pc == NO_CALL && nc == NO_CALL) {
-                    counts[(rr * 2 + strand) * PU_K + 2 + b]++;
+                    counts[(rr * 2 + strand) * stride + 2 + b]++;
                     continue;
                 }
                 if (pc != NO_CALL) {
                     int kind = pc == FILTERED ? 1 : pc == CANONICAL ? 6 + b : 10 + 4 * (pc - 1) + b;
-                    counts[(rr * 2 + strand) * PU_K + kind]++;
+                    counts[(rr * 2 + strand) * stride + kind]++;
                 }
                 if (nc != NO_CALL) {
                     int pb = 3 - b;
                     int kind = nc == FILTERED ? 1 : nc == CANONICAL ? 6 + pb : 10 + 4 * (nc - 1) + pb;
-                    counts[(rr * 2 + (1 - strand)) * PU_K + kind]++;
+                    counts[(rr * 2 + (1 - strand)) * stride + kind]++;
                 }
             }
             q += len;
@@ -655,7 +674,7 @@ static int add_read_ops(pu_ctx *c, int reverse, int64_t ref_start, const int64_t
         } else if (op == 2) {
             int64_t a = r < start ? start - r : 0, bnd = r + len > end ? end - r : len;
             for (int64_t i = a; i < bnd; i++)
-                if (!c->want || c->want[r + i - start]) counts[((r + i - start) * 2 + strand) * PU_K]++;
+                if (!c->want || c->want[r + i - start]) counts[((r + i - start) * 2 + strand) * stride]++;
             r += len;
         } else if (op == 3) {
             /* a skip ends a covered segment */
@@ -689,7 +708,7 @@ int pu_observe(pu_ctx *c) {
 int64_t pu_rows_bound(pu_ctx *c, int combine_mods) {
     int64_t rows = 0, per = combine_mods ? 1 : (c->ncodes ? c->ncodes : 1);
     for (int64_t i = 0; i < c->length * 2; i++) {
-        const int32_t *f = c->counts + i * PU_K;
+        const int32_t *f = c->counts + i * c->k;
         for (int b = 0; b < 4; b++) {
             int64_t calls = f[6 + b];
             for (int k = 0; k < c->ncodes; k++) calls += f[10 + 4 * k + b];
@@ -725,7 +744,7 @@ static char *put_int(char *o, int64_t v) {
 /* the rows of one position and strand: (code: registry index, or -1 - base with combine_mods)
  * and base, unsorted; their number */
 static int rows_at(const pu_ctx *c, int64_t p, int s, int combine_mods, int *rcode, int *rbase) {
-    const int32_t *f = c->counts + (p * 2 + s) * PU_K;
+    const int32_t *f = c->counts + (p * 2 + s) * c->k;
     int nr = 0;
     for (int b = 0; b < 4; b++) {
         int64_t calls = f[6 + b];
@@ -748,7 +767,7 @@ static int rows_at(const pu_ctx *c, int64_t p, int s, int combine_mods, int *rco
 
 /* a row's counts: cov, mod, canonical, other mod, delete, fail, diff, no call */
 static void row_values(const pu_ctx *c, int64_t p, int s, int code, int b, int64_t *v) {
-    const int32_t *f = c->counts + (p * 2 + s) * PU_K;
+    const int32_t *f = c->counts + (p * 2 + s) * c->k;
     int64_t mods = 0, other_bases = 0;
     for (int k = 0; k < c->ncodes; k++) mods += f[10 + 4 * k + b];
     for (int ob = 0; ob < 4; ob++) {
@@ -921,8 +940,8 @@ int64_t pu_text_folded(pu_ctx *c, const char *chrom, const int64_t *pos, const i
     int64_t rows = 0;
     for (int64_t e = 0; e < n; e++) {
         if (neg[e] < 0) continue;
-        int32_t *to = c->counts + (pos[e] * 2) * PU_K, *from = c->counts + (neg[e] * 2 + 1) * PU_K;
-        for (int k = 0; k < PU_K; k++) {
+        int32_t *to = c->counts + (pos[e] * 2) * c->k, *from = c->counts + (neg[e] * 2 + 1) * c->k;
+        for (int k = 0; k < c->k; k++) {
             to[k] += from[k];
             from[k] = 0;
         }

@@ -320,7 +320,7 @@ class ChunkWorker:
             stats.rows = self._last_rows if text else 0
             return text, stats
         ncodes = max(ctx.ncodes, 1)
-        k = lib.PU_K
+        k = ctx.k
         counts = np.frombuffer(ffi.buffer(ctx.counts, length * 2 * k * 4), dtype=np.int32)
         counts = counts.reshape(length, 2, k)[:, :, : 10 + 4 * ncodes].astype(np.int64)
         bits = np.frombuffer(ffi.buffer(ctx.observed, length * 8), dtype=np.uint8)
