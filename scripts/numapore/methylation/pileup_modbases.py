@@ -59,9 +59,10 @@ def code_order(code: str) -> tuple:
 
 
 def read_calls(rec: pysam.AlignedSegment, thresholds, mod_thresholds: dict[str, float]):
-    """The record's calls by forward (read-orientation) position: kind per position (-1 no
-    call, 0 canonical, 1 modified, 2 filtered) and the modified call's code, as modkit's
-    BaseModsAdapter makes them. RecordError where it drops the record."""
+    """The record's calls by forward (read-orientation) position, as modkit's BaseModsAdapter
+    makes them: the forward bases, kind per position (-1 no call, 0 canonical, 1 modified, 2
+    filtered) and (the codes met, per position the modified call's code: their index, -1
+    none). RecordError where it drops the record."""
     mm, ml = first_tag(rec, "MM", "Mm"), first_tag(rec, "ML", "Ml")
     if not isinstance(mm, str) or not mm or ml is None or isinstance(ml, (str, int, float)):
         raise RecordError("no MM/ML tags")
@@ -71,8 +72,10 @@ def read_calls(rec: pysam.AlignedSegment, thresholds, mod_thresholds: dict[str, 
         seq = seq.translate(str.maketrans("ACGTNacgtn", "TGCANtgcan"))[::-1]
     fwd = _LUT[np.frombuffer(seq.encode(), dtype=np.uint8)]
     n = len(fwd)
-    # per base: the positions listed (with the ML values per code) and whether it is implicit
-    listed: dict[int, dict[int, list[tuple[str, int]]]] = {}
+    # per base: its MM groups' entries (position, code id, ML value), in MM order, and whether
+    # it is implicit
+    codes_seen: list[str] = []
+    entries: dict[int, list[tuple]] = {}
     implicit = [False] * 4
     pointer = 0
     for raw in mm.split(";"):
@@ -100,33 +103,55 @@ def read_calls(rec: pysam.AlignedSegment, thresholds, mod_thresholds: dict[str, 
         end = pointer + len(index) * len(codes)
         if end > len(ml):
             raise RecordError("ML shorter than MM needs")
-        values = ml[pointer:end].reshape(len(index), len(codes))
+        values = ml[pointer:end]
         pointer = end
-        at = listed.setdefault(base, {})
-        for position, row in zip(occurrences[index].tolist(), values.tolist(), strict=True):
-            at.setdefault(position, []).extend(zip(codes, row, strict=True))
+        for c in codes:
+            if c not in codes_seen:
+                codes_seen.append(c)
+        ids = np.asarray([codes_seen.index(c) for c in codes], dtype=np.int64)
+        entries.setdefault(base, []).append(
+            (np.repeat(occurrences[index], len(codes)), np.tile(ids, len(index)), values)
+        )
     kind = np.full(n, -1, dtype=np.int8)
-    code_at: dict[int, str] = {}
+    code_at = np.full(n, -1, dtype=np.int64)  # the modified call's code (codes_seen index)
     for base in range(4):
         threshold = np.float32(thresholds[base])
         if implicit[base]:  # unlisted bases of the type: canonical, quality 255
             where = fwd == base
             kind[where] = 0 if prob(255) >= threshold else 2
-        for position, entries in listed.get(base, {}).items():
-            mod_qual, total, code = 0, 0, None
-            for c, q in entries:
-                if q > mod_qual:
-                    mod_qual, code = q, c
-                total = min(total + q, 255)
-            canonical_qual = 255 - total
-            if canonical_qual > mod_qual:
-                kind[position] = 0 if prob(canonical_qual) >= threshold else 2
-            else:
-                code = code if code is not None else entries[0][0]
-                limit = np.float32(mod_thresholds.get(code, threshold))
-                kind[position] = 1 if prob(mod_qual) >= limit else 2
-                code_at[position] = code
-    return fwd, kind, code_at
+        if base in entries:
+            _listed_calls(entries[base], codes_seen, threshold, mod_thresholds, kind, code_at)
+    return fwd, kind, (codes_seen, code_at)
+
+
+def _listed_calls(parts, codes_seen, threshold, mod_thresholds, kind, code_at) -> None:
+    """The calls at a base's listed positions, each from its entries in MM order (modkit's
+    BaseModsAdapter): the first code with the highest ML value, the canonical quality 255 -
+    the values' sum (at least 0); canonical if above the mod's value, each against its own
+    threshold (2: filtered)."""
+    pos = np.concatenate([p for p, _, _ in parts])
+    ids = np.concatenate([i for _, i, _ in parts])
+    qual = np.concatenate([q for _, _, q in parts]).astype(np.int64)
+    order = np.argsort(pos, kind="stable")  # a position's entries stay in MM order
+    pos, ids, qual = pos[order], ids[order], qual[order]
+    starts = np.flatnonzero(np.r_[True, pos[1:] != pos[:-1]])
+    at = pos[starts]
+    total = np.minimum(np.add.reduceat(qual, starts), 255)
+    top = np.maximum.reduceat(qual, starts)
+    group = np.repeat(np.arange(len(starts)), np.diff(np.r_[starts, len(pos)]))
+    first = np.minimum.reduceat(
+        np.where(qual == top[group], np.arange(len(qual)), len(qual)), starts
+    )
+    code = ids[first]
+    canonical = 255 - total
+    wins = canonical > top
+    limits = np.asarray([mod_thresholds.get(c, threshold) for c in codes_seen], dtype=np.float32)
+    kind[at] = np.where(
+        wins,
+        np.where(prob(canonical) >= threshold, 0, 2),
+        np.where(prob(top) >= limits[code], 1, 2),
+    )
+    code_at[at[~wins]] = code[~wins]
 
 
 def first_tag(rec: pysam.AlignedSegment, *tags: str):
@@ -137,9 +162,9 @@ def first_tag(rec: pysam.AlignedSegment, *tags: str):
     return None
 
 
-def prob(qual: int) -> np.float32:
-    """modkit's qual_to_prob: (q + 0.5) / 256 in f32."""
-    return (np.float32(qual) + np.float32(0.5)) / np.float32(256)
+def prob(qual):
+    """modkit's qual_to_prob: (q + 0.5) / 256 in f32 (of a value or an array)."""
+    return (np.asarray(qual).astype(np.float32) + np.float32(0.5)) / np.float32(256)
 
 
 NOT_COUNTED = 0x4 | 0x100 | 0x400 | 0x800  # unmapped, secondary, duplicate, supplementary
@@ -218,7 +243,7 @@ class ModBasesCounter:
             if n <= es or n <= ee:
                 continue
             try:
-                fwd, kind, code_at = read_calls(rec, self.thresholds, self.mod_thresholds)
+                fwd, kind, calls = read_calls(rec, self.thresholds, self.mod_thresholds)
             except RecordError as err:
                 stats.skipped["mm"] = stats.skipped.get("mm", 0) + 1
                 stats.examples.setdefault("mm", (rec.query_name, str(err)))
@@ -234,8 +259,14 @@ class ModBasesCounter:
             qf, r = qf[keep], r[keep]
             slot = np.where(kind[qf] == -1, 0, np.where(kind[qf] == 0, 1, 2)).astype(np.int64)
             modified = np.flatnonzero(kind[qf] == 1)
-            for i in modified.tolist():
-                slot[i] = 3 + self.code_index(code_at[int(qf[i])])
+            if len(modified):
+                codes_seen, code_at = calls
+                ids = code_at[qf[modified]]
+                _, first = np.unique(ids, return_index=True)
+                lut = np.zeros(len(codes_seen), dtype=np.int64)
+                for j in ids[np.sort(first)].tolist():  # registered in order of appearance
+                    lut[j] = self.code_index(codes_seen[j])
+                slot[modified] = 3 + lut[ids]
             base = fwd[qf].astype(np.int64)
             ok = base < 4
             d = d[(d >= start) & (d < end)] - start
