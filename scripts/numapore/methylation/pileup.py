@@ -14,6 +14,8 @@ The engine, laid out as modkit's own:
 - pileup_regions: the region planner (intervals, their motif positions, scatter regions);
 - pileup_counting: the counting core of an interval and its rows (0.4.4's and 0.6.1's generic
   path); pileup_modbases: 0.6.1's `--modified-bases` counting;
+- pileup_reader: an interval's BAM records read and tallied in C (bam_core.c, BGZF through
+  libdeflate), pysam's loop where it defers;
 - bedmethyl: the bedMethyl format, its row writer and reader (pileup_core.c's put_row writes
   the same rows);
 - pileup_cli: the command line, and the one writer of every output form (text, BGZF, --phased);

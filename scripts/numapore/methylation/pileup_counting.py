@@ -38,8 +38,8 @@ from numapore.methylation.pileup_tags import (
     usable,
 )
 from numapore.methylation.pileup_thresholds import Caller, call_positions, new_core
-from numapore.methylation.pileup_positions import NEG, POS, make_motif, Motif, PositionFilter
-from numapore.methylation.pileup_regions import Chunk, motif_focus
+from numapore.methylation.pileup_positions import NEG, POS, make_motif, PositionFilter
+from numapore.methylation.pileup_regions import Chunk, combine_strand_rows, motif_focus
 from numapore.methylation.pileup_modbases import ModBasesCounter
 from numapore.methylation.pileup_reader import BamReader
 
@@ -592,30 +592,3 @@ CORE_DEFER = 7  # pileup_core.c's SKIP_CODES: the chunk goes to the Python path
 
 
 CORE_KINDS = {1: "missing", 2: "ml_short", 3: "mm", 4: "conflict", 5: "empty", 6: "implicit"}
-
-
-def combine_strand_rows(chunk: Chunk, rows: list[tuple], motifs: list[Motif]) -> list[tuple]:
-    """modkit's combine_strand_features: at each + strand motif position, per motif, the +
-    rows there and the - rows at the motif's other C summed by code, strand '.'."""
-    at: dict[int, list[tuple]] = {}
-    for r in rows:
-        at.setdefault(r[0], []).append(r)
-    out = []
-    for p in sorted(chunk.pos_motifs):
-        for idx in chunk.pos_motifs[p]:
-            motif = motifs[idx]
-            if not motif.palindrome:
-                continue
-            neg = p + motif.reverse_offset - motif.offset
-            if neg < 0:
-                continue
-            feats = [r for r in at.get(p, []) if r[1] == "+" and r[3] == idx]
-            feats += [r for r in at.get(neg, []) if r[1] == "-" and r[3] == idx]
-            by_code: dict[str, list[int]] = {}
-            for r in feats:
-                acc = by_code.setdefault(r[2], [0] * 8)
-                for i, v in enumerate(r[4:]):
-                    acc[i] += v
-            for code in sorted(by_code, key=code_key):
-                out.append((p, ".", code, idx) + tuple(by_code[code]))
-    return out

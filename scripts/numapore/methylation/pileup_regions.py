@@ -1,6 +1,7 @@
 """The region planner: the spans to work on (--region, contigs, --include-bed), modkit's
 intervals (`-i`) with their motif positions (the interval end moved past a motif when strands are
-combined), and the regions of a scatter."""
+combined), the regions of a scatter, and 0.4.4's --combine-strands rows (a motif's two strands
+summed at its + position)."""
 
 from __future__ import annotations
 
@@ -11,11 +12,13 @@ from dataclasses import dataclass
 import pysam
 
 from numapore.methylation.pileup_common import Options, PileupError, WORK_SIZE
+from numapore.methylation.pileup_tags import code_key
 from numapore.methylation.pileup_positions import (
     BOTH,
     NEG,
     POS,
     make_motif,
+    Motif,
     merge_intervals,
     motif_hits,
     PositionFilter,
@@ -252,3 +255,30 @@ def scatter_regions(in_bam: str, n: int) -> list[str]:
         for s in range(0, length, size):
             regions.append(f"{name}:{s}-{min(s + size, length)}")
     return regions
+
+
+def combine_strand_rows(chunk: Chunk, rows: list[tuple], motifs: list[Motif]) -> list[tuple]:
+    """modkit's combine_strand_features: at each + strand motif position, per motif, the +
+    rows there and the - rows at the motif's other C summed by code, strand '.'."""
+    at: dict[int, list[tuple]] = {}
+    for r in rows:
+        at.setdefault(r[0], []).append(r)
+    out = []
+    for p in sorted(chunk.pos_motifs):
+        for idx in chunk.pos_motifs[p]:
+            motif = motifs[idx]
+            if not motif.palindrome:
+                continue
+            neg = p + motif.reverse_offset - motif.offset
+            if neg < 0:
+                continue
+            feats = [r for r in at.get(p, []) if r[1] == "+" and r[3] == idx]
+            feats += [r for r in at.get(neg, []) if r[1] == "-" and r[3] == idx]
+            by_code: dict[str, list[int]] = {}
+            for r in feats:
+                acc = by_code.setdefault(r[2], [0] * 8)
+                for i, v in enumerate(r[4:]):
+                    acc[i] += v
+            for code in sorted(by_code, key=code_key):
+                out.append((p, ".", code, idx) + tuple(by_code[code]))
+    return out
