@@ -46,14 +46,14 @@ def test_decide_by_the_comparisons_honest_rule(walls, chosen, why):
 
 
 def test_slice_sized_from_the_first_cell_and_capped():
-    # 0.5 s on 100 reads: a cell must run 3 s (1.5 x 2 s), 600 reads; 6 cells of them take
-    # 18.5 s of a 50 s run (10,000 reads): under a 50 % cap, over a 5 % one.
-    want, why = tuning.slice_size(0.5, 100, 10_000, 6, 0.5, 2.0)
+    # 0.5 s on 100 reads: a cell must run 3 s (1.5 x 2 s), 600 reads; 6 cells of them and the
+    # first take 18.5 s of a 50 s run (10,000 reads): under half a 100 % cap, over half a 50 % one.
+    want, why = tuning.slice_size(0.5, 100, 10_000, 6, 1.0, 2.0)
     assert want == 600 and "6 cells of 600 reads" in why
-    want, why = tuning.slice_size(0.5, 100, 10_000, 6, 0.05, 2.0)
-    assert want == 0 and "more than 5% of the whole run's 50.0 s" in why
+    want, why = tuning.slice_size(0.5, 100, 10_000, 6, 0.5, 2.0)
+    assert want == 0 and "more than 50% of the 50% cap on the whole run's 50.0 s" in why
     # a first cell long enough: the slice stays
-    assert tuning.slice_size(4.0, 100, 100_000, 6, 0.05, 2.0)[0] == 100
+    assert tuning.slice_size(4.0, 100, 200_000, 6, 0.05, 2.0)[0] == 100
     # never more reads than the sample has: then measuring costs more than the run itself
     want, why = tuning.slice_size(0.1, 10, 50, 2, 1.0, 2.0)
     assert want == 0 and "2 cells of 50 reads" in why
@@ -164,7 +164,7 @@ def test_tuning_in_a_run_and_its_reuse(signal_fast5_run):
     name = tuning.host_name()
     record = json.loads((work / f"results/tuning/{name}.json").read_text())
     assert record["io_mode"] == "fast5" and record["candidates"] == MODES
-    assert record["probe"]["reads"] == 4 and "more than 5% of the whole run" in record["why"]
+    assert record["probe"]["reads"] == 4 and "of the 5% cap on the whole run" in record["why"]
     assert record["slice"]["sample"] == "clean" and record["slice"]["total_reads"] == 112
     adopted = load_host_config(work / f"results/tuning/{name}.yaml")
     assert adopted.io_mode == "fast5"

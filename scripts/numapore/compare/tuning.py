@@ -37,6 +37,9 @@ from numapore.execution.io_modes import IO_MODES, io_mode
 
 # The simpler I/O mode every other is measured against (the comparison's baseline).
 BASELINE = "fast5"
+# The share of the cap the cells may take: the rest is the tuning's own fixed costs (its job's
+# start, the slices' alignment, nanopolish loading the reference), which the cells do not time.
+CELLS_OF_CAP = 0.5
 # A tuning file's format; a file of another is measured anew.
 FORMAT = 1
 MODES = ("off", "on", "again")
@@ -185,9 +188,9 @@ def slice_size(
 ) -> tuple[int, str]:
     """The slice's reads, sized from a first quick cell (the baseline on probe_reads reads,
     probe_s seconds): enough that a baseline cell runs 1.5 x floor_s (the comparison's
-    MIN_MEASURABLE_S), at least probe_reads; 0 when the cells would cost more than `share` of
-    the whole run (the baseline's time per read x the sample's reads, the probe included);
-    with the reason in words."""
+    MIN_MEASURABLE_S), at least probe_reads; 0 when the cells and the first one would cost more
+    than CELLS_OF_CAP of the cap, `share` of the whole run (the baseline's time per read x the
+    sample's reads); with the reason in words."""
     per_read = probe_s / max(1, probe_reads)
     want = probe_reads
     if probe_s < floor_s:
@@ -195,11 +198,12 @@ def slice_size(
     want = min(want, total_reads)
     whole = per_read * total_reads
     cost = probe_s + per_read * want * cells
-    if cost > share * whole:
+    if cost > CELLS_OF_CAP * share * whole:
         return 0, (
             f"measuring {cells} cells of {want} reads would take about {cost:.1f} s, more than "
-            f"{share:.0%} of the whole run's {whole:.1f} s (estimated from a first cell of "
-            f"{probe_s:.2f} s on {probe_reads} of {total_reads} reads): not measured"
+            f"{CELLS_OF_CAP:.0%} of the {share:.0%} cap on the whole run's {whole:.1f} s "
+            f"(estimated from a first cell of {probe_s:.2f} s on {probe_reads} of "
+            f"{total_reads} reads): not measured"
         )
     return want, f"{cells} cells of {want} reads, about {cost:.1f} s of the run's {whole:.1f} s"
 
