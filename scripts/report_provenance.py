@@ -3,7 +3,7 @@ versions of one run, as an HTML page."""
 
 from pathlib import Path
 
-from numapore.report.figures import provenance_page
+from numapore.report.provenance import provenance_page
 from numapore.base.rulelog import redirect_to_log
 
 smk = snakemake  # noqa: F821 (injected by the script directive)

@@ -60,7 +60,6 @@ from numapore.inputs.sheet import (  # noqa: E402
 from numapore.base.atomic import temp_name  # noqa: E402
 from numapore.inputs.modbam_reads import StagedReads  # noqa: E402
 from numapore.inputs.phasing import vcf_sample  # noqa: E402
-from numapore.inputs.readids import READ_ID_TABLE  # noqa: E402
 from numapore.base.workdir import (  # noqa: E402
     check_writable,
     prepare_exit,
@@ -439,6 +438,9 @@ def staged_reads(wildcards, io_mode=None):
 
 def read_id_table(wildcards):
     """A modBAM sample's read id table, which its staging writes (numapore.inputs.readids)."""
+    # Imported here: the module loads polars, which no other part of the DAG's making needs.
+    from numapore.inputs.readids import READ_ID_TABLE
+
     return f"results/{wildcards.sample}/reads/modbam/{wildcards.sample}{READ_ID_TABLE}"
 
 

@@ -34,7 +34,6 @@ from pathlib import Path
 from numapore.base.atomic import atomic_output
 from numapore.base.errors import InputError
 from numapore.inputs.kinds import MODBAM_SUFFIXES
-from numapore.inputs.readids import IdColumnBuilder, repeats, write_read_id_table
 from numapore.inputs.seqcheck import open_text
 
 # The tags kept (Mm/Ml: the names before SAM's 2021 spec, which modkit still reads).
@@ -336,6 +335,10 @@ def stage_modbam_reads(
     reference index, to tell whether an aligned input was aligned to another reference.
     check_first: a check run once output is open (its InputError closes it: an aligner
     reading it as a pipe sees its end, rather than waiting for it to open)."""
+    # Imported here, not with the module: the workflow imports StagedReads when it starts, and
+    # the read id tables' module loads polars (about 0.4 s of CPU a Snakemake start).
+    from numapore.inputs.readids import IdColumnBuilder, repeats, write_read_id_table
+
     staged = StagedReads()
     bam = source.name.lower().endswith(MODBAM_SUFFIXES)
     counting = process = None

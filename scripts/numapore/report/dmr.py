@@ -23,7 +23,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pysam  # noqa: E402
 
 from numapore.report.comparison_plots import save  # noqa: E402
-from numapore.report.figures import write_html, write_json, write_mqc_tsv  # noqa: E402
+from numapore.report.figures import write_mqc_tsv  # noqa: E402
+from numapore.report.provenance import write_html, write_json  # noqa: E402
 
 DRAWN = 6  # top DMRs drawn below the overview (the table lists dmr.top)
 FLANK = 0.5  # drawn around a DMR: this share of its length on each side

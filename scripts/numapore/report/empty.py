@@ -16,8 +16,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from numapore.base.errors import ALLOW_EMPTY, empty_sample
-from numapore.inputs.readids import none_mapped_reason, read_id_column
-from numapore.report.accounting import blow5_read_ids, readdb_with_signal
+
+# The readers of read ids (polars) and of the accounting's inputs (h5py, pysam) are imported by
+# the two functions that need them: the workflow imports this module when it starts, every
+# Snakemake start and rule script would pay for them (about half a second of CPU).
 
 
 def no_signal_reason(reads: int, source: str | os.PathLike, signal: str, signal_reads: int) -> str:
@@ -82,6 +84,9 @@ def check_reads_have_signal(
 ) -> str:
     """After nanopolish index: how many of the reads have raw signal (the readdb's FAST5 files,
     or the BLOW5's index in I/O mode slow5); EmptySample when none has, unless allowed."""
+    from numapore.inputs.readids import read_id_column
+    from numapore.report.accounting import blow5_read_ids, readdb_with_signal
+
     ids = read_id_column(reads).unique()
     signal_ids = blow5_read_ids(blow5_index) if blow5_index else readdb_with_signal(readdb)
     with_signal = int(ids.is_in(signal_ids.implode()).sum())
@@ -138,6 +143,8 @@ def _reason(out: SampleOutputs) -> str:
     if out.alignment.is_file():
         check = _table(out.alignment)[0]
         if check["primary_mapped"] == "0":
+            from numapore.inputs.readids import none_mapped_reason
+
             reads_in = int(check["reads_in"])
             return none_mapped_reason(reads_in, out.source, out.reference, out.aligner)
     return f"its bedMethyl {out.main} has no rows (each read's fate: {out.fates})"

@@ -12,44 +12,31 @@ same helpers, and a new figure is one function here.
 from __future__ import annotations
 
 import html
-import json
 import os
-import shutil
-import subprocess
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import matplotlib
 import numpy as np
-import pandas as pd
 import pysam
 
 matplotlib.use("Agg")  # files only, no display
 import matplotlib.pyplot as plt  # noqa: E402
 
-from numapore.report.accounting import COLUMNS as ACCOUNTING_COLUMNS  # noqa: E402
-from numapore.methylation.accuracy import label_calls, per_site, roc_auc  # noqa: E402
 from numapore.methylation.bedmethyl import BedMethylRow, read_bedmethyl  # noqa: E402
 from numapore.base.atomic import atomic_output  # noqa: E402
 from numapore.report.comparison_plots import save  # noqa: E402
+from numapore.report.provenance import write_html, write_json  # noqa: E402
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+# pandas, polars (the accounting module) and the accuracy module are imported by the functions
+# that use them: every report job is a process of its own, and the alignment QC job needs
+# none of them (about a second of CPU a job).
 
 BINS = 200  # bins along the reference (coverage, methylation)
-# The tools whose versions the provenance page lists: command, and how to get the version.
-TOOL_VERSIONS = {
-    "minimap2": ["minimap2", "--version"],
-    "samtools": ["samtools", "--version"],
-    "nanopolish": ["nanopolish", "--version"],
-    "bwa": ["bwa"],
-    "bowtie2": ["bowtie2", "--version"],
-    "snap": ["snap-aligner"],  # its usage, after 'Welcome to SNAP version ...'
-}
-
-
-def write_json(data: Mapping[str, Any], output: str | os.PathLike) -> None:
-    """Write a figure's source data as JSON, atomically."""
-    with atomic_output(output) as tmp:
-        tmp.write_text(json.dumps(data, indent=1) + "\n")
 
 
 def samtools_stats(path: str | os.PathLike) -> dict[str, Any]:
@@ -166,6 +153,8 @@ def alignment_qc(
 
 def read_calls_table(path: str | os.PathLike) -> pd.DataFrame:
     """A nanopolish call table (columns as nanopolish writes them)."""
+    import pandas as pd
+
     return pd.read_csv(path, sep="\t", dtype={"chromosome": str, "read_name": str})
 
 
@@ -212,6 +201,8 @@ def modbam_calls(bam: str | os.PathLike) -> dict[str, Any]:
 def bedmethyl_frame(path: str | os.PathLike) -> pd.DataFrame:
     """A bedMethyl file's rows (numapore.methylation.bedmethyl reads it) with the fraction
     modified of each (N_mod / N_valid_cov)."""
+    import pandas as pd
+
     rows = pd.DataFrame(read_bedmethyl(path), columns=BedMethylRow._fields)
     rows["fraction"] = rows["n_mod"] / rows["valid_cov"].where(rows["valid_cov"] > 0)
     return rows
@@ -301,6 +292,8 @@ def methylation_overview(
 
 def read_accounting(path: str | os.PathLike) -> list[dict[str, str]]:
     """The rows of an accounting TSV (stage, what, reads, detail)."""
+    from numapore.report.accounting import COLUMNS as ACCOUNTING_COLUMNS
+
     lines = Path(path).read_text().splitlines()
     header = lines[0].split("\t")
     if tuple(header) != ACCOUNTING_COLUMNS:
@@ -357,6 +350,8 @@ def accounting_figure(
     fig.tight_layout()
     save(fig, png)
     write_json({"counts": dict(counts), "fates": fates}, data)
+    from numapore.report.accounting import COLUMNS as ACCOUNTING_COLUMNS
+
     body = "".join(
         "<tr>" + "".join(f"<td>{html.escape(r[c])}</td>" for c in ACCOUNTING_COLUMNS) + "</tr>"
         for r in rows
@@ -388,6 +383,10 @@ def accuracy_figure(
     scatter of called vs true methylated fraction (same rules as
     numapore.methylation.accuracy.evaluate).
     """
+    import pandas as pd
+
+    from numapore.methylation.accuracy import label_calls, per_site, roc_auc
+
     c = read_calls_table(calls)
     t = pd.read_csv(truth, sep="\t", dtype={"chromosome": str, "read_id": str})
     m = label_calls(c, t)
@@ -418,107 +417,6 @@ def accuracy_figure(
     fig.suptitle(f"{name}: calls against the simulated truth")
     fig.tight_layout()
     save(fig, png)
-    write_json(numbers, data)
-
-
-def tool_versions(tools: Mapping[str, Sequence[str]] = TOOL_VERSIONS) -> dict[str, str]:
-    """The first version line each tool prints, or why there is none (not on PATH)."""
-    out = {}
-    for tool, command in tools.items():
-        if shutil.which(command[0]) is None:
-            out[tool] = "not on PATH in this job's environment"
-            continue
-        run = subprocess.run(command, capture_output=True, text=True, errors="replace")
-        text = run.stdout + run.stderr
-        lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
-        version = [ln for ln in lines if "version" in ln.lower()]
-        out[tool] = (version or lines or ["(no output)"])[0]
-    return out
-
-
-def write_html(title: str, body: str, output: Path) -> None:
-    """A small self-contained HTML page (the report shows it in a frame), written atomically."""
-    page = (
-        "<!DOCTYPE html><html><head><meta charset='utf-8'>"
-        f"<title>{html.escape(title)}</title><style>"
-        "body{font-family:sans-serif;font-size:13px} table{border-collapse:collapse}"
-        "td,th{border:1px solid #ccc;padding:3px 6px;text-align:left;vertical-align:top}"
-        "pre{white-space:pre-wrap;background:#f6f6f6;padding:4px;margin:0}"
-        f"</style></head><body><h2>{html.escape(title)}</h2>{body}</body></html>\n"
-    )
-    with atomic_output(output) as tmp:
-        tmp.write_text(page)
-
-
-def provenance_page(
-    name: str,
-    host_file: str | os.PathLike,
-    records: Mapping[str, Sequence[str | os.PathLike]],
-    output: Path,
-    data: Path,
-    overrides: Mapping[str, str] | None = None,
-) -> None:
-    """Provenance of one sample's run: the host file and the settings given on the command
-    line over it (overrides: --config io_mode=, strategy=), per step (records: step -> its
-    jobs' *.run.json) the strategy, each process's command line and NUMA policy; tool versions.
-    Nothing that changes from run to run (times), so a rerun writes the same bytes."""
-    host_text = Path(host_file).read_text()
-    overrides = dict(overrides or {})
-    steps = {}
-    for step, paths in records.items():
-        steps[step] = []
-        for path in paths:
-            rec = json.loads(Path(path).read_text())
-            steps[step].append(
-                {
-                    "record": str(path),
-                    "strategy": rec.get("strategy"),
-                    "io_mode": rec.get("io_mode"),
-                    "overrides": rec.get("overrides", {}),
-                    "why": rec.get("reasons", {}).get("why"),
-                    "threads": rec.get("threads"),
-                    "processes": [
-                        {k: p.get(k) for k in ("shard", "node", "threads", "command", "policy")}
-                        for p in rec.get("processes", [])
-                    ],
-                }
-            )
-    versions = tool_versions()
-    numbers = {
-        "host_file": str(host_file),
-        "overrides": overrides,
-        "steps": steps,
-        "tool_versions": versions,
-    }
-    esc = html.escape
-    parts = [f"<h3>Host file <code>{esc(str(host_file))}</code></h3><pre>{esc(host_text)}</pre>"]
-    if overrides:
-        given = " ".join(f"{k}={v}" for k, v in overrides.items())
-        parts.append(f"<p>Overridden on the command line (--config): <code>{esc(given)}</code></p>")
-    for step, jobs in steps.items():
-        parts.append(f"<h3>Step: {esc(step)}</h3>")
-        for job in jobs:
-            parts.append(
-                f"<p>strategy <b>{esc(str(job['strategy']))}</b>"
-                + (f", I/O mode <b>{esc(job['io_mode'])}</b>" if job["io_mode"] else "")
-                + f" ({esc(str(job['why']))}); {job['threads']} threads; record "
-                f"<code>{esc(job['record'])}</code></p>"
-            )
-            rows = "".join(
-                f"<tr><td>{p['shard']}</td><td>{'any' if p['node'] is None else p['node']}</td>"
-                f"<td>{p['threads']}</td>"
-                f"<td><pre>{esc(str(p['command']))}</pre></td>"
-                f"<td><pre>{esc(str(p['policy']))}</pre></td></tr>"
-                for p in job["processes"]
-            )
-            parts.append(
-                "<table><tr><th>shard</th><th>node</th><th>threads</th><th>command line</th>"
-                f"<th>NUMA policy (numactl --show)</th></tr>{rows}</table>"
-            )
-    parts.append("<h3>Tool versions</h3><table>")
-    parts += [f"<tr><td>{esc(t)}</td><td>{esc(v)}</td></tr>" for t, v in versions.items()]
-    parts.append("</table>")
-    write_html(f"{name}: provenance", "".join(parts), output)
     write_json(numbers, data)
 
 
