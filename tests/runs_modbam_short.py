@@ -55,7 +55,10 @@ HIFI_OUTPUTS = [
     "results/hifi/methylation/hifi.minimap2.cpg.bedmethyl.gz",
     "results/hifi/hifi.minimap2.accounting.tsv",
 ]
-BIG_COPIES = 5  # the pairs 5 times over (renamed): 10.9 M bases, two bwa batches of 10 M
+BIG_COPIES = 1  # the pairs once more (renamed): 2.2 M bases
+# bwa's -K in the runs with the big pairs (config short_reads.bwa_batch_bases): two batches of
+# the 2.2 M bases, so a split run cuts them (the default 10 M would need five times the pairs).
+SHORT_TEST_BATCH = 1_500_000
 
 
 def as_the_clone(work: Path) -> Path:
@@ -259,7 +262,8 @@ def short_runs(tmp_path_factory, short_big_pairs) -> Path:
     """.test/config-short.yaml's samples (pe, se) with every aligner, one run per aligner in one
     folder (the staging and the reference made once), each with its MultiQC report, kept as
     results/multiqc.<aligner>; with bwa also the big pairs (sample big) and SNAP on the pairs
-    (its index built by the workflow's rule; the single-end reads are longer than SNAP takes)."""
+    (its index built by the workflow's rule; the single-end reads are longer than SNAP takes).
+    bwa's batches are SHORT_TEST_BATCH bases (short_reads.bwa_batch_bases)."""
 
     def make(work: Path) -> None:
         as_the_clone(work)
@@ -268,6 +272,8 @@ def short_runs(tmp_path_factory, short_big_pairs) -> Path:
         big = f"big\t\t\t{short_big_pairs[0]}\t{short_big_pairs[1]}\t"
         big += (BOWTIE2_EXAMPLES / "reference" / "lambda_virus.fa.gz").as_posix()
         (work / "config" / "with-big.tsv").write_text(f"{sheet}{big}\n")
+        batch = {"short_reads": {"bwa_batch_bases": SHORT_TEST_BATCH}}
+        (work / "config" / "test-batch.yaml").write_text(yaml.safe_dump(batch))
         for aligner in SHORT_ALIGNERS:
             targets = [out for s in ("pe", "se") for out in short_outputs(s, aligner)]
             settings = [f"aligner={aligner}"]
@@ -276,7 +282,8 @@ def short_runs(tmp_path_factory, short_big_pairs) -> Path:
                 settings.append("samples=config/with-big.tsv")
             run_workflow(
                 work, *targets, "results/multiqc/numapore_multiqc.html",
-                "--configfile", ".test/config-short.yaml", "--config", *settings,
+                "--configfile", ".test/config-short.yaml", str(work / "config/test-batch.yaml"),
+                "--config", *settings,
             )  # fmt: skip
             (work / "results" / "multiqc").rename(work / "results" / f"multiqc.{aligner}")
 

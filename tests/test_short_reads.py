@@ -18,10 +18,11 @@ from pathlib import Path
 
 import pysam
 import pytest
+import forked_snakemake
 import yaml
 from conftest import SHARED, host_file
 from project import REPO, snakemake_command
-from runs_modbam_short import BIG_COPIES, SHORT_ALIGNERS
+from runs_modbam_short import BIG_COPIES, SHORT_ALIGNERS, SHORT_TEST_BATCH
 
 from numapore.base.errors import InputError
 from numapore.execution.hosts import host_config_from_dict
@@ -339,6 +340,7 @@ def test_single_end_split_on_batches(tmp_path, lambda_index) -> None:
 
 RUN_SAMPLES = {"pe": (R1, R2), "se": (SINGLE, None)}
 COPIES = BIG_COPIES
+BIG_BATCH = SHORT_TEST_BATCH  # bwa's -K where the big pairs run: two batches of them
 
 
 @pytest.fixture(scope="module")
@@ -371,7 +373,7 @@ def write_short_project(
 
 def run_workflow(work: Path, *args: str) -> subprocess.CompletedProcess:
     """The real workflow in work on 2 cores, with the hpc-numa profile."""
-    return subprocess.run(
+    return forked_snakemake.run(
         snakemake_command(work, 2, *args), capture_output=True, text=True, timeout=1200
     )
 
@@ -388,11 +390,14 @@ def bam_of(work: Path, sample: str, aligner: str) -> Path:
     return work / f"results/{sample}/align/{sample}.{aligner}.bam"
 
 
-def by_hand(aligner: str, index: Path, sample: str, threads: int = 2) -> list[str]:
-    """The aligner run by hand on the sample's reads with the kind's options (its own index)."""
+def by_hand(
+    aligner: str, index: Path, sample: str, threads: int = 2, batch: int = BATCH
+) -> list[str]:
+    """The aligner run by hand on the sample's reads with the kind's options (its own index;
+    bwa's -K: batch)."""
     r1, r2 = RUN_SAMPLES[sample]
     if aligner == "bwa":
-        argv = ["bwa", "mem", "-K", str(BATCH), "-R", READ_GROUP.format(sample)]
+        argv = ["bwa", "mem", "-K", str(batch), "-R", READ_GROUP.format(sample)]
         argv += ["-t", str(threads), str(index), str(r1)] + ([str(r2)] if r2 else [])
     else:
         mates = ["-1", str(r1), "-2", str(r2)] if r2 else ["-U", str(r1)]
@@ -418,7 +423,7 @@ def test_primary_alignments_equal_the_tool_by_hand(runs, lambda_index, tmp_path,
     every field but TLEN (samtools fixmate -m, which markdup needs, recomputes it on some
     discordant pairs) and the duplicate mark; with the hand run through the same fixmate, sort
     and markdup, every field of every record, duplicate marks and TLEN included."""
-    sam = by_hand(aligner, lambda_index, sample)
+    sam = by_hand(aligner, lambda_index, sample, batch=SHORT_TEST_BATCH)  # the runs' -K
     got = primary_records(pysam.view(str(bam_of(runs[aligner], sample, aligner))))
     assert len(got) == (20_000 if sample == "pe" else 6_000)
     assert core_fields(got, tlen=False) == core_fields(primary_records(sam), tlen=False)
@@ -494,9 +499,8 @@ def test_strategy_and_scatter_give_the_records_of_none(
     were cut into two non-empty shards at bwa's batch end."""
     # The host on the command line: the hpc-numa profile's host=auto would win over the file's
     host = host_file(tmp_path / "host.yaml", strategy)
-    work = write_short_project(
-        tmp_path / "run", "bwa", {"scatter": {"alignment": scatter}}, big_pairs
-    )
+    settings = {"scatter": {"alignment": scatter}, "short_reads": {"bwa_batch_bases": BIG_BATCH}}
+    work = write_short_project(tmp_path / "run", "bwa", settings, big_pairs)
     bams = [str(bam_of(Path(), s, "bwa")) for s in [*RUN_SAMPLES, "big"]]
     done = run_workflow(work, *bams, "--config", f"host={host}")
     assert done.returncode == 0, done.stderr[-3000:]
@@ -571,9 +575,9 @@ def test_mark_duplicates_off(tmp_path: Path, lambda_index) -> None:
 @pytest.mark.parametrize("marked", [True, False], ids=["markdup", "no-markdup"])
 def test_shards_of_one_step_merge_to_the_unsplit_bam(tmp_path, lambda_index, big_pairs, marked):
     """The split a step makes for per-node instances, run here as 3 unbound processes (this
-    machine has one node): the big pairs cut on bwa's batch end into 2 shares (and an empty
-    third), bwa run on each with its R2 shard, the BAMs merged and settled: the records of the
-    unsplit run, in order, tag for tag."""
+    machine has one node): the big pairs cut on bwa's batch end (-K BIG_BATCH) into 2 shares
+    (and an empty third), bwa run on each with its R2 shard, the BAMs merged and settled: the
+    records of the unsplit run, in order, tag for tag."""
     host = host_config_from_dict(
         {"topology": "auto", "strategy": {"alignment": "none", "methylation": "none"}}, name="t"
     )
@@ -584,6 +588,7 @@ def test_shards_of_one_step_merge_to_the_unsplit_bam(tmp_path, lambda_index, big
         run = run_alignment(
             host, "bwa", str(lambda_index), index_files, big_pairs[0], bam, 3,
             tmp_path / f"pool{pool}.run.json", "short", big_pairs[1], "big", marked, pool=pool,
+            batch=BIG_BATCH,
         )  # fmt: skip
         assert len(run.processes) == pool
         settle_read_groups(bam, 2, io.StringIO(), marked)
@@ -593,7 +598,8 @@ def test_shards_of_one_step_merge_to_the_unsplit_bam(tmp_path, lambda_index, big
     inner = shlex.split(run.processes[1].command)[-1]  # bash -o pipefail -c '...'
     assert "-R '@RG\\tID:big\\tSM:big'" in inner
     assert f"{shards[1]} {shards[1].parent / 'in.2.R2.fastq'} |" in inner
-    assert records(bams[1]) == records(bams[0]) and len(records(bams[0])) > 100_000
+    assert records(bams[1]) == records(bams[0]) and len(records(bams[0])) >= COPIES * 20_000
+    assert f" mem -K {BIG_BATCH} " in inner
     duplicates = sum(int(x.split("\t")[1]) & 0x400 > 0 for x in records(bams[1]))
     assert (duplicates > 0) == marked
 
