@@ -8,6 +8,7 @@ from pathlib import Path
 import pandas as pd
 import pysam
 import pytest
+import forked_snakemake
 import yaml
 
 from numapore.methylation import frequency as methylation
@@ -69,10 +70,8 @@ def host_file(path: Path, strategy: str = "none", io_mode: str = "fast5", **extr
 
 def run_workflow(workdir: Path, *args: str, check: bool = True):
     """Run the real workflow with the hpc-numa profile in workdir; return the CompletedProcess."""
-    import subprocess
-
     cmd = snakemake_command(workdir, 2, *args)
-    result = subprocess.run(cmd, capture_output=True, text=True)
+    result = forked_snakemake.run(cmd, capture_output=True, text=True)
     if check and result.returncode != 0:
         pytest.fail(
             f"workflow failed ({' '.join(cmd)}):\n{result.stdout[-3000:]}\n"

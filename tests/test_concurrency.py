@@ -15,6 +15,7 @@ from collections import defaultdict
 from pathlib import Path
 
 import pytest
+import forked_snakemake
 from conftest import host_file
 from reliability import project, small_data, snapshot, without_temporary
 
@@ -130,8 +131,8 @@ def test_two_samples_at_once_share_nothing_and_match_one_after_the_other(tmp_pat
     # One after the other: sample alpha's outputs, then the rest (sample beta's).
     apart = project(tmp_path / "apart", two_samples)
     cmd = snakemake_command(apart, 2, *config, *ONE_THREAD)
-    subprocess.run([*cmd, "--", *targets("alpha")], check=True, capture_output=True)
-    subprocess.run(cmd, check=True, capture_output=True)
+    forked_snakemake.run([*cmd, "--", *targets("alpha")], check=True, capture_output=True)
+    forked_snakemake.run(cmd, check=True, capture_output=True)
     # Both at once, traced.
     together = project(tmp_path / "together", two_samples)
     trace = tmp_path / "trace"
@@ -184,7 +185,7 @@ def test_two_strategies_at_once_share_nothing_and_match_sequential_runs(tmp_path
     for name, host in hosts.items():  # one after the other
         work = project(tmp_path / f"seq-{name}", data)
         cmd = snakemake_command(work, 2, "--config", f"host={host}")
-        subprocess.run([*cmd, "--", *targets("alpha")], check=True, capture_output=True)
+        forked_snakemake.run([*cmd, "--", *targets("alpha")], check=True, capture_output=True)
         expected[name] = snapshot(work)
     procs, traces, works = {}, {}, {}
     for name, host in hosts.items():  # both at once, each traced

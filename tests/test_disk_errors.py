@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import forked_snakemake
 from conftest import REPO, host_file
 from reliability import BAM, CALLS, debris, project, small_data
 from shared_runs import shared_run
@@ -83,7 +84,7 @@ def run(work: Path, host: Path, *targets: str) -> subprocess.CompletedProcess:
     cmd = snakemake_command(work, 2, "--config", f"host={host}")
     if targets:
         cmd += ["--", *targets]
-    return subprocess.run(cmd, capture_output=True, text=True)
+    return forked_snakemake.run(cmd, capture_output=True, text=True)
 
 
 def digests(work: Path, paths: list[str]) -> dict[str, str]:

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import re
 import shutil
-import subprocess
 from pathlib import Path
 
 import envcheck
 import pytest
+import forked_snakemake
 import yaml
 from conftest import REPO
 from project import snakemake_command, write_project
@@ -28,7 +28,7 @@ def test_the_checker_sees_every_rule_snakemake_has(rules, tmp_path, ecoli_dir):
     """The .smk reading finds exactly the rules Snakemake itself lists."""
     row = {"sample": "ecoli", "signal": ecoli_dir / "fast5", "reads": ecoli_dir / "reads.fasta"}
     work = write_project(tmp_path, [{**row, "reference": ecoli_dir / "region.fa"}])
-    run = subprocess.run(
+    run = forked_snakemake.run(
         snakemake_command(work, 1, "--list-rules", profile=None),
         capture_output=True, text=True, cwd=work,
     )  # fmt: skip

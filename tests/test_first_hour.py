@@ -15,6 +15,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+import forked_snakemake
 import yaml
 from conftest import REPO, host_file, run_workflow
 
@@ -282,7 +283,7 @@ def test_broken_reads_and_reference_named_before_any_heavy_job(tmp_path, ecoli_d
 def test_set_threads_documented_form(tmp_path, ecoli_dir):
     work = write_project(tmp_path, [ecoli(ecoli_dir)])
     cmd = snakemake_command(work, 4, "--dry-run", "--set-threads", "call_methylation=3")
-    result = subprocess.run(cmd, capture_output=True, text=True)
+    result = forked_snakemake.run(cmd, capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
     out = result.stdout + result.stderr
     block = out[out.index("rule call_methylation:") :].split("\n\n")[0]
@@ -290,13 +291,13 @@ def test_set_threads_documented_form(tmp_path, ecoli_dir):
     # What profiles/README.md says the other forms get: Snakemake's own error, before the
     # workflow (and any numapore check) runs.
     cmd = snakemake_command(work, 4, "--dry-run", "--set-threads", "call_methylation=-2")
-    result = subprocess.run(cmd, capture_output=True, text=True)
+    result = forked_snakemake.run(cmd, capture_output=True, text=True)
     assert result.returncode == 1
     assert "Invalid threads definition" in output(result)
     assert "numapore:" not in output(result)
     # A rule name with a typo, which Snakemake would ignore: one line.
     cmd = snakemake_command(work, 4, "--dry-run", "--set-threads", "call_methylaton=3")
-    result = subprocess.run(cmd, capture_output=True, text=True)
+    result = forked_snakemake.run(cmd, capture_output=True, text=True)
     assert result.returncode == 1
     assert [line for line in numapore_lines(result) if "set-threads" in line] == [
         "numapore: --set-threads (or a profile's set-threads): no rule 'call_methylaton' in "

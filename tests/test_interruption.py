@@ -32,6 +32,7 @@ import time
 from pathlib import Path
 
 import pytest
+import forked_snakemake
 from conftest import host_file
 from reliability import debris, project, small_data, snapshot, without_temporary
 
@@ -153,7 +154,7 @@ def test_killed_runs_resume_to_the_uninterrupted_outputs(tmp_path, ecoli_dir):
     # compared with it; its benchmarks give the step durations the kill times are drawn from.
     base = project(tmp_path / "baseline", {"ecoli": data})
     cmd = snakemake_command(base, 2, "--config", f"host={host}")
-    subprocess.run([*cmd, "--notemp", "--", *TARGETS], check=True, capture_output=True)
+    forked_snakemake.run([*cmd, "--notemp", "--", *TARGETS], check=True, capture_output=True)
     expected = snapshot(base)
     durations = {r: benchmark_seconds(base, r) for r in STEP_RULES.values()}
     print(f"measured step durations (s): {durations}")
@@ -177,7 +178,7 @@ def test_killed_runs_resume_to_the_uninterrupted_outputs(tmp_path, ecoli_dir):
             # steps differently from run to run) comes first in the next round.
             never = [s for s in order if s not in {k for k, _, _ in kills}]
             order = never + [s for s in order if s not in never]
-            finish = subprocess.run(cmd, capture_output=True, text=True)
+            finish = forked_snakemake.run(cmd, capture_output=True, text=True)
             assert finish.returncode == 0, finish.stdout[-3000:] + finish.stderr[-3000:]
             assert snapshot(work) == without_temporary(expected)
             shutil.rmtree(work / "results")
@@ -215,7 +216,7 @@ def test_killed_runs_resume_to_the_uninterrupted_outputs(tmp_path, ecoli_dir):
     assert len(kills) >= N_KILLS and any(delay == 0 for _, delay, _ in kills), kills
     assert {step for step, _, _ in kills} == set(STEP_RULES), kills
     assert completions >= 1  # a complete run checked between the rounds
-    final_run = subprocess.run(cmd, capture_output=True, text=True)
+    final_run = forked_snakemake.run(cmd, capture_output=True, text=True)
     assert final_run.returncode == 0, final_run.stdout[-3000:] + final_run.stderr[-3000:]
     final = snapshot(work)
     assert final == without_temporary(expected)

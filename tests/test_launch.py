@@ -193,3 +193,31 @@ def test_snakemake_command_names_profile_and_cores(tmp_path):
     assert "--cores" not in slurm
     bare = snakemake_command(tmp_path, 2, profile=None)
     assert "--profile" not in bare and "--workflow-profile" in bare
+
+
+def test_forked_snakemake_runs_as_a_fresh_process(tmp_path, ecoli_dir):
+    """The suite's forked Snakemake (tests/forked_snakemake.py) gives what a new `snakemake`
+    process gives: the same exit status and messages, for a run that stops on a config key and
+    for one that lists the rules; and a run's own CPU counts as a child's."""
+    import re
+    import resource
+    import subprocess
+
+    import forked_snakemake
+    from project import snakemake_command, write_project
+
+    row = {"sample": "ecoli", "signal": ecoli_dir / "fast5", "reads": ecoli_dir / "reads.fasta"}
+    work = write_project(tmp_path, [{**row, "reference": ecoli_dir / "region.fa"}])
+    moment = re.compile(r"\[.*\d\d:\d\d:\d\d.*\]")
+    for args in (["-n", "--config", "aligner_x=1"], ["--list-rules"]):
+        cmd = snakemake_command(work, 1, *args)
+        assert forked_snakemake.forkable(cmd, {"capture_output": True, "text": True})
+        before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_utime
+        forked = forked_snakemake.run(cmd, capture_output=True, text=True)
+        assert resource.getrusage(resource.RUSAGE_CHILDREN).ru_utime > before
+        fresh = subprocess.run(cmd, capture_output=True, text=True)
+        assert forked.returncode == fresh.returncode == (1 if "--config" in args else 0)
+        for got, want in ((forked.stdout, fresh.stdout), (forked.stderr, fresh.stderr)):
+            assert moment.sub("", got) == moment.sub("", want), args
+        if "--config" in args:  # the workflow's own message, not a harness error
+            assert "numapore: " in forked.stdout + forked.stderr

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pysam
 import pytest
+import forked_snakemake
 from conftest import SHARED, host_file
 from project import snakemake_command, write_project
 from runs_modbam_short import (
@@ -302,7 +303,7 @@ def write_modbam_project(
 
 def run_workflow(work: Path, *args: str) -> subprocess.CompletedProcess:
     """The real workflow in work on 2 cores, with the hpc-numa profile."""
-    return subprocess.run(
+    return forked_snakemake.run(
         snakemake_command(work, 2, *args), capture_output=True, text=True, timeout=1200
     )
 

@@ -12,6 +12,7 @@ from pathlib import Path
 import pandas as pd
 import pysam
 import pytest
+import forked_snakemake
 from conftest import call_set, ecoli_row, primary_mapped, read_calls, run_workflow
 
 from project import snakemake_command, write_project
@@ -109,7 +110,7 @@ def test_without_a_profile_heavy_rules_take_every_core(tmp_path, ecoli_dir):
         "results/ecoli/signal/ecoli.census.parquet",
     ]
     cmd = snakemake_command(work, 2, *targets, profile=None)
-    run = subprocess.run(cmd, capture_output=True, text=True)
+    run = forked_snakemake.run(cmd, capture_output=True, text=True)
     assert run.returncode == 0, f"{' '.join(cmd)}\n{run.stderr[-3000:]}"
     # The jobs' run records: threads given to the step, and the tools' command lines.
     for step, tool in [("align", "minimap2 -ax map-ont -t 2 "), ("call_methylation", "-t 2 ")]:
