@@ -67,7 +67,7 @@ ALIGNER_PACKAGES = {"snap": "snap-aligner"}
 # Modules whose tool use is optional by design, with the reason (not counted as needs).
 OPTIONAL_TOOLS = {
     # provenance asks every tool for its version and says "not found" where one is absent
-    "numapore.report.figures": "tool versions for the provenance page",
+    "numapore.report.provenance": "tool versions for the provenance page",
     # the emulated slow storage unmounts with fusermount3 when not root, else with umount(2)
     "numapore.compare.slowfs": "FUSE unmount helper for non-root users",
 }

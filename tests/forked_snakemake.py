@@ -33,6 +33,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import snakemake.cli
+import snakemake.shell
 
 REPO = Path(__file__).resolve().parents[1]
 SNAKEMAKE = str(REPO / ".venv" / "bin" / "snakemake")
@@ -113,6 +114,9 @@ def _child(argv, kwargs, null, out, err, out_mode, err_mode) -> None:
         sys.stderr = io.TextIOWrapper(
             io.FileIO(2, "w", closefd=False), errors="backslashreplace", write_through=True
         )
+        # snakemake.shell keeps the stdout its jobs inherit from its import (this process's):
+        # the child's own, as a fresh process's import would keep it.
+        snakemake.shell.STDOUT = sys.stdout
         signal.signal(signal.SIGINT, signal.default_int_handler)
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         atexit._clear()  # pytest's and this process's exit functions are not the child's
