@@ -33,7 +33,6 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import snakemake.cli
-import snakemake.shell
 
 REPO = Path(__file__).resolve().parents[1]
 SNAKEMAKE = str(REPO / ".venv" / "bin" / "snakemake")
@@ -116,7 +115,7 @@ def _child(argv, kwargs, null, out, err, out_mode, err_mode) -> None:
         )
         # snakemake.shell keeps the stdout its jobs inherit from its import (this process's):
         # the child's own, as a fresh process's import would keep it.
-        snakemake.shell.STDOUT = sys.stdout
+        sys.modules["snakemake.shell"].STDOUT = sys.stdout  # (snakemake.shell: its class)
         signal.signal(signal.SIGINT, signal.default_int_handler)
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         atexit._clear()  # pytest's and this process's exit functions are not the child's

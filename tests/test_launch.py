@@ -198,7 +198,8 @@ def test_snakemake_command_names_profile_and_cores(tmp_path):
 def test_forked_snakemake_runs_as_a_fresh_process(tmp_path, ecoli_dir):
     """The suite's forked Snakemake (tests/forked_snakemake.py) gives what a new `snakemake`
     process gives: the same exit status and messages, for a run that stops on a config key and
-    for one that lists the rules; and a run's own CPU counts as a child's."""
+    for one that lists the rules; a job's output on the run's stdout; and a run's own CPU counts
+    as a child's."""
     import re
     import resource
     import subprocess
@@ -221,3 +222,10 @@ def test_forked_snakemake_runs_as_a_fresh_process(tmp_path, ecoli_dir):
             assert moment.sub("", got) == moment.sub("", want), args
         if "--config" in args:  # the workflow's own message, not a harness error
             assert "numapore: " in forked.stdout + forked.stderr
+    # A job's own output reaches the run's stdout, as a job of a fresh process's does.
+    (tmp_path / "Snakefile").write_text('rule a:\n    output: "a.txt"\n    script: "a.py"\n')
+    (tmp_path / "a.py").write_text('print("from the job")\nopen(snakemake.output[0], "w")\n')
+    cmd = [forked_snakemake.SNAKEMAKE, "-s", str(tmp_path / "Snakefile"), "-c1", "-F"]
+    for run in (forked_snakemake.run, subprocess.run):
+        done = run([*cmd, "-d", str(tmp_path / run.__module__)], capture_output=True, text=True)
+        assert done.returncode == 0 and "from the job" in done.stdout, done.stderr[-2000:]
