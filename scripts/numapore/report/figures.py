@@ -1,5 +1,6 @@
 """The run report's figures and tables, per sample and aligner: alignment QC, methylation overview,
-read accounting, accuracy (simulated samples), provenance; and MultiQC custom content.
+read accounting, accuracy (simulated samples); and MultiQC custom content. The provenance page,
+which draws nothing, is numapore.report.provenance.
 
 Every figure is written with the numbers it shows beside it (<figure>.data.json), so that what a
 person sees can be checked against the workflow's TSV outputs.
