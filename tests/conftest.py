@@ -162,13 +162,7 @@ LONGEST_FIRST = [
     "tests/test_numa_guest.py",
     "tests/test_slurm.py",
     "tests/test_concurrency.py",
-    "tests/test_short_reads.py",
     "tests/test_fuzz.py",
-    "tests/test_signal_inputs.py",
-    "tests/test_dmr.py",
-    "tests/test_modbam_kind.py",
-    "tests/test_report.py",
-    "tests/test_compare.py",
 ]
 
 
