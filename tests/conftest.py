@@ -155,22 +155,7 @@ def numapore_output(calls: Path, motif: str, threshold: float, split: bool) -> s
         return tsv.read_text()
 
 
-# The files that take longest by the clock, first (each whole on one worker, --dist loadfile):
-# the emulated guest's boot and Slurm's polling mostly wait, the others run a few long runs.
-# Last, one of them ran on alone at the end of the suite.
-LONGEST_FIRST = [
-    "tests/test_numa_guest.py",
-    "tests/test_slurm.py",
-    "tests/test_concurrency.py",
-    "tests/test_fuzz.py",
-]
-
-
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """LONGEST_FIRST's files first, in that order; the rest as collected."""
-
-    def rank(item: pytest.Item) -> int:
-        path = item.nodeid.split("::")[0]
-        return LONGEST_FIRST.index(path) if path in LONGEST_FIRST else len(LONGEST_FIRST)
-
-    items.sort(key=rank)
+    """The emulated 2-node guest's tests first: its one boot runs for many minutes on one worker
+    while the other worker goes through the rest (last, it ran alone at the end of the suite)."""
+    items.sort(key=lambda item: item.nodeid.split("::")[0] != "tests/test_numa_guest.py")
