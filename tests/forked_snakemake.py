@@ -13,6 +13,9 @@ subprocess's does.
 Commands that are not this repository's Snakemake, and runs that need a process of their own
 (traced with strace, killed by a test, submitted to Slurm, another clone's workflow), go through
 `subprocess.run`; so does every run with NUMAPORE_TEST_FORK=0 in the environment.
+
+The child starts from this process's modules as they are: a test that monkeypatches numapore
+and then runs the workflow must use `subprocess.run`, or the run would see the patch.
 """
 
 from __future__ import annotations
