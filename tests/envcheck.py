@@ -67,7 +67,7 @@ ALIGNER_PACKAGES = {"snap": "snap-aligner"}
 # Modules whose tool use is optional by design, with the reason (not counted as needs).
 OPTIONAL_TOOLS = {
     # provenance asks every tool for its version and says "not found" where one is absent
-    "numapore.report.provenance": "tool versions for the provenance page",
+    "numapore.execution.versions": "tool versions for the provenance page and the tuning key",
     # the emulated slow storage unmounts with fusermount3 when not root, else with umount(2)
     "numapore.compare.slowfs": "FUSE unmount helper for non-root users",
 }
@@ -75,6 +75,8 @@ OPTIONAL_TOOLS = {
 TOOL_NAMES_AS_DATA = {
     # the kinds table names each kind's aligners and their presets; the align rule runs them
     "numapore.inputs.kinds": "aligner names and presets per kind",
+    # the provenance page's table header says where the NUMA policy comes from
+    "numapore.report.provenance": "numactl --show named in a table header",
 }
 # A tool word in command position (start, or after | ; & ( { $( ) followed by what a command
 # line has next: the end, an option or placeholder, or a subcommand then an option/placeholder/

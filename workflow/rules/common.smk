@@ -44,6 +44,7 @@ from numapore.compare import tuning  # noqa: E402
 from numapore.report.empty import SampleOutputs, closing_lines  # noqa: E402
 from numapore.execution.tools import check_minimap2_preset  # noqa: E402
 from numapore.execution.topology import NumaError  # noqa: E402
+from numapore.execution.versions import tool_versions  # noqa: E402
 from numapore.inputs.kinds import DEFAULT_KIND, KINDS  # noqa: E402
 from numapore.inputs.schema import check_config, check_sheet, did_you_mean  # noqa: E402
 from numapore.inputs.sheet import (  # noqa: E402
@@ -208,7 +209,7 @@ def tuning_plan():
             pass
     sample = SAMPLES[name]
     key = tuning.cache_key(
-        tuning.tool_versions(config["aligner"]),
+        tool_versions(("nanopolish", config["aligner"])),
         config["aligner"],
         sample.reference,
         sample.signal,

@@ -21,7 +21,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import shutil
 import socket
 import statistics
 import subprocess
@@ -100,20 +99,6 @@ def cache_key(
         "storage": dict(storage),
         "candidates": list(candidates),
     }
-
-
-def tool_versions(aligner: str) -> dict[str, str]:
-    """nanopolish's and the aligner's first version line (what the cache key holds)."""
-    commands = {"nanopolish": ["nanopolish", "--version"], aligner: [aligner, "--version"]}
-    out = {}
-    for tool, command in commands.items():
-        if shutil.which(command[0]) is None:
-            out[tool] = "not on PATH"
-            continue
-        run = subprocess.run(command, capture_output=True, text=True, errors="replace")
-        lines = [ln.strip() for ln in (run.stdout + run.stderr).splitlines() if ln.strip()]
-        out[tool] = (lines or ["?"])[0]
-    return out
 
 
 def cached(record_path: str | os.PathLike, key: Mapping[str, Any]) -> tuple[dict | None, str]:

@@ -7,44 +7,18 @@ from __future__ import annotations
 import html
 import json
 import os
-import shutil
-import subprocess
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from numapore.base.atomic import atomic_output
-
-# The tools whose versions the provenance page lists: command, and how to get the version.
-TOOL_VERSIONS = {
-    "minimap2": ["minimap2", "--version"],
-    "samtools": ["samtools", "--version"],
-    "nanopolish": ["nanopolish", "--version"],
-    "bwa": ["bwa"],
-    "bowtie2": ["bowtie2", "--version"],
-    "snap": ["snap-aligner"],  # its usage, after 'Welcome to SNAP version ...'
-}
+from numapore.execution.versions import tool_versions
 
 
 def write_json(data: Mapping[str, Any], output: str | os.PathLike) -> None:
     """Write a figure's source data as JSON, atomically."""
     with atomic_output(output) as tmp:
         tmp.write_text(json.dumps(data, indent=1) + "\n")
-
-
-def tool_versions(tools: Mapping[str, Sequence[str]] = TOOL_VERSIONS) -> dict[str, str]:
-    """The first version line each tool prints, or why there is none (not on PATH)."""
-    out = {}
-    for tool, command in tools.items():
-        if shutil.which(command[0]) is None:
-            out[tool] = "not on PATH in this job's environment"
-            continue
-        run = subprocess.run(command, capture_output=True, text=True, errors="replace")
-        text = run.stdout + run.stderr
-        lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
-        version = [ln for ln in lines if "version" in ln.lower()]
-        out[tool] = (version or lines or ["(no output)"])[0]
-    return out
 
 
 def write_html(title: str, body: str, output: Path) -> None:
