@@ -5,6 +5,7 @@ its place in the run record and on the provenance data, and a second run that re
 
 from __future__ import annotations
 
+import html
 import json
 import subprocess
 
@@ -18,10 +19,13 @@ from numapore.compare import tuning
 from numapore.compare.measure import MIN_MEASURABLE_S
 from numapore.execution.hosts import host_config_from_dict, load_host_config
 from numapore.execution.steps import run_alignment, run_methylation
+from numapore.report.provenance import provenance_page
 from numapore.signal.convert import convert
 from numapore.signal.fast5 import read_layout
 
 MODES = ["fast5", "fast5-pool", "slow5"]
+# signal_fast5_run's call_methylation job record
+RECORD = "results/logs/call_methylation/clean.minimap2.cpg.1-of-1.run.json"
 
 
 @pytest.mark.parametrize(
@@ -156,7 +160,7 @@ def test_measured_on_a_slice_with_the_real_tools(tmp_path, ecoli_dir):
     assert f"# I/O mode: {result['io_mode']}: {result['why']}" in text
 
 
-def test_tuning_in_a_run_and_its_reuse(signal_fast5_run):
+def test_tuning_in_a_run_and_its_reuse(signal_fast5_run, tmp_path):
     """tune: on in signal_fast5_run: the tuning ran before the heavy steps, its first cell said
     not to measure (the 5 % cap), the host file's fast5 ran, and the record, the run record and
     the provenance data say so; a second run reuses the record without measuring."""
@@ -168,12 +172,18 @@ def test_tuning_in_a_run_and_its_reuse(signal_fast5_run):
     assert record["slice"]["sample"] == "clean" and record["slice"]["total_reads"] == 112
     adopted = load_host_config(work / f"results/tuning/{name}.yaml")
     assert adopted.io_mode == "fast5"
-    run = json.loads(
-        (work / "results/logs/call_methylation/clean.minimap2.cpg.1-of-1.run.json").read_text()
-    )
+    run = json.loads((work / RECORD).read_text())
     assert run["io_mode"] == "fast5"
     assert run["tuning"]["why"] == record["why"]
     assert run["tuning"]["record"] == f"results/tuning/{name}.json"
+    # the provenance page of the run's records shows the tuning behind the I/O mode
+    page, data = tmp_path / "provenance.html", tmp_path / "provenance.json"
+    records = {"call_methylation": [work / RECORD]}
+    provenance_page("clean", work / "host.yaml", records, page, data)
+    (job,) = json.loads(data.read_text())["steps"]["call_methylation"]
+    assert job["tuning"] == run["tuning"]
+    assert "I/O mode chosen by host tuning" in page.read_text()
+    assert html.escape(record["why"]) in page.read_text()
     # the run's log: the tuning's reason, before any heavy step
     stderr = (work / "run.stderr").read_text()
     assert f"numapore: tuning: no tuning of this host yet (results/tuning/{name}.json)" in stderr

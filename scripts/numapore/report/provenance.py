@@ -7,6 +7,7 @@ from __future__ import annotations
 import html
 import json
 import os
+import statistics
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -45,7 +46,8 @@ def provenance_page(
 ) -> None:
     """Provenance of one sample's run: the host file and the settings given on the command
     line over it (overrides: --config io_mode=, strategy=), per step (records: step -> its
-    jobs' *.run.json) the strategy, each process's command line and NUMA policy; tool versions.
+    jobs' *.run.json) the strategy, each process's command line and NUMA policy, the host
+    tuning behind the I/O mode when one chose it; tool versions.
     Nothing that changes from run to run (times), so a rerun writes the same bytes."""
     host_text = Path(host_file).read_text()
     overrides = dict(overrides or {})
@@ -62,6 +64,7 @@ def provenance_page(
                     "overrides": rec.get("overrides", {}),
                     "why": rec.get("reasons", {}).get("why"),
                     "threads": rec.get("threads"),
+                    "tuning": rec.get("tuning"),
                     "processes": [
                         {k: p.get(k) for k in ("shard", "node", "threads", "command", "policy")}
                         for p in rec.get("processes", [])
@@ -89,6 +92,8 @@ def provenance_page(
                 + f" ({esc(str(job['why']))}); {job['threads']} threads; record "
                 f"<code>{esc(job['record'])}</code></p>"
             )
+            if job["tuning"]:
+                parts.append(tuning_line(job["tuning"]))
             rows = "".join(
                 f"<tr><td>{p['shard']}</td><td>{'any' if p['node'] is None else p['node']}</td>"
                 f"<td>{p['threads']}</td>"
@@ -105,3 +110,21 @@ def provenance_page(
     parts.append("</table>")
     write_html(f"{name}: provenance", "".join(parts), output)
     write_json(numbers, data)
+
+
+def tuning_line(tuning: Mapping[str, Any]) -> str:
+    """The host tuning behind a job's I/O mode (its run record's `tuning`, from
+    compare.tuning.add_to_record): the choice, why, and the median wall of each candidate."""
+    esc = html.escape
+    walls = ", ".join(
+        f"{esc(mode)} {statistics.median(w):.2f} s ({len(w)} cells)"
+        for mode, w in (tuning.get("walls") or {}).items()
+        if w
+    )
+    return (
+        f"<p>I/O mode chosen by host tuning (<code>{esc(str(tuning.get('record')))}</code>, "
+        f"measured {esc(str(tuning.get('measured')))}): <b>{esc(str(tuning.get('io_mode')))}</b>"
+        f", {esc(str(tuning.get('why')))}"
+        + (f"; on the slice, median wall: {walls}" if walls else "; nothing measured")
+        + "</p>"
+    )
