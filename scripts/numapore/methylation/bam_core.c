@@ -613,6 +613,41 @@ static int64_t decode_record(pu_bam *b, const uint8_t *r, const uint8_t *packed,
 }
 
 
+/* One record of a region's walk, its fields where both walks (pu_bam_chunk, pu_bam_sample)
+ * read them. */
+typedef struct {
+    const uint8_t *r, *rend, *packed, *aux;
+    int32_t pos, lseq;
+    int lname, ncig, flag;
+} bam_rec;
+
+enum { REC_END = 0, REC_NEXT = 1, REC_OUTSIDE = 2, REC_DEFER = -1 };
+
+/* The next record of query(b, tid, start, end): REC_NEXT with its fields in *x, REC_OUTSIDE
+ * for one to pass over (another reference, or ending before start), REC_END past the region,
+ * REC_DEFER where pysam must read the interval (a damaged record, or its CIGAR in the CG
+ * tag). */
+static int next_overlapping(pu_bam *b, int tid, int64_t start, int64_t end, bam_rec *x) {
+    int64_t n = next_in_region(b);
+    if (n < 0) return REC_DEFER;
+    if (n == 0) return REC_END;
+    const uint8_t *r = b->rec;
+    int32_t rtid = (int32_t)le32(r), pos = (int32_t)le32(r + 4);
+    if (rtid < 0 || rtid > tid || (rtid == tid && pos >= end)) return REC_END;
+    int lname = r[8], ncig = r[12] | r[13] << 8;
+    int32_t lseq = (int32_t)le32(r + 16);
+    const uint8_t *cig = r + 32 + lname, *packed = cig + 4 * (int64_t)ncig;
+    const uint8_t *aux = packed + (lseq + 1) / 2 + lseq;
+    if (lname < 1 || lseq < 0 || aux > r + n || r[32 + lname - 1]) return REC_DEFER;
+    /* htslib moves a CIGAR of more than 65,535 ops into the CG tag (kept here as lseq S and
+     * an N): left to pysam */
+    if (ncig == 2 && le32(cig) == ((uint32_t)lseq << 4 | 4) && (le32(cig + 4) & 15) == 3)
+        return REC_DEFER;
+    if (rtid != tid || record_end(r, pos) <= start) return REC_OUTSIDE;
+    *x = (bam_rec){r, r + n, packed, aux, pos, lseq, lname, ncig, r[14] | r[15] << 8};
+    return REC_NEXT;
+}
+
 /* One interval of pileup_counting's ChunkWorker.pileup_chunk_core: every record overlapping
  * [start, end) of tid listed (list_reads: mapped primary records starting in it, or all with
  * first) and, if usable and of the haplotype (hp_on: its HP tag equals hp), tallied by c
@@ -624,22 +659,14 @@ int pu_bam_chunk(pu_ctx *c, pu_bam *b, int tid, int64_t start, int64_t end, int 
     names_truncate(&b->names, 0);
     int begun = 0;
     for (;;) {
-        int64_t n = next_in_region(b);
-        if (n < 0) return PU_DEFER;
-        if (n == 0) break;
-        const uint8_t *r = b->rec, *rend = b->rec + n;
-        int32_t rtid = (int32_t)le32(r), pos = (int32_t)le32(r + 4);
-        if (rtid < 0 || rtid > tid || (rtid == tid && pos >= end)) break;
-        int lname = r[8], ncig = r[12] | r[13] << 8, flag = r[14] | r[15] << 8;
-        int32_t lseq = (int32_t)le32(r + 16);
-        const uint8_t *cig = r + 32 + lname, *packed = cig + 4 * (int64_t)ncig;
-        const uint8_t *aux = packed + (lseq + 1) / 2 + lseq;
-        if (lname < 1 || lseq < 0 || aux > rend || r[32 + lname - 1]) return PU_DEFER;
-        /* htslib moves a CIGAR of more than 65,535 ops into the CG tag (kept here as lseq S
-         * and an N): left to pysam */
-        if (ncig == 2 && le32(cig) == ((uint32_t)lseq << 4 | 4) && (le32(cig + 4) & 15) == 3)
-            return PU_DEFER;
-        if (rtid != tid || record_end(r, pos) <= start) continue;
+        bam_rec x;
+        int got_record = next_overlapping(b, tid, start, end, &x);
+        if (got_record == REC_DEFER) return PU_DEFER;
+        if (got_record == REC_END) break;
+        if (got_record == REC_OUTSIDE) continue;
+        const uint8_t *r = x.r, *rend = x.rend, *packed = x.packed, *aux = x.aux;
+        int32_t pos = x.pos, lseq = x.lseq;
+        int lname = x.lname, ncig = x.ncig, flag = x.flag;
         const char *name = (const char *)r + 32;
         const uint8_t *v;
         int64_t value = 0;
@@ -716,20 +743,14 @@ int64_t pu_bam_sample(pu_ctx *c, pu_bam *b, int tid, int64_t start, int64_t end,
     query(b, tid, start, end);
     names_truncate(&b->local, 0);
     for (;;) {
-        int64_t n = next_in_region(b);
-        if (n < 0) goto defer;
-        if (n == 0) break;
-        const uint8_t *r = b->rec, *rend = b->rec + n;
-        int32_t rtid = (int32_t)le32(r), pos = (int32_t)le32(r + 4);
-        if (rtid < 0 || rtid > tid || (rtid == tid && pos >= end)) break;
-        int lname = r[8], ncig = r[12] | r[13] << 8, flag = r[14] | r[15] << 8;
-        int32_t lseq = (int32_t)le32(r + 16);
-        const uint8_t *cig = r + 32 + lname, *packed = cig + 4 * (int64_t)ncig;
-        const uint8_t *aux = packed + (lseq + 1) / 2 + lseq;
-        if (lname < 1 || lseq < 0 || aux > rend || r[32 + lname - 1]) goto defer;
-        if (ncig == 2 && le32(cig) == ((uint32_t)lseq << 4 | 4) && (le32(cig + 4) & 15) == 3)
-            goto defer; /* the CIGAR in the CG tag */
-        if (rtid != tid || record_end(r, pos) <= start) continue;
+        bam_rec x;
+        int got_record = next_overlapping(b, tid, start, end, &x);
+        if (got_record == REC_DEFER) goto defer;
+        if (got_record == REC_END) break;
+        if (got_record == REC_OUTSIDE) continue;
+        const uint8_t *r = x.r, *rend = x.rend, *packed = x.packed, *aux = x.aux;
+        int32_t lseq = x.lseq;
+        int lname = x.lname, ncig = x.ncig, flag = x.flag;
         if (flag & 0xD00 || lseq <= 0) continue;
         if ((only_mapped || edge_on) && flag & 4) continue;
         if (budget >= 0 && used >= budget) break;
