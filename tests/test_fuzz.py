@@ -2,13 +2,18 @@
 
 Random byte flips and truncations of real FAST5 files from ../shared (seeded; the seed is
 printed, NUMAPORE_FUZZ_SEED=N replays a run), a bounded number of cases, each converted in a
-subprocess with a timeout: the interpreter never dies (no segfault, no abort inside HDF5), never
-hangs, and every case either converts or stops with the converter's one-line error / a skip
+process of its own with a timeout: the process never dies (no segfault, no abort inside HDF5),
+never hangs, and every case either converts or stops with the converter's one-line error / a skip
 listed with its reason, never a traceback.
+
+Each case's process is forked from one interpreter that has imported the reader and the
+converter and opened no file (FORKED_CASES): a fresh interpreter per case spent most of the
+test's CPU importing h5py.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import subprocess
@@ -58,15 +63,83 @@ def sources(ecoli_dir: Path, f2s_dir: Path) -> list[Path]:
     ]
 
 
-def run_case(path: Path, mode: str) -> subprocess.CompletedProcess | None:
-    """Census + conversion of one damaged file in a fresh interpreter; None when it hung."""
-    out = path.with_suffix(".blow5")
-    cmd = [sys.executable, "-c", DRIVER, str(path), "-o", str(out), "-q", "--on-bad-fast5", mode]
-    env = {**os.environ, "PYTHONPATH": str(REPO / "scripts")}
+# Reads cases (JSON lines: args, stdout and stderr files) and runs DRIVER's census and
+# conversion for each in a forked child, as `python -c DRIVER ARGS` would with its streams in
+# those files; answers each with the child's exit status (-N: killed by signal N, as
+# subprocess says it; null: hung, killed after TIMEOUT s).
+FORKED_CASES = """
+import json, os, sys, time, traceback
+from numapore.signal.census import fast5_census
+from numapore.signal.convert import main
+
+def child(case):
+    for fd, name in ((1, case["stdout"]), (2, case["stderr"])):
+        os.dup2(os.open(name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644), fd)
+    sys.argv = ["-c", *case["args"]]
     try:
-        return subprocess.run(cmd, capture_output=True, text=True, timeout=TIMEOUT, env=env)
-    except subprocess.TimeoutExpired:
-        return None
+        census = fast5_census([sys.argv[1]])
+        print(f"census: {census.total} reads, unreadable: {list(census.unreadable.values())}")
+        code = main(sys.argv[1:])
+    except SystemExit as stop:
+        code = stop.code
+    except BaseException:
+        traceback.print_exc()
+        code = 1
+    if not isinstance(code, int):
+        print(code, file=sys.stderr)
+        code = 0 if code is None else 1
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+for line in sys.stdin:
+    case = json.loads(line)
+    pid = os.fork()
+    if pid == 0:
+        child(case)
+    deadline, status = time.monotonic() + TIMEOUT, None
+    while time.monotonic() < deadline:
+        done, wait = os.waitpid(pid, os.WNOHANG)
+        if done:
+            status = os.waitstatus_to_exitcode(wait)
+            break
+        time.sleep(0.01)
+    else:
+        os.kill(pid, 9)
+        os.waitpid(pid, 0)
+    print(json.dumps(status), flush=True)
+""".replace("TIMEOUT", str(TIMEOUT))
+
+
+class CaseRunner:
+    """FORKED_CASES in one interpreter for the test; run() gives one case's outcome."""
+
+    def __init__(self, folder: Path):
+        self.folder = folder
+        env = {**os.environ, "PYTHONPATH": str(REPO / "scripts")}
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", FORKED_CASES], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            text=True, env=env,
+        )  # fmt: skip
+
+    def run(self, path: Path, mode: str) -> subprocess.CompletedProcess | None:
+        """Census + conversion of one damaged file in its own process; None when it hung."""
+        out = path.with_suffix(".blow5")
+        args = [str(path), "-o", str(out), "-q", "--on-bad-fast5", mode]
+        streams = {k: str(path.with_suffix(f".{k}")) for k in ("stdout", "stderr")}
+        self.proc.stdin.write(json.dumps({"args": args, **streams}) + "\n")
+        self.proc.stdin.flush()
+        answer = self.proc.stdout.readline()
+        assert answer, f"the forking interpreter died at {path}"
+        status = json.loads(answer)
+        if status is None:
+            return None
+        text = {k: Path(v).read_text(errors="replace") for k, v in streams.items()}
+        return subprocess.CompletedProcess(args, status, text["stdout"], text["stderr"])
+
+    def close(self) -> None:
+        self.proc.stdin.close()
+        assert self.proc.wait(timeout=TIMEOUT) == 0
 
 
 def test_damaged_fast5_never_crash_or_hang(tmp_path, ecoli_dir, f2s_dir):
@@ -75,6 +148,7 @@ def test_damaged_fast5_never_crash_or_hang(tmp_path, ecoli_dir, f2s_dir):
     rng = random.Random(seed)
     files = sources(ecoli_dir, f2s_dir)
     outcomes: dict[str, int] = {}
+    runner = CaseRunner(tmp_path)
     for case in range(CASES):
         src = rng.choice(files)
         data, what = mutate(src.read_bytes(), rng)
@@ -82,7 +156,7 @@ def test_damaged_fast5_never_crash_or_hang(tmp_path, ecoli_dir, f2s_dir):
         path.write_bytes(data)
         mode = rng.choice(["fail", "skip"])
         label = f"seed {seed} case {case}: {src.name} {what}, on_bad_fast5 {mode}"
-        result = run_case(path, mode)
+        result = runner.run(path, mode)
         assert result is not None, f"{label}: hung for {TIMEOUT} s"
         err = result.stderr
         assert result.returncode in (
@@ -107,6 +181,7 @@ def test_damaged_fast5_never_crash_or_hang(tmp_path, ecoli_dir, f2s_dir):
             assert path.with_suffix(".blow5").stat().st_size > 0, label
             outcome = "converted"
         outcomes[outcome] = outcomes.get(outcome, 0) + 1
+    runner.close()
     print(f"fuzz outcomes over {CASES} cases: {outcomes}")
     # The damage must actually bite: some cases are refused.
     assert outcomes.get("error", 0) + outcomes.get("all skipped", 0) > 0, outcomes
