@@ -1,4 +1,5 @@
-"""The real Snakemake, started by forking this test process instead of a new interpreter.
+"""The real Snakemake (and numapore's own command line), started by forking this test process
+instead of a new interpreter.
 
 A `snakemake` start costs about 4 s of CPU on this machine, over half of it importing Snakemake
 and collecting its plugins; the suite starts Snakemake about 150 times. Each pytest worker
@@ -14,6 +15,10 @@ Commands that are not this repository's Snakemake, and runs that need a process 
 (traced with strace, killed by a test, submitted to Slurm, another clone's workflow), go through
 `subprocess.run`; so does every run with NUMAPORE_TEST_FORK=0 in the environment.
 
+`numapore SUBCOMMAND ...` (the console script of this repository's .venv) is forked the same
+way: the subcommand's module is imported here once (a pileup's start cost about 0.45 CPU s,
+nearly all of it imports), and the child runs `numapore.cli.main`.
+
 The child starts from this process's modules as they are: a test that monkeypatches numapore
 and then runs the workflow must use `subprocess.run`, or the run would see the patch.
 """
@@ -21,6 +26,7 @@ and then runs the workflow must use `subprocess.run`, or the run would see the p
 from __future__ import annotations
 
 import atexit
+import importlib
 import io
 import logging
 import os
@@ -37,8 +43,11 @@ from pathlib import Path
 
 import snakemake.cli
 
+import numapore.cli
+
 REPO = Path(__file__).resolve().parents[1]
 SNAKEMAKE = str(REPO / ".venv" / "bin" / "snakemake")
+NUMAPORE = str(REPO / ".venv" / "bin" / "numapore")
 ENABLED = os.environ.get("NUMAPORE_TEST_FORK", "1") != "0"
 # What the console script leaves to a run: its plugins are collected once here (the argument
 # parser lists every plugin's options), not in every child.
@@ -58,13 +67,14 @@ _FRESH_FILTERS = [
 
 
 def forkable(cmd: Sequence[str | os.PathLike], kwargs: Mapping[str, object]) -> bool:
-    """Whether the command is this repository's Snakemake with arguments run handles."""
+    """Whether the command is this repository's Snakemake (or numapore) with arguments run
+    handles."""
     handled = {"capture_output", "text", "timeout", "env", "cwd", "check", "stdout", "stderr"}
     streams = (None, subprocess.PIPE, subprocess.DEVNULL)
     return (
         ENABLED
         and bool(cmd)
-        and str(cmd[0]) == SNAKEMAKE
+        and str(cmd[0]) in (SNAKEMAKE, NUMAPORE)
         and set(kwargs) <= handled
         and kwargs.get("stdout") in streams
         and kwargs.get("stderr") in (*streams, subprocess.STDOUT)
@@ -76,6 +86,8 @@ def run(cmd: Sequence[str | os.PathLike], **kwargs) -> subprocess.CompletedProce
     if not forkable(cmd, kwargs):
         return subprocess.run(cmd, **kwargs)
     argv = [str(c) for c in cmd]
+    if argv[0] == NUMAPORE and len(argv) > 1 and argv[1] in numapore.cli.SUBCOMMANDS:
+        importlib.import_module(numapore.cli.SUBCOMMANDS[argv[1]][0])  # once per worker
     capture = bool(kwargs.get("capture_output"))
     out_mode = subprocess.PIPE if capture else kwargs.get("stdout")
     err_mode = subprocess.PIPE if capture else kwargs.get("stderr")
@@ -97,7 +109,8 @@ def run(cmd: Sequence[str | os.PathLike], **kwargs) -> subprocess.CompletedProce
 
 
 def _child(argv, kwargs, null, out, err, out_mode, err_mode) -> None:
-    """Become a fresh `snakemake` process with argv and exit with its status."""
+    """Become a fresh `snakemake` (or `numapore`) process with argv and exit with its
+    status."""
     code = 1
     try:
         os.dup2(null, 0)
@@ -134,6 +147,8 @@ def _child(argv, kwargs, null, out, err, out_mode, err_mode) -> None:
         sys.argv = argv
         sys.path[:] = _FRESH_PATH
         try:
+            if argv[0] == NUMAPORE:
+                sys.exit(numapore.cli.main())
             snakemake.cli.main()
             code = 0
         except SystemExit as end:

@@ -23,11 +23,11 @@ import collections
 import gzip
 import re
 import shlex
-import subprocess
 import sys
 from pathlib import Path
 
 import pandas as pd
+import forked_snakemake
 import pysam
 
 MODKIT_GOLDEN = Path(__file__).resolve().parent / "data" / "modkit"
@@ -49,7 +49,7 @@ def rows_of(text: str) -> dict[tuple[str, int, str], list[str]]:
 def pileup(work: Path, bam: str, options: list[str], out: Path) -> str:
     """`numapore pileup bam out options` in the run folder; the text."""
     numapore = Path(sys.executable).parent / "numapore"
-    done = subprocess.run(
+    done = forked_snakemake.run(
         [str(numapore), "pileup", "-q", bam, str(out), *options],
         capture_output=True, text=True, cwd=work,
     )  # fmt: skip

@@ -337,7 +337,7 @@ def pileup_again(bam: Path, options: list[str], out: Path, cwd: Path) -> bytes:
     """`numapore pileup`'s bedMethyl of bam with options (logged_pileup's; paths relative to
     cwd)."""
     numapore = Path(sys.executable).parent / "numapore"
-    subprocess.run(
+    forked_snakemake.run(
         [str(numapore), "pileup", str(bam), str(out), *options],
         check=True, capture_output=True, cwd=cwd,
     )  # fmt: skip

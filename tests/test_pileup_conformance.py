@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pysam
 import pytest
+import forked_snakemake
 from conftest import REPO, SHARED
 
 from numapore.methylation import pileup as engine
@@ -37,7 +38,7 @@ def pileup_command() -> list[str]:
 def run_pileup(*args, check: bool = False, cwd: Path | None = None) -> subprocess.CompletedProcess:
     """Run the pileup command line with args (in cwd); its completed process (text output)."""
     env = dict(os.environ, PYTHONPATH=str(REPO / "scripts"))
-    result = subprocess.run(
+    result = forked_snakemake.run(
         [*pileup_command(), *map(str, args)], capture_output=True, text=True, env=env, cwd=cwd
     )
     if check:

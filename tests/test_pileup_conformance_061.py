@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pysam
 import pytest
+import forked_snakemake
 from conftest import REPO, SHARED
 
 from numapore.methylation.bedmethyl import percent_modified
@@ -45,7 +46,7 @@ def run_pileup(*args, cwd: Path = SUITE) -> subprocess.CompletedProcess:
     """`numapore pileup` with args, run in cwd (the suite's paths are relative to it)."""
     numapore = Path(sys.executable).parent / "numapore"
     env = dict(os.environ, PYTHONPATH=str(REPO / "scripts"))
-    return subprocess.run(
+    return forked_snakemake.run(
         [str(numapore), "pileup", "-q", *map(str, args)],
         capture_output=True, text=True, env=env, cwd=cwd,
     )  # fmt: skip
