@@ -199,7 +199,7 @@ def test_forked_snakemake_runs_as_a_fresh_process(tmp_path, ecoli_dir):
     """The suite's forked Snakemake (tests/forked_snakemake.py) gives what a new `snakemake`
     process gives: the same exit status and messages, for a run that stops on a config key and
     for one that lists the rules; a job's output on the run's stdout; and a run's own CPU counts
-    as a child's."""
+    as a child's. The same for a forked `numapore pileup`."""
     import re
     import resource
     import subprocess
@@ -210,6 +210,8 @@ def test_forked_snakemake_runs_as_a_fresh_process(tmp_path, ecoli_dir):
     row = {"sample": "ecoli", "signal": ecoli_dir / "fast5", "reads": ecoli_dir / "reads.fasta"}
     work = write_project(tmp_path, [{**row, "reference": ecoli_dir / "region.fa"}])
     moment = re.compile(r"\[.*\d\d:\d\d:\d\d.*\]")
+    from conftest import SHARED
+
     for args in (["-n", "--config", "aligner_x=1"], ["--list-rules"]):
         cmd = snakemake_command(work, 1, *args)
         assert forked_snakemake.forkable(cmd, {"capture_output": True, "text": True})
@@ -229,3 +231,19 @@ def test_forked_snakemake_runs_as_a_fresh_process(tmp_path, ecoli_dir):
     for run in (forked_snakemake.run, subprocess.run):
         done = run([*cmd, "-d", str(tmp_path / run.__module__)], capture_output=True, text=True)
         assert done.returncode == 0 and "from the job" in done.stdout, done.stderr[-2000:]
+    # numapore's own command line, forked the same way: a pileup with worker processes gives
+    # the bytes and messages of a fresh `numapore pileup`; a missing input the same one line.
+    bam = SHARED / "data/modkit_pileup/inputs/bc_anchored_10_reads.sorted.bam"
+    for source in (bam, tmp_path / "missing.bam"):
+        outputs = {}
+        for run in (forked_snakemake.run, subprocess.run):
+            out = tmp_path / f"{source.stem}.{run.__module__}.bed"
+            cmd = [forked_snakemake.NUMAPORE, "pileup", str(source), str(out), "--threads", "2"]
+            assert forked_snakemake.forkable(cmd, {"capture_output": True, "text": True})
+            done = run(cmd, capture_output=True, text=True)
+            outputs[run] = (done.returncode, done.stdout, moment.sub("", done.stderr),
+                            out.read_bytes() if out.exists() else None)  # fmt: skip
+        assert outputs[forked_snakemake.run] == outputs[subprocess.run]
+        code, _, err, bed = outputs[subprocess.run]
+        assert (code, bool(bed)) == ((0, True) if source == bam else (1, False)), err
+    assert err == f"numapore: {source}: no such file\n"  # one line, before htslib's own

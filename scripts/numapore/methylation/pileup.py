@@ -36,6 +36,7 @@ duplex pileup are not offered.
 from __future__ import annotations
 
 import gc
+import os
 from dataclasses import dataclass
 
 import pysam
@@ -60,6 +61,10 @@ from numapore.methylation.pileup_tags import carries_calls  # noqa: F401
 def open_inputs(in_bam: str, options: Options):
     """Open and check the BAM (indexed, sorted, mapped reads) and the reference; the BAM,
     FASTA (or None) and position filter (or None)."""
+    if "://" not in in_bam and not os.path.isfile(in_bam):  # htslib would print a line first
+        raise PileupError(
+            f"{in_bam}: " + ("a folder, not a BAM" if os.path.isdir(in_bam) else "no such file")
+        )
     try:
         bam = pysam.AlignmentFile(in_bam, "rb", check_sq=False)
     except (OSError, ValueError) as err:
