@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 from types import SimpleNamespace
 
+import forked_snakemake
 import pandas as pd
 import pytest
 import yaml
@@ -41,9 +42,11 @@ from project import snakemake_command, write_project
 BAM = "results/ecoli/align/ecoli.minimap2.bam"
 CALLS = "results/ecoli/methylation/ecoli.minimap2.cpg.calls.tsv"
 FREQUENCY = "results/ecoli/methylation/ecoli.minimap2.cpg.frequency.tsv"
-# What the runs ask for: the outputs compared, and the bedMethyl (the pileup of the modBAM made
-# from the calls: the jobs after call_methylation). Not the report and MultiQC (not tested here).
-TARGETS = [BAM, CALLS, FREQUENCY, "results/ecoli/methylation/ecoli.minimap2.cpg.bedmethyl.gz"]
+# What the runs ask for: the outputs compared (the local and the uninterrupted run), and in the
+# run to be cancelled also the bedMethyl (the pileup of the modBAM made from the calls: the jobs
+# after call_methylation, which its rerun submits). Not the report and MultiQC (not tested here).
+COMPARED = [BAM, CALLS, FREQUENCY]
+TARGETS = [*COMPARED, "results/ecoli/methylation/ecoli.minimap2.cpg.bedmethyl.gz"]
 READS = 40  # the shortest reads of the shared E. coli set: a quick run
 SCATTER = {"scatter": {"alignment": 1, "methylation": 2}}
 # The site's partition and account, as a user sets them for profiles/slurm.
@@ -194,10 +197,10 @@ def runs(cluster, tmp_path_factory, ecoli_dir, dh10b):
     killed = write_project(root / "killed", rows, SCATTER)
     host = str(instances_host(root / "instances.yaml"))
     started = SimpleNamespace(
-        local=Run(local, snakemake_command(local, 2, *TARGETS), dict(os.environ)),
+        local=Run(local, snakemake_command(local, 2, *COMPARED), dict(os.environ)),
         whole=Run(
             whole,
-            slurm_command(whole, "--max-threads", "2", *TARGETS),
+            slurm_command(whole, "--max-threads", "2", *COMPARED),
             {**slurm_env, "NUMAPORE_HOST": host},
         ),
         killed=Run(killed, slurm_command(killed, "--max-threads", "1", *TARGETS), slurm_env),
@@ -324,7 +327,7 @@ def test_profile_takes_partition_account_and_host_from_the_environment(tmp_path,
         "NUMAPORE_SLURM_ACCOUNT": "lab42",
         "NUMAPORE_HOST": str(instances_host(tmp_path / "instances.yaml")),
     }
-    result = subprocess.run(
+    result = forked_snakemake.run(
         slurm_command(work, "--dry-run", "--cores", "8"), capture_output=True, text=True, env=env
     )
     assert result.returncode == 0, result.stdout + result.stderr
@@ -341,7 +344,7 @@ def test_profile_takes_partition_account_and_host_from_the_environment(tmp_path,
     # submitting host only reads it (each job checks it on its node), and every heavy job asks
     # for a whole node of that layout.
     env["NUMAPORE_HOST"] = "opteron-6376"
-    result = subprocess.run(
+    result = forked_snakemake.run(
         slurm_command(work, "--dry-run", "--cores", "8"), capture_output=True, text=True, env=env
     )
     assert result.returncode == 0, result.stdout + result.stderr
@@ -350,7 +353,7 @@ def test_profile_takes_partition_account_and_host_from_the_environment(tmp_path,
     ):
         assert "slurm_extra=--exclusive" in line and "cpus_per_task=64" in line
     # Checked here when the command line replaces the profile's config (host_check: local).
-    result = subprocess.run(
+    result = forked_snakemake.run(
         slurm_command(work, "--dry-run", "--config", "host=opteron-6376"),
         capture_output=True, text=True, env=env,
     )  # fmt: skip
@@ -358,7 +361,7 @@ def test_profile_takes_partition_account_and_host_from_the_environment(tmp_path,
     assert "opteron-6376.yaml does not match this machine" in result.stdout + result.stderr
     # Without the variables: no partition or account (the plugin asks Slurm), host shared-node.
     plain = {k: v for k, v in os.environ.items() if not k.startswith("NUMAPORE_")}
-    result = subprocess.run(
+    result = forked_snakemake.run(
         slurm_command(work, "--dry-run"), capture_output=True, text=True, env=plain
     )
     assert result.returncode == 0, result.stdout + result.stderr
