@@ -11,13 +11,12 @@ list, before it starts a run of its own.
   minimap2, strategy none; their accounting, report figures and MultiQC; and the strategy
   comparison of one of them (its staged file of its own).
 - short_runs: .test/config-short.yaml as a user runs it, in one folder with every aligner
-  (bwa, bowtie2, minimap2: MultiQC once per aligner, kept as results/multiqc.<aligner>), the big
-  pairs (short_big_pairs) with bwa and the pairs with SNAP.
+  (bwa, bowtie2, minimap2: MultiQC once per aligner, kept as results/multiqc.<aligner>) and the
+  pairs with SNAP.
 """
 
 from __future__ import annotations
 
-import gzip
 import shutil
 import subprocess
 from pathlib import Path
@@ -30,7 +29,6 @@ from conftest import run_workflow
 from project import REPO, write_project
 from shared_runs import keep_output, kept_output, shared_run
 
-TEST_CONFIGS = REPO / ".test"
 MODKIT_INPUTS = REPO.parent / "shared" / "data" / "modkit_pileup" / "inputs"
 LADDER = MODKIT_INPUTS / "CGI_ladder_3.6kb_ref.fa"
 # The modBAMs of modkit's suite whose reference is there (the CGI ladder oligos): name -> file.
@@ -44,7 +42,6 @@ MODKIT_SUITE = {
         ".bam"
     ),
 }
-BOWTIE2_EXAMPLES = Path("/usr/share/doc/bowtie2/examples")  # Debian's bowtie2-examples
 SHORT_ALIGNERS = ("bwa", "bowtie2", "minimap2")
 # One real PacBio Revio HiFi read with its 5mC calls, and its reference (tests/data/pacbio_hifi)
 HIFI_DATA = REPO / "tests" / "data" / "pacbio_hifi"
@@ -55,9 +52,8 @@ HIFI_OUTPUTS = [
     "results/hifi/methylation/hifi.minimap2.cpg.bedmethyl.gz",
     "results/hifi/hifi.minimap2.accounting.tsv",
 ]
-BIG_COPIES = 1  # the pairs once more (renamed): 2.2 M bases
-# bwa's -K in the runs with the big pairs (config short_reads.bwa_batch_bases): two batches of
-# the 2.2 M bases, so a split run cuts them (the default 10 M would need five times the pairs).
+# bwa's -K in the short-read runs (config short_reads.bwa_batch_bases): two batches of the
+# pairs' 2.2 M bases, so a split run cuts them (the default 10 M would need five times the pairs).
 SHORT_TEST_BATCH = 1_500_000
 
 
@@ -221,33 +217,6 @@ def modbam_baseline(modbam_baseline_run) -> Path:
 # ---------- short reads ----------
 
 
-def fastq_lines(path: Path) -> list[str]:
-    """A FASTQ file's lines (gzip or plain)."""
-    data = path.read_bytes()
-    if path.suffix == ".gz":
-        data = gzip.decompress(data)
-    return data.decode().splitlines()
-
-
-@pytest.fixture(scope="session")
-def short_big_pairs(tmp_path_factory) -> tuple[Path, Path]:
-    """bowtie2-examples' pairs BIG_COPIES times over, each copy's reads renamed (c<k>_r<i>),
-    gzip: more bases than one bwa batch, so that a split run cuts them."""
-    names = ("reads_1.fq.gz", "reads_2.fq.gz")
-
-    def make(folder: Path) -> None:
-        for name in names:
-            lines = fastq_lines(BOWTIE2_EXAMPLES / "reads" / name)
-            out = []
-            for k in range(BIG_COPIES):
-                out += [f"@c{k}_{x[1:]}" if i % 4 == 0 else x for i, x in enumerate(lines)]
-            text = ("\n".join(out) + "\n").encode()
-            (folder / name).write_bytes(gzip.compress(text, compresslevel=1))
-
-    folder = shared_run(tmp_path_factory, "short_big_pairs", make)
-    return folder / names[0], folder / names[1]
-
-
 def short_outputs(sample: str, aligner: str) -> list[str]:
     """A short sample's alignment, its QC and accounting, and the report's QC figure."""
     name = f"results/{sample}/align/{sample}.{aligner}"
@@ -258,28 +227,22 @@ def short_outputs(sample: str, aligner: str) -> list[str]:
 
 
 @pytest.fixture(scope="session")
-def short_runs(tmp_path_factory, short_big_pairs) -> Path:
+def short_runs(tmp_path_factory) -> Path:
     """.test/config-short.yaml's samples (pe, se) with every aligner, one run per aligner in one
     folder (the staging and the reference made once), each with its MultiQC report, kept as
-    results/multiqc.<aligner>; with bwa also the big pairs (sample big) and SNAP on the pairs
-    (its index built by the workflow's rule; the single-end reads are longer than SNAP takes).
-    bwa's batches are SHORT_TEST_BATCH bases (short_reads.bwa_batch_bases)."""
+    results/multiqc.<aligner>; with bwa also SNAP on the pairs (its index built by the
+    workflow's rule; the single-end reads are longer than SNAP takes). bwa's batches are
+    SHORT_TEST_BATCH bases (short_reads.bwa_batch_bases)."""
 
     def make(work: Path) -> None:
         as_the_clone(work)
-        config = yaml.safe_load((TEST_CONFIGS / "config-short.yaml").read_text())
-        sheet = (work / config["samples"]).read_text()
-        big = f"big\t\t\t{short_big_pairs[0]}\t{short_big_pairs[1]}\t"
-        big += (BOWTIE2_EXAMPLES / "reference" / "lambda_virus.fa.gz").as_posix()
-        (work / "config" / "with-big.tsv").write_text(f"{sheet}{big}\n")
         batch = {"short_reads": {"bwa_batch_bases": SHORT_TEST_BATCH}}
         (work / "config" / "test-batch.yaml").write_text(yaml.safe_dump(batch))
         for aligner in SHORT_ALIGNERS:
             targets = [out for s in ("pe", "se") for out in short_outputs(s, aligner)]
             settings = [f"aligner={aligner}"]
             if aligner == "bwa":
-                targets += [*short_outputs("big", "bwa"), "results/pe/align/pe.snap.summary.tsv"]
-                settings.append("samples=config/with-big.tsv")
+                targets.append("results/pe/align/pe.snap.summary.tsv")
             run_workflow(
                 work, *targets, "results/multiqc/numapore_multiqc.html",
                 "--configfile", ".test/config-short.yaml", str(work / "config/test-batch.yaml"),

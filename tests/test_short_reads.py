@@ -22,7 +22,7 @@ import forked_snakemake
 import yaml
 from conftest import SHARED, host_file
 from project import REPO, snakemake_command
-from runs_modbam_short import BIG_COPIES, SHORT_ALIGNERS, SHORT_TEST_BATCH
+from runs_modbam_short import SHORT_ALIGNERS, SHORT_TEST_BATCH
 
 from numapore.base.errors import InputError
 from numapore.execution.hosts import host_config_from_dict
@@ -267,23 +267,27 @@ def bwa_by_hand(index: Path, r1: Path, r2: Path | None, batch: int) -> str:
 SMALL_BATCH = 2000
 
 
-def odd_pairs(tmp_path: Path) -> tuple[Path, Path]:
-    """The 10,000 pairs and the first pair again under another name: 10,001 (odd) pairs."""
+@pytest.fixture(scope="module")
+def odd_pairs(tmp_path_factory, lambda_index) -> tuple[Path, Path, list[str]]:
+    """The 10,000 pairs and the first pair again under another name: 10,001 (odd) pairs; and
+    bwa's primary records of them unsplit with SMALL_BATCH (made once for the tests below)."""
+    folder = tmp_path_factory.mktemp("odd_pairs")
     lines1, lines2 = fastq_lines(R1), fastq_lines(R2)
     extra = ["@again", *lines1[1:4]], ["@again", *lines2[1:4]]
-    return (
-        write_fastq(tmp_path / "r1.fq", lines1 + extra[0]),
-        write_fastq(tmp_path / "r2.fq", lines2 + extra[1]),
-    )
+    r1 = write_fastq(folder / "r1.fq", lines1 + extra[0])
+    r2 = write_fastq(folder / "r2.fq", lines2 + extra[1])
+    return r1, r2, primary_records(bwa_by_hand(lambda_index, r1, r2, SMALL_BATCH))
 
 
 @pytest.mark.parametrize("shards", [3, 5])
-def test_split_keeps_mates_together_and_bwa_agrees(tmp_path, lambda_index, shards) -> None:
+def test_split_keeps_mates_together_and_bwa_agrees(
+    tmp_path, lambda_index, odd_pairs, shards
+) -> None:
     """10,001 pairs (odd) into 3 or 5 shards (odd) on whole bwa batches: every shard of R2
     holds the mates of its R1 shard in order, the shards put back are the input, and bwa mem on
     each shard with the same -K gives the unsplit run's primary records, mates and insert sizes
     included (bwa estimates them per batch)."""
-    r1, r2 = odd_pairs(tmp_path)
+    r1, r2, whole = odd_pairs
     outs = [tmp_path / f"in.{i}.fq" for i in range(shards)]
     mates = [tmp_path / f"in.{i}.R2.fq" for i in range(shards)]
     counts = split_short_reads(r1, r2, outs, mates, batch_bases=SMALL_BATCH)
@@ -294,7 +298,6 @@ def test_split_keeps_mates_together_and_bwa_agrees(tmp_path, lambda_index, shard
         assert [a[0] for a in first] == [b[0] for b in second]  # mates never apart
     assert sum((records_of(p) for p in outs), []) == records_of(r1)
     assert sum((records_of(p) for p in mates), []) == records_of(r2)
-    whole = primary_records(bwa_by_hand(lambda_index, r1, r2, SMALL_BATCH))
     split = sorted(
         x
         for one, two in zip(outs, mates, strict=True)
@@ -303,10 +306,10 @@ def test_split_keeps_mates_together_and_bwa_agrees(tmp_path, lambda_index, shard
     assert split == whole and len(whole) == 20_002
 
 
-def test_a_cut_inside_a_batch_differs(tmp_path, lambda_index) -> None:
+def test_a_cut_inside_a_batch_differs(tmp_path, lambda_index, odd_pairs) -> None:
     """Why shares end on batch ends: the same pairs cut after pair 5,001, inside a batch, give
     bwa other records for some pairs than the unsplit run."""
-    r1, r2 = odd_pairs(tmp_path)
+    r1, r2, whole = odd_pairs
     with pysam.FastxFile(str(r1)) as a, pysam.FastxFile(str(r2)) as b:
         lengths = [len(x.sequence) + len(y.sequence) for x, y in zip(a, b, strict=True)]
     assert 5001 not in [end for end, _ in bwa_batch_ends(lengths, SMALL_BATCH, paired=True)]
@@ -315,7 +318,6 @@ def test_a_cut_inside_a_batch_differs(tmp_path, lambda_index) -> None:
         lines = mates.read_text().splitlines()
         halves.append((write_fastq(tmp_path / f"a.{mates.name}", lines[: 4 * 5001]),
                        write_fastq(tmp_path / f"b.{mates.name}", lines[4 * 5001 :])))  # fmt: skip
-    whole = primary_records(bwa_by_hand(lambda_index, r1, r2, SMALL_BATCH))
     split = sorted(
         x
         for i in range(2)
@@ -339,25 +341,17 @@ def test_single_end_split_on_batches(tmp_path, lambda_index) -> None:
 # ---------- the workflow ----------
 
 RUN_SAMPLES = {"pe": (R1, R2), "se": (SINGLE, None)}
-COPIES = BIG_COPIES
-BIG_BATCH = SHORT_TEST_BATCH  # bwa's -K where the big pairs run: two batches of them
-
-
-@pytest.fixture(scope="module")
-def big_pairs(short_big_pairs) -> tuple[Path, Path]:
-    """The pairs COPIES times over, renamed, gzip: more than one bwa batch (short_big_pairs)."""
-    return short_big_pairs
+BIG_BATCH = SHORT_TEST_BATCH  # bwa's -K where the pairs are split: two batches of them
 
 
 def write_short_project(
     work: Path,
     aligner: str,
     config: dict | None = None,
-    big: tuple[Path, Path] | None = None,
     single: bool = True,
 ) -> Path:
     """A project with the pairs (pe) and the single-end reads (se; not when single is False)
-    against lambda (and the big pairs as sample big), no demo."""
+    against lambda, no demo."""
     (work / "config").mkdir(parents=True, exist_ok=True)
     base = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
     base.update({"simulate": {}, "aligner": aligner, **(config or {})})
@@ -365,8 +359,6 @@ def write_short_project(
     rows = [f"pe\t\t{R1}\t{R2}\t{LAMBDA}"]
     if single:
         rows.append(f"se\tshort\t{SINGLE}\t\t{LAMBDA}")
-    if big:
-        rows.append(f"big\t\t{big[0]}\t{big[1]}\t{LAMBDA}")
     write_sheet(work / "config" / "samples.tsv", rows)
     return work
 
@@ -380,8 +372,8 @@ def run_workflow(work: Path, *args: str) -> subprocess.CompletedProcess:
 
 @pytest.fixture(scope="module")
 def runs(short_runs) -> dict[str, Path]:
-    """Both samples through the workflow with each aligner (strategy none, not scattered); with
-    bwa, the big pairs too: one folder (short_runs, .test/config-short.yaml's samples)."""
+    """Both samples through the workflow with each aligner (strategy none, not scattered): one
+    folder (short_runs, .test/config-short.yaml's samples)."""
     return {aligner: short_runs for aligner in SHORT_ALIGNERS}
 
 
@@ -491,27 +483,25 @@ def records(bam: Path) -> list[str]:
     [("localalloc", 2), ("interleave", 3)],
     ids=["localalloc", "interleave"],
 )
-def test_strategy_and_scatter_give_the_records_of_none(
-    runs, big_pairs, tmp_path, strategy, scatter
-) -> None:
+def test_strategy_and_scatter_give_the_records_of_none(runs, tmp_path, strategy, scatter) -> None:
     """A NUMA strategy with the alignment scattered over jobs: bwa's BAMs hold the records of
-    the run with strategy none, in the same order, duplicate marks included; the big pairs
-    were cut into two non-empty shards at bwa's batch end."""
+    the run with strategy none, in the same order, duplicate marks included; the pairs (two
+    batches of BIG_BATCH bases) were cut into two non-empty shards at bwa's batch end."""
     # The host on the command line: the hpc-numa profile's host=auto would win over the file's
     host = host_file(tmp_path / "host.yaml", strategy)
     settings = {"scatter": {"alignment": scatter}, "short_reads": {"bwa_batch_bases": BIG_BATCH}}
-    work = write_short_project(tmp_path / "run", "bwa", settings, big_pairs)
-    bams = [str(bam_of(Path(), s, "bwa")) for s in [*RUN_SAMPLES, "big"]]
+    work = write_short_project(tmp_path / "run", "bwa", settings)
+    bams = [str(bam_of(Path(), s, "bwa")) for s in RUN_SAMPLES]
     done = run_workflow(work, *bams, "--config", f"host={host}")
     assert done.returncode == 0, done.stderr[-3000:]
-    record = json.loads((work / f"results/logs/align/big.bwa.1-of-{scatter}.run.json").read_text())
+    record = json.loads((work / f"results/logs/align/pe.bwa.1-of-{scatter}.run.json").read_text())
     assert record["strategy"] == strategy, record
-    for sample in [*RUN_SAMPLES, "big"]:
+    for sample in RUN_SAMPLES:
         got, baseline = bam_of(work, sample, "bwa"), bam_of(runs["bwa"], sample, "bwa")
         assert records(got) == records(baseline), sample
-    log = (work / "results/logs/split_paired_reads/big.fastq.log").read_text()
+    log = (work / "results/logs/split_paired_reads/pe.fastq.log").read_text()
     counts = [int(n) for n in log.split("pairs per shard: [")[1].split("]")[0].split(",")]
-    assert sum(counts) == COPIES * 10_000 and counts[0] and counts[1], counts
+    assert sum(counts) == 10_000 and counts[0] and counts[1], counts
 
 
 def test_alignment_reports_take_the_cores_where_nothing_runs_beside(tmp_path: Path) -> None:
@@ -573,9 +563,9 @@ def test_mark_duplicates_off(tmp_path: Path, lambda_index) -> None:
 
 
 @pytest.mark.parametrize("marked", [True, False], ids=["markdup", "no-markdup"])
-def test_shards_of_one_step_merge_to_the_unsplit_bam(tmp_path, lambda_index, big_pairs, marked):
+def test_shards_of_one_step_merge_to_the_unsplit_bam(tmp_path, lambda_index, marked):
     """The split a step makes for per-node instances, run here as 3 unbound processes (this
-    machine has one node): the big pairs cut on bwa's batch end (-K BIG_BATCH) into 2 shares
+    machine has one node): the pairs cut on bwa's batch end (-K BIG_BATCH) into 2 shares
     (and an empty third), bwa run on each with its R2 shard, the BAMs merged and settled: the
     records of the unsplit run, in order, tag for tag."""
     host = host_config_from_dict(
@@ -586,8 +576,8 @@ def test_shards_of_one_step_merge_to_the_unsplit_bam(tmp_path, lambda_index, big
     for pool in (1, 3):
         bam = tmp_path / f"pool{pool}.bam"
         run = run_alignment(
-            host, "bwa", str(lambda_index), index_files, big_pairs[0], bam, 3,
-            tmp_path / f"pool{pool}.run.json", "short", big_pairs[1], "big", marked, pool=pool,
+            host, "bwa", str(lambda_index), index_files, R1, bam, 3,
+            tmp_path / f"pool{pool}.run.json", "short", R2, "big", marked, pool=pool,
             batch=BIG_BATCH,
         )  # fmt: skip
         assert len(run.processes) == pool
@@ -598,7 +588,7 @@ def test_shards_of_one_step_merge_to_the_unsplit_bam(tmp_path, lambda_index, big
     inner = shlex.split(run.processes[1].command)[-1]  # bash -o pipefail -c '...'
     assert "-R '@RG\\tID:big\\tSM:big'" in inner
     assert f"{shards[1]} {shards[1].parent / 'in.2.R2.fastq'} |" in inner
-    assert records(bams[1]) == records(bams[0]) and len(records(bams[0])) >= COPIES * 20_000
+    assert records(bams[1]) == records(bams[0]) and len(records(bams[0])) >= 20_000
     assert f" mem -K {BIG_BATCH} " in inner
     duplicates = sum(int(x.split("\t")[1]) & 0x400 > 0 for x in records(bams[1]))
     assert (duplicates > 0) == marked
