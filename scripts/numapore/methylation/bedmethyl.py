@@ -80,7 +80,7 @@ def format_row(row: BedMethylRow, mixed_delim: bool = False) -> str:
 def rows_text(chrom: str, rows, mixed_delim: bool = False) -> str:
     """The pileup's one writer of rows in Python: the lines of rows given as (start, strand,
     name, valid_cov, n_mod, n_canonical, n_other_mod, n_delete, n_fail, n_diff, n_nocall)
-    on chrom (pileup_core.c's put_row writes the same lines)."""
+    on chrom (pileup_text.c's put_row writes the same lines)."""
     out = []
     for pos, strand, name, cov, n_mod, *counts in rows:
         row = BedMethylRow(chrom, pos, name, strand, cov, percent_modified(n_mod, cov), n_mod,

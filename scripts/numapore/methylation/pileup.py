@@ -16,7 +16,7 @@ The engine, laid out as modkit's own:
   path); pileup_modbases: 0.6.1's `--modified-bases` counting;
 - pileup_reader: an interval's BAM records read and tallied in C (bam_core.c, BGZF through
   libdeflate), pysam's loop where it defers;
-- bedmethyl: the bedMethyl format, its row writer and reader (pileup_core.c's put_row writes
+- bedmethyl: the bedMethyl format, its row writer and reader (pileup_text.c's put_row writes
   the same rows);
 - pileup_cli: the command line, and the one writer of every output form (text, BGZF, --phased);
 - this module: running a pileup over the intervals, on worker processes, in modkit's order.

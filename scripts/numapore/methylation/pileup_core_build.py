@@ -1,4 +1,4 @@
-"""numapore's compiled pileup core (pileup_core.c through cffi, API mode):
+"""numapore's compiled pileup core (pileup_core.c and its parts through cffi, API mode):
 numapore.methylation._pileup_core.
 
 `pip install .` builds it (setup.py's cffi_modules: this file's ffibuilder).
@@ -17,8 +17,15 @@ import cffi
 from numapore.base.compiled import shared_declarations
 
 PACKAGE = Path(__file__).resolve().parent
-SOURCE = PACKAGE / "pileup_core.c"
+SOURCE = PACKAGE / "pileup_core.c"  # the context and shared types (part 1)
 BAM_SOURCE = PACKAGE / "bam_core.c"  # its BAM reader, compiled after it into the same module
+# The parts, compiled as one unit in this order (each uses those before it): the context, a
+# read's calls, the interval's tally, the bedMethyl writer, the threshold's sample, the reader.
+SOURCES = (
+    [SOURCE]
+    + [PACKAGE / f"pileup_{part}.c" for part in ("calls", "tally", "text", "sample")]
+    + [BAM_SOURCE]
+)
 C_DECLARATIONS = """
 int pu_code(pu_ctx *c, const char *code);
 int pu_begin(pu_ctx *c, int64_t start, int64_t length);
@@ -58,7 +65,7 @@ ffibuilder.cdef(
 )
 ffibuilder.set_source(
     "numapore.methylation._pileup_core",
-    SOURCE.read_text() + "\n" + BAM_SOURCE.read_text(),
+    "\n".join(path.read_text() for path in SOURCES),
     # float32 arithmetic as Rust does it: no fused multiply-adds, no excess precision
     extra_compile_args=["-O2", "-Wall", "-ffp-contract=off"],
     libraries=["deflate", "m"],  # libdeflate (libdeflate-dev): BGZF blocks, as samtools
