@@ -1,9 +1,9 @@
 /* The compiled pileup core, part 2 of 5: a read's calls (pileup_core_build.py compiles
- * pileup_core.c, pileup_calls.c, pileup_tally.c, pileup_text.c, pileup_sample.c and bam_core.c
- * as one unit, in that order: each part uses the types and functions of the parts before it). A
- * read's MM/ML into per-(MM strand, base) tables (modkit's implicit and explicit modes, group
- * combination and its conflicts), the edge filter, the --ignore redistribution and the threshold
- * call at each forward position. */
+ * pileup_core.c, pileup_calls.c, pileup_tally.c, pileup_text.c, pileup_sample.c, bam_core.c and
+ * bam_records.c as one unit, in that order: each part uses the types and functions of the parts
+ * before it). A read's MM/ML into per-(MM strand, base) tables (modkit's implicit and explicit
+ * modes, group combination and its conflicts), the edge filter, the --ignore redistribution and
+ * the threshold call at each forward position. */
 
 static int fail(pu_ctx *c, int kind, const char *msg) {
     snprintf(c->reason, sizeof c->reason, "%s", msg);

@@ -6,7 +6,8 @@
  * float32 arithmetic, laid out as modkit's pileup is: a read's calls from its MM/ML
  * (pileup_calls.c), one interval's tally (pileup_tally.c), the bedMethyl writer (pileup_text.c;
  * motif labels and combined strands of the generic layouts are left to Python, which reads the
- * counts), the estimated threshold's sample (pileup_sample.c), and the BAM reader (bam_core.c).
+ * counts), the estimated threshold's sample (pileup_sample.c), and the BAM reader
+ * (bam_core.c, bam_records.c).
  * They compile as one unit in that order. pileup.py's Python path gives the same bytes.
  */
 #include <math.h>

@@ -20,11 +20,12 @@ PACKAGE = Path(__file__).resolve().parent
 SOURCE = PACKAGE / "pileup_core.c"  # the context and shared types (part 1)
 BAM_SOURCE = PACKAGE / "bam_core.c"  # its BAM reader, compiled after it into the same module
 # The parts, compiled as one unit in this order (each uses those before it): the context, a
-# read's calls, the interval's tally, the bedMethyl writer, the threshold's sample, the reader.
+# read's calls, the interval's tally, the bedMethyl writer, the threshold's sample, the reader
+# (the file and its index, then what is done with each record).
 SOURCES = (
     [SOURCE]
     + [PACKAGE / f"pileup_{part}.c" for part in ("calls", "tally", "text", "sample")]
-    + [BAM_SOURCE]
+    + [BAM_SOURCE, PACKAGE / "bam_records.c"]
 )
 C_DECLARATIONS = """
 int pu_code(pu_ctx *c, const char *code);

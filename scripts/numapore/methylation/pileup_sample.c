@@ -1,8 +1,9 @@
 /* The compiled pileup core, part 5 of 5: the estimated threshold's sample (pileup_core_build.py
- * compiles pileup_core.c, pileup_calls.c, pileup_tally.c, pileup_text.c, pileup_sample.c and
- * bam_core.c as one unit, in that order: each part uses the types and functions of the parts
- * before it). A record's most likely probability per canonical base, as modkit samples them to
- * estimate the threshold (bam_core.c's sampler calls sample_read_ops for its records). */
+ * compiles pileup_core.c, pileup_calls.c, pileup_tally.c, pileup_text.c, pileup_sample.c,
+ * bam_core.c and bam_records.c as one unit, in that order: each part uses the types and
+ * functions of the parts before it). A record's most likely probability per canonical base, as
+ * modkit samples them to estimate the threshold (bam_core.c's sampler calls sample_read_ops for
+ * its records). */
 
 /* One record's sampled probabilities (the most likely state's, per canonical base) appended to
  * c->values (ReadIdsToBaseModProbs for one record, without --include-positions); aligned: the

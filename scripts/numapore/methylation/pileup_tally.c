@@ -1,8 +1,8 @@
 /* The compiled pileup core, part 3 of 5: one interval's tally (pileup_core_build.py compiles
- * pileup_core.c, pileup_calls.c, pileup_tally.c, pileup_text.c, pileup_sample.c and bam_core.c
- * as one unit, in that order: each part uses the types and functions of the parts before it). An
- * interval's counts per position, strand and feature; a read added through its CIGAR
- * (add_read_ops, which bam_core.c's records come through too); the mod codes observed per
+ * pileup_core.c, pileup_calls.c, pileup_tally.c, pileup_text.c, pileup_sample.c, bam_core.c and
+ * bam_records.c as one unit, in that order: each part uses the types and functions of the parts
+ * before it). An interval's counts per position, strand and feature; a read added through its
+ * CIGAR (add_read_ops, which bam_core.c's records come through too); the mod codes observed per
  * position. */
 
 /* start an interval: zero the tallies */

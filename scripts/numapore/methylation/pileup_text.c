@@ -1,8 +1,8 @@
 /* The compiled pileup core, part 4 of 5: the bedMethyl writer (pileup_core_build.py compiles
- * pileup_core.c, pileup_calls.c, pileup_tally.c, pileup_text.c, pileup_sample.c and bam_core.c
- * as one unit, in that order: each part uses the types and functions of the parts before it). An
- * interval's rows as text: the simple layouts (pu_text), motif rows with combined strands
- * (pu_text_combined) and folded ones (pu_text_folded), every row through put_row. */
+ * pileup_core.c, pileup_calls.c, pileup_tally.c, pileup_text.c, pileup_sample.c, bam_core.c and
+ * bam_records.c as one unit, in that order: each part uses the types and functions of the parts
+ * before it). An interval's rows as text: the simple layouts (pu_text), motif rows with combined
+ * strands (pu_text_combined) and folded ones (pu_text_folded), every row through put_row. */
 
 static int code_cmp(const pu_ctx *c, int a, int b) {
     const char *x = c->codes[a], *y = c->codes[b];
