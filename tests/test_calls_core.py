@@ -108,7 +108,7 @@ def test_table_text(tmp_path):
     assert text.splitlines()[0] == b"start" and len(text.splitlines()) == groups.height + 1
 
 
-# modBAM tagging: calls_core.c's cc_call_group/cc_tag_read against modbam.py's Python path.
+# modBAM tagging: calls_modbam.c's cc_call_group/cc_tag_read against modbam.py's Python path.
 
 COMPLEMENT = str.maketrans("ACGT", "TGCA")
 

@@ -18,6 +18,7 @@ from numapore.base.compiled import shared_declarations
 
 PACKAGE = Path(__file__).resolve().parent
 SOURCE = PACKAGE / "calls_core.c"
+MODBAM_SOURCE = PACKAGE / "calls_modbam.c"  # the modBAM tagger, compiled after it, one unit
 C_DECLARATIONS = """
 int cc_aggregate(cc_table *t, const char *path, const int *where, int ncols, double threshold);
 void cc_free(cc_table *t);
@@ -37,7 +38,7 @@ def make_ffi() -> cffi.FFI:
     ffi.cdef(shared_declarations(source) + C_DECLARATIONS)
     ffi.set_source(
         "numapore.methylation._calls_core",
-        source,
+        source + "\n" + MODBAM_SOURCE.read_text(),
         libraries=["deflate"],
         # no fused multiply-adds: cc_llr_to_ml must round as Python's llr_to_ml does
         extra_compile_args=["-O2", "-Wall", "-ffp-contract=off"],

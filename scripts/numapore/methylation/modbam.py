@@ -10,8 +10,8 @@ memory holds one read's alignments and calls at a time whatever the size of the 
 without calls, and alignments without a SEQ, are written unchanged.
 
 The per-call and per-site work (parsing, motif sites, the alignment lookup, MM and ML) is
-calls_core.c's cc_tag_read, a read at a time, when the compiled call-table core is built; without
-it, read_sites and mm_ml below do the same in Python: the same tags, the same errors
+calls_modbam.c's cc_tag_read, a read at a time, when the compiled call-table core is built;
+without it, read_sites and mm_ml below do the same in Python: the same tags, the same errors
 (tests/test_calls_core.py runs both).
 """
 
@@ -42,7 +42,8 @@ ffi, lib = (_core.ffi, _core.lib) if _core is not None else (None, None)
 # A module built before the tagging was added to it (./setup.sh not rerun) counts as not built.
 COMPILED = hasattr(lib, "cc_tag_read")  # tests switch the compiled tagging off to compare both
 COMPLEMENT = str.maketrans("ACGTN", "TGCAN")
-# What a call's start and log-likelihood ratio may be (calls_core.c's parse_int, parse_llr).
+# What a call's start and log-likelihood ratio may be (calls_core.c's parse_int,
+# calls_modbam.c's parse_llr).
 CALL_START = re.compile(rb"[+-]?[0-9]{1,18}")
 CALL_LLR = re.compile(rb"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
 BAD_START = "start is not a whole number of at most 18 digits"
@@ -287,14 +288,14 @@ class PythonTagger:
 
 
 class CompiledTagger:
-    """One read's calls on its records in C: calls_core.c's cc_call_group and cc_tag_read."""
+    """One read's calls on its records in C: calls_modbam.c's cc_call_group and cc_tag_read."""
 
     def __init__(
         self, motif: Motif, columns: dict[str, int], ncols: int, header: pysam.AlignmentHeader
     ) -> None:
         """For the motif, the call table's columns (ncols of them) and the BAM's header."""
         lengths = {len(s) for s in motif.literals}
-        assert len(lengths) == 1 and motif.base in "ACGT", "calls_core.c: one length, base ACGT"
+        assert len(lengths) == 1 and motif.base in "ACGT", "calls_modbam.c: one length, base ACGT"
         self.prefix = f"{motif.base}+{motif.code}?"
         self.t = t = ffi.new("cc_tagger *")
         self.literals = [ffi.new("char[]", s.encode()) for s in motif.literals]
