@@ -1,5 +1,6 @@
-"""The pipeline's steps as their rules run them (numapore.execution.steps), for the emulated 2-node
-guest of tests/test_numa_guest.py: every part in ONE Python process.
+"""The pipeline's steps as their rules run them (numapore.execution.steps), and probes of
+numapore's topology detection and instance plans, for the emulated 2-node guest of
+tests/test_numa_guest.py: every part in ONE Python process.
 
 Under software emulation a Python start that imports pysam and numapore takes about two minutes
 (most of it reading the libraries through the guest's shared file system), so the guest runs
@@ -8,6 +9,11 @@ this file once with a plan naming the parts, instead of a process per part. Each
 and end to `guest_timing.txt`. The short-read part runs on this host too (its `none` baseline):
 `python guest_driver.py short CASES.json OUT`.
 
+Host files are read on the host: the plan's folder holds `hosts.pickle`, each host file the plan
+names loaded by load_host_config there (parsing and schema validation do not depend on the
+machine; in the guest, importing PyYAML and jsonschema for them cost more than a step's work).
+The check of a host against the machine's layout still runs in the guest, in each step.
+
 Snakemake itself is left out: under emulation it needs minutes just to start, and every job would
 pay that again.
 """
@@ -15,22 +21,57 @@ pay that again.
 from __future__ import annotations
 
 import json
+import pickle
+import subprocess
 import sys
 import time
 import traceback
-from contextlib import redirect_stderr
+from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
 
 import pysam
-from numapore.execution.hosts import load_host_config
+from numapore.execution import probe
+from numapore.execution.hosts import HostConfig, load_host_config
+from numapore.execution.plan import plan_strategy
 from numapore.execution.shards import settle_read_groups
 from numapore.execution.steps import run_alignment, run_methylation
+from numapore.execution.topology import detect_topology
+
+# Host files loaded on the host (the plan's hosts.pickle), by the path the plan names.
+LOADED_HOSTS: dict[str, HostConfig] = {}
+# What each planned instance runs: the CPUs and memory policy it was given.
+BINDING_PROBE = "grep allowed_list /proc/self/status; numactl --show | grep -e ^policy -e ^membind"
+
+
+def host_config(path: str) -> HostConfig:
+    """The host file at path as load_host_config reads it (loaded on the host when listed)."""
+    return LOADED_HOSTS.get(path) or load_host_config(path)
+
+
+def topology(out: str) -> None:
+    """numapore's probe CLI, `topology --json`, its output to the file out."""
+    with open(out, "w") as fh, redirect_stdout(fh):
+        code = probe.main(["topology", "--json"])
+    if code:
+        raise RuntimeError(f"numapore probe topology --json: exit {code}")
+
+
+def planned(out: str) -> None:
+    """The planner's instance commands for this machine's layout (alignment, 2 threads), each
+    running BINDING_PROBE under its node's binding; their output to the file out."""
+    plan = plan_strategy(detect_topology(), "alignment", "instances", 2)
+    commands = plan.commands(lambda i, n, th: BINDING_PROBE)
+    with open(out, "w") as fh:
+        for slot, command in zip(plan.slots, commands, strict=True):
+            fh.write(f"--- node {slot.node} threads {slot.threads}\n")
+            fh.flush()
+            subprocess.run(command, shell=True, check=True, stdout=fh)
 
 
 def steps(inputs: str, out: str, host: str) -> None:
     """The align and call_methylation steps on the inputs the host's `none` run prepared
     (inputs: its folder), under the host file's strategy."""
-    inputs_dir, out_dir, config = Path(inputs), Path(out), load_host_config(host)
+    inputs_dir, out_dir, config = Path(inputs), Path(out), host_config(host)
     out_dir.mkdir(parents=True)
     ref = inputs_dir / "results/references/region/region.fa"
     mmi = inputs_dir / "results/references/region/minimap2/region.map-ont.mmi"
@@ -54,7 +95,7 @@ def short(cases: str, out: str) -> None:
     for case in json.loads(Path(cases).read_text()):
         bam = out_dir / f"{case['name']}.bam"
         with open(out_dir / f"{case['name']}.log", "w") as log, redirect_stderr(log):
-            run_alignment(load_host_config(case["host"]), case["aligner"], case["index"],
+            run_alignment(host_config(case["host"]), case["aligner"], case["index"],
                           [Path(p) for p in case["index_files"]], Path(case["reads"]), bam, 2,
                           out_dir / f"{case['name']}.run.json", "short", Path(case["reads2"]),
                           case["sample"], mark_duplicates=True,
@@ -66,7 +107,7 @@ def modbam(run: str, staged: str, out: str, host: str, *samples: str) -> None:
     """The modBAM samples' align step on the reads staged as the workflow stages them and the
     index of the baseline run (`none`, on the host)."""
     run_dir, staged_dir, out_dir = Path(run), Path(staged), Path(out)
-    config = load_host_config(host)
+    config = host_config(host)
     out_dir.mkdir(parents=True)
     (mmi,) = (run_dir / "results/references").glob("*/minimap2/*.map-ont.mmi")
     for name in samples:
@@ -76,13 +117,15 @@ def modbam(run: str, staged: str, out: str, host: str, *samples: str) -> None:
                           sample=name)  # fmt: skip
 
 
-PARTS = {"steps": steps, "short": short, "modbam": modbam}
+PARTS = {"topology": topology, "planned": planned, "steps": steps, "short": short,
+         "modbam": modbam}  # fmt: skip
 
 
 def run_plan(plan_file: Path) -> None:
     """Each part of the plan ([{"name", "part", "args"}]) in turn; one part's failure is written
     to its .out and the next part still runs."""
     folder = plan_file.parent
+    LOADED_HOSTS.update(pickle.loads((folder / "hosts.pickle").read_bytes()))
     with open(folder / "guest_timing.txt", "a") as timing:
         timing.write(f"{time.time()} driver imported\n")
         for item in json.loads(plan_file.read_text()):

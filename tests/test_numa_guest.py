@@ -19,6 +19,7 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import pickle
 import re
 import subprocess
 import time
@@ -33,6 +34,7 @@ from test_modbam_kind import SUITE, calls_by_read, logged_pileup, pileup_again
 from test_modbam_kind import records as sorted_records
 
 from numapore.execution import probe
+from numapore.execution.hosts import load_host_config
 from numapore.inputs.modbam_reads import stage_modbam_reads
 from project import write_project
 
@@ -103,13 +105,17 @@ def host_yaml(path: Path, strategy: str) -> Path:
 @pytest.fixture(scope="module")
 def guest(
     tmp_path_factory, none_run, short_cases, modbam_cases, baseline
-) -> tuple[subprocess.CompletedProcess[str], dict[str, Path]]:
+) -> tuple[subprocess.CompletedProcess[str], dict[str, Path], dict[str, Path]]:
     """Boot the 2-node guest once: the probes, then both steps with instances and interleave,
     then the short-read cases (short_cases), then the modBAM samples (modbam_cases)."""
     if os.environ.get("NUMAPORE_SKIP_GUEST") == "1":
         pytest.skip("NUMAPORE_SKIP_GUEST=1")
     root = tmp_path_factory.mktemp("guest")
-    runs, plan = {}, []
+    # numapore's own probes first, in the driver's process: its topology detection, and the
+    # planner's instance commands each probing the binding it runs under.
+    probes = {"topology": root / "topology.json", "planned": root / "planned.txt"}
+    runs: dict[str, Path] = {}
+    plan = [{"name": name, "part": name, "args": [str(out)]} for name, out in probes.items()]
     for strategy in ("instances", "interleave"):
         host = host_yaml(root / f"{strategy}.yaml", strategy)
         runs[strategy] = root / strategy
@@ -123,6 +129,11 @@ def guest(
                  "args": [str(baseline), str(modbam_cases), str(runs["modbam"]),
                           str(root / "instances.yaml"), *MODBAM_SAMPLES]})  # fmt: skip
     (root / "plan.json").write_text(json.dumps(plan))
+    # The host files, loaded here (no PyYAML or jsonschema imports in the guest: guest_driver).
+    hosts = [item["args"][2] for item in plan if item["part"] == "steps"]
+    hosts += [str(root / "instances.yaml")]
+    hosts += [case["host"] for case in json.loads((short_cases / "cases.json").read_text())]
+    (root / "hosts.pickle").write_bytes(pickle.dumps({h: load_host_config(h) for h in hosts}))
     python = REPO / ".venv" / "bin" / "python"
     # The guest sees this machine's files read-only: results, caches, temporary files go to root.
     env = {"PYTHONPATH": str(REPO / "scripts"), "TMPDIR": str(root)}
@@ -154,20 +165,26 @@ def guest(
         timing.write(f"{time.time()} returned\n")
     driver_out = root / "driver.out"
     driver_text = driver_out.read_text() if driver_out.exists() else "(no driver output)"
-    for part in runs:
+    for part in [item["name"] for item in plan]:
         out = root / f"{part}.out"
         text = out.read_text() if out.exists() else "(no output)"
         assert text.rstrip().endswith("exit=0"), (
             f"{part} in guest:\n{text[-4000:]}\ndriver: {driver_text[-2000:]}\n"
             f"{result.stdout[-2000:]}\n{result.stderr[-2000:]}"
         )
-    return result, runs
+    return result, runs, probes
 
 
 @pytest.fixture(scope="module")
 def guest_runs(guest) -> dict[str, Path]:
     """Where each strategy's pipeline run in the guest wrote its outputs and records."""
     return guest[1]
+
+
+@pytest.fixture(scope="module")
+def guest_probes(guest) -> dict[str, Path]:
+    """The files of the probes run in the guest's driver (topology, planned)."""
+    return guest[2]
 
 
 @pytest.fixture(scope="module")
@@ -218,25 +235,17 @@ def test_numa_guest_outputs_equal_none(guest_runs, none_run, strategy):
 
 # --- probes of numactl and numapore's NUMA code in the guest -------------------------------------
 
+# The probes that need a process of their own: numactl's, and numapore's policy probe as a
+# process started under numactl's binding (-S: no site-packages, which the probe does not use;
+# each Python start costs tens of seconds under emulation). numapore's topology detection and
+# instance plans are probed in the driver's process (guest_driver: topology, planned).
 PROBE_SCRIPT = r"""
 export PYTHONPATH={pythonpath} PYTHONDONTWRITEBYTECODE=1
 echo '=== hardware'; numactl --hardware
-echo '=== topology'; {python} -m numapore.execution.probe topology --json
 echo '=== status'; numactl --cpunodebind=1 --membind=1 cat /proc/self/status
 echo '=== show'; numactl --cpunodebind=1 --membind=1 numactl --show
 echo '=== policy'; numactl --cpunodebind=1 --membind=1 \
-    {python} -m numapore.execution.probe policy --json
-echo '=== instances'; {python} -c '
-import subprocess
-from numapore.execution.plan import plan_strategy
-from numapore.execution.topology import detect_topology
-t = detect_topology()
-probe = "grep allowed_list /proc/self/status; numactl --show | grep -e ^policy -e ^membind"
-plan = plan_strategy(t, "alignment", "instances", 2)
-for slot, command in zip(plan.slots, plan.commands(lambda i, n, th: probe)):
-    print("--- node", slot.node, "threads", slot.threads, flush=True)
-    subprocess.run(command, shell=True, check=True)
-'
+    {python} -S -m numapore.execution.probe policy --json
 """
 
 
@@ -260,9 +269,10 @@ def test_numa_guest_boots_with_two_nodes(guest_run: subprocess.CompletedProcess[
     assert out["hardware"].startswith("available: 2 nodes (0-1)")
 
 
-def test_numa_guest_topology_detection(guest_run: subprocess.CompletedProcess[str]) -> None:
-    """numapore's own detection inside the guest finds 2 nodes with one CPU each."""
-    topo = json.loads(_sections(guest_run.stdout)["topology"])
+def test_numa_guest_topology_detection(guest_probes: dict[str, Path]) -> None:
+    """numapore's own detection inside the guest (its probe CLI's `topology --json`) finds 2
+    nodes with one CPU each."""
+    topo = json.loads(guest_probes["topology"].read_text())
     assert topo["source"].startswith("sysfs")
     assert [(n["id"], n["cpus"]) for n in topo["nodes"]] == [(0, "0"), (1, "1")]
     assert [n["distances"] for n in topo["nodes"]] == [[10, 20], [20, 10]]
@@ -283,9 +293,9 @@ def test_numa_guest_binding_to_node_1(guest_run: subprocess.CompletedProcess[str
     assert pol["policy"] == "bind" and pol["membind"] == [1] and pol["cpus_allowed"] == [1]
 
 
-def test_numa_guest_instances_bind_each_node(guest_run: subprocess.CompletedProcess[str]) -> None:
+def test_numa_guest_instances_bind_each_node(guest_probes: dict[str, Path]) -> None:
     """The planner's instance commands, run in the guest, each land on their own node."""
-    text = _sections(guest_run.stdout)["instances"]
+    text = guest_probes["planned"].read_text()
     blocks = re.split(r"^--- node (\d+) threads (\d+)\n", text, flags=re.MULTILINE)[1:]
     assert [(blocks[i], blocks[i + 1]) for i in range(0, len(blocks), 3)] == [
         ("0", "1"),

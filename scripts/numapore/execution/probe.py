@@ -14,7 +14,6 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from numapore.execution.hosts import startup_check
 from numapore.execution.topology import NumaError, detect_topology, format_cpulist, parse_cpulist
 
 # Run first inside every launched process: what the kernel says this process may use.
@@ -138,6 +137,9 @@ def main(argv: Sequence[str] | None = None, prog: str = "numapore probe") -> int
                 else topo.summary()
             )
         elif args.cmd == "check":
+            # Only `check` reads host files: topology and policy stay light (the guest's probe).
+            from numapore.execution.hosts import startup_check
+
             host, topo = startup_check(args.host)
             print(f"{host.path}: OK: {topo.summary()}")
         else:

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import logging
 import os
 import re
 import shutil
@@ -13,7 +12,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-log = logging.getLogger("numapore.execution.topology")
+
+def _debug(msg: str, *args: Any) -> None:
+    """A debug message; logging is imported only then: `numapore probe policy` imports this
+    module, and each module a Python start imports costs seconds in the emulated guest."""
+    import logging
+
+    logging.getLogger("numapore.execution.topology").debug(msg, *args)
+
 
 SYSFS_NODES = Path("/sys/devices/system/node")
 LOCAL_DISTANCE = 10  # ACPI SLIT value for a node to itself
@@ -263,7 +269,7 @@ def detect_topology(sysfs_root: Path = SYSFS_NODES, numactl: str = "numactl") ->
     try:
         return read_sysfs_topology(sysfs_root)
     except (OSError, TopologyError, ValueError) as exc:
-        log.debug("sysfs topology unavailable (%s); trying %s --hardware", exc, numactl)
+        _debug("sysfs topology unavailable (%s); trying %s --hardware", exc, numactl)
     exe = shutil.which(numactl)
     if exe:
         res = subprocess.run([exe, "--hardware"], capture_output=True, text=True, check=False)
@@ -271,5 +277,5 @@ def detect_topology(sysfs_root: Path = SYSFS_NODES, numactl: str = "numactl") ->
             try:
                 return parse_numactl_hardware(res.stdout)
             except TopologyError as exc:
-                log.debug("numactl --hardware unusable: %s", exc)
+                _debug("numactl --hardware unusable: %s", exc)
     return _uma_topology()
