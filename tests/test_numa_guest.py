@@ -113,9 +113,9 @@ def guest(
     root = tmp_path_factory.mktemp("guest")
     # numapore's own probes first, in the driver's process: its topology detection, and the
     # planner's instance commands each probing the binding it runs under.
-    probes = {"topology": root / "topology.json", "planned": root / "planned.txt"}
+    probe_files = {"topology": root / "topology.json", "planned": root / "planned.txt"}
     runs: dict[str, Path] = {}
-    plan = [{"name": name, "part": name, "args": [str(out)]} for name, out in probes.items()]
+    plan = [{"name": name, "part": name, "args": [str(out)]} for name, out in probe_files.items()]
     for strategy in ("instances", "interleave"):
         host = host_yaml(root / f"{strategy}.yaml", strategy)
         runs[strategy] = root / strategy
@@ -172,7 +172,7 @@ def guest(
             f"{part} in guest:\n{text[-4000:]}\ndriver: {driver_text[-2000:]}\n"
             f"{result.stdout[-2000:]}\n{result.stderr[-2000:]}"
         )
-    return result, runs, probes
+    return result, runs, probe_files
 
 
 @pytest.fixture(scope="module")
