@@ -10,7 +10,7 @@ import h5py
 import polars as pl
 import pysam
 import pytest
-from conftest import host_file, run_workflow
+from conftest import FEW_READS, host_file, read_names, run_workflow, shortest_reads
 from tables import read_table
 from test_convert import conformance_table
 
@@ -58,9 +58,10 @@ def empty_signal(path: Path) -> None:
 
 
 def broken_inputs(tmp_path: Path, ecoli_dir: Path) -> tuple[Path, Path, dict[str, str]]:
-    """The 112 real reads with: one FAST5 truncated, one without its signal, one with an empty
-    signal, one file that is not HDF5, and a basecalled read absent from the FAST5 files.
-    Returns folder, reads, ids."""
+    """The 112 real FAST5 files with: one truncated, one without its signal, one with an empty
+    signal, one file that is not HDF5; as basecalls the shortest reads (conftest.FEW_READS), the
+    three damaged files' reads and a read absent from the FAST5 files. Returns folder, reads,
+    ids."""
     folder = tmp_path / "fast5"
     folder.mkdir()
     files = sorted((ecoli_dir / "fast5").glob("*.fast5"))
@@ -77,18 +78,27 @@ def broken_inputs(tmp_path: Path, ecoli_dir: Path) -> tuple[Path, Path, dict[str
     ids["truncated"] = fast5_census([files[0]]).reads["read_id"][0]
     truncated.write_bytes(files[0].read_bytes()[: files[0].stat().st_size // 2])
     (folder / "zz_broken.fast5").write_bytes(b"this is not an HDF5 file\n")
+    # Only the reads called are worth their length (the damaged ones have no signal to call).
+    short = read_names(shortest_reads(ecoli_dir / "reads.fasta", tmp_path / "s.fa", FEW_READS))
+    with pysam.FastxFile(str(ecoli_dir / "reads.fasta")) as fastx:
+        kept = [r for r in fastx if r.name in short or r.name in ids.values()]
     reads = tmp_path / "reads.fasta"
-    first = next(iter(pysam.FastxFile(str(ecoli_dir / "reads.fasta"))))
-    text = (ecoli_dir / "reads.fasta").read_text()
-    reads.write_text(text + f">{ABSENT}\n{first.sequence}\n")
+    reads.write_text(
+        "".join(f">{r.name}\n{r.sequence}\n" for r in kept) + f">{ABSENT}\n{kept[0].sequence}\n"
+    )
     return folder, reads, ids
 
 
 @pytest.mark.parametrize("io_mode", ["slow5", "fast5"])
 def test_accounting_with_broken_inputs(tmp_path, ecoli_dir, dh10b, io_mode):
-    """Truncated, signal-less, empty-signal and non-HDF5 FAST5 files and a read without FAST5:
-    every read of the table is where it should be and the totals reconcile."""
+    """Truncated, signal-less, empty-signal and non-HDF5 FAST5 files, FAST5 reads not basecalled
+    and a read without FAST5: every read of the table is where it should be and the totals
+    reconcile. In slow5 mode (on_bad_fast5: skip) the conversion lists what it skipped and the
+    run says so."""
     fast5, reads, ids = broken_inputs(tmp_path, ecoli_dir)
+    basecalled = read_names(reads)
+    damaged = {ABSENT, ids["truncated"], ids["drop_signal"], ids["empty_signal"]}
+    assert len(basecalled) == FEW_READS + 4 and damaged <= basecalled
     row = {"sample": "ecoli", "signal": str(fast5), "reads": str(reads), "reference": str(dh10b)}
     work = write_project(tmp_path / "run", [row], {"on_bad_fast5": "skip"})
     args = (
@@ -98,16 +108,19 @@ def test_accounting_with_broken_inputs(tmp_path, ecoli_dir, dh10b, io_mode):
     )
     accounting = "results/ecoli/ecoli.minimap2.accounting.tsv"
     calls = "results/ecoli/methylation/ecoli.minimap2.cpg.calls.tsv"
-    run_workflow(work, accounting, calls, *args)  # what is checked, not the report
+    run = run_workflow(work, accounting, calls, *args)  # what is checked, not the report
     table = read_table(work / accounting)
     calls = called_reads(work / calls)
     assert table[("fast5", "files", "")] == "113"
     assert table[("fast5", "reads", "in the readable files")] == "111"
     unreadable = [k[2] for k in table if k[1] == "unreadable file"]
     assert len(unreadable) == 2 and any("zz_broken.fast5: " in u for u in unreadable)
-    assert table[("basecalled", "reads", str(reads))] == "113"
-    assert table[("basecalled", "reads with raw signal", "")] == "109"
-    assert table[("alignment", "primary aligned", "minimap2")] == "113"
+    assert table[("basecalled", "reads", str(reads))] == str(FEW_READS + 4)
+    assert table[("basecalled", "reads with raw signal", "")] == str(FEW_READS)
+    # The readable files' reads but the two damaged ones basecalled: 111 - 2 - FEW_READS.
+    not_basecalled = ("fast5", "reads not in the basecalled file", "not basecalled or filtered")
+    assert table[not_basecalled] == str(109 - FEW_READS)
+    assert table[("alignment", "primary aligned", "minimap2")] == str(FEW_READS + 4)
     assert table[("alignment", "unmapped", "")] == "0"
     assert table[("methylation", "reads with calls", "")] == str(len(calls))
     without = {k[2]: int(v) for k, v in table.items() if k[1] == "reads without calls"}
@@ -118,11 +131,18 @@ def test_accounting_with_broken_inputs(tmp_path, ecoli_dir, dh10b, io_mode):
         assert table[("conversion", "reads converted", "")] == "109"
         for reason in ("the single-read FAST5 lacks signal", "the single-read FAST5: empty signal"):
             assert table[("conversion", "reads skipped", reason)] == "1"
+        # The conversion's listing (the two unreadable files, the two reads) and the run's word.
+        listing = "results/ecoli/signal/ecoli.blow5.rejected.tsv"
+        rejected = (work / listing).read_text().splitlines()[1:]
+        assert len(rejected) == 4 and any("zz_broken.fast5" in line for line in rejected)
+        assert (
+            f"numapore: sample 'ecoli': 4 FAST5 files/reads skipped (on_bad_fast5: skip), listed "
+            f"with reasons in {listing}" in run.stdout + run.stderr
+        )
     else:
         assert table[("conversion", "reads converted", "I/O mode is not slow5")] == NA
     assert without == {NO_SIGNAL: 2, NO_SIGNAL_DATASET: 2}
-    assert len(calls) == 109
-    assert not {ABSENT, ids["truncated"], ids["drop_signal"], ids["empty_signal"]} & calls
+    assert calls == basecalled - damaged
 
 
 def test_truncated_blow5_stops_the_run_naming_it(tmp_path, ecoli_dir, dh10b):
