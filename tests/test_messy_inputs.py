@@ -175,8 +175,8 @@ def test_broken_reads_and_reference_named_by_the_check(tmp_path, ecoli_dir):
 @pytest.fixture(scope="module")
 def tidy_run(tmp_path_factory, ecoli_dir) -> Path:
     """One run: the clean reads, a messy copy (lowercase bases, CR-only line ends, a leading
-    blank line) and a copy under a path holding '#'; the shortest reads (conftest.FEW_READS:
-    three samples, each called)."""
+    blank line) and a copy under a path holding '#', of the shortest reads (conftest.FEW_READS:
+    nanopolish calls each of the three samples)."""
     base = tmp_path_factory.mktemp("tidy")
     clean = shortest_reads(ecoli_dir / "reads.fasta", base / "clean.fasta", FEW_READS)
     text = clean.read_text()

@@ -25,7 +25,6 @@ from conftest import (
 )
 
 from project import snakemake_command, write_project
-from runs_signal import outputs
 
 
 def sh(cmd: str, cwd: Path) -> None:
@@ -91,9 +90,9 @@ def test_scattered_run_gives_the_same_results(tmp_path, ecoli_dir, dh10b, minima
         [ecoli_row(ecoli_dir, dh10b, reads)],
         {"scatter": {"alignment": 2, "methylation": 2}},
     )
-    run_workflow(work, *outputs("ecoli", "bam", "calls"))
     bam = "results/ecoli/align/ecoli.minimap2.bam"
     calls = "results/ecoli/methylation/ecoli.minimap2.cpg.calls.tsv"
+    run_workflow(work, bam, calls)  # what is read, not the BAM's samtools reports
     names = read_names(reads)
     baseline = primary_mapped(minimap2_run / bam) & names
     assert baseline == names
@@ -156,15 +155,17 @@ def test_other_aligners_give_sorted_indexed_bams_and_calls(tmp_path, ecoli_dir, 
     cost grows with their length) with bwa and bowtie2 on DH10B: sorted, indexed BAMs and calls."""
     reads = shortest_reads(ecoli_dir / "reads.fasta", tmp_path / "short.fasta", FEW_READS)
     work = write_project(tmp_path, [ecoli_row(ecoli_dir, dh10b, reads)], {"aligner": aligner})
-    run_workflow(work, *outputs("ecoli", "bam", "calls", aligner=aligner))
-    bam = work / f"results/ecoli/align/ecoli.{aligner}.bam"
+    bam = f"results/ecoli/align/ecoli.{aligner}.bam"
+    calls = f"results/ecoli/methylation/ecoli.{aligner}.cpg.calls.tsv"
+    run_workflow(work, f"{bam}.bai", calls)  # what is read, not the BAM's samtools reports
+    bam = work / bam
     with pysam.AlignmentFile(str(bam)) as handle:
         assert handle.header["HD"]["SO"] == "coordinate"
         assert handle.check_index()
         assert handle.mapped > 0
     assert len(primary_mapped(bam)) >= 0.9 * FEW_READS
-    calls = read_calls(work / f"results/ecoli/methylation/ecoli.{aligner}.cpg.calls.tsv")
-    print(aligner, len(primary_mapped(bam)), len(calls), calls["read_name"].nunique())
-    # bowtie2 leaves many of the short reads multi-mapped (MAPQ < 20, skipped by nanopolish).
-    assert len(calls) > (100 if aligner == "bowtie2" else 10_000)
-    assert calls["read_name"].nunique() > (5 if aligner == "bowtie2" else 50)
+    calls = read_calls(work / calls)
+    # bowtie2 leaves many of the short reads multi-mapped (MAPQ < 20, skipped by nanopolish):
+    # 365 calls of 9 reads here; bwa 1,123 of the 20.
+    assert len(calls) > (100 if aligner == "bowtie2" else 1_000)
+    assert calls["read_name"].nunique() > (5 if aligner == "bowtie2" else 0.9 * FEW_READS)
