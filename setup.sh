@@ -99,10 +99,11 @@ if [[ ! -f $stamp || $(cat "$stamp") != "$want" ]]; then
     echo "setup: installing Python packages into .venv (${requirements[*]})"
     .venv/bin/pip install -q --upgrade pip
     # Bytecode compiled afterwards on every core at once (pip compiles one file after another:
-    # about a minute of a fresh setup's two on 2 cores).
+    # about a minute of a fresh setup's two on 2 cores), leaving out the packages' own test
+    # folders (a quarter of the files, never imported here): 41 -> 27 s on 2 cores.
     .venv/bin/pip install -q --no-compile "${requirements[@]/#/-r}"
     site=$(.venv/bin/python -c "import sysconfig; print(sysconfig.get_path('purelib'))")
-    .venv/bin/python -W ignore -m compileall -q -j 0 "$site" >/dev/null ||
+    .venv/bin/python -W ignore -m compileall -q -j 0 -x '/(tests?|testing)/' "$site" >/dev/null ||
         echo "setup: some installed files did not compile to bytecode (Python compiles them on import)"
     echo "$want" >"$stamp"
 fi
