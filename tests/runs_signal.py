@@ -25,7 +25,7 @@ from pathlib import Path
 import pyslow5
 import pytest
 import yaml
-from conftest import REPO, ecoli_row, host_file, run_workflow
+from conftest import FEW_READS, REPO, ecoli_row, host_file, run_workflow, shortest_reads
 from shared_runs import keep_output, kept_output, shared_run
 
 from numapore.signal.convert import convert
@@ -164,8 +164,9 @@ def signal_fast5_run(tmp_path_factory, ecoli_dir, messy_fast5, vbz_dir) -> Path:
 
 @pytest.fixture(scope="session")
 def signal_slow5_run(tmp_path_factory, ecoli_dir, dh10b, f2s_dir, pod5_file, vbz_dir) -> Path:
-    """I/O mode slow5 (host.yaml, 2 I/O processes): E. coli on DH10B (as minimap2_run), and on
-    region.fa FAST5, POD5, a numapore BLOW5, slow5tools' BLOW5 (ssm1) and the VBZ reads."""
+    """I/O mode slow5 (host.yaml, 2 I/O processes): the shortest E. coli reads on DH10B
+    (short.fasta: FEW_READS of minimap2_run's), and on region.fa FAST5, POD5, a numapore BLOW5,
+    slow5tools' BLOW5 (ssm1) and the VBZ reads."""
 
     def make(work: Path) -> None:
         blow5 = work / "numapore" / "ecoli.blow5"
@@ -177,8 +178,9 @@ def signal_slow5_run(tmp_path_factory, ecoli_dir, dh10b, f2s_dir, pod5_file, vbz
         stand_in = work / "ssm1.fasta"
         sequences = [entry.split("\n", 1)[1] for entry in lines]
         stand_in.write_text("".join(f">{i}\n{s}" for i, s in zip(ids, sequences, strict=True)))
+        short = shortest_reads(ecoli_dir / "reads.fasta", work / "short.fasta", FEW_READS)
         rows = [
-            ecoli_row(ecoli_dir, dh10b),
+            ecoli_row(ecoli_dir, dh10b, short),
             region_row("fast5", str(ecoli_dir / "fast5"), ecoli_dir),
             region_row("pod5", str(pod5_file), ecoli_dir),
             region_row("blow5", str(blow5), ecoli_dir),
@@ -200,13 +202,13 @@ def signal_slow5_run(tmp_path_factory, ecoli_dir, dh10b, f2s_dir, pod5_file, vbz
 
 @pytest.fixture(scope="session")
 def signal_pool_run(tmp_path_factory, ecoli_dir, dh10b, vbz_dir) -> Path:
-    """I/O mode fast5-pool (host.yaml, 2 I/O processes): E. coli on DH10B and the VBZ reads on
-    region.fa."""
+    """I/O mode fast5-pool (host.yaml, 2 I/O processes): the shortest E. coli reads on DH10B
+    (short.fasta: FEW_READS of minimap2_run's) and the VBZ reads on region.fa."""
 
     def make(work: Path) -> None:
-        write_project(
-            work, [ecoli_row(ecoli_dir, dh10b), region_row("vbz", str(vbz_dir), ecoli_dir)]
-        )
+        short = shortest_reads(ecoli_dir / "reads.fasta", work / "short.fasta", FEW_READS)
+        rows = [ecoli_row(ecoli_dir, dh10b, short), region_row("vbz", str(vbz_dir), ecoli_dir)]
+        write_project(work, rows)
         host = host_file(work / "host.yaml", "none", "fast5-pool", io_processes=2)
         targets = outputs("ecoli", "bam", "calls") + outputs("vbz", "calls")
         run_logged(work, *targets, "--config", f"host={host}")
