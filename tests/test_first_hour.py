@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import forked_snakemake
 import yaml
-from conftest import REPO, host_file, run_workflow
+from conftest import FEW_READS, REPO, host_file, run_workflow, shortest_reads
 
 from numapore.execution.hosts import HostConfig, HostConfigError, config_overrides, with_overrides
 from project import snakemake_command, write_project
@@ -347,7 +347,9 @@ def test_demo_beside_the_sheet_and_turned_off(tmp_path, ecoli_dir, dh10b):
 
 def test_io_mode_and_strategy_overrides(tmp_path, ecoli_dir):
     host = host_file(tmp_path / "plain.yaml", strategy="none", io_mode="fast5")
-    work = write_project(tmp_path / "run", [ecoli(ecoli_dir)])
+    # the shortest reads: what is checked is the settings each job ran with, not its calls
+    short = shortest_reads(ecoli_dir / "reads.fasta", tmp_path / "short.fasta", FEW_READS)
+    work = write_project(tmp_path / "run", [{**ecoli(ecoli_dir), "reads": str(short)}])
     target = "results/ecoli/report/ecoli.minimap2.provenance.html"
     given = ("--config", f"host={host}", "io_mode=slow5", "strategy=interleave")
     result = run_workflow(work, target, *given)
