@@ -125,6 +125,23 @@ def read_names(reads: Path) -> set[str]:
 # reads and give the same results), so minimap2_run's alignments and calls of these reads are
 # what a run on them gives. All 20 map to DH10B and have CpG calls there (1,116).
 FEW_READS = 20
+ECOLI_BAM = "results/ecoli/align/ecoli.minimap2.bam"
+ECOLI_CALLS = "results/ecoli/methylation/ecoli.minimap2.cpg.calls.tsv"
+
+
+def assert_as_minimap2_run(work: Path, minimap2_run: Path, reads: Path, alignments=True) -> None:
+    """The run's ecoli sample (FEW_READS shortest reads, the file reads) has minimap2_run's
+    primary alignments (unless alignments is False) and CpG calls of those reads, which map
+    and are called there, every one (nothing compared is empty)."""
+    names = read_names(reads)
+    assert len(names) == FEW_READS
+    if alignments:
+        baseline = primary_mapped(minimap2_run / ECOLI_BAM) & names
+        assert baseline == names
+        assert primary_mapped(work / ECOLI_BAM) == baseline
+    expected = call_set(minimap2_run / ECOLI_CALLS, names)
+    assert {call[2] for call in expected} == names
+    assert call_set(work / ECOLI_CALLS) == expected
 
 
 def ecoli_row(ecoli_dir: Path, reference: Path, reads: Path | None = None) -> dict[str, str]:

@@ -9,13 +9,11 @@ from pathlib import Path
 
 import pytest
 from conftest import (
+    assert_as_minimap2_run,
     FEW_READS,
     REPO,
-    call_set,
     ecoli_row,
     host_file,
-    primary_mapped,
-    read_names,
     run_workflow,
     shortest_reads,
 )
@@ -57,13 +55,7 @@ def test_strategy_gives_same_results_as_none(
 ):
     host = host_file(tmp_path / "host.yaml", strategy, **extra)
     work = run_with_host(tmp_path, ecoli_dir, dh10b, host)
-    names = read_names(tmp_path / "short.fasta")
-    baseline = primary_mapped(minimap2_run / BAM) & names
-    assert baseline == names
-    assert primary_mapped(work / BAM) == baseline
-    expected = call_set(minimap2_run / CALLS, names)
-    assert len({call[2] for call in expected}) == FEW_READS
-    assert call_set(work / CALLS) == expected
+    assert_as_minimap2_run(work, minimap2_run, tmp_path / "short.fasta")
     for rule in ("align", "call_methylation"):
         record = run_record(work, rule)
         assert record["strategy"] == strategy
@@ -87,10 +79,7 @@ def test_io_mode_gives_same_calls_as_fast5(request, minimap2_run, run, io_mode):
     minimap2_run calls those reads."""
     work = request.getfixturevalue(run)
     host = work / "host.yaml"
-    names = read_names(work / "short.fasta")
-    expected = call_set(minimap2_run / CALLS, names)
-    assert len({call[2] for call in expected}) == len(names) == FEW_READS
-    assert call_set(work / CALLS) == expected
+    assert_as_minimap2_run(work, minimap2_run, work / "short.fasta", alignments=False)
     record = run_record(work, "call_methylation")
     assert len(record["processes"]) == (2 if io_mode == "fast5-pool" else 1)
     # The I/O mode the workflow resolved and the host file it used, as the job recorded them.

@@ -14,12 +14,12 @@ import pysam
 import pytest
 import forked_snakemake
 from conftest import (
+    assert_as_minimap2_run,
     FEW_READS,
     call_set,
     ecoli_row,
     primary_mapped,
     read_calls,
-    read_names,
     run_workflow,
     shortest_reads,
 )
@@ -93,13 +93,7 @@ def test_scattered_run_gives_the_same_results(tmp_path, ecoli_dir, dh10b, minima
     bam = "results/ecoli/align/ecoli.minimap2.bam"
     calls = "results/ecoli/methylation/ecoli.minimap2.cpg.calls.tsv"
     run_workflow(work, bam, calls)  # what is read, not the BAM's samtools reports
-    names = read_names(reads)
-    baseline = primary_mapped(minimap2_run / bam) & names
-    assert baseline == names
-    assert primary_mapped(work / bam) == baseline
-    expected = call_set(minimap2_run / calls, names)
-    assert len({call[2] for call in expected}) == FEW_READS
-    assert call_set(work / calls) == expected
+    assert_as_minimap2_run(work, minimap2_run, reads)
     # Both shards did work, and the shard files were removed after merging.
     logs = sorted((work / "results/logs/call_methylation").glob("*.log"))
     assert [p.name for p in logs] == [
