@@ -82,7 +82,7 @@ def test_groups_frame_counts_and_chromosome_ranks(tmp_path):
 @pytest.mark.parametrize("compiled", [False, True])
 def test_bgzf_blocks_read_back(tmp_path, compiled, monkeypatch):
     """Both block compressors give BGZF that pysam and gzip read; zlib's is pysam's bytes."""
-    monkeypatch.setattr(calls_core, "ENABLED", compiled)
+    monkeypatch.setattr(bgzf, "ENABLED", compiled)
     text = b"".join(f"c\t{i}\t{i + 1}\tx\n".encode() for i in range(40_000))
     path = tmp_path / "t.bed.gz"
     bgzf.write_bgzf(path, [text[:1000], text[1000:]], threads=2)

@@ -114,6 +114,36 @@ def test_case(name, tmp_path):
         assert pysam.TabixFile(str(out)).contigs
 
 
+# The cases of the compiled core's route (a BAM with a .bai, a FASTA with a .fai): header,
+# region, an estimated threshold, a motif with combined strands, --include-bed
+COMMON_ROUTE = ["with_header", "region", "default_threshold", "motif_cg0_combine_strands",
+                "include_bed_motif_cg"]  # fmt: skip
+
+
+def test_common_route_imports_neither_numpy_nor_pysam(tmp_path):
+    """On the compiled core's route the pileup imports neither numpy nor pysam (two thirds of
+    a small pileup's memory): the suite's cases of that route, in one fresh interpreter, write
+    modkit's bytes with neither in sys.modules at the end."""
+    cases = load_cases()
+    script = ["import sys", "from numapore.methylation import pileup_cli"]
+    for name in COMMON_ROUTE:
+        case = cases[name]
+        reference = [] if case["reference"] == "-" else ["--ref", case["reference"]]
+        argv = [case["input"], str(tmp_path / f"{name}.bed"), "-q", *reference,
+                *shlex.split(case["modkit_pileup_options"])]  # fmt: skip
+        script.append(f"assert pileup_cli.main({argv!r}) == 0")
+    script.append("print(sorted({'numpy', 'pysam'} & set(sys.modules)))")
+    env = dict(os.environ, PYTHONPATH=str(REPO / "scripts"))
+    done = subprocess.run([sys.executable, "-c", "\n".join(script)], capture_output=True,
+                          text=True, env=env, cwd=SUITE)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "[]\n"
+    for name in COMMON_ROUTE:
+        assert (tmp_path / f"{name}.bed").read_text() == (
+            SUITE / cases[name]["expected"]
+        ).read_text()
+
+
 # ---------------------------------------------------------------- A and E
 
 

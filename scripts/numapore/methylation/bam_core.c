@@ -47,6 +47,15 @@ typedef struct {
     int64_t nslots, n;
 } nameset;
 
+/* A set of read names kept as their 64-bit hashes (open addressing, 0 empty): the pileup's
+ * test for a name seen twice in an interval, which sends the interval to Python (whose names
+ * decide): a collision costs time, never bytes, and a deep interval's names are not kept
+ * (tens of thousands of them were a tenth of a small pileup's memory). */
+typedef struct {
+    uint64_t *slots;
+    int64_t nslots, n;
+} hashset;
+
 struct pu_bam {
     int fd;
     struct libdeflate_decompressor *inflater;
@@ -67,8 +76,10 @@ struct pu_bam {
     int64_t seq_cap;
     int64_t *ops;
     int64_t ops_cap;
-    /* read names: the interval's; the threshold sample's, in one interval and in all */
-    nameset names, local, seen;
+    /* read names: the interval's, as hashes (hashset); the threshold sample's, in one
+     * interval and in all */
+    hashset names;
+    nameset local, seen;
     /* query()'s stretches, the one being read, and whether it was sought (0) or not (-1) */
     uint64_t *iter;
     int64_t niter, iter_cap, iter_i, iter_pos;
@@ -251,11 +262,12 @@ void pu_bam_close(pu_bam *b) {
     free(b->rec);
     free(b->seq);
     free(b->ops);
-    nameset *sets[3] = {&b->names, &b->local, &b->seen};
-    for (int i = 0; i < 3; i++) {
+    nameset *sets[2] = {&b->local, &b->seen};
+    for (int i = 0; i < 2; i++) {
         free(sets[i]->arena);
         free(sets[i]->slots);
     }
+    free(b->names.slots);
     free(b->iter);
     free(b);
 }

@@ -117,6 +117,36 @@ static int name_add(nameset *set, const char *name, int64_t len) {
     return 0;
 }
 
+/* add a name's hash to the set: 1 if it was there already (the name, or a collision) */
+static int hash_add(hashset *set, const char *name, int64_t len) {
+    uint64_t h = name_hash(name, len) | 1; /* never 0, the empty slot */
+    if (2 * (set->n + 1) > set->nslots) {
+        int64_t n = set->nslots ? set->nslots * 2 : 1024;
+        uint64_t *old = set->slots;
+        set->slots = calloc(n, sizeof(uint64_t));
+        if (!set->slots) abort();
+        for (int64_t i = 0; i < set->nslots; i++)
+            if (old[i]) {
+                int64_t j = (int64_t)(old[i] & (n - 1));
+                while (set->slots[j]) j = (j + 1) & (n - 1);
+                set->slots[j] = old[i];
+            }
+        free(old);
+        set->nslots = n;
+    }
+    int64_t j = (int64_t)(h & (set->nslots - 1));
+    for (; set->slots[j]; j = (j + 1) & (set->nslots - 1))
+        if (set->slots[j] == h) return 1;
+    set->slots[j] = h;
+    set->n++;
+    return 0;
+}
+
+static void hash_clear(hashset *set) {
+    if (set->nslots) memset(set->slots, 0, set->nslots * sizeof(uint64_t));
+    set->n = 0;
+}
+
 /* keep only the set's first names, up to arena offset len (undo what came after) */
 static void names_truncate(nameset *set, int64_t len) {
     int64_t n = 0; /* rebuilt: removing from an open-addressing table leaves gaps */
@@ -258,7 +288,7 @@ static int next_overlapping(pu_bam *b, int tid, int64_t start, int64_t end, bam_
 int pu_bam_chunk(pu_ctx *c, pu_bam *b, int tid, int64_t start, int64_t end, int first,
                  int hp_on, int64_t hp, int list_reads, pu_stats *st) {
     query(b, tid, start, end);
-    names_truncate(&b->names, 0);
+    hash_clear(&b->names);
     int begun = 0;
     for (;;) {
         bam_rec x;
@@ -302,7 +332,7 @@ int pu_bam_chunk(pu_ctx *c, pu_bam *b, int tid, int64_t start, int64_t end, int 
             pu_begin(c, start, end - start);
             begun = 1;
         }
-        if (name_add(&b->names, name, lname - 1)) return PU_DEFER;
+        if (hash_add(&b->names, name, lname - 1)) return PU_DEFER;
         pu_stats scratch_stats;
         pu_stats *counted = first || pos >= start ? st : &scratch_stats;
         /* the tags as get_mod_tags reads them */

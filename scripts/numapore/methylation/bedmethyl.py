@@ -11,10 +11,9 @@ read_bedmethyl.
 from __future__ import annotations
 
 import gzip
-
+import os
 import struct
 from collections.abc import Iterator
-from pathlib import Path
 from typing import NamedTuple
 
 COLUMNS = [
@@ -102,7 +101,7 @@ def parse_line(line: str) -> BedMethylRow:
     )
 
 
-def read_bedmethyl(path: str | Path) -> Iterator[BedMethylRow]:
+def read_bedmethyl(path: str | os.PathLike) -> Iterator[BedMethylRow]:
     """The rows of a bedMethyl file, plain or gzip/BGZF-compressed (a header line, if any, is
     skipped)."""
     opener = gzip.open if str(path).endswith(".gz") else open

@@ -17,8 +17,11 @@ from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-import pysam
+from numapore.base import compiled
 
+# calls_core.c's libdeflate block writer, loaded alone: calls_core.py imports polars and numpy
+_core = compiled.load("numapore.methylation._calls_core")
+ENABLED = _core is not None  # tests switch it off to compare both compressors
 BGZF_BLOCK = 0xFF00  # htslib's BGZF_BLOCK_SIZE: text bytes per block
 BGZF_EOF = bytes.fromhex("1f8b08040000000000ff0600424302001b0003000000000000000000")
 LEVEL = 6  # htslib's default (bgzip, tabix_index)
@@ -35,9 +38,7 @@ def zlib_block(data: bytes) -> bytes:
 
 def compiled_block(data: bytes) -> bytes:
     """One BGZF block of data deflated by libdeflate (calls_core's compiled module)."""
-    from numapore.methylation import calls_core
-
-    ffi, lib = calls_core.ffi, calls_core.lib
+    ffi, lib = _core.ffi, _core.lib
     out = ffi.new("unsigned char[65536]")
     size = lib.cc_bgzf_block(ffi.from_buffer(data), len(data), out, LEVEL)
     if size == 0:
@@ -45,14 +46,11 @@ def compiled_block(data: bytes) -> bytes:
     return ffi.buffer(out, size)[:]
 
 
-def write_bgzf(path: Path, chunks: Iterable[bytes], threads: int | None = None) -> None:
+def write_bgzf(path: str | Path, chunks: Iterable[bytes], threads: int | None = None) -> None:
     """Write chunks of text to path as BGZF (EOF block included), blocks compressed by
     `threads` threads (by default one per core this process may run on: a Slurm job's or
     taskset's share, not the whole host) in order of the text."""
-    # imported here: calls_core imports polars, a fifth of a small pileup's start
-    from numapore.methylation import calls_core
-
-    block = compiled_block if calls_core.ENABLED else zlib_block
+    block = compiled_block if ENABLED else zlib_block
     pending: deque = deque()
     rest = b""
     threads = threads or len(os.sched_getaffinity(0))
@@ -73,7 +71,9 @@ def write_bgzf(path: Path, chunks: Iterable[bytes], threads: int | None = None) 
         out.write(BGZF_EOF)
 
 
-def write_indexed_bed(path: Path, chunks: Iterable[bytes]) -> None:
+def write_indexed_bed(path: str | Path, chunks: Iterable[bytes]) -> None:
     """Write a sorted BED-like text to path as BGZF, and its tabix index (path + '.tbi')."""
+    import pysam  # imported here: a pileup's memory peaks before its BGZF is written
+
     write_bgzf(path, chunks)
     pysam.tabix_index(str(path), preset="bed", force=True)

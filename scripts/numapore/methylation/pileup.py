@@ -14,8 +14,10 @@ The engine, laid out as modkit's own:
 - pileup_regions: the region planner (intervals, their motif positions, scatter regions);
 - pileup_counting: the counting core of an interval and its rows (0.4.4's and 0.6.1's generic
   path); pileup_modbases: 0.6.1's `--modified-bases` counting;
-- pileup_reader: an interval's BAM records read and tallied in C (bam_core.c, BGZF through
-  libdeflate), pysam's loop where it defers;
+- pileup_inputs: the BAM's header and index counts and the FASTA, without pysam where they
+  allow it; pileup_reader: an interval's BAM records read and tallied in C (bam_core.c, BGZF
+  through libdeflate); pileup_counting_py and pileup_sampling: the numpy and pysam paths (no
+  compiled core, or what the C reader leaves to pysam), imported only when used;
 - bedmethyl: the bedMethyl format, its row writer and reader (pileup_text.c's put_row writes
   the same rows);
 - pileup_cli: the command line, and the one writer of every output form (text, BGZF, --phased);
@@ -39,15 +41,13 @@ import gc
 import os
 from dataclasses import dataclass
 
-import pysam
-
 from numapore.methylation.bedmethyl import HEADER_LINE
-from numapore.methylation.pileup_common import NOT_PRIMARY_MAPPED, Options, PileupError
-from numapore.methylation.pileup_tags import read_listing_line
+from numapore.methylation.pileup_common import NOT_PRIMARY_MAPPED, Options, PileupError, Stats
+from numapore.methylation.pileup_inputs import open_bam, open_fasta, read_listing_line
 from numapore.methylation.pileup_thresholds import Caller, index_counts, make_caller
 from numapore.methylation.pileup_positions import make_motif, read_position_filter
 from numapore.methylation.pileup_regions import Chunk, parse_region, plan_chunks, select_chunks
-from numapore.methylation.pileup_counting import ChunkWorker, Stats
+from numapore.methylation.pileup_counting import ChunkWorker
 
 # What callers outside the engine use, in one place
 from numapore.methylation.pileup_common import (  # noqa: F401
@@ -55,7 +55,7 @@ from numapore.methylation.pileup_common import (  # noqa: F401
 )  # fmt: skip
 from numapore.methylation.pileup_counting import READ_LISTING_HEADER  # noqa: F401
 from numapore.methylation.pileup_regions import scatter_regions  # noqa: F401
-from numapore.methylation.pileup_tags import carries_calls  # noqa: F401
+from numapore.methylation.pileup_inputs import carries_calls  # noqa: F401
 
 
 def open_inputs(in_bam: str, options: Options):
@@ -66,7 +66,7 @@ def open_inputs(in_bam: str, options: Options):
             f"{in_bam}: " + ("a folder, not a BAM" if os.path.isdir(in_bam) else "no such file")
         )
     try:
-        bam = pysam.AlignmentFile(in_bam, "rb", check_sq=False)
+        bam = open_bam(in_bam)
     except (OSError, ValueError) as err:
         raise PileupError(f"{in_bam}: cannot read as BAM ({err})") from None
     if not bam.references:
@@ -97,7 +97,7 @@ def open_inputs(in_bam: str, options: Options):
             raise PileupError("--cpg, --motif and --preset need the reference (--ref)")
     if options.reference:
         try:
-            fasta = pysam.FastaFile(options.reference)
+            fasta = open_fasta(options.reference)
         except (OSError, ValueError) as err:
             raise PileupError(
                 f"{options.reference}: cannot read as indexed FASTA ({err})"
@@ -216,6 +216,8 @@ def write_read_listing(in_bam: str, out, regions: list[str] | None = None) -> No
     """pileup's read listing (reads_out) without a pileup, for a BAM no pileup runs on: each
     mapped primary record once, over whole contigs or over regions that tile them (a
     scatter's), in the region where it starts."""
+    import pysam  # the records themselves: no C reader here
+
     with pysam.AlignmentFile(in_bam, "rb", check_sq=False) as bam:
         if regions is None:
             spans = [(n, 0, ln) for n, ln in zip(bam.references, bam.lengths, strict=True)]

@@ -10,15 +10,13 @@ its folder and renamed when complete. Bad input: one `numapore: ` line on stderr
 from __future__ import annotations
 
 import argparse
+import itertools
 import os
 import sys
-import tempfile
 from contextlib import ExitStack
 from dataclasses import replace
-from pathlib import Path
 
 from numapore.methylation import pileup as engine
-from numapore.methylation.bgzf import write_indexed_bed
 
 SKIP_REASONS = {
     "missing": "no MM/ML tags",
@@ -253,9 +251,8 @@ def output_files(args: argparse.Namespace) -> list[tuple[str, int | None]]:
         return [(args.out_bed, None)]
     suffix = "bed.gz" if args.bgzf else "bedmethyl"
     prefix = f"{args.prefix}_" if args.prefix else ""
-    folder = Path(args.out_bed)
     return [
-        (str(folder / f"{prefix}{name}.{suffix}"), haplotype)
+        (os.path.join(args.out_bed, f"{prefix}{name}.{suffix}"), haplotype)
         for name, haplotype in (("combined", None), ("hp1", 1), ("hp2", 2))
     ]
 
@@ -299,22 +296,25 @@ def write_pileup(args, out_bed: str, options, regions, check: bool) -> engine.Re
         with ExitStack() as files:
             listing = None
             if args.read_listing:
-                listing_tmp = part_file(Path(args.read_listing))
+                listing_tmp = part_file(args.read_listing)
                 listing = files.enter_context(open(listing_tmp, "w", buffering=1 << 20))
                 listing.write(engine.READ_LISTING_HEADER)
             if out_bed in ("-", "stdout"):
                 out = sys.stdout
             else:
-                tmp = part_file(Path(out_bed))
+                tmp = part_file(out_bed)
                 out = files.enter_context(open(tmp, "w", buffering=1 << 20))
             result = engine.pileup(args.in_bam, out, options, regions, listing)
         if check:
             check_reads(args.in_bam, result.stats, args.edge_filter)
         sys.stdout.flush()
         if args.bgzf:
-            compressed = part_file(Path(out_bed))
+            # imported here: its thread pool and pysam's tabix are a tenth of a pileup's memory
+            from numapore.methylation.bgzf import write_indexed_bed
+
+            compressed = part_file(out_bed)
             with open(tmp, "rb") as text:
-                write_indexed_bed(Path(compressed), iter(lambda: text.read(4 << 20), b""))
+                write_indexed_bed(compressed, iter(lambda: text.read(4 << 20), b""))
             os.replace(compressed + ".tbi", out_bed + ".tbi")
             os.replace(compressed, tmp)
         for part, final in ((tmp, out_bed), (listing_tmp, args.read_listing)):
@@ -328,15 +328,22 @@ def write_pileup(args, out_bed: str, options, regions, check: bool) -> engine.Re
     return result
 
 
-def part_file(out: Path) -> str:
+def part_file(out: str) -> str:
     """A new empty file (mode 644) in out's folder, made if missing, to be renamed to out
     once complete."""
-    folder = out.parent if str(out.parent) else Path(".")
-    folder.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".part", dir=folder)
-    os.close(fd)
-    os.chmod(tmp, 0o644)
-    return tmp
+    # not tempfile (and not pathlib): their imports are a megabyte of a small pileup's memory
+    folder, name = os.path.split(out)
+    folder = folder or "."
+    os.makedirs(folder, exist_ok=True)
+    for n in itertools.count():
+        tmp = os.path.join(folder, f".{name}.{os.getpid()}.{n}.part")
+        try:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        except FileExistsError:
+            continue
+        os.close(fd)
+        os.chmod(tmp, 0o644)
+        return tmp
 
 
 def shard_regions(in_bam: str, shard: int, shards: int) -> list[str]:

@@ -1,13 +1,13 @@
 """What every part of the pileup engine shares: the compiled core (pileup_core.c, or None),
 base codes, the errors, and the options (named as modkit's; Options.compat picks modkit 0.6.1's
-semantics or 0.4.4's)."""
+semantics or 0.4.4's). No numpy or pysam here or on the compiled core's route (a BAM with a .bai,
+a FASTA with a .fai): their imports are half of a small pileup's memory; the modules of the
+Python paths (pileup_tags, pileup_counting_py, pileup_sampling, pileup_modbases) import them."""
 
 from __future__ import annotations
 
 import sys
 from dataclasses import dataclass, field
-
-import numpy as np
 
 from numapore.base import compiled
 from numapore.methylation.bedmethyl import f32
@@ -27,17 +27,14 @@ BASES = "ACGT"
 BASE_INDEX = {b: i for i, b in enumerate(BASES)}
 
 
-# bytes of a read's sequence to base index 0-3 (A, C, G, T), 4 for anything else
-BASE_LUT = np.full(256, 4, dtype=np.int8)
-
-
-for _i, _b in enumerate(BASES):
-    BASE_LUT[ord(_b)] = _i
-
-
 COMPLEMENT_BYTES = bytes.maketrans(
     b"ACGTNacgtnRYKMSWBDHVrykmswbdhv", b"TGCANtgcanYRMKSWVHDByrmkswvhdb"
 )
+
+
+def code_key(code: str) -> tuple:
+    """modkit's ModCodeRepr order (derived Ord): one-letter codes by character, then ChEBI."""
+    return (1, int(code), "") if code.isdigit() else (0, 0, code)
 
 
 NO_CALL, FILTERED, CANONICAL = -2, -1, 0  # a read position's call; k + 1 is mod code k
@@ -59,6 +56,27 @@ SAMPLING_INTERVAL = 1_000_000
 
 
 WORK_SIZE = 100_000  # the most reference bases tallied at once when motifs allow it
+
+
+@dataclass
+class Stats:
+    """Counts for the summary line."""
+
+    used: int = 0
+    skipped: dict = field(default_factory=dict)
+    rows: int = 0
+    examples: dict = field(default_factory=dict)  # kind -> (read name, reason)
+    # A chunk's lines of the read listing (ChunkWorker.list_reads), written as they come
+    reads: list = field(default_factory=list)
+
+    def add(self, other: Stats) -> None:
+        """Add another chunk's counts (not its read listing)."""
+        self.used += other.used
+        self.rows += other.rows
+        for k, v in other.skipped.items():
+            self.skipped[k] = self.skipped.get(k, 0) + v
+        for k, v in other.examples.items():
+            self.examples.setdefault(k, v)
 
 
 class PileupError(Exception):

@@ -40,12 +40,17 @@ typedef struct {
     float code_thr[4][PU_MAXC];
     /* the interval */
     int64_t start, length;
-    int32_t *counts;      /* length x 2 x k */
+    int32_t *counts;      /* nrows x 2 x k */
     int k;                /* features per position and strand: 10 + 4 x the codes it holds */
-    int32_t *diff;        /* 64 keys x (length + 1), allocated as keys appear */
+    int32_t *diff;        /* 64 keys x (nrows + 1), allocated as keys appear */
     uint64_t keys_used;   /* which of the 64 (strand, base, code) keys have a diff array */
-    uint8_t *observed;    /* length x 2 x 4 code bit masks, from diff */
+    uint8_t *observed;    /* nrows x 2 x 4 code bit masks, from diff */
     const uint8_t *want;  /* per position: 1 if its tallies are read (NULL: every position) */
+    /* the tallies' rows: with want (at pu_begin), one per wanted position (row_of), so that
+     * a motif's interval holds its motif positions' only (a CpG interval a sixth of its
+     * positions: the tallies were most of a small pileup's memory); else one per position */
+    int64_t nrows;
+    int32_t *rank;        /* with want, per position 0..length: the wanted positions before it */
     /* sampled probabilities per canonical base */
     float *values[4];
     int64_t nvalues[4], cap_values[4];
@@ -173,8 +178,8 @@ static void *grow(void *p, size_t size);
 /* a code met within an interval: its tallies' rows widened to k features (the codes were
  * fewer at pu_begin; rows only as wide as the codes met keep the tallies in cache) */
 static void widen(pu_ctx *c, int k) {
-    int64_t rows = c->length * 2;
-    c->counts = grow(c->counts, (size_t)rows * k * sizeof(int32_t));
+    int64_t rows = c->nrows * 2;
+    c->counts = grow(c->counts, (size_t)(rows + 2) * k * sizeof(int32_t)); /* rows may be 0 */
     for (int64_t i = rows - 1; i >= 0; i--) {
         memmove(c->counts + i * k, c->counts + i * c->k, c->k * sizeof(int32_t));
         memset(c->counts + i * k + c->k, 0, (k - c->k) * sizeof(int32_t));
@@ -242,6 +247,7 @@ void pu_free(pu_ctx *c) {
         free(s);
     }
     free(c->counts);
+    free(c->rank);
     free(c->diff);
     free(c->observed);
     for (int b = 0; b < 4; b++) free(c->values[b]);

@@ -46,6 +46,7 @@ int64_t pu_text_folded(pu_ctx *c, const char *chrom, const int64_t *pos, const i
                        char *out, int64_t cap, int64_t *nrows);
 int pu_sample_read(pu_ctx *c, int reverse, const char *seq, int64_t n, const char *mm,
                    const uint8_t *ml, int64_t nml, const char *cigar, int64_t ncig_max);
+void pu_sort_values(pu_ctx *c, int base);
 void pu_free(pu_ctx *c);
 pu_bam *pu_bam_open(const char *path, const char *index_path);
 void pu_bam_close(pu_bam *b);

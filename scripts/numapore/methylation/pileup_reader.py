@@ -8,21 +8,13 @@ bytes either way."""
 from __future__ import annotations
 
 import os
-import re
 
 from numapore.methylation.pileup_common import ffi, lib
+from numapore.methylation.pileup_inputs import bai_path
 
 # pileup_core.c's skip kinds and bam_core.c's (8, 9) by Stats' names (as get_mod_tags names them)
 KINDS = {1: "missing", 2: "ml_short", 3: "mm", 4: "conflict", 5: "empty", 6: "implicit",
          8: "ml", 9: "mn"}  # fmt: skip
-
-
-def bai_path(bam_path: str) -> str | None:
-    """The BAM's .bai index (X.bam.bai or X.bai), None if it has none."""
-    for candidate in (bam_path + ".bai", re.sub(r"\.bam$", ".bai", bam_path)):
-        if candidate != bam_path and os.path.isfile(candidate):
-            return candidate
-    return None
 
 
 class BamReader:

@@ -9,10 +9,8 @@ import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-import pysam
-
-from numapore.methylation.pileup_common import Options, PileupError, WORK_SIZE
-from numapore.methylation.pileup_tags import code_key
+from numapore.methylation.pileup_common import code_key, Options, PileupError, WORK_SIZE
+from numapore.methylation.pileup_inputs import open_bam
 from numapore.methylation.pileup_positions import (
     BOTH,
     NEG,
@@ -47,8 +45,8 @@ class Chunk:
     span_end: int | None = None
 
 
-def parse_region(raw: str, bam: pysam.AlignmentFile) -> tuple[str, int, int]:
-    """modkit's Region::parse_str: chrom, or chrom:start-end (commas allowed)."""
+def parse_region(raw: str, bam) -> tuple[str, int, int]:
+    """modkit's Region::parse_str: chrom, or chrom:start-end (commas allowed); bam: open_bam's."""
     if ":" in raw:
         name, _, span = raw.partition(":")
         parts = span.replace(",", "").split("-")
@@ -247,7 +245,7 @@ def select_chunks(bam, chunks: list[Chunk], regions: Iterable[str]) -> list[Chun
 def scatter_regions(in_bam: str, n: int) -> list[str]:
     """Up to n regions (name:start-end) tiling the BAM's contigs by length, for a scatter whose
     pileups (same options) concatenate to the whole pileup."""
-    bam = pysam.AlignmentFile(in_bam, "rb", check_sq=False)
+    bam = open_bam(in_bam)
     total = sum(bam.lengths)
     size = max(math.ceil(total / max(n, 1)), 1)
     regions = []
@@ -282,3 +280,26 @@ def combine_strand_rows(chunk: Chunk, rows: list[tuple], motifs: list[Motif]) ->
             for code in sorted(by_code, key=code_key):
                 out.append((p, ".", code, idx) + tuple(by_code[code]))
     return out
+
+
+def position_masks(chunk: Chunk, length: int) -> tuple[bytearray, bytearray | None]:
+    """Which (position, strand) of the chunk may have rows, one byte each at 2 x position +
+    strand (its motif strand rules, its --include-bed intervals, or all); and which positions
+    have a strand that may (None: all)."""
+    start = chunk.start
+    if chunk.rules is None and chunk.regions is None:
+        return bytearray(b"\1") * (2 * length), None
+    allowed, want = bytearray(2 * length), bytearray(length)
+    if chunk.rules is not None:
+        for p, rule in chunk.rules.items():
+            if start <= p < start + length:
+                i = p - start
+                allowed[2 * i], allowed[2 * i + 1] = bool(rule & POS), bool(rule & NEG)
+                want[i] = allowed[2 * i] | allowed[2 * i + 1]
+    else:
+        for s in (0, 1):
+            for a, b in chunk.regions[s]:
+                a, b = a - start, b - start
+                allowed[2 * a + s : 2 * b + s : 2] = b"\1" * (b - a)
+                want[a:b] = b"\1" * (b - a)
+    return allowed, want

@@ -85,3 +85,14 @@ static int sample_read_ops(pu_ctx *c, int reverse, const char *seq, int64_t n, c
         }
     return added;
 }
+
+static int float_cmp(const void *a, const void *b) {
+    float x = *(const float *)a, y = *(const float *)b;
+    return (x > y) - (x < y);
+}
+
+/* the sampled values of a canonical base sorted ascending (the estimate's percentile reads
+ * them in place: millions of floats, too many for Python objects) */
+void pu_sort_values(pu_ctx *c, int base) {
+    qsort(c->values[base], c->nvalues[base], sizeof(float), float_cmp);
+}

@@ -1,7 +1,8 @@
 """MM/ML parsing (modkit's ModBaseInfo and its calls): implicit `.` vs explicit `?` modes,
 ChEBI codes, `Mm`/`Ml`, `MN`, the ML length check, group combination and its conflicts; the
---ignore collapse, the edge filter and each position's call; and what a record's alignment
-gives (aligned pairs, deletions, which records count)."""
+--ignore collapse, the edge filter and each position's call (with the caller's thresholds); and
+what a record's alignment gives (aligned pairs, deletions). numpy: the Python path's, which the
+compiled core's pileup_calls.c follows rule for rule."""
 
 from __future__ import annotations
 
@@ -15,18 +16,19 @@ import pysam
 from numapore.methylation.pileup_common import (
     BASES,
     BASE_INDEX,
-    BASE_LUT,
+    CANONICAL,
     COMPLEMENT_BYTES,
+    FILTERED,
     FX_K,
     MASK64,
     MAX_PROB,
     ReadError,
 )
 
-
-def code_key(code: str) -> tuple:
-    """modkit's ModCodeRepr order (derived Ord): one-letter codes by character, then ChEBI."""
-    return (1, int(code), "") if code.isdigit() else (0, 0, code)
+# bytes of a read's sequence to base index 0-3 (A, C, G, T), 4 for anything else
+BASE_LUT = np.full(256, 4, dtype=np.int8)
+for _i, _b in enumerate(BASES):
+    BASE_LUT[ord(_b)] = _i
 
 
 def fx_hash(code: str) -> int:
@@ -313,6 +315,21 @@ def canonical_probs(columns: list) -> np.ndarray:
     return (np.float32(1.0) - total).astype(np.float32)
 
 
+def call_positions(codes, columns, n, caller, base: int, code_index) -> np.ndarray:
+    """modkit's call() at each position: the most probable of the mod codes over their
+    threshold and canonical over its own (the last of equals wins), else filtered."""
+    can = canonical_probs(columns) if columns else np.ones(n, dtype=np.float32)
+    best = np.full(n, FILTERED, dtype=np.int16)
+    best_p = np.full(n, -np.inf, dtype=np.float32)
+    for code, (pres, p) in zip(codes, columns, strict=True):
+        ok = pres & (p >= caller.code_threshold(base, code)) & (p >= best_p)
+        best[ok] = code_index(code) + 1
+        best_p[ok] = p[ok]
+    ok = (can >= caller.canonical_threshold(base)) & (can >= best_p)
+    best[ok] = CANONICAL
+    return best
+
+
 def forward_sequence(rec: pysam.AlignedSegment) -> np.ndarray:
     """The read's sequence as sequenced (reverse-complemented back for reverse alignments)."""
     seq = rec.query_sequence.encode()
@@ -354,30 +371,3 @@ def _expand(q0: np.ndarray, r0: np.ndarray, lens: np.ndarray):
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
     offsets = np.arange(total) - np.repeat(np.cumsum(lens) - lens, lens)
     return np.repeat(q0, lens) + offsets, np.repeat(r0, lens) + offsets
-
-
-def carries_calls(rec: pysam.AlignedSegment) -> bool:
-    """Whether the record carries at least one modification probability (ML or Ml values)."""
-    return any(rec.has_tag(t) and len(rec.get_tag(t)) for t in ("ML", "Ml"))
-
-
-def read_listing_line(rec: pysam.AlignedSegment) -> str:
-    """A mapped primary record's line of the read listing: read id, MAPQ, 1 if it carries
-    calls, its HP tag (0: none) (READ_LISTING_COLUMNS)."""
-    called = int(carries_calls(rec))
-    return f"{rec.query_name}\t{rec.mapping_quality}\t{called}\t{haplotype_of(rec)}\n"
-
-
-def haplotype_of(rec: pysam.AlignedSegment) -> int:
-    """The record's HP tag (0 without one, or when it is not an integer)."""
-    if not rec.has_tag("HP"):
-        return 0
-    value = rec.get_tag("HP")
-    return value if isinstance(value, int) else 0
-
-
-def usable(rec: pysam.AlignedSegment) -> bool:
-    """Whether a record enters modkit's pileup: mapped, primary, not a duplicate, with SEQ."""
-    # flag bits unmapped, secondary, duplicate, supplementary; query_length 0: no SEQ (without
-    # decoding the sequence, which the caller does once)
-    return not rec.flag & 0xD04 and rec.query_length > 0

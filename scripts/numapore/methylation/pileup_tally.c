@@ -5,17 +5,37 @@
  * CIGAR (add_read_ops, which bam_core.c's records come through too); the mod codes observed per
  * position. */
 
-/* start an interval: zero the tallies */
+/* start an interval: its rows (one per wanted position with c->want), the tallies zeroed */
 int pu_begin(pu_ctx *c, int64_t start, int64_t length) {
     c->start = start;
     c->length = length;
     c->k = 10 + 4 * (c->ncodes > 0 ? c->ncodes : 1);
-    c->counts = grow(c->counts, (size_t)length * 2 * c->k * sizeof(int32_t));
-    memset(c->counts, 0, (size_t)length * 2 * c->k * sizeof(int32_t));
-    c->diff = grow(c->diff, (size_t)64 * (length + 1) * sizeof(int32_t));
+    c->nrows = length;
+    if (c->want) {
+        c->rank = grow(c->rank, (size_t)(length + 1) * sizeof(int32_t));
+        c->nrows = 0;
+        for (int64_t p = 0; p < length; p++) {
+            c->rank[p] = (int32_t)c->nrows;
+            c->nrows += c->want[p] != 0;
+        }
+        c->rank[length] = (int32_t)c->nrows;
+    }
+    c->counts = grow(c->counts, (size_t)(c->nrows + 1) * 2 * c->k * sizeof(int32_t));
+    memset(c->counts, 0, (size_t)c->nrows * 2 * c->k * sizeof(int32_t));
+    c->diff = grow(c->diff, (size_t)64 * (c->nrows + 1) * sizeof(int32_t));
     c->keys_used = 0;
-    c->observed = grow(c->observed, (size_t)length * 8);
+    c->observed = grow(c->observed, (size_t)(c->nrows + 1) * 8);
     return 0;
+}
+
+/* the tallies' rows before position p (0..length) of the interval */
+static int64_t rank_of(const pu_ctx *c, int64_t p) {
+    return c->want ? c->rank[p] : p;
+}
+
+/* the tallies' row of position p of the interval (-1: not tallied) */
+static int64_t row_of(const pu_ctx *c, int64_t p) {
+    return !c->want ? p : c->want[p] ? c->rank[p] : -1;
 }
 
 static int64_t parse_cigar(scratch_t *s, const char *cigar, int64_t ref_start, int64_t *ops,
@@ -38,17 +58,20 @@ static int64_t parse_cigar(scratch_t *s, const char *cigar, int64_t ref_start, i
 }
 
 /* A covered segment [a, bnd) of the interval (positions from its start, clipped to it) adds one
- * to the coverage of every key the read calls: a difference array per key, made when a key
- * first appears. */
+ * to the coverage of every key the read calls at its rows: a difference array per key, made
+ * when a key first appears. */
 static void add_segment(pu_ctx *c, uint64_t keys, int64_t a, int64_t bnd) {
     if (a < 0) a = 0;
     if (bnd > c->length) bnd = c->length;
     if (a >= bnd) return;
+    a = rank_of(c, a); /* over the tallies' rows */
+    bnd = rank_of(c, bnd);
+    if (a >= bnd) return;
     for (int key = 0; key < 64; key++)
         if ((keys >> key) & 1) {
-            int32_t *diff = c->diff + (size_t)key * (c->length + 1);
+            int32_t *diff = c->diff + (size_t)key * (c->nrows + 1);
             if (!((c->keys_used >> key) & 1)) {
-                memset(diff, 0, (c->length + 1) * sizeof(int32_t));
+                memset(diff, 0, (c->nrows + 1) * sizeof(int32_t));
                 c->keys_used |= 1ULL << key;
             }
             diff[a]++;
@@ -105,7 +128,10 @@ static int add_read_ops(pu_ctx *c, int reverse, int64_t ref_start, const int64_t
             const uint8_t *want = c->want;
             for (int64_t i = a; i < bnd; i++) {
                 int64_t qq = q + i, rr = r + i - start;
-                if (want && !want[rr]) continue;
+                if (want) {
+                    if (!want[rr]) continue;
+                    rr = c->rank[rr];
+                }
                 int b = base_index((uint8_t)seq[qq]);
                 if (b == 4) continue;
                 int64_t qf = qq;
@@ -133,8 +159,10 @@ static int add_read_ops(pu_ctx *c, int reverse, int64_t ref_start, const int64_t
             r += len;
         } else if (op == 2) {
             int64_t a = r < start ? start - r : 0, bnd = r + len > end ? end - r : len;
-            for (int64_t i = a; i < bnd; i++)
-                if (!c->want || c->want[r + i - start]) counts[((r + i - start) * 2 + strand) * stride]++;
+            for (int64_t i = a; i < bnd; i++) {
+                int64_t row = row_of(c, r + i - start);
+                if (row >= 0) counts[(row * 2 + strand) * stride]++;
+            }
             r += len;
         } else if (op == 3) {
             /* a skip ends a covered segment */
@@ -149,16 +177,16 @@ static int add_read_ops(pu_ctx *c, int reverse, int64_t ref_start, const int64_t
     return rc;
 }
 
-/* the observed code masks (length x 2 strands x 4 bases, bit per code) from the diff arrays */
+/* the observed code masks (rows x 2 strands x 4 bases, bit per code) from the diff arrays */
 int pu_observe(pu_ctx *c) {
-    memset(c->observed, 0, (size_t)c->length * 8);
+    memset(c->observed, 0, (size_t)c->nrows * 8);
     for (int key = 0; key < 64; key++) {
         if (!((c->keys_used >> key) & 1)) continue;
         int st = key / (4 * PU_MAXC), b = (key / PU_MAXC) % 4, code = key % PU_MAXC;
-        int32_t run = 0, *d = c->diff + (size_t)key * (c->length + 1);
-        for (int64_t p = 0; p < c->length; p++) {
-            run += d[p];
-            if (run > 0) c->observed[p * 8 + st * 4 + b] |= (uint8_t)(1u << code);
+        int32_t run = 0, *d = c->diff + (size_t)key * (c->nrows + 1);
+        for (int64_t row = 0; row < c->nrows; row++) {
+            run += d[row];
+            if (run > 0) c->observed[row * 8 + st * 4 + b] |= (uint8_t)(1u << code);
         }
     }
     return 0;
@@ -167,7 +195,7 @@ int pu_observe(pu_ctx *c) {
 /* an upper bound on the rows pu_text writes (positions and strands with calls x codes) */
 int64_t pu_rows_bound(pu_ctx *c, int combine_mods) {
     int64_t rows = 0, per = combine_mods ? 1 : (c->ncodes ? c->ncodes : 1);
-    for (int64_t i = 0; i < c->length * 2; i++) {
+    for (int64_t i = 0; i < c->nrows * 2; i++) {
         const int32_t *f = c->counts + i * c->k;
         for (int b = 0; b < 4; b++) {
             int64_t calls = f[6 + b];

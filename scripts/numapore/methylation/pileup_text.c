@@ -30,6 +30,8 @@ static char *put_int(char *o, int64_t v) {
 /* the rows of one position and strand: (code: registry index, or -1 - base with combine_mods)
  * and base, unsorted; their number */
 static int rows_at(const pu_ctx *c, int64_t p, int s, int combine_mods, int *rcode, int *rbase) {
+    p = row_of(c, p);
+    if (p < 0) return 0;
     const int32_t *f = c->counts + (p * 2 + s) * c->k;
     int nr = 0;
     for (int b = 0; b < 4; b++) {
@@ -53,6 +55,7 @@ static int rows_at(const pu_ctx *c, int64_t p, int s, int combine_mods, int *rco
 
 /* a row's counts: cov, mod, canonical, other mod, delete, fail, diff, no call */
 static void row_values(const pu_ctx *c, int64_t p, int s, int code, int b, int64_t *v) {
+    p = row_of(c, p); /* rows_at found rows there: p has a row */
     const int32_t *f = c->counts + (p * 2 + s) * c->k;
     int64_t mods = 0, other_bases = 0;
     for (int k = 0; k < c->ncodes; k++) mods += f[10 + 4 * k + b];
@@ -225,13 +228,14 @@ int64_t pu_text_folded(pu_ctx *c, const char *chrom, const int64_t *pos, const i
     char *o = out, *lim = out + cap;
     int64_t rows = 0;
     for (int64_t e = 0; e < n; e++) {
-        if (neg[e] < 0) continue;
-        int32_t *to = c->counts + (pos[e] * 2) * c->k, *from = c->counts + (neg[e] * 2 + 1) * c->k;
+        int64_t at = neg[e] < 0 ? -1 : row_of(c, pos[e]), from_at = neg[e] < 0 ? -1 : row_of(c, neg[e]);
+        if (at < 0 || from_at < 0) continue;
+        int32_t *to = c->counts + (at * 2) * c->k, *from = c->counts + (from_at * 2 + 1) * c->k;
         for (int k = 0; k < c->k; k++) {
             to[k] += from[k];
             from[k] = 0;
         }
-        for (int b = 0; b < 4; b++) c->observed[pos[e] * 8 + b] |= c->observed[neg[e] * 8 + 4 + b];
+        for (int b = 0; b < 4; b++) c->observed[at * 8 + b] |= c->observed[from_at * 8 + 4 + b];
     }
     for (int64_t e = 0; e < n;) {
         int64_t last = e + 1;  /* the entries [e, last) share the position */

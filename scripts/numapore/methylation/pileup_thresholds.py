@@ -14,31 +14,17 @@ import math
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-import numpy as np
-import pysam
-
 from numapore.methylation.bedmethyl import f32
 from numapore.methylation import pileup_common as common
 from numapore.methylation.pileup_common import (
     BASES,
     BASE_INDEX,
-    CANONICAL,
-    FILTERED,
     ffi,
     lib,
     Options,
     PileupError,
-    ReadError,
 )
-from numapore.methylation.pileup_tags import (
-    alignment_arrays,
-    canonical_probs,
-    edge_keep,
-    forward_sequence,
-    get_mod_tags,
-    read_mod_tables,
-    table_probs,
-)
+from numapore.methylation.pileup_inputs import open_bam
 from numapore.methylation.pileup_positions import PositionFilter
 from numapore.methylation.pileup_regions import parse_region
 from numapore.methylation.pileup_reader import BamReader
@@ -53,15 +39,20 @@ class Caller:
     per_mod: dict[str, float] = field(default_factory=dict)
     default: float = 0.0
 
-    def code_threshold(self, base: int, code: str) -> np.float32:
-        """The threshold a modified call of code at primary base index base must reach."""
+    def code_threshold(self, base: int, code: str):
+        """The threshold a modified call of code at primary base index base must reach (a
+        numpy float32: the Python path compares float32 arrays with it)."""
+        import numpy as np
+
         for value in (self.per_mod.get(code), self.per_mod.get(BASES[base])):
             if value is not None:
                 return np.float32(value)
         return np.float32(self.per_base.get(base, self.default))
 
-    def canonical_threshold(self, base: int) -> np.float32:
-        """The threshold a canonical call at base must reach."""
+    def canonical_threshold(self, base: int):
+        """The threshold a canonical call at base must reach (a numpy float32)."""
+        import numpy as np
+
         return np.float32(self.per_base.get(base, self.default))
 
 
@@ -104,44 +95,18 @@ def parse_mod_thresholds(raw: list[str] | None) -> dict[str, float]:
     return out
 
 
-def percentile_linear_interp(xs: np.ndarray, q: float) -> float:
-    """modkit's percentile of sorted float32 values, in float32 arithmetic."""
-    if len(xs) < 2:
-        raise PileupError(f"not enough calls ({len(xs)}) to estimate a pass threshold")
-    q = np.float32(q)
-    if q == np.float32(1.0):
-        return float(xs[-1])
-    l_q = np.float32(len(xs) - 1) * q
-    left, right = int(np.floor(l_q)), int(np.ceil(l_q))
-    g = np.float32(l_q - np.float32(np.trunc(l_q)))
-    y = xs[left] * (np.float32(1.0) - g) + xs[right] * g
-    return float(np.float32(y))
-
-
-def call_positions(codes, columns, n, caller: Caller, base: int, code_index) -> np.ndarray:
-    """modkit's call() at each position: the most probable of the mod codes over their
-    threshold and canonical over its own (the last of equals wins), else filtered."""
-    can = canonical_probs(columns) if columns else np.ones(n, dtype=np.float32)
-    best = np.full(n, FILTERED, dtype=np.int16)
-    best_p = np.full(n, -np.inf, dtype=np.float32)
-    for code, (pres, p) in zip(codes, columns, strict=True):
-        ok = pres & (p >= caller.code_threshold(base, code)) & (p >= best_p)
-        best[ok] = code_index(code) + 1
-        best_p[ok] = p[ok]
-    ok = (can >= caller.canonical_threshold(base)) & (can >= best_p)
-    best[ok] = CANONICAL
-    return best
-
-
-def argmax_probs(columns, n) -> np.ndarray:
-    """The probability of each position's most likely state (what modkit samples)."""
-    can = canonical_probs(columns) if columns else np.ones(n, dtype=np.float32)
-    if not columns:
-        return can
-    mx = np.full(n, -np.inf, dtype=np.float32)
-    for pres, p in columns:
-        mx = np.where(pres & (p > mx) | pres & (mx == -np.inf), np.maximum(mx, p), mx)
-    return np.where(mx > can, mx, can).astype(np.float32)
+def percentile_linear_interp(xs, n: int, q: float) -> float:
+    """modkit's percentile of n sorted float32 values xs (any sequence: a numpy array, the
+    core's buffer), in float32 arithmetic (f32 after each operation)."""
+    if n < 2:
+        raise PileupError(f"not enough calls ({n}) to estimate a pass threshold")
+    q = f32(q)
+    if q == 1.0:
+        return float(xs[n - 1])
+    l_q = f32(f32(n - 1) * q)
+    left, right = math.floor(l_q), math.ceil(l_q)
+    g = f32(l_q - math.trunc(l_q))
+    return f32(f32(float(xs[left]) * f32(1.0 - g)) + f32(float(xs[right]) * g))
 
 
 def new_core(options: Options, caller: Caller | None):
@@ -167,105 +132,6 @@ def new_core(options: Options, caller: Caller | None):
     return ctx
 
 
-def _sample_values(rec, options: Options, only_mapped, pf, ignore, edge, values) -> bool:
-    """Add one record's sampled call probabilities per canonical base to values (modkit's
-    ReadIdsToBaseModProbs::process_records for one record); whether it gave any."""
-    try:
-        mm, ml = get_mod_tags(rec)
-        fwd = forward_sequence(rec)
-        tables = read_mod_tables(mm, ml, fwd)
-    except ReadError:
-        return False
-    n = len(fwd)
-    if edge is not None and (n <= edge[0] or n <= edge[1]):
-        return False
-    aligned = None
-    if only_mapped:
-        q, r, _, _ = alignment_arrays(rec)
-        aligned = np.zeros(n, dtype=bool)
-        ref_at = np.full(n, -1, dtype=np.int64)
-        qf = n - 1 - q if rec.is_reverse else q
-        aligned[qf] = True
-        ref_at[qf] = r
-    keep_edge = edge_keep(edge, n)
-    added = False
-    for (strand, base), table in tables.items():
-        kept = table.has & keep_edge
-        if aligned is not None:
-            kept &= aligned
-        if pf is not None:
-            ref_strand = int((strand == "-") ^ rec.is_reverse)
-            where = np.flatnonzero(kept)
-            inside = [pf.contains(rec.reference_id, int(ref_at[w]), ref_strand) for w in where]
-            kept = np.zeros(n, dtype=bool)
-            kept[where[np.asarray(inside, dtype=bool)]] = True
-        if not kept.any():
-            continue
-        _, columns = table_probs(table, kept, ignore)
-        tb = base if strand == "+" else 3 - base
-        values.setdefault(tb, []).append(argmax_probs(columns, int(kept.sum())))
-        added = True
-    return added
-
-
-def _process_records(
-    records, budget, options, only_mapped, pf, ignore, edge, seen, values, core=None
-):
-    """Sample records until budget reads have given calls (None: no limit), skipping reads
-    already seen; returns the number used. With core (pileup_core.c, no position filter) the
-    values gather in the core."""
-    used = 0
-    local: set[str] = set()
-    for rec in records:
-        if rec.is_secondary or rec.is_supplementary or rec.is_duplicate:
-            continue
-        if not rec.query_sequence:
-            continue
-        if (only_mapped or edge is not None) and rec.is_unmapped:
-            continue
-        if budget is not None and used >= budget:
-            break
-        name = rec.query_name
-        if name in local:
-            continue
-        sink: dict = {}
-        got = None
-        if core is not None:
-            got = _sample_core(core, rec, only_mapped, keep=name not in seen)
-        if got is None:
-            got = _sample_values(rec, options, only_mapped, pf, ignore, edge, sink)
-        local.add(name)
-        if got:
-            used += 1
-        if name not in seen:
-            seen.add(name)
-            for b, v in sink.items():
-                values.setdefault(b, []).extend(v)
-    return used
-
-
-def _sample_core(core, rec, only_mapped: bool, keep: bool) -> bool | None:
-    """_sample_values through pileup_core.c (values kept in the core only if keep); None if
-    the core leaves the record to Python."""
-    try:
-        mm, ml = get_mod_tags(rec)
-    except ReadError:
-        return False
-    before = [core.nvalues[b] for b in range(4)]
-    seq = rec.query_sequence.encode()
-    cigar = rec.cigarstring.encode() if only_mapped and rec.cigarstring else ffi.NULL
-    if only_mapped and cigar == ffi.NULL:
-        return False
-    ncig = len(cigar) if cigar != ffi.NULL else 0
-    got = lib.pu_sample_read(
-        core, rec.is_reverse, seq, len(seq), mm.encode(), ffi.from_buffer(ml), len(ml), cigar, ncig
-    )
-    if got < 0 or not keep:
-        for b in range(4):
-            core.nvalues[b] = before[b]
-    return None if got < 0 else bool(got)
-
-
 def index_counts(bam) -> tuple[dict[int, int], int]:
     """Mapped records per contig and unmapped records, from the BAM index."""
     mapped, unmapped = {}, 0
@@ -278,10 +144,9 @@ def index_counts(bam) -> tuple[dict[int, int], int]:
 def estimate_thresholds(bam_path: str, options: Options, pf: PositionFilter | None) -> Caller:
     """The pass thresholds modkit estimates: the filter percentile of the most likely state's
     probability over sampled calls, per canonical base (exact when every read is sampled)."""
-    ignore = options.numeric()[0]
     edge = options.edge()
     only_mapped = not options.include_unmapped
-    bam = pysam.AlignmentFile(bam_path, "rb", check_sq=False)
+    bam = open_bam(bam_path)
     mapped, unmapped = index_counts(bam)
     raw_region = options.sample_region or options.region  # modkit samples there
     region = parse_region(raw_region, bam) if raw_region else None
@@ -310,10 +175,20 @@ def estimate_thresholds(bam_path: str, options: Options, pf: PositionFilter | No
     else:
         targets = [(t, 0, ln) for t, ln in enumerate(bam.lengths)]
     targets = [t for t in targets if schedule.get(t[0]) is not None or t[0] in schedule]
-    values: dict[int, list] = {}
+    values: dict[int, list] = {}  # the pysam path's, per canonical base (the core keeps its own)
     core = new_core(options, None) if common.ENABLED and pf is None else None
     reader = BamReader.open(bam_path) if core is not None else None
     seen = reader.seen_names() if reader is not None else set()
+    by_pysam = None  # pileup_sampling's, opened where the C reader cannot sample
+
+    def pysam_sample():
+        nonlocal by_pysam
+        if by_pysam is None:
+            from numapore.methylation.pileup_sampling import PysamSample
+
+            by_pysam = PysamSample(bam_path, options, only_mapped, pf, seen, values, core)
+        return by_pysam
+
     sampled_per: dict[int, int] = {}
     batch = max(int(options.sampler_threads() * 1.5), 1)
     intervals = []
@@ -334,31 +209,30 @@ def estimate_thresholds(bam_path: str, options: Options, pf: PositionFilter | No
             if reader is not None:  # the records read in C (pileup_reader)
                 got = reader.sample(core, tid, s, e, budget, only_mapped, edge is not None)
             if got is None:
-                records = bam.fetch(bam.references[tid], s, e)
-                got = _process_records(
-                    records, budget, options, only_mapped, pf, ignore, edge, seen, values, core
-                )
+                got = pysam_sample().interval(tid, s, e, budget)
             sampled_per[tid] = sampled_per.get(tid, 0) + got
-    if not only_mapped:
+    if not only_mapped and bam.nocoordinate:
         budget = None
         if frac is None:
             budget = max(options.num_reads - len(seen), 0)
         elif frac < 1.0:
             budget = None  # modkit samples these at random; all are used here
-        _process_records(bam.fetch(until_eof=True, contig="*") if _has_unplaced(bam) else [],
-                         budget, options, False, pf, ignore, edge, seen, values, core)  # fmt: skip
-    if core is not None:
-        for b in range(4):
-            if core.nvalues[b]:
-                buf = ffi.buffer(core.values[b], core.nvalues[b] * 4)
-                values.setdefault(b, []).append(np.frombuffer(buf, dtype=np.float32).copy())
+        pysam_sample().unplaced(budget)
     per_mod = parse_mod_thresholds(options.mod_thresholds)
     per_base = {}
-    for b in sorted(values):
-        xs = np.sort(np.concatenate(values[b]).astype(np.float32), kind="stable")
-        if len(xs) == 0:
+    for b in range(4):
+        if b in values:  # numpy made them: the core's join them there
+            from numapore.methylation.pileup_sampling import sorted_values
+
+            xs = sorted_values(values[b], core, b)
+            n = len(xs)
+        elif core is not None and core.nvalues[b]:  # sorted in C: millions of values
+            lib.pu_sort_values(core, b)
+            xs, n = core.values[b], core.nvalues[b]
+        else:
             continue
-        per_base[b] = percentile_linear_interp(xs, options.filter_percentile)
+        if n:
+            per_base[b] = percentile_linear_interp(xs, n, options.filter_percentile)
     return Caller(per_base, per_mod, 0.0)
 
 
@@ -378,11 +252,6 @@ def _super_batches(intervals, batch: int, size: int) -> Iterator[list]:
         multis.append(current)
     if multis:
         yield [x for m in multis for x in m]
-
-
-def _has_unplaced(bam) -> bool:
-    """Whether the BAM has reads without coordinates."""
-    return bam.nocoordinate > 0
 
 
 def _prune(schedule: dict, num_reads: int, mapped: dict) -> None:
