@@ -338,16 +338,23 @@ def forward_sequence(rec: pysam.AlignedSegment) -> np.ndarray:
     return np.frombuffer(seq, dtype=np.uint8)
 
 
+# CIGAR operations (MIDNSHP=XB, 0-9) that advance the query, the reference, or align a base:
+# lookups, not np.isin (a third of a --modified-bases pileup's time, measured with cProfile)
+QUERY_OPS = np.array([1, 1, 0, 0, 1, 0, 0, 1, 1, 0], dtype=np.int64)
+REFERENCE_OPS = np.array([1, 0, 1, 1, 0, 0, 0, 1, 1, 0], dtype=np.int64)
+MATCH_OPS = np.array([1, 0, 0, 0, 0, 0, 0, 1, 1, 0], dtype=bool)
+
+
 def alignment_arrays(rec: pysam.AlignedSegment):
     """From the CIGAR: query and reference positions of the aligned (M/=/X) bases, the
     reference positions of deletions, and the covered reference segments (all but N skips)."""
     cig = np.array(rec.cigartuples, dtype=np.int64).reshape(-1, 2)
     ops, lens = cig[:, 0], cig[:, 1]
-    q_adv = np.isin(ops, (0, 1, 4, 7, 8)) * lens
-    r_adv = np.isin(ops, (0, 2, 3, 7, 8)) * lens
+    q_adv = QUERY_OPS[ops] * lens
+    r_adv = REFERENCE_OPS[ops] * lens
     q_start = np.concatenate(([0], np.cumsum(q_adv)[:-1]))
     r_start = rec.reference_start + np.concatenate(([0], np.cumsum(r_adv)[:-1]))
-    match = np.isin(ops, (0, 7, 8))
+    match = MATCH_OPS[ops]
     q, r = _expand(q_start[match], r_start[match], lens[match])
     dele = ops == 2
     _, d = _expand(q_start[dele], r_start[dele], lens[dele])
