@@ -5,6 +5,7 @@ would (index, JSON flagstat, the alignment check): no second job for one shard."
 import sys
 from pathlib import Path
 
+from numapore.compare import tune_strategy
 from numapore.execution.hosts import load_host_config
 from numapore.execution.shards import finish_sample_bam
 from numapore.execution.steps import run_alignment
@@ -16,8 +17,12 @@ bam = Path(smk.output.bam)
 reads2 = Path(smk.input.reads2) if smk.input.get("reads2") else None  # pairs' R2 (kind short)
 # The file of read ids the check counts; none when a modBAM sample's reads stream in (common.smk).
 counted = Path(smk.input.counted) if smk.input.get("counted") else None
+host = load_host_config(smk.params.host, overrides=smk.params.get("overrides"))
+tuned = smk.params.get("tuned_strategy")  # host tuning's choice (config tune), if measured
+if tuned:
+    host = tune_strategy.with_strategy(host, tuned)
 run_alignment(
-    host=load_host_config(smk.params.host, overrides=smk.params.get("overrides")),
+    host=host,
     aligner=smk.wildcards.aligner,
     index=smk.params.index,
     index_files=[Path(p) for p in smk.input.index],
@@ -32,6 +37,8 @@ run_alignment(
     minimap2_preset=smk.params.minimap2_preset,
     batch=smk.params.batch,
 )
+if tuned is not None:  # the strategies were tuned: the tuning behind the strategy, recorded
+    tune_strategy.add_to_record(Path(smk.log.record), Path(smk.input.tuning))
 if "summary" in smk.output.keys():  # the sample's BAM (common.smk: ONE_ALIGN_SHARD)
     finish_sample_bam(
         bam, {key: Path(path) for key, path in smk.output.items()}, smk.threads, sys.stderr,

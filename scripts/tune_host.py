@@ -1,6 +1,7 @@
 """Checkpoint tune_host: measure the I/O modes on a slice of the tuned sample (its first signal
-files), decide by the honest rule, write the tuning record (read by the run) and the adoptable
-host file (numapore.compare.tuning)."""
+files), and on a host of more than one NUMA node the alignment's strategies on its first reads
+(numapore.compare.tune_strategy), decide by the honest rule, write the tuning record (read by
+the run) and the adoptable host file (numapore.compare.tuning)."""
 
 import json
 import sys
@@ -14,7 +15,7 @@ import yaml
 from numapore.base.atomic import atomic_output, scratch_dir
 from numapore.base.rulelog import redirect_to_log
 from numapore.compare.measure import MIN_MEASURABLE_S
-from numapore.compare import tuning
+from numapore.compare import tune_strategy, tuning
 from numapore.execution.hosts import load_host_config
 from numapore.execution.steps import run_alignment, run_methylation
 
@@ -95,9 +96,22 @@ else:
         }
         if measured["io_mode"] is None:
             record["io_mode"] = host.io_mode
+if p.strategies:  # more than one NUMA node (common.smk: tuning_plan)
+    with scratch_dir(smk.output.host) as work:
+        block = tune_strategy.tune_alignment(
+            host, p.aligner, p.index, [Path(f) for f in smk.input.index], Path(smk.input.reads),
+            smk.threads, Path(work), settings, MIN_MEASURABLE_S, kind=p.kind, log=log,
+        )  # fmt: skip
+    block.pop("folder", None)
+    record["strategy"] = block
+    chosen = block["strategy"] or f"the host file's {host.strategy_for(tune_strategy.STEP)}"
+    record["strategies_why"] = f"alignment: {chosen}: {block['why']}"
+    log(f"tuning: alignment strategy {chosen}: {block['why']}")
 record["seconds"] = round(time.monotonic() - started, 2)
 log(f"tuning: I/O mode {record['io_mode']}: {record['why']}")
 base = yaml.safe_load(Path(p.host).read_text()) or {}
+if record.get("strategy", {}).get("strategy"):
+    base.setdefault("strategy", {})[tune_strategy.STEP] = record["strategy"]["strategy"]
 with atomic_output(Path(smk.output.host)) as tmp:
     tmp.write_text(tuning.host_yaml(base, record, p.host))
 with atomic_output(Path(smk.output.record)) as tmp:

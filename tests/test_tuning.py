@@ -10,15 +10,17 @@ import json
 import subprocess
 
 import pyslow5
+import pysam
 import pytest
 import yaml
 from conftest import run_workflow
 
 from numapore.base.errors import InputError
-from numapore.compare import tuning
+from numapore.compare import tune_strategy, tuning
 from numapore.compare.measure import MIN_MEASURABLE_S
 from numapore.execution.hosts import host_config_from_dict, load_host_config
 from numapore.execution.steps import run_alignment, run_methylation
+from numapore.execution.topology import Node, Topology, parse_cpulist
 from numapore.report.provenance import provenance_page
 from numapore.signal.convert import convert
 from numapore.signal.fast5 import read_layout
@@ -170,6 +172,8 @@ def test_tuning_in_a_run_and_its_reuse(signal_fast5_run, tmp_path):
     assert record["io_mode"] == "fast5" and record["candidates"] == MODES
     assert record["probe"]["reads"] == 4 and "of the 5% cap on the whole run" in record["why"]
     assert record["slice"]["sample"] == "clean" and record["slice"]["total_reads"] == 112
+    # one NUMA node here: no strategy measured, the align job as before tuning
+    assert record["strategies_why"] == tune_strategy.ONE_NODE and "strategy" not in record
     adopted = load_host_config(work / f"results/tuning/{name}.yaml")
     assert adopted.io_mode == "fast5"
     run = json.loads((work / RECORD).read_text())
@@ -187,6 +191,7 @@ def test_tuning_in_a_run_and_its_reuse(signal_fast5_run, tmp_path):
     # the run's log: the tuning's reason, before any heavy step
     stderr = (work / "run.stderr").read_text()
     assert f"numapore: tuning: no tuning of this host yet (results/tuning/{name}.json)" in stderr
+    assert f"numapore: tuning: strategies: {tune_strategy.ONE_NODE}" in stderr
     assert stderr.index("checkpoint tune_host") < stderr.index("rule align")
     # a second run: the record reused (its log says so), nothing measured again
     target = "results/clean/methylation/clean.minimap2.cpg.calls.tsv"
@@ -195,3 +200,95 @@ def test_tuning_in_a_run_and_its_reuse(signal_fast5_run, tmp_path):
     assert f"numapore: tuning: reusing results/tuning/{name}.json" in output
     assert "no measurement; I/O mode fast5" in output
     assert "Nothing to be done" in output
+
+
+# --- the alignment's strategy (numapore.compare.tune_strategy): candidates, rule, measuring ----
+
+
+def layout(*nodes: tuple[str, int]) -> Topology:
+    """A topology of nodes (CPU list, memory MiB), distances 10 and 20."""
+    n = len(nodes)
+    return Topology(tuple(
+        Node(i, parse_cpulist(cpus), mib, tuple(10 if j == i else 20 for j in range(n)))
+        for i, (cpus, mib) in enumerate(nodes)
+    ))  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("nodes", "index_mib", "kept", "dropped"),
+    [
+        # one node: every strategy runs as none does
+        ((("0-1", 8000),), 10, ["none"], {"interleave": "none", "localalloc": "none",
+                                          "instances": "none"}),
+        # two nodes, the index fits one: all differ
+        ((("0-1", 8000), ("2-3", 8000)), 10, ["none", "interleave", "localalloc", "instances"],
+         {}),
+        # an index only both nodes hold: instances is one process over both, as interleave
+        ((("0-1", 1000), ("2-3", 1000)), 600, ["none", "interleave", "localalloc"],
+         {"instances": "interleave"}),
+        # a node without memory: memory goes to node 0 whatever the policy; instances binds
+        # node 0's CPUs only
+        ((("0-1", 8000), ("2-3", 0)), 10, ["none", "instances"],
+         {"interleave": "none", "localalloc": "none"}),
+    ],
+)  # fmt: skip
+def test_strategy_candidates_are_those_that_run_otherwise_than_none(
+    nodes, index_mib, kept, dropped
+):
+    host = host_config_from_dict({"topology": "auto"}, source="test")
+    got, left = tune_strategy.candidates(host, layout(*nodes), 4, index_mib * 2**20, "minimap2")
+    assert got == kept
+    assert {k: v.split("runs as ")[1].split(" does")[0] for k, v in left.items()} == dropped
+
+
+@pytest.mark.parametrize(
+    ("walls", "chosen", "why"),
+    [
+        ({"none": [3.0, 3.1], "interleave": [2.0, 2.1]}, "interleave", "x1.49 on the slice"),
+        ({"none": [3.0, 3.1], "interleave": [2.9, 3.2]}, "none", "the simpler strategy runs"),
+        ({"none": [1.0, 1.1], "instances": [0.2, 0.2]}, "none", "ran under 2 s"),
+        ({"none": [3.0, 3.1], "interleave": [2.0, 2.1], "instances": [1.5, 1.6]}, "instances",
+         "x1.97"),
+    ],
+)  # fmt: skip
+def test_strategy_decided_by_the_honest_rule(walls, chosen, why):
+    got, reason = tune_strategy.decide(walls, MIN_MEASURABLE_S)
+    assert got == chosen and why in reason
+
+
+def test_strategies_measured_on_a_slice_with_the_real_tools(tmp_path, ecoli_dir):
+    """none and localalloc (numactl) measured on 3 real reads with minimap2 as the align step
+    runs it; the first cell is none's first repeat; each cell's BAM has the same records; and on
+    this machine's one node, tune_alignment measures nothing and says why."""
+    region = ecoli_dir / "region.fa"
+    index = tmp_path / "region.mmi"
+    subprocess.run(["minimap2", "-d", str(index), str(region)], check=True, capture_output=True)
+    host = host_config_from_dict({"topology": "auto"}, source="test")
+
+    def align(reads, bam, strategy):
+        run_alignment(tune_strategy.with_strategy(host, strategy), "minimap2", str(index),
+                      [index], reads, bam, 1, bam.with_suffix(".run.json"))  # fmt: skip
+
+    def cut_at(n):
+        return tune_strategy.first_reads(tmp_path / f"slice{n}", ecoli_dir / "reads.fasta", n)
+
+    strategies = ["none", "localalloc"]
+    result = tune_strategy.tune(cut_at, 3, strategies, 2, 1e9, 0.0, align, log=lambda s: None)
+    assert result["probe"]["reads"] == result["reads"] == 3
+    assert [(c["strategy"], c["repeat"]) for c in result["cells"]] == tuning.order(strategies, 2)
+    assert result["cells"][0]["wall_s"] == result["probe"]["wall_s"]
+    assert (result["strategy"], result["why"]) == tune_strategy.decide(result["walls"], 0.0)
+    folder = result["folder"]
+    texts = {
+        (s, r): pysam.view(str(folder / f"{s}.r{r}/slice.bam"))
+        for s, r in tuning.order(strategies, 2)
+    }
+    assert len(set(texts.values())) == 1 and texts["none", 1].count("\n") >= 3
+    record = json.loads((folder / "localalloc.r1/slice.run.json").read_text())
+    assert record["processes"][0]["command"].startswith("numactl --localalloc ")
+    settings = {"reads": 3, "repeats": 2, "share": 1.0}
+    block = tune_strategy.tune_alignment(host, "minimap2", str(index), [index],
+                                         ecoli_dir / "reads.fasta", 1, tmp_path / "t", settings,
+                                         0.0)  # fmt: skip
+    assert block == {"step": "alignment", "nodes": 1, "candidates": ["none"], "strategy": None,
+                     "why": tune_strategy.ONE_NODE}  # fmt: skip

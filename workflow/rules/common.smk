@@ -40,10 +40,10 @@ from numapore.execution.aligners import ALIGNERS  # noqa: E402
 from numapore.execution.io_modes import IO_MODES, modes_reading  # noqa: E402
 from numapore.execution.io_modes import check_run as check_io_mode  # noqa: E402
 from numapore.execution.runstate import replaced_results  # noqa: E402
-from numapore.compare import tuning  # noqa: E402
+from numapore.compare import tune_strategy, tuning  # noqa: E402
 from numapore.report.empty import SampleOutputs, closing_lines  # noqa: E402
 from numapore.execution.tools import check_minimap2_preset  # noqa: E402
-from numapore.execution.topology import NumaError  # noqa: E402
+from numapore.execution.topology import NumaError, detect_topology  # noqa: E402
 from numapore.execution.versions import tool_versions  # noqa: E402
 from numapore.inputs.kinds import DEFAULT_KIND, KINDS  # noqa: E402
 from numapore.inputs.schema import check_config, check_sheet, did_you_mean  # noqa: E402
@@ -216,8 +216,20 @@ def tuning_plan():
         settings["storage"],
         candidates,
     ) | {"slice": {k: settings[k] for k in ("reads", "repeats", "share")}}
+    # The alignment's strategies too, on a host of more than one NUMA node (tune_strategy).
+    strategies_why = ""
+    if "strategy.alignment" in HOST.overrides:
+        strategies_why = (
+            f"nothing to tune: --config strategy_alignment={HOST.strategy_for('alignment')}"
+        )
+    elif len((HOST.topology or detect_topology()).compute_nodes) <= 1:
+        strategies_why = tune_strategy.ONE_NODE
+    else:
+        key["strategies"] = tune_strategy.STEP
     files = tuning.tuning_files()
     if workflow.is_main_process:
+        what = strategies_why or "the alignment's measured on its first reads"
+        logger.info(f"numapore: tuning: strategies: {what}")
         reuse, why = tuning.cached(files["record"], key)
         if settings["mode"] == "again":
             why = "tune=again: measuring anew"
@@ -230,6 +242,8 @@ def tuning_plan():
         "key": key,
         "files": files,
         "settings": settings,
+        "strategies": not strategies_why,
+        "strategies_why": strategies_why,
         # tune=again: a param that differs from the last run's, so Snakemake runs it again.
         "again": time.time_ns() if settings["mode"] == "again" else 0,
     }
@@ -248,6 +262,22 @@ def run_io_mode():
         return IO_MODE
     record = checkpoints.tune_host.get().output.record
     return json.loads(Path(record).read_text())["io_mode"]
+
+
+def tuned_strategy_record(wildcards=None):
+    """The tuning record whose alignment strategy the align jobs follow (an input: they wait
+    for checkpoint tune_host), when the strategies are tuned (more than one NUMA node)."""
+    if TUNE is None or not TUNE["strategies"]:
+        return []
+    return checkpoints.tune_host.get().output.record
+
+
+def tuned_strategy_params():
+    """The align rule's params: the tuned strategy ('': the host file's), only when the
+    strategies are tuned, so that other runs have the params of one before tuning."""
+    if TUNE is None or not TUNE["strategies"]:
+        return {}
+    return {"tuned_strategy": lambda wc: tune_strategy.chosen(Path(tuned_strategy_record()))}
 
 
 def write_error(err):

@@ -7,11 +7,10 @@ the files written (results/tuning/<host>.json, the record the run reads; <host>.
 file the user can adopt as it is).
 
 What is tuned in this version: the I/O mode of the methylation calling (fast5, fast5-pool,
-slow5: those that read every sample's raw signal; fast5 is the simpler one). The strategies are
-not measured: on one NUMA node every strategy is the same command as none; on a NUMA host the
-host file's strategies stay (the `compare` target measures them). A mode's cost on the slice is
-everything that mode adds to a run: nanopolish's index of the signal, the calling, and for
-slow5 the conversion to BLOW5 first.
+slow5: those that read every sample's raw signal; fast5 is the simpler one); on a host of more
+than one NUMA node the alignment's strategy too (numapore.compare.tune_strategy). A mode's cost
+on the slice is everything that mode adds to a run: nanopolish's index of the signal, the
+calling, and for slow5 the conversion to BLOW5 first.
 
 The workflow imports this module at DAG time (the cache check): it stays free of heavy imports.
 """
@@ -42,11 +41,6 @@ CELLS_OF_CAP = 0.5
 # A tuning file's format; a file of another is measured anew.
 FORMAT = 1
 MODES = ("off", "on", "again")
-# Why the strategies are not tuned (this version), in the record and the host file.
-STRATEGIES_WHY = (
-    "not tuned: on one NUMA node every strategy is the same command as none; on a NUMA host "
-    "the host file's strategies run (the compare target measures them)"
-)
 
 
 def settings(config: Mapping[str, Any]) -> dict[str, Any]:

@@ -1,0 +1,256 @@
+"""Host tuning of the alignment's NUMA strategy (`tune: on` on a host of more than one node):
+the strategies that do not run the way `none` does on this host are measured on a slice of the
+tuned sample's reads, against `none`, by the comparison's honest rule (numapore.compare.
+recommend.beats), and the run's alignment uses the winner (checkpoint tune_host; the I/O mode's
+tuning is numapore.compare.tuning, whose slice sizing and cell order this reuses).
+
+Candidates: the concrete strategies laid out as the align step lays them out (numapore.
+execution.plan.plan_step; instances over the advisor's instance groups), less those whose
+processes would run where none's run (the same threads, CPUs and memory placement, in the
+comparison's words: numapore.compare.measure.placement): on one NUMA node, all of them.
+
+The workflow imports this module at DAG time: it stays free of heavy imports.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from numapore.compare.recommend import MIN_EFFECT, beats
+from numapore.compare.tuning import order, slice_size
+from numapore.execution.hosts import HostConfig
+from numapore.inputs.kinds import DEFAULT_KIND
+from numapore.execution.plan import StepPlan, plan_step
+from numapore.execution.strategies import CONCRETE
+from numapore.execution.topology import Topology, format_cpulist
+
+# The simpler strategy every other is measured against, and the step tuned.
+BASELINE = "none"
+STEP = "alignment"
+ONE_NODE = "nothing to tune: one node (every strategy runs as none does)"
+
+
+def with_strategy(host: HostConfig, strategy: str, step: str = STEP) -> HostConfig:
+    """The host with a step's strategy set (the tuning's candidate or choice)."""
+    return replace(host, strategy={**host.strategy, step: strategy})
+
+
+def placement(plan: StepPlan) -> str:
+    """Where a plan's processes would run (threads, allowed CPUs, memory placement), in the
+    words the comparison uses for measured processes (compare.measure.placement): the same
+    words, the same run."""
+    topology = plan.topology
+    memory = [n.id for n in topology.memory_nodes or topology.nodes]
+    parts = []
+    for slot in plan.slots:
+        if len(memory) == 1:  # every policy places memory on the only node that has it
+            where = f"node {memory[0]}"
+        elif plan.strategy == "none":
+            where = "default"
+        elif plan.strategy == "localalloc":
+            where = "local"
+        elif plan.strategy == "interleave" or len(slot.nodes) > 1:
+            where = f"interleave {format_cpulist(slot.nodes or memory)}"
+        else:
+            where = f"bind {slot.nodes[0]}"
+        parts.append(f"{slot.threads}t cpus {format_cpulist(slot.cpus)} mem {where}")
+    return "; ".join(sorted(parts))
+
+
+def candidates(
+    host: HostConfig, topology: Topology, threads: int, index_bytes: int, aligner: str
+) -> tuple[list[str], dict[str, str]]:
+    """The strategies to measure, none first, and those left out with why: each concrete
+    strategy planned as the align step plans it; one whose processes run as none's do is the
+    same command as none here (on one node: every one), and one that runs as another candidate
+    does (instances over a group of all the nodes, as interleave) is measured once."""
+    plans = {
+        name: plan_step(with_strategy(host, name), topology, STEP, threads, index_bytes,
+                        aligner=aligner)
+        for name in CONCRETE
+    }  # fmt: skip
+    kept: dict[str, str] = {}  # strategy -> its placement
+    dropped = {}
+    for name, plan in plans.items():
+        where = placement(plan)
+        same = next((k for k, w in kept.items() if w == where), None)
+        if same is None:
+            kept[name] = where
+        else:
+            dropped[name] = f"runs as {same} does on this host ({where})"
+    return list(kept), dropped
+
+
+def decide(walls: dict[str, Sequence[float]], min_measurable: float) -> tuple[str, str]:
+    """The strategy to run and why: the fastest median among those that beat none by the
+    honest rule (recommend.beats), else none; none's cells must each run min_measurable s."""
+    base = list(walls.get(BASELINE, []))
+    if not base:
+        return BASELINE, "none was not measured"
+    if min(base) < min_measurable:
+        return BASELINE, (
+            f"{BASELINE} ran under {min_measurable:g} s on the slice: too short to tell "
+            "strategies apart; the simpler strategy runs"
+        )
+    winners = [s for s, w in walls.items() if s != BASELINE and beats(list(w), base)]
+    if not winners:
+        return BASELINE, (
+            f"no strategy beat {BASELINE} in every repeat by more than the repeats' spread "
+            f"and by >= {MIN_EFFECT:.0%}: the simpler strategy runs"
+        )
+    best = min(winners, key=lambda s: statistics.median(walls[s]))
+    gain = statistics.median(base) / statistics.median(walls[best])
+    return best, (
+        f"{best} beat {BASELINE} in every repeat by more than the spread and >= "
+        f"{MIN_EFFECT:.0%} (x{gain:.2f} on the slice)"
+    )
+
+
+class ReadSlice:
+    """The first reads of a sample in a folder of their own (FASTA/FASTQ, uncompressed)."""
+
+    def __init__(self, workdir: Path, reads: Path, count: int, total: int) -> None:
+        self.workdir, self.reads, self.count, self.total = workdir, reads, count, total
+
+
+def first_reads(folder: Path, reads: Path, want: int) -> ReadSlice:
+    """The sample's first `want` reads into folder/slice.<fasta|fastq>, with the sample's
+    count of reads (the whole run's size the cap is set against)."""
+    import pysam
+
+    from numapore.inputs.sheet import reads_format
+
+    folder.mkdir(parents=True)
+    out = folder / f"slice.{reads_format(reads).removesuffix('.gz')}"
+    count = total = 0
+    with pysam.FastxFile(str(reads)) as fastx, open(out, "w") as handle:
+        for record in fastx:
+            total += 1
+            if count < want:
+                handle.write(str(record) + "\n")
+                count += 1
+    return ReadSlice(folder, out, count, total)
+
+
+def measure(cut: ReadSlice, strategy: str, cell: Path, align: Callable) -> dict[str, float]:
+    """One cell: the slice aligned under the strategy (align(reads, bam, strategy): the align
+    step's function, numapore.execution.steps.run_alignment), split and merge included."""
+    cell.mkdir(parents=True)
+    start = time.monotonic()
+    align(cut.reads, cell / "slice.bam", strategy)
+    return {"wall_s": round(time.monotonic() - start, 3)}
+
+
+def tune(
+    cut_at: Callable[[int], ReadSlice],
+    first: int,
+    strategies: Sequence[str],
+    repeats: int,
+    share: float,
+    min_measurable: float,
+    align: Callable[[Path, Path, str], Any],
+    log: Callable[[str], None] = print,
+) -> dict[str, Any]:
+    """A first cell (none on the first `first` reads) sizes the slice or says that measuring
+    would cost more than the cap (compare.tuning.slice_size), then every strategy is measured
+    on the slice in alternating order (compare.tuning.order) and the rule decides. On the first
+    cell's slice, that cell is none's first repeat. Returns the record's strategy block: the
+    candidates, the first cell, the sizing, the cells, the walls, the choice (None: not
+    measured) and why, and the slice's folder (`folder`, where each cell's BAM stays:
+    <strategy>.r<repeat>/slice.bam)."""
+    cut = cut_at(first)
+    probe = measure(cut, BASELINE, cut.workdir / f"{BASELINE}.r1", align)
+    log(f"tuning: strategies: first cell, {BASELINE} on {cut.count} of {cut.total} reads: {probe}")
+    plan = order(strategies, repeats)
+    want, sized = slice_size(
+        probe["wall_s"], cut.count, cut.total, len(plan), share, min_measurable
+    )
+    log(f"tuning: strategies: {sized}")
+    result = {"candidates": list(strategies), "probe": {"reads": cut.count, **probe}}
+    result |= {"sizing": sized, "cells": [], "walls": {s: [] for s in strategies}}
+    if not want:
+        return result | {"strategy": None, "why": sized, "reads": cut.count, "folder": cut.workdir}
+    if want > cut.count:
+        cut = cut_at(want)
+    for strategy, repeat in plan:
+        if (strategy, repeat) == (BASELINE, 1) and cut.count == result["probe"]["reads"]:
+            parts = probe  # the first cell ran this very cell
+        else:
+            parts = measure(cut, strategy, cut.workdir / f"{strategy}.r{repeat}", align)
+            log(f"tuning: strategies: {strategy} repeat {repeat} on {cut.count} reads: {parts}")
+        result["cells"].append({"strategy": strategy, "repeat": repeat, **parts})
+        result["walls"][strategy].append(parts["wall_s"])
+    chosen, why = decide(result["walls"], min_measurable)
+    return result | {"strategy": chosen, "why": why, "reads": cut.count, "folder": cut.workdir}
+
+
+def tune_alignment(
+    host: HostConfig,
+    aligner: str,
+    index: str,
+    index_files: Sequence[Path],
+    reads: Path,
+    threads: int,
+    folder: Path,
+    settings: dict[str, Any],
+    min_measurable: float,
+    kind: str = DEFAULT_KIND,
+    log: Callable[[str], None] = print,
+) -> dict[str, Any]:
+    """The alignment's strategy tuned on this machine (checkpoint tune_host; the emulated
+    2-node guest's test calls it so): the candidates (candidates), each measured on the first
+    reads of `reads` under the align step's own function (settings: the tuning's reads,
+    repeats, share), in folder. The record's strategy block: the step, the candidates, those
+    left out and why, the cells, the walls, the choice (None: the host file's strategy runs)
+    and why; `folder`: the slice's folder (a Path)."""
+    from contextlib import redirect_stderr
+
+    from numapore.execution.hosts import check_host_against_machine
+    from numapore.execution.steps import run_alignment
+
+    topology = check_host_against_machine(host)
+    block: dict[str, Any] = {"step": STEP, "nodes": len(topology.compute_nodes)}
+    if len(topology.compute_nodes) <= 1:
+        return block | {"candidates": [BASELINE], "strategy": None, "why": ONE_NODE}
+    index_bytes = sum(Path(p).stat().st_size for p in index_files)
+    kept, dropped = candidates(host, topology, threads, index_bytes, aligner)
+    block["dropped"] = dropped
+    if len(kept) < 2:
+        why = "nothing to tune: every strategy runs as none does on this host"
+        return block | {"candidates": kept, "strategy": None, "why": why}
+
+    def align(cut: Path, bam: Path, strategy: str) -> None:
+        """The align step under the strategy, its log beside the cell's BAM."""
+        with open(bam.with_suffix(".log"), "w") as handle, redirect_stderr(handle):
+            run_alignment(with_strategy(host, strategy), aligner, index, index_files, cut, bam,
+                          threads, bam.with_suffix(".run.json"), kind=kind)  # fmt: skip
+
+    measured = tune(
+        lambda n: first_reads(folder / f"slice{n}", reads, n), settings["reads"], kept,
+        settings["repeats"], settings["share"], min_measurable, align, log,
+    )  # fmt: skip
+    return block | measured
+
+
+def chosen(tuning_record: Path) -> str:
+    """The alignment strategy a tuning record chose; '' when it chose none of them (the host
+    file's strategy runs: not measured, or nothing to tune)."""
+    return (json.loads(tuning_record.read_text()).get("strategy") or {}).get("strategy") or ""
+
+
+def add_to_record(run_record: Path, tuning_record: Path) -> None:
+    """Add the tuning behind an align job's strategy to its run record: the tuning file, when
+    it was measured, the choice, why and the walls."""
+    record = json.loads(run_record.read_text())
+    tuned = json.loads(tuning_record.read_text())
+    block = tuned.get("strategy") or {}
+    record["tuning"] = {"record": str(tuning_record), "measured": tuned.get("measured")} | {
+        k: block.get(k) for k in ("strategy", "why", "walls", "candidates")
+    }
+    run_record.write_text(json.dumps(record, indent=2) + "\n")
