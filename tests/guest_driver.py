@@ -30,6 +30,8 @@ from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
 
 import pysam
+from numapore.compare import tune_strategy
+from numapore.compare.measure import MIN_MEASURABLE_S
 from numapore.execution import probe
 from numapore.execution.hosts import HostConfig, load_host_config
 from numapore.execution.plan import plan_strategy
@@ -68,21 +70,47 @@ def planned(out: str) -> None:
             subprocess.run(command, shell=True, check=True, stdout=fh)
 
 
-def steps(inputs: str, out: str, host: str) -> None:
-    """The align and call_methylation steps on the inputs the host's `none` run prepared
-    (inputs: its folder), under the host file's strategy."""
-    inputs_dir, out_dir, config = Path(inputs), Path(out), host_config(host)
-    out_dir.mkdir(parents=True)
+def small_inputs(inputs: str) -> tuple[Path, Path, Path]:
+    """The reference, minimap2 index and reads the host's `none` run prepared (its folder)."""
+    inputs_dir = Path(inputs)
     ref = inputs_dir / "results/references/region/region.fa"
     mmi = inputs_dir / "results/references/region/minimap2/region.map-ont.mmi"
-    reads = inputs_dir / "results/small/reads/fast5/small.fasta"
-    with open(out_dir / "align.log", "w") as log, redirect_stderr(log):
-        run_alignment(config, "minimap2", str(mmi), [mmi], reads, out_dir / "aln.bam", 2,
-                      out_dir / "align.run.json")  # fmt: skip
+    return ref, mmi, inputs_dir / "results/small/reads/fast5/small.fasta"
+
+
+def steps(inputs: str, out: str, host: str, aligned: str = "") -> None:
+    """The align and call_methylation steps on the inputs the host's `none` run prepared
+    (inputs: its folder), under the host file's strategy. aligned: a folder where the align
+    step already ran so on the same reads (the tuning's cell of that strategy: slice.bam and
+    its record), taken instead of aligning again."""
+    out_dir, config = Path(out), host_config(host)
+    out_dir.mkdir(parents=True)
+    ref, mmi, reads = small_inputs(inputs)
+    if aligned:
+        for name, to in (("slice.bam", "aln.bam"), ("slice.run.json", "align.run.json")):
+            (out_dir / to).write_bytes((Path(aligned) / name).read_bytes())
+    else:
+        with open(out_dir / "align.log", "w") as log, redirect_stderr(log):
+            run_alignment(config, "minimap2", str(mmi), [mmi], reads, out_dir / "aln.bam", 2,
+                          out_dir / "align.run.json")  # fmt: skip
     pysam.index(str(out_dir / "aln.bam"))
     with open(out_dir / "call_methylation.log", "w") as log, redirect_stderr(log):
         run_methylation(config, reads, out_dir / "aln.bam", ref, out_dir / "calls.tsv", 2, 20,
                         config.io_mode, 2, out_dir / "call_methylation.run.json")  # fmt: skip
+
+
+def tune(inputs: str, out: str, host: str, reads: str) -> None:
+    """Host tuning of the alignment's strategy as checkpoint tune_host runs it
+    (numapore.compare.tune_strategy.tune_alignment) on the first `reads` reads of the small
+    input, one repeat, no cap (the slice is the whole sample): the record's strategy block to
+    out/tuning.json, each cell's BAM in out/slice<n>/<strategy>.r1/."""
+    out_dir = Path(out)
+    out_dir.mkdir(parents=True)
+    _, mmi, sample = small_inputs(inputs)
+    settings = {"reads": int(reads), "repeats": 1, "share": float("inf")}
+    block = tune_strategy.tune_alignment(host_config(host), "minimap2", str(mmi), [mmi], sample,
+                                         2, out_dir, settings, MIN_MEASURABLE_S)  # fmt: skip
+    (out_dir / "tuning.json").write_text(json.dumps(block, indent=2, default=str))
 
 
 def short(cases: str, out: str) -> None:
@@ -117,8 +145,8 @@ def modbam(run: str, staged: str, out: str, host: str, *samples: str) -> None:
                           sample=name)  # fmt: skip
 
 
-PARTS = {"topology": topology, "planned": planned, "steps": steps, "short": short,
-         "modbam": modbam}  # fmt: skip
+PARTS = {"topology": topology, "planned": planned, "steps": steps, "tune": tune,
+         "short": short, "modbam": modbam}  # fmt: skip
 
 
 def run_plan(plan_file: Path) -> None:

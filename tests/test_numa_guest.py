@@ -3,14 +3,15 @@
 One boot of an emulated 2-node guest (QEMU without KVM, ~1.5-2 min to boot) runs everything:
 probes of numactl and of numapore's topology detection and instance plans, then the pipeline's
 steps with the `instances` and `interleave` strategies on a small input (region.fa and a few
-reads); the policies each process recorded prove where it ran, and the merged outputs equal the
-`none` strategy's run on this host. Short-read pairs too (issue 29): bwa as an instance per
-node on an odd number of pairs, and SNAP under a host file whose nodes are smaller than its
-index: one instance over both nodes. modBAM samples too: modkit's test modBAMs of the modBAM
-baseline run (tests/test_modbam_kind.py's) realigned with one minimap2 per node. This is the
-only boot of the guest in the suite, and every step in it runs in one Python process
-(tests/guest_driver.py: each start costs minutes under emulation): a check that needs a 2-node
-machine adds a part there.
+reads), their alignments those of the host tuning of the alignment's strategy (issue 45: every
+strategy measured on the input, the choice one of them); the policies each process recorded
+prove where it ran, and the merged outputs equal the `none` strategy's run on this host.
+Short-read pairs too (issue 29): bwa as an instance per node on an odd number of pairs, and SNAP
+under a host file whose nodes are smaller than its index: one instance over both nodes. modBAM
+samples too: modkit's test modBAMs of the modBAM baseline run (tests/test_modbam_kind.py's)
+realigned with one minimap2 per node. This is the only boot of the guest in the suite, and every
+step in it runs in one Python process (tests/guest_driver.py: each start costs minutes under
+emulation): a check that needs a 2-node machine adds a part there.
 NUMAPORE_SKIP_GUEST=1 skips these tests (for quick local runs; CI runs them).
 """
 
@@ -33,6 +34,8 @@ import test_modbam_kind as modbam_tests
 from test_modbam_kind import SUITE, calls_by_read, logged_pileup, pileup_again
 from test_modbam_kind import records as sorted_records
 
+from numapore.compare import tune_strategy
+from numapore.compare.measure import MIN_MEASURABLE_S
 from numapore.execution import probe
 from numapore.execution.hosts import load_host_config
 from numapore.inputs.modbam_reads import stage_modbam_reads
@@ -106,21 +109,28 @@ def host_yaml(path: Path, strategy: str) -> Path:
 def guest(
     tmp_path_factory, none_run, short_cases, modbam_cases, baseline
 ) -> tuple[subprocess.CompletedProcess[str], dict[str, Path], dict[str, Path]]:
-    """Boot the 2-node guest once: the probes, then both steps with instances and interleave,
-    then the short-read cases (short_cases), then the modBAM samples (modbam_cases)."""
+    """Boot the 2-node guest once: the probes, then the tuning of the alignment's strategy, then
+    both steps with instances and interleave (their alignments: the tuning's cells), then the
+    short-read cases (short_cases), then the modBAM samples (modbam_cases)."""
     if os.environ.get("NUMAPORE_SKIP_GUEST") == "1":
         pytest.skip("NUMAPORE_SKIP_GUEST=1")
     root = tmp_path_factory.mktemp("guest")
     # numapore's own probes first, in the driver's process: its topology detection, and the
     # planner's instance commands each probing the binding it runs under.
     probe_files = {"topology": root / "topology.json", "planned": root / "planned.txt"}
-    runs: dict[str, Path] = {}
+    runs: dict[str, Path] = {"tune": root / "tune"}
     plan = [{"name": name, "part": name, "args": [str(out)]} for name, out in probe_files.items()]
-    for strategy in ("instances", "interleave"):
-        host = host_yaml(root / f"{strategy}.yaml", strategy)
+    # Host tuning of the alignment's strategy on the small input (every read: its slice), whose
+    # instances and interleave cells are the align step of those strategies' runs below.
+    hosts = {s: host_yaml(root / f"{s}.yaml", s) for s in ("instances", "interleave")}
+    plan.append({"name": "tune", "part": "tune",
+                 "args": [str(none_run), str(runs["tune"]), str(hosts["instances"]),
+                          str(N_READS)]})  # fmt: skip
+    for strategy, host in hosts.items():
         runs[strategy] = root / strategy
-        plan.append({"name": strategy, "part": "steps",
-                     "args": [str(none_run), str(runs[strategy]), str(host)]})  # fmt: skip
+        cell = runs["tune"] / f"slice{N_READS}" / f"{strategy}.r1"
+        args = [str(none_run), str(runs[strategy]), str(host), str(cell)]
+        plan.append({"name": strategy, "part": "steps", "args": args})
     runs["short"] = root / "short"
     plan.append({"name": "short", "part": "short",
                  "args": [str(short_cases / "cases.json"), str(runs["short"])]})  # fmt: skip
@@ -130,10 +140,9 @@ def guest(
                           str(root / "instances.yaml"), *MODBAM_SAMPLES]})  # fmt: skip
     (root / "plan.json").write_text(json.dumps(plan))
     # The host files, loaded here (no PyYAML or jsonschema imports in the guest: guest_driver).
-    hosts = [item["args"][2] for item in plan if item["part"] == "steps"]
-    hosts += [str(root / "instances.yaml")]
-    hosts += [case["host"] for case in json.loads((short_cases / "cases.json").read_text())]
-    (root / "hosts.pickle").write_bytes(pickle.dumps({h: load_host_config(h) for h in hosts}))
+    loaded = [str(h) for h in hosts.values()]
+    loaded += [case["host"] for case in json.loads((short_cases / "cases.json").read_text())]
+    (root / "hosts.pickle").write_bytes(pickle.dumps({h: load_host_config(h) for h in loaded}))
     python = REPO / ".venv" / "bin" / "python"
     # The guest sees this machine's files read-only: results, caches, temporary files go to root.
     env = {"PYTHONPATH": str(REPO / "scripts"), "TMPDIR": str(root)}
@@ -223,6 +232,30 @@ def test_numa_guest_interleave_spans_both_nodes(guest_runs):
         ].startswith("numactl --interleave=0-1 ")
         assert "policy: interleave" in proc["policy"]
         assert "interleavemask: 0 1" in proc["policy"]
+
+
+def test_numa_guest_tuning_chooses_a_candidate_equal_to_none(guest_runs, none_run):
+    """Host tuning of the alignment's strategy on the 2-node guest (issue 45): every strategy
+    runs otherwise than none there, so all are measured (on the small input, one repeat); the
+    choice is one of them, by the honest rule on those walls; every cell's alignment has the
+    records of none's cell, byte for byte, and none's the `none` run's on this host."""
+    tuned = json.loads((guest_runs["tune"] / "tuning.json").read_text())
+    assert tuned["candidates"] == ["none", "interleave", "localalloc", "instances"]
+    assert tuned["dropped"] == {} and tuned["reads"] == N_READS
+    assert [(c["strategy"], c["repeat"]) for c in tuned["cells"]] == [
+        (s, 1) for s in tuned["candidates"]
+    ]
+    walls = tuned["walls"]
+    assert all(len(w) == 1 and w[0] > 0 for w in walls.values())
+    assert tuned["strategy"] in tuned["candidates"]
+    assert (tuned["strategy"], tuned["why"]) == tune_strategy.decide(walls, MIN_MEASURABLE_S)
+    cells = Path(tuned["folder"])
+    none = bam_records(cells / "none.r1/slice.bam")
+    assert primary_mapped(cells / "none.r1/slice.bam") == primary_mapped(none_run / BAM)
+    for strategy in tuned["candidates"]:
+        record = json.loads((cells / f"{strategy}.r1/slice.run.json").read_text())
+        assert record["strategy"] == strategy
+        assert bam_records(cells / f"{strategy}.r1/slice.bam") == none, strategy
 
 
 @pytest.mark.parametrize("strategy", ["instances", "interleave"])
