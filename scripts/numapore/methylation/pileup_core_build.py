@@ -20,11 +20,12 @@ PACKAGE = Path(__file__).resolve().parent
 SOURCE = PACKAGE / "pileup_core.c"  # the context and shared types (part 1)
 BAM_SOURCE = PACKAGE / "bam_core.c"  # its BAM reader, compiled after it into the same module
 # The parts, compiled as one unit in this order (each uses those before it): the context, a
-# read's calls, the interval's tally, the bedMethyl writer, the threshold's sample, the reader
+# read's calls, the interval's tally, the bedMethyl writer, the threshold's sample, a record's
+# calls for --modified-bases, the reader
 # (the file and its index, then what is done with each record).
 SOURCES = (
     [SOURCE]
-    + [PACKAGE / f"pileup_{part}.c" for part in ("calls", "tally", "text", "sample")]
+    + [PACKAGE / f"pileup_{part}.c" for part in ("calls", "tally", "text", "sample", "modcalls")]
     + [BAM_SOURCE, PACKAGE / "bam_records.c"]
 )
 C_DECLARATIONS = """
@@ -47,6 +48,10 @@ int64_t pu_text_folded(pu_ctx *c, const char *chrom, const int64_t *pos, const i
 int pu_sample_read(pu_ctx *c, int reverse, const char *seq, int64_t n, const char *mm,
                    const uint8_t *ml, int64_t nml, const char *cigar, int64_t ncig_max);
 void pu_sort_values(pu_ctx *c, int base);
+int pu_mb_calls(const char *seq, int64_t n, int reverse, const char *mm, const uint8_t *ml,
+                int64_t nml, const float *thresholds, const char *mod_codes,
+                const float *mod_values, int nmod, int8_t *fwd, int8_t *kind, int32_t *code_at,
+                char *codes, int *ncodes);
 void pu_free(pu_ctx *c);
 pu_bam *pu_bam_open(const char *path, const char *index_path);
 void pu_bam_close(pu_bam *b);

@@ -14,7 +14,8 @@ from __future__ import annotations
 import numpy as np
 import pysam
 
-from numapore.methylation.pileup_common import PileupError
+from numapore.methylation import pileup_common as common
+from numapore.methylation.pileup_common import ffi, lib, PileupError
 from numapore.methylation.pileup_thresholds import parse_mod_thresholds
 
 BASES = "ACGT"
@@ -58,15 +59,25 @@ def code_order(code: str) -> tuple:
     return (1, int(code), "") if code.isdigit() else (0, 0, code)
 
 
-def read_calls(rec: pysam.AlignedSegment, thresholds, mod_thresholds: dict[str, float]):
+def read_calls(
+    rec: pysam.AlignedSegment,
+    thresholds,
+    mod_thresholds: dict[str, float],
+    compiled: CompiledCalls | None = None,
+):
     """The record's calls by forward (read-orientation) position, as modkit's BaseModsAdapter
     makes them: the forward bases, kind per position (-1 no call, 0 canonical, 1 modified, 2
     filtered) and (the codes met, per position the modified call's code: their index, -1
-    none). RecordError where it drops the record."""
+    none). RecordError where it drops the record. With compiled, pileup_modcalls.c makes them
+    where it can (the same calls)."""
     mm, ml = first_tag(rec, "MM", "Mm"), first_tag(rec, "ML", "Ml")
     if not isinstance(mm, str) or not mm or ml is None or isinstance(ml, (str, int, float)):
         raise RecordError("no MM/ML tags")
     ml = np.frombuffer(ml, dtype=np.uint8) if not isinstance(ml, np.ndarray) else ml
+    if compiled is not None:
+        calls = compiled.calls(rec, mm, ml)
+        if calls is not None:
+            return calls
     seq = rec.query_sequence
     if rec.is_reverse:
         seq = seq.translate(str.maketrans("ACGTNacgtn", "TGCANtgcan"))[::-1]
@@ -122,6 +133,46 @@ def read_calls(rec: pysam.AlignedSegment, thresholds, mod_thresholds: dict[str, 
         if base in entries:
             _listed_calls(entries[base], codes_seen, threshold, mod_thresholds, kind, code_at)
     return fwd, kind, (codes_seen, code_at)
+
+
+class CompiledCalls:
+    """read_calls through the compiled core (pileup_modcalls.c's pu_mb_calls) with fixed
+    thresholds."""
+
+    def __init__(self, thresholds, mod_thresholds: dict[str, float]):
+        """The canonical thresholds per base and the per-code ones (codes of at most 11
+        characters: build() checks)."""
+        self.thresholds = ffi.new("float[4]", [float(t) for t in thresholds])
+        self.mod_codes = ffi.new("char[]", b"".join(c.encode().ljust(12, b"\0")
+                                                    for c in mod_thresholds) or b"\0")  # fmt: skip
+        self.mod_values = ffi.new("float[]", [float(v) for v in mod_thresholds.values()] or [0.0])
+        self.nmod = len(mod_thresholds)
+        self.codes = ffi.new("char[]", 12 * 16)
+        self.ncodes = ffi.new("int *")
+
+    @classmethod
+    def build(cls, thresholds, mod_thresholds: dict[str, float]) -> CompiledCalls | None:
+        """The compiled calls, None without the core (or with a code it cannot hold)."""
+        if not common.ENABLED or any(len(c.encode()) > 11 for c in mod_thresholds):
+            return None
+        return cls(thresholds, mod_thresholds)
+
+    def calls(self, rec, mm: str, ml: np.ndarray):
+        """read_calls' result, None where the core leaves the record to numpy."""
+        seq = rec.query_sequence.encode()
+        n = len(seq)
+        fwd, kind = np.empty(n, dtype=np.int8), np.empty(n, dtype=np.int8)
+        code_at = np.empty(n, dtype=np.int32)
+        got = lib.pu_mb_calls(
+            seq, n, rec.is_reverse, mm.encode(), ffi.from_buffer(ml), len(ml), self.thresholds,
+            self.mod_codes, self.mod_values, self.nmod, ffi.from_buffer("int8_t[]", fwd),
+            ffi.from_buffer("int8_t[]", kind), ffi.from_buffer("int32_t[]", code_at), self.codes,
+            self.ncodes,
+        )  # fmt: skip
+        if got:
+            return None
+        codes = [ffi.string(self.codes + 12 * k).decode() for k in range(self.ncodes[0])]
+        return fwd, kind, (codes, code_at)
 
 
 def _listed_calls(parts, codes_seen, threshold, mod_thresholds, kind, code_at) -> None:
@@ -189,6 +240,7 @@ class ModBasesCounter:
         edge = options.edge()
         self.edge = edge[:2] if edge is not None else (0, 0)
         self.codes: list[str] = [c for _, c in self.requested]
+        self.compiled = CompiledCalls.build(self.thresholds, self.mod_thresholds)
 
     def code_index(self, code: str) -> int:
         """A mod code's slot in the tallies (codes found in reads are added)."""
@@ -243,7 +295,8 @@ class ModBasesCounter:
             if n <= es or n <= ee:
                 continue
             try:
-                fwd, kind, calls = read_calls(rec, self.thresholds, self.mod_thresholds)
+                fwd, kind, calls = read_calls(rec, self.thresholds, self.mod_thresholds,
+                                              self.compiled)  # fmt: skip
             except RecordError as err:
                 stats.skipped["mm"] = stats.skipped.get("mm", 0) + 1
                 stats.examples.setdefault("mm", (rec.query_name, str(err)))
