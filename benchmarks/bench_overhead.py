@@ -3,7 +3,7 @@ difference goes. Prints tables; measures, never asserts.
 
     .venv/bin/python benchmarks/bench_overhead.py [--route signal|modbam|short] [--simulate N |
         --replicate N] [--repeats R] [--reads FILE [--reads2 FILE] --fast5 DIR --reference FASTA]
-        [--baseline REPO]
+        [--baseline REPO | --tune]
 
 One route per input kind (ROUTES: the sample the workflow gets, the tools by hand, which hand
 steps each workflow job stands for, the step that is most of both runs):
@@ -31,6 +31,10 @@ alternates (repeat 1: by hand first, repeat 2: the workflow first, ...) so that 
 busier or quieter does not favour one side. Wall and CPU seconds (CPU: rusage of the waited-for
 process trees) per step, side by side. --baseline names another numapore checkout (e.g. /work/main,
 with its .venv) whose workflow runs too, in the same conditions: before/after figures side by side.
+--tune runs this checkout's workflow twice per repeat, with host tuning off and on (config
+`tune`), and prints the ratio of their medians (what tuning costs when it keeps the baseline) and
+what the tuning said (its log lines, its record). The workflow versions swap places from one
+repeat to the next too.
 """
 
 from __future__ import annotations
@@ -84,17 +88,20 @@ def children_cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def timed(cmd: str, cwd: Path) -> Timing:
-    """Run a shell command (pipefail), return its wall and CPU seconds; on failure stop with
-    the command and the end of what it said."""
+def timed(cmd: str, cwd: Path, said_lines: list[str] | None = None) -> Timing:
+    """Run a shell command (pipefail), return its wall and CPU seconds (and add the lines it
+    wrote to stderr to said_lines); on failure stop with the command and the end of what it
+    said."""
     cpu, start = children_cpu(), time.perf_counter()
     with tempfile.TemporaryFile("w+") as said:
         done = subprocess.run(["bash", "-o", "pipefail", "-c", cmd], cwd=cwd,
                               stdout=subprocess.DEVNULL, stderr=said)  # fmt: skip
         timing = Timing(time.perf_counter() - start, children_cpu() - cpu)
+        said.seek(0)
         if done.returncode:
-            said.seek(0)
             raise SystemExit(f"failed ({done.returncode}): {cmd}\n{said.read()[-3000:]}")
+        if said_lines is not None:
+            said_lines += said.read().splitlines()
     return timing
 
 
@@ -363,15 +370,26 @@ class WorkflowRun:
     report_rules: Timing | None  # timed in the first repeat only
     jobs: dict[str, Timing]
     tools: dict[str, Timing]
+    tuning: list[str] = field(default_factory=list)  # the run's "numapore: tuning:" lines
+    tuning_record: dict | None = None  # results/tuning/<host>.json, when the tuning ran
+
+
+@dataclass(frozen=True)
+class Version:
+    """A workflow version: a checkout and the config it runs with besides the route's."""
+
+    repo: Path
+    config: Mapping = field(default_factory=dict)
 
 
 def workflow_run(
-    work: Path, route: Route, inputs: Inputs, threads: int, repo: Path, reports: bool
+    work: Path, route: Route, inputs: Inputs, threads: int, version: Version, reports: bool
 ) -> WorkflowRun:
-    """The workflow of repo in a fresh project directory: its pipeline (no report rules, nor the
-    route's QC without a hand counterpart), then, if reports, those rules run on the finished
-    pipeline."""
-    write_project(work, [inputs.row], dict(route.config), repo=repo)
+    """The workflow of a version in a fresh project directory: its pipeline (no report rules,
+    nor the route's QC without a hand counterpart), then, if reports, those rules run on the
+    finished pipeline."""
+    repo = version.repo
+    write_project(work, [inputs.row], {**route.config, **version.config}, repo=repo)
     # Each checkout's rule scripts import its own package (a --baseline beside this one).
     command = [
         "env",
@@ -379,9 +397,15 @@ def workflow_run(
         *snakemake_command(work, threads, repo=repo),
     ]
     omitted = [*REPORT_RULES, *route.qc_without_hand]
-    pipeline = timed(shlex.join([*command, "--omit-from", *omitted]), work)
+    said: list[str] = []
+    pipeline = timed(shlex.join([*command, "--omit-from", *omitted]), work, said)
     report_rules = timed(shlex.join(command), work) if reports else None
-    return WorkflowRun(pipeline, report_rules, job_timings(work), tool_timings(work))
+    records = sorted((work / "results" / "tuning").glob("*.json"))
+    return WorkflowRun(
+        pipeline, report_rules, job_timings(work), tool_timings(work),
+        [line for line in said if line.startswith("numapore: tuning:")],
+        json.loads(records[0].read_text()) if records else None,
+    )  # fmt: skip
 
 
 def job_timings(work: Path) -> dict[str, Timing]:
@@ -432,8 +456,8 @@ def text_digest(path: Path) -> str:
 
 def run_order(repeat: int, versions: list[str]) -> list[str]:
     """The order of a repeat's runs (repeat counted from 0): by hand first in even repeats, the
-    workflow version(s) first in odd ones."""
-    return [HAND, *versions] if repeat % 2 == 0 else [*versions, HAND]
+    workflow versions first in odd ones, in reverse order (two versions swap places too)."""
+    return [HAND, *versions] if repeat % 2 == 0 else [*reversed(versions), HAND]
 
 
 def run_repeats(
@@ -441,7 +465,7 @@ def run_repeats(
     inputs: Inputs,
     threads: int,
     repeats: int,
-    versions: Mapping[str, Path],
+    versions: Mapping[str, Version],
     tmp: Path,
 ) -> list[Repeat]:
     """Every repeat's runs, in alternating order (run_order)."""
@@ -557,6 +581,29 @@ def report(route: Route, name: str, repeats: list[Repeat], threads: int) -> None
         f"  scheduling, start-up, DAG: {runs[len(runs) // 2].pipeline.wall - job_sum:7.2f} s"
         "  (pipeline wall - its jobs; jobs that run side by side make it smaller, even negative)"
     )
+    for number, run in enumerate(runs, 1):
+        for line in run.tuning:
+            print(f"  repeat {number}: {line}")
+        if run.tuning_record:
+            tuned = run.tuning_record
+            print(
+                f"  repeat {number}: tuning record: {tuned.get('seconds', 0):.1f} s, I/O mode "
+                f"{tuned['io_mode']}: {tuned['why']}; first cell: {tuned.get('probe')}"
+            )
+
+
+def compare_tuning(repeats: list[Repeat], off: str, on: str) -> None:
+    """Tuning on against off: the ratio of the medians of their pipelines, wall and CPU, and
+    each repeat's (the runs side by side in one repeat, their order alternating)."""
+    runs = {name: [r.workflows[name].pipeline for r in repeats] for name in (off, on)}
+    medians = {name: median_timing(timings) for name, timings in runs.items()}
+    each = [f"{b.wall / a.wall:.3f}" for a, b in zip(runs[off], runs[on], strict=True)]
+    print(
+        f"{on} / {off}: x{medians[on].wall / medians[off].wall:.3f} wall "
+        f"({medians[on].wall:.1f} / {medians[off].wall:.1f} s), "
+        f"x{medians[on].cpu / medians[off].cpu:.3f} CPU "
+        f"({medians[on].cpu:.1f} / {medians[off].cpu:.1f} s); per repeat (wall): {', '.join(each)}"
+    )
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -572,11 +619,16 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--simulate", type=int, default=0, help="simulated reads (short: pairs)")
     parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument("--baseline", type=Path, help="another numapore checkout, run beside")
+    parser.add_argument(
+        "--tune", action="store_true", help="this checkout with host tuning off and on, beside"
+    )
     args = parser.parse_args(argv)
     route = ROUTES[args.route]
-    versions = {"this checkout": REPO}
+    versions = {"this checkout": Version(REPO)}
     if args.baseline:
-        versions[f"baseline {args.baseline}"] = args.baseline.resolve()
+        versions[f"baseline {args.baseline}"] = Version(args.baseline.resolve())
+    if args.tune:
+        versions = {"tune: off": Version(REPO), "tune: on": Version(REPO, {"tune": "on"})}
     with tempfile.TemporaryDirectory() as tmp:
         inputs = route.prepare(args, Path(tmp))
         repeats = run_repeats(route, inputs, args.threads, args.repeats, versions, Path(tmp))
@@ -592,6 +644,8 @@ def main(argv: list[str] | None = None) -> None:
         print(f"same output:        {route.same[0]} (by hand) = {route.same[1]} (workflow)")
     for name in versions:
         report(route, name, repeats, args.threads)
+    if args.tune:
+        compare_tuning(repeats, "tune: off", "tune: on")
     sys.stdout.flush()
 
 

@@ -22,7 +22,7 @@ def test_run_order_alternates():
     assert run_order(0, ["wf"]) == [HAND, "wf"]
     assert run_order(1, ["wf"]) == ["wf", HAND]
     assert run_order(2, ["wf", "base"]) == [HAND, "wf", "base"]
-    assert run_order(3, ["wf", "base"]) == ["wf", "base", HAND]
+    assert run_order(3, ["wf", "base"]) == ["base", "wf", HAND]
 
 
 def test_short_route_runs_and_prints_side_by_side(tmp_path):
