@@ -1,7 +1,8 @@
 """Host tuning (config tune; numapore.compare.tuning, rules/tune.smk): the decision's rule, the
 slice's size and the cap, the cache, the adoptable host file; the measuring on a slice of the
 real E. coli reads with the real tools; and in signal_fast5_run (tune: on), the tuning's record,
-its place in the run record and on the provenance data, and a second run that reuses it."""
+its place in the run record and on the provenance data, and a second run that reuses it; a
+sample too small to pay back its tuning, told before any job."""
 
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ from numapore.execution.steps import run_alignment, run_methylation
 from numapore.execution.topology import Node, Topology, parse_cpulist
 from numapore.report.provenance import provenance_page
 from numapore.signal.convert import convert
-from numapore.signal.fast5 import read_layout
+from numapore.signal.fast5 import list_fast5, read_layout
 
 MODES = ["fast5", "fast5-pool", "slow5"]
 # signal_fast5_run's call_methylation job record
@@ -80,6 +81,38 @@ def test_candidates_order_and_files():
     assert tuning.first_groups(layout, 2) == (3, ["a", "c"])
     assert tuning.first_groups(layout, 9) == (4, ["a", "c", "d"])
     assert tuning.tuning_files("r")["host"] == f"r/{tuning.host_name()}.yaml"
+
+
+def test_a_sample_too_small_to_pay_back_is_not_measured(tmp_path, ecoli_dir):
+    """Before any job, from the reads and the storage's time per request: the reads counted
+    as pysam counts them (FASTA, gzipped, FASTQ); 112 reads x 34 requests at 5 ms (emulated)
+    cost 19 s of reading, more than 6 cells of 2 s: measured; at 0.5 ms, 1.9 s: not measured."""
+    import gzip
+
+    import pysam
+
+    fasta = ecoli_dir / "reads.fasta"
+    with pysam.FastxFile(str(fasta)) as fastx:
+        records = list(fastx)
+    fastq, packed = tmp_path / "reads.fastq", tmp_path / "reads.fasta.gz"
+    fastq.write_text(
+        "".join(f"@{r.name}\n{r.sequence}\n+\n{'I' * len(r.sequence)}\n" for r in records)
+    )
+    packed.write_bytes(gzip.compress(fasta.read_bytes()))
+    assert (
+        [tuning.count_reads(p) for p in (fasta, packed, fastq)] == [len(records)] * 3 == [112] * 3
+    )
+    signal = [ecoli_dir / "fast5"]
+    files = tuning.first_signal_files(signal, 8)
+    assert files == list_fast5(signal)[:8]
+    assert tuning.request_seconds(files) > 0
+    worth, why = tuning.worth_measuring(fasta, signal, 5, 6, MIN_MEASURABLE_S)
+    assert worth and "reading the signal of 112 reads costs about 19.0 s" in why
+    worth, why = tuning.worth_measuring(fasta, signal, 0.5, 6, MIN_MEASURABLE_S)
+    assert not worth and why.startswith("not measured: the signal answers a read request in 0.500")
+    assert "costs about 1.9 s, less than the least measurement (6 cells of at least 2 s" in why
+    # files a run makes: nothing to count yet, the first cell decides
+    assert tuning.worth_measuring(tmp_path / "sim.fastq", signal, 0, 6, 2.0)[0]
 
 
 def test_cache_reused_only_for_the_same_key(tmp_path):
@@ -200,6 +233,17 @@ def test_tuning_in_a_run_and_its_reuse(signal_fast5_run, tmp_path):
     assert f"numapore: tuning: reusing results/tuning/{name}.json" in output
     assert "no measurement; I/O mode fast5" in output
     assert "Nothing to be done" in output
+    # measuring asked of a sample too small to pay it back (another slice setting: the record
+    # is not reused): said before any job, and no tuning job; the host file's fast5 runs
+    small = run_workflow(
+        work, "-n", target, "--config", f"host={work / 'host.yaml'}",
+        "tuning={reads: 4, repeats: 3, check_payback: true}",
+    )  # fmt: skip
+    output = small.stdout + small.stderr
+    said = "numapore: tuning: not measured: the signal answers a read request in "
+    assert said in output and "reading the signal of 112 reads costs about " in output
+    assert "less than the least measurement (9 cells of at least 2 s: 18 s)" in output
+    assert "; I/O mode fast5 (host file)" in output and "tune_host" not in output
 
 
 # --- the alignment's strategy (numapore.compare.tune_strategy): candidates, rule, measuring ----

@@ -41,6 +41,7 @@ from numapore.execution.io_modes import IO_MODES, modes_reading  # noqa: E402
 from numapore.execution.io_modes import check_run as check_io_mode  # noqa: E402
 from numapore.execution.runstate import replaced_results  # noqa: E402
 from numapore.compare import tune_strategy, tuning  # noqa: E402
+from numapore.compare.measure import MIN_MEASURABLE_S  # noqa: E402
 from numapore.report.empty import SampleOutputs, closing_lines  # noqa: E402
 from numapore.execution.tools import check_minimap2_preset  # noqa: E402
 from numapore.execution.topology import NumaError, detect_topology  # noqa: E402
@@ -227,14 +228,30 @@ def tuning_plan():
     else:
         key["strategies"] = tune_strategy.STEP
     files = tuning.tuning_files()
+    reuse, why = tuning.cached(files["record"], key)
+    if settings["mode"] == "again":
+        why = "tune=again: measuring anew"
+    elif reuse is not None:
+        why += f"; I/O mode {reuse['io_mode']} ({reuse['why']})"
+    elif settings["check_payback"] and len(candidates) > 1 and strategies_why:
+        # Before any job: a sample too small for any I/O mode to save what measuring costs
+        # runs the host file's mode, with no tuning job (its start, the slice's alignment and
+        # the DAG's update after a checkpoint cost more than such a sample could gain). Only
+        # when no strategy is tuned either (one NUMA node, or given on the command line).
+        cells = len(tuning.order(candidates, settings["repeats"]))
+        latency_ms = settings["storage"]["latency_ms"]
+        worth, because = tuning.worth_measuring(
+            sample.reads, sample.signal, latency_ms, cells, MIN_MEASURABLE_S
+        )
+        if not worth:
+            if workflow.is_main_process:
+                logger.info(f"numapore: tuning: strategies: {strategies_why}")
+                logger.info(f"numapore: tuning: {because}; I/O mode {IO_MODE} (host file)")
+            return None
+        why += f"; {because}"
     if workflow.is_main_process:
         what = strategies_why or "the alignment's measured on its first reads"
         logger.info(f"numapore: tuning: strategies: {what}")
-        reuse, why = tuning.cached(files["record"], key)
-        if settings["mode"] == "again":
-            why = "tune=again: measuring anew"
-        elif reuse is not None:
-            why += f"; I/O mode {reuse['io_mode']} ({reuse['why']})"
         logger.info(f"numapore: tuning: {why}")
     return {
         "sample": name,

@@ -40,6 +40,14 @@ BASELINE = "fast5"
 CELLS_OF_CAP = 0.5
 # A tuning file's format; a file of another is measured anew.
 FORMAT = 1
+# Read requests the baseline (fast5) makes per read of signal: h5py reading one read's signal
+# ~26, ~34 with the channel and read attributes nanopolish also reads (measured through the
+# emulated storage, numapore.compare.slowfs). With the storage's time per request, it bounds
+# what any I/O mode can save: none saves more than the baseline spends reading.
+FAST5_REQUESTS_PER_READ = 34
+# Small reads timed to tell the storage's time per request (spread over the first files).
+LATENCY_PROBES = 8
+PROBE_BYTES = 4096
 MODES = ("off", "on", "again")
 
 
@@ -109,6 +117,105 @@ def cached(record_path: str | os.PathLike, key: Mapping[str, Any]) -> tuple[dict
     if changed:
         return None, f"{', '.join(changed)} changed since {path} was measured"
     return record, f"reusing {path} (measured {record.get('measured', '?')}): no measurement"
+
+
+def count_reads(path: str | os.PathLike) -> int:
+    """The records of a FASTQ (4 lines each) or FASTA (a '>' line each) file, gzipped or not,
+    counted in bytes without parsing (a run's DAG counts the tuned sample's reads)."""
+    import gzip
+
+    with open(path, "rb") as raw:
+        gzipped = raw.read(2) == b"\x1f\x8b"
+    opener = gzip.open if gzipped else open
+    lines = headers = 0
+    with opener(path, "rb") as handle:
+        first = handle.read(1)
+        fasta, last = first == b">", first
+        headers += fasta
+        while chunk := handle.read(1 << 20):
+            lines += chunk.count(b"\n")
+            if fasta:
+                headers += chunk.count(b"\n>") + (last == b"\n" and chunk[:1] == b">")
+            last = chunk[-1:]
+    if not first:
+        return 0
+    if fasta:
+        return headers
+    return (lines + (last != b"\n")) // 4
+
+
+def first_signal_files(paths: Iterable[str | os.PathLike], count: int) -> list[Path]:
+    """The first `count` FAST5 files of a sample's signal (files as given, folders' files in
+    path order), without reading them."""
+    found: list[Path] = []
+    for item in map(Path, paths):
+        if item.is_dir():
+            inside = (p for p in item.rglob("*") if p.suffix.lower() == ".fast5")
+            found += sorted(inside, key=lambda p: str(p).encode())[: count - len(found)]
+        elif item.suffix.lower() == ".fast5":
+            found.append(item)
+        if len(found) >= count:
+            break
+    return found[:count]
+
+
+def request_seconds(files: Sequence[str | os.PathLike], probes: int = LATENCY_PROBES) -> float:
+    """The storage's time per small read request: the median of `probes` reads of PROBE_BYTES
+    spread over the files (each file's offsets evenly apart), as the run would see them now
+    (data in the page cache answers at once; slow storage, each time)."""
+    per_file = math.ceil(probes / max(1, len(files)))
+    times = []
+    for path in files:
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            size = os.fstat(fd).st_size
+            for i in range(per_file):
+                offset = size * (2 * i + 1) // (2 * per_file) // PROBE_BYTES * PROBE_BYTES
+                start = time.perf_counter()
+                os.pread(fd, PROBE_BYTES, offset)
+                times.append(time.perf_counter() - start)
+        finally:
+            os.close(fd)
+        if len(times) >= probes:
+            break
+    return statistics.median(times) if times else 0.0
+
+
+def pays_back(reads: int, request_s: float, cells: int, floor_s: float) -> tuple[bool, str]:
+    """Whether measuring can pay back, from the sample's reads and its storage's time per
+    request alone (before any slice is cut): no I/O mode saves more than the baseline spends
+    reading the signal (reads x FAST5_REQUESTS_PER_READ requests), and the cells take at least
+    `cells` x floor_s (each at least the comparison's floor to be told apart). With why."""
+    reading = reads * FAST5_REQUESTS_PER_READ * request_s
+    least = cells * floor_s
+    what = (
+        f"the signal answers a read request in {request_s * 1000:.3f} ms; {BASELINE} makes "
+        f"about {FAST5_REQUESTS_PER_READ} per read, so reading the signal of {reads:,} reads "
+        f"costs about {reading:.1f} s"
+    )
+    if reading < least:
+        return False, (
+            f"not measured: {what}, less than the least measurement ({cells} cells of at "
+            f"least {floor_s:g} s: {least:g} s): no I/O mode can save what tuning would cost"
+        )
+    return True, f"{what}, more than the least measurement ({least:g} s): measuring"
+
+
+def worth_measuring(
+    reads: str | os.PathLike,
+    signal: Sequence[str | os.PathLike],
+    latency_ms: float,
+    cells: int,
+    floor_s: float,
+) -> tuple[bool, str]:
+    """pays_back for a sample: its reads counted, its storage's time per request timed on its
+    first signal files (emulated storage: latency_ms, what the tuner will see). (True, why)
+    when the files are not there yet (a run makes them): the first cell decides."""
+    files = first_signal_files(signal, LATENCY_PROBES)
+    if not Path(reads).is_file() or not files:
+        return True, "the sample's files are made by the run: measuring"
+    request_s = latency_ms / 1000 if latency_ms else request_seconds(files)
+    return pays_back(count_reads(reads), request_s, cells, floor_s)
 
 
 def decide(walls: Mapping[str, Sequence[float]], min_measurable: float) -> tuple[str, str]:
