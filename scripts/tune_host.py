@@ -18,6 +18,7 @@ from numapore.compare.measure import MIN_MEASURABLE_S
 from numapore.compare import tune_strategy, tuning
 from numapore.execution.hosts import load_host_config
 from numapore.execution.steps import run_alignment, run_methylation
+from numapore.signal.fast5 import list_fast5
 
 smk = snakemake  # noqa: F821 (injected by the script directive)
 redirect_to_log(smk)
@@ -84,7 +85,7 @@ else:
 
             measured = tuning.tune(
                 cut_at, settings["reads"], candidates, settings["repeats"], settings["share"],
-                MIN_MEASURABLE_S, calls, p.io_processes, log,
+                MIN_MEASURABLE_S, calls, p.io_processes, log, len(list_fast5(signal)),
             )  # fmt: skip
         cut = measured.pop("slice")
         record |= measured

@@ -66,6 +66,22 @@ def test_slice_sized_from_the_first_cell_and_capped():
     assert want == 0 and "2 cells of 50 reads" in why
 
 
+def test_cells_scaled_to_the_whole_run_part_by_part():
+    """10 reads of 1 of 3 files, to 3,000 reads: fast5's index of the FAST5 by files (x3), its
+    calls by reads (x300); slow5's conversion start once, the rest of it by reads (0.1 s for
+    each of the 9 reads after the first), its BLOW5 index and calls by reads."""
+    fast5 = {"index_s": 2.0, "call_s": 3.0}
+    assert tuning.whole_run_seconds(fast5, 10, 1, 3000, 3) == pytest.approx(906.0)
+    slow5 = {"convert_start_s": 1.5, "convert_s": 2.4, "index_s": 0.1, "call_s": 1.0}
+    assert tuning.whole_run_seconds(slow5, 10, 1, 3000, 3) == pytest.approx(631.4)
+    # the rule weighs the estimates: slow5's slice walls overlap fast5's, its whole run does not
+    walls = {"fast5": [5.0, 5.6], "slow5": [4.0, 5.4]}
+    estimates = {"fast5": [906.0, 1000.0], "slow5": [631.4, 700.0]}
+    assert tuning.decide(walls, 2.0)[0] == "fast5"
+    mode, why = tuning.decide(walls, 2.0, estimates)
+    assert mode == "slow5" and why.endswith("(x1.43 on the whole run, estimated)")
+
+
 def test_candidates_order_and_files():
     assert tuning.io_candidates(["fast5", "fast5"]) == MODES
     assert tuning.io_candidates(["fast5", "pod5"]) == ["slow5"]
@@ -170,21 +186,34 @@ def test_measured_on_a_slice_with_the_real_tools(tmp_path, ecoli_dir):
         )  # fmt: skip
 
     # No floor on a cell's time: on 2 reads every cell is short; the cap (all of the run) holds.
-    result = tuning.tune(cut_at, 2, MODES, 2, 1.0, 0.0, calls, 1, log=lambda line: None)
+    result = tuning.tune(
+        cut_at, 2, MODES, 2, 1.0, 0.0, calls, 1, log=lambda line: None, total_files=112
+    )
     cut = result["slice"]
     assert (cut.count, cut.total, len(cut.files)) == (2, 112, 2)
     assert [(c["io_mode"], c["repeat"]) for c in result["cells"]] == tuning.order(MODES, 2)
     for cell in result["cells"]:
-        parts = cell["index_s"] + cell["call_s"] + cell.get("convert_s", 0)
-        assert cell["wall_s"] == pytest.approx(parts, abs=0.01)
-        assert ("convert_s" in cell) == (cell["io_mode"] == "slow5")
+        converts = cell.get("convert_start_s", 0) + cell.get("convert_s", 0)
+        assert cell["wall_s"] == pytest.approx(
+            cell["index_s"] + cell["call_s"] + converts, abs=0.01
+        )
+        assert ("convert_s" in cell) == ("convert_start_s" in cell) == (cell["io_mode"] == "slow5")
+        whole = tuning.whole_run_seconds(cell, 2, 2, 112, 112)
+        assert cell["run_s"] == round(whole, 1) and cell["run_s"] > cell["wall_s"]
         record = json.loads(
             (cut.workdir / f"{cell['io_mode']}.r{cell['repeat']}" / "record.json").read_text()
         )
         assert record["io_mode"] == cell["io_mode"]
         calls_tsv = (cut.workdir / f"{cell['io_mode']}.r{cell['repeat']}" / "calls.tsv").read_text()
         assert len({line.split("\t")[4] for line in calls_tsv.splitlines()[1:]}) == 2
-    assert (result["io_mode"], result["why"]) == tuning.decide(result["walls"], 0.0)
+    assert [c["run_s"] for c in result["cells"] if c["io_mode"] == "slow5"] == (
+        result["estimates"]["slow5"]
+    )
+    decided = tuning.decide(result["walls"], 0.0, result["estimates"])
+    assert (
+        result["io_mode"],
+        result["why"],
+    ) == decided and "on the whole run, estimated" in decided[1]
     text = tuning.host_yaml(
         {"topology": "auto", "io_mode": "fast5"},
         {**result, "host": "h", "measured": "now", "slice": None, "strategies_why": "-"},
@@ -193,6 +222,7 @@ def test_measured_on_a_slice_with_the_real_tools(tmp_path, ecoli_dir):
     adopted = host_config_from_dict(yaml.safe_load(text), source="tuned")
     assert adopted.io_mode == result["io_mode"]
     assert f"# I/O mode: {result['io_mode']}: {result['why']}" in text
+    assert "on the slice; the whole run, estimated: " in text
 
 
 def test_tuning_in_a_run_and_its_reuse(signal_fast5_run, tmp_path):

@@ -218,12 +218,18 @@ def worth_measuring(
     return pays_back(count_reads(reads), request_s, cells, floor_s)
 
 
-def decide(walls: Mapping[str, Sequence[float]], min_measurable: float) -> tuple[str, str]:
+def decide(
+    walls: Mapping[str, Sequence[float]],
+    min_measurable: float,
+    estimates: Mapping[str, Sequence[float]] | None = None,
+) -> tuple[str, str]:
     """The I/O mode to run and why: the fastest median among the candidates that beat the
     baseline (fast5) by the honest rule (recommend.beats); else the baseline. The baseline's
-    cells must each run at least min_measurable seconds (the comparison's MIN_MEASURABLE_S):
-    a faster candidate may run shorter, its difference from a measurable time being the
-    effect the rule weighs against the spread."""
+    cells must each run at least min_measurable seconds on the slice (the comparison's
+    MIN_MEASURABLE_S): a faster candidate may run shorter, its difference from a measurable
+    time being the effect the rule weighs against the spread. estimates: each cell's time
+    scaled to the whole run part by part (whole_run_seconds), which the rule then weighs
+    instead of the slice's walls."""
     base = list(walls.get(BASELINE, []))
     if not base:
         return BASELINE, "the baseline was not measured"
@@ -232,18 +238,39 @@ def decide(walls: Mapping[str, Sequence[float]], min_measurable: float) -> tuple
             f"{BASELINE} ran under {min_measurable:g} s on the slice: too short to tell modes "
             "apart; the simpler mode runs"
         )
-    winners = [m for m, w in walls.items() if m != BASELINE and beats(list(w), base)]
+    times = estimates or walls
+    base, where = list(times[BASELINE]), "the whole run, estimated" if estimates else "the slice"
+    winners = [m for m, w in times.items() if m != BASELINE and beats(list(w), base)]
     if not winners:
         return BASELINE, (
             f"no mode beat {BASELINE} in every repeat by more than the repeats' spread and by "
-            f">= {MIN_EFFECT:.0%}: the simpler mode runs"
+            f">= {MIN_EFFECT:.0%} (on {where}): the simpler mode runs"
         )
-    best = min(winners, key=lambda m: statistics.median(walls[m]))
-    gain = statistics.median(base) / statistics.median(walls[best])
+    best = min(winners, key=lambda m: statistics.median(times[m]))
+    gain = statistics.median(base) / statistics.median(times[best])
     return best, (
         f"{best} beat {BASELINE} in every repeat by more than the spread and >= "
-        f"{MIN_EFFECT:.0%} (x{gain:.2f} on the slice)"
+        f"{MIN_EFFECT:.0%} (x{gain:.2f} on {where})"
     )
+
+
+def whole_run_seconds(
+    parts: Mapping[str, float], reads: int, files: int, total_reads: int, total_files: int
+) -> float:
+    """What a cell's mode would add to the whole sample, each part scaled by what it grows
+    with (a cell of 10 reads is mostly fixed costs: scaled whole by reads, they would be
+    multiplied too): nanopolish's index of FAST5 files by files (it reads every read group of
+    each file the slice links), of a BLOW5 by reads; the calls by reads; the conversion's
+    start (its process pool, the first file's opening: convert_start_s, one read converted)
+    once, the rest of it by reads. The conversion's processes reading several files at once
+    are not counted: a conservative estimate for the converting modes."""
+    by_reads = total_reads / max(1, reads)
+    run = parts["call_s"] * by_reads
+    if "convert_s" not in parts:
+        return run + parts["index_s"] * total_files / max(1, files)
+    start = parts["convert_start_s"]
+    per_read = max(0.0, parts["convert_s"] - start) / max(1, reads - 1)
+    return run + parts["index_s"] * by_reads + start + per_read * max(0, total_reads - 1)
 
 
 def first_groups(layout: Sequence[tuple[str, bool]], need: int) -> tuple[int, list[str]]:
@@ -306,9 +333,14 @@ def host_yaml(base: Mapping[str, Any], record: Mapping[str, Any], base_file: str
         f"# numapore: tuned on {record['host']} ({record['measured']}), from {base_file}.",
         f"# I/O mode: {record['io_mode']}: {record['why']}",
     ]
+    estimates = record.get("estimates", {})
     for mode, cells in record.get("walls", {}).items():
         if cells:
-            lines.append(f"#   {mode}: " + ", ".join(f"{w:.2f} s" for w in cells))
+            whole = ", ".join(f"{w:.0f} s" for w in estimates.get(mode, []))
+            lines.append(
+                f"#   {mode}: " + ", ".join(f"{w:.2f} s" for w in cells)
+                + (f" on the slice; the whole run, estimated: {whole}" if whole else "")
+            )  # fmt: skip
     if record.get("slice"):
         s = record["slice"]
         lines.append(
@@ -326,7 +358,7 @@ def add_to_record(run_record: Path, tuning_record: Path) -> None:
     record = json.loads(run_record.read_text())
     tuned = json.loads(tuning_record.read_text())
     record["tuning"] = {"record": str(tuning_record)} | {
-        k: tuned.get(k) for k in ("measured", "io_mode", "why", "walls", "slice")
+        k: tuned.get(k) for k in ("measured", "io_mode", "why", "walls", "estimates", "slice")
     }
     run_record.write_text(json.dumps(record, indent=2) + "\n")
 
@@ -423,7 +455,8 @@ def measure_mode(
     cut: Slice, mode: str, cell: Path, run_calls: Callable[[Path, str, Path], Any], processes: int
 ) -> dict[str, float]:
     """One cell: what the mode adds to a run, on the slice, timed part by part: the conversion
-    to BLOW5 (slow5), nanopolish's index, the calling (run_calls(reads, mode, record))."""
+    to BLOW5 (slow5; first of one read, its start: whole_run_seconds counts it once), nanopolish's
+    index, the calling (run_calls(reads, mode, record))."""
     from numapore.signal.convert import convert
 
     cell.mkdir(parents=True)
@@ -433,9 +466,14 @@ def measure_mode(
     start = time.monotonic()
     blow5 = None
     if io_mode(mode).converts_signal:
+        first = cut.files[0]
+        convert([first], cell / "start.blow5", processes=processes, progress=None,
+                first_groups={first: 1})  # fmt: skip
+        parts["convert_start_s"] = time.monotonic() - start
+        began = time.monotonic()
         blow5 = cell / "slice.blow5"
         convert(cut.files, blow5, processes=processes, progress=None, first_groups=cut.groups)
-        parts["convert_s"] = time.monotonic() - start
+        parts["convert_s"] = time.monotonic() - began
     began = time.monotonic()
     signal_index(reads, cut.files, blow5)
     parts["index_s"] = time.monotonic() - began
@@ -456,12 +494,15 @@ def tune(
     run_calls: Callable[[Path, str, Path], Any],
     processes: int,
     log: Callable[[str], None] = print,
+    total_files: int = 0,
 ) -> dict[str, Any]:
     """A first quick cell (the baseline on a slice of first_reads reads; cut_at(n) cuts and
     aligns a slice of n reads) sizes the slice (slice_size) or says that measuring would cost
     more than `share` of the whole run; then every candidate is measured on the slice (order)
-    and the rule decides (decide). Returns the record's measured part: the probe, the cells,
-    the walls per mode, the chosen mode (None: not measured), why, and the slice."""
+    and the rule decides (decide) on each cell's time scaled to the whole run (whole_run_seconds;
+    total_files: the sample's signal files, 0: the slice's). Returns the record's measured part:
+    the probe, the cells, the walls per mode on the slice and their estimates for the whole run,
+    the chosen mode (None: not measured), why, and the slice."""
     cut = cut_at(first_reads)
     probe = measure_mode(cut, BASELINE, cut.workdir / "probe", run_calls, processes)
     log(f"tuning: first cell, {BASELINE} on {cut.count} of {cut.total} reads: {probe}")
@@ -475,11 +516,18 @@ def tune(
         return result | {"walls": {}, "cells": [], "io_mode": None, "why": sized, "slice": cut}
     if want > cut.count:
         cut = cut_at(want)
-    cells, walls = [], {m: [] for m in candidates}
+    cells, walls, estimates = [], {m: [] for m in candidates}, {m: [] for m in candidates}
+    files = len(cut.files)
     for mode, repeat in plan:
         parts = measure_mode(cut, mode, cut.workdir / f"{mode}.r{repeat}", run_calls, processes)
+        run_s = whole_run_seconds(parts, cut.count, files, cut.total, total_files or files)
+        parts["run_s"] = round(run_s, 1)
         cells.append({"io_mode": mode, "repeat": repeat, **parts})
         walls[mode].append(parts["wall_s"])
+        estimates[mode].append(parts["run_s"])
         log(f"tuning: {mode} repeat {repeat} on {cut.count} reads: {parts}")
-    chosen, why = decide(walls, min_measurable)
-    return result | {"cells": cells, "walls": walls, "io_mode": chosen, "why": why, "slice": cut}
+    chosen, why = decide(walls, min_measurable, estimates)
+    return result | {
+        "cells": cells, "walls": walls, "estimates": estimates, "io_mode": chosen, "why": why,
+        "slice": cut,
+    }  # fmt: skip
