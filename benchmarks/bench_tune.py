@@ -87,6 +87,14 @@ def main() -> None:
             what = f"I/O mode {record['io_mode']}: {record['why']}"
             print(f"  tuning: {record['seconds']:.1f} s, {what}")
             print(f"  first cell: {record.get('probe')}; cells (s): {walls or 'none'}")
+            whole = "; ".join(
+                f"{m} " + ", ".join(f"{w:.0f}" for w in ws)
+                for m, ws in record.get("estimates", {}).items()
+                if ws
+            )
+            print(f"  the whole run, estimated part by part (s): {whole or 'none'}")
+            for cell in record.get("cells", []):
+                print(f"  cell: {cell}")
     print(f"tuned / fast5: x{results['on'][0] / results['off'][0]:.3f} wall")
 
 
