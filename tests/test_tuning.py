@@ -265,10 +265,11 @@ def test_tuning_in_a_run_and_its_reuse(signal_fast5_run, tmp_path):
     assert "Nothing to be done" in output
     # measuring asked of a sample too small to pay it back (another slice setting: the record
     # is not reused): said before any job, and no tuning job; the host file's fast5 runs
+    settings = tmp_path / "small.yaml"  # merged into the run's config (Snakemake's --configfile)
+    settings.write_text("tuning: {reads: 4, repeats: 3, check_payback: true}\n")
     small = run_workflow(
-        work, "-n", target, "--config", f"host={work / 'host.yaml'}",
-        "tuning={reads: 4, repeats: 3, check_payback: true}",
-    )  # fmt: skip
+        work, "-n", target, "--configfile", str(settings), "--config", f"host={work / 'host.yaml'}"
+    )
     output = small.stdout + small.stderr
     said = "numapore: tuning: not measured: the signal answers a read request in "
     assert said in output and "reading the signal of 112 reads costs about " in output
