@@ -238,11 +238,19 @@ def tuning_plan():
         # runs the host file's mode, with no tuning job (its start, the slice's alignment and
         # the DAG's update after a checkpoint cost more than such a sample could gain). Only
         # when no strategy is tuned either (one NUMA node, or given on the command line).
-        cells = len(tuning.order(candidates, settings["repeats"]))
-        latency_ms = settings["storage"]["latency_ms"]
-        worth, because = tuning.worth_measuring(
-            sample.reads, sample.signal, latency_ms, cells, MIN_MEASURABLE_S
-        )
+        # Timed once, by the main process: a job's process (a cluster job parses the workflow
+        # again) gets its answer from the environment, so that both build the same DAG (the
+        # page cache may have changed the storage's answer in between).
+        decided = os.environ.get(tuning.PAYBACK_ENV)
+        if workflow.is_main_process or decided not in ("measure", "skip"):
+            cells = len(tuning.order(candidates, settings["repeats"]))
+            latency_ms = settings["storage"]["latency_ms"]
+            worth, because = tuning.worth_measuring(
+                sample.reads, sample.signal, latency_ms, cells, MIN_MEASURABLE_S
+            )
+            os.environ[tuning.PAYBACK_ENV] = "measure" if worth else "skip"
+        else:
+            worth, because = decided == "measure", "as the run's main process found"
         if not worth:
             if workflow.is_main_process:
                 logger.info(f"numapore: tuning: strategies: {strategies_why}")

@@ -47,6 +47,9 @@ FORMAT = 1
 FAST5_REQUESTS_PER_READ = 34
 # Small reads timed to tell the storage's time per request (spread over the first files).
 LATENCY_PROBES = 8
+# The main process's answer of the payback check, for the job processes that parse the workflow
+# again (worth measuring: "measure", else "skip").
+PAYBACK_ENV = "NUMAPORE_TUNING_PAYBACK"
 PROBE_BYTES = 4096
 MODES = ("off", "on", "again")
 
