@@ -1,9 +1,10 @@
 # Host tuning (config tune: on; numapore.compare.tuning): before the heavy steps, the I/O
 # modes that read the signal are measured on a slice of one raw-signal sample, and on a host of
-# more than one NUMA node the alignment's strategies on its first reads (numapore.compare.
-# tune_strategy); the run uses the winners. A checkpoint: the inputs of the steps whose files depend on the I/O mode (the
-# staged reads, the signal index, the calling) are known once it has run, or is found up to
-# date (its params hold the cache key: another key, or tune=again, and it runs anew).
+# more than one NUMA node the alignment's strategies on its first reads
+# (numapore.compare.tune_strategy); the run uses the winners. A checkpoint: the inputs of the
+# steps whose files depend on the I/O mode (the staged reads, the signal index, the calling)
+# are known once it has run, or is found up to date (its params hold the cache key: another
+# key, or tune=again, and it runs anew).
 
 
 checkpoint tune_host:
