@@ -73,6 +73,40 @@ def beats(walls: Sequence[float], than: Sequence[float]) -> bool:
     )
 
 
+def choose(
+    walls: Mapping[str, Sequence[float]],
+    baseline: str,
+    noun: str,
+    min_measurable: float,
+    estimates: Mapping[str, Sequence[float]] | None = None,
+) -> tuple[str, str]:
+    """The tuner's choice among measured candidates (I/O modes, strategies: noun) and why: the
+    fastest median among those that beat the baseline by the honest rule (beats), else the
+    baseline. The baseline's cells must each run min_measurable s on the slice; estimates (each
+    cell scaled to the whole run), when given, are what the rule weighs instead of the walls."""
+    if not walls.get(baseline):
+        return baseline, f"{baseline} was not measured"
+    if min(walls[baseline]) < min_measurable:
+        return baseline, (
+            f"{baseline} ran under {min_measurable:g} s on the slice: too short to tell "
+            f"{noun}s apart; the simpler {noun} runs"
+        )
+    times = estimates or walls
+    base, where = list(times[baseline]), "the whole run, estimated" if estimates else "the slice"
+    winners = [c for c, w in times.items() if c != baseline and beats(list(w), base)]
+    if not winners:
+        return baseline, (
+            f"no {noun} beat {baseline} in every repeat by more than the repeats' spread and by "
+            f">= {MIN_EFFECT:.0%} (on {where}): the simpler {noun} runs"
+        )
+    best = min(winners, key=lambda c: statistics.median(times[c]))
+    gain = statistics.median(base) / statistics.median(times[best])
+    return best, (
+        f"{best} beat {baseline} in every repeat by more than the spread and >= "
+        f"{MIN_EFFECT:.0%} (x{gain:.2f} on {where})"
+    )
+
+
 def reference_config(config: tuple) -> tuple | None:
     """The configuration a configuration's effect is measured against: strategy none with the
     same step, aligner, I/O mode and threads (a strategy's effect); for strategy none, I/O mode

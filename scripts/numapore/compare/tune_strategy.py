@@ -15,14 +15,13 @@ The workflow imports this module at DAG time: it stays free of heavy imports.
 from __future__ import annotations
 
 import json
-import statistics
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from numapore.compare.recommend import MIN_EFFECT, beats
+from numapore.compare.recommend import choose
 from numapore.compare.tuning import order, slice_size
 from numapore.execution.hosts import HostConfig
 from numapore.inputs.kinds import DEFAULT_KIND
@@ -90,26 +89,7 @@ def candidates(
 def decide(walls: dict[str, Sequence[float]], min_measurable: float) -> tuple[str, str]:
     """The strategy to run and why: the fastest median among those that beat none by the
     honest rule (recommend.beats), else none; none's cells must each run min_measurable s."""
-    base = list(walls.get(BASELINE, []))
-    if not base:
-        return BASELINE, "none was not measured"
-    if min(base) < min_measurable:
-        return BASELINE, (
-            f"{BASELINE} ran under {min_measurable:g} s on the slice: too short to tell "
-            "strategies apart; the simpler strategy runs"
-        )
-    winners = [s for s, w in walls.items() if s != BASELINE and beats(list(w), base)]
-    if not winners:
-        return BASELINE, (
-            f"no strategy beat {BASELINE} in every repeat by more than the repeats' spread "
-            f"and by >= {MIN_EFFECT:.0%}: the simpler strategy runs"
-        )
-    best = min(winners, key=lambda s: statistics.median(walls[s]))
-    gain = statistics.median(base) / statistics.median(walls[best])
-    return best, (
-        f"{best} beat {BASELINE} in every repeat by more than the spread and >= "
-        f"{MIN_EFFECT:.0%} (x{gain:.2f} on the slice)"
-    )
+    return choose(walls, BASELINE, "strategy", min_measurable)
 
 
 class ReadSlice:

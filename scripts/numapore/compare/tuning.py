@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from numapore.base.errors import InputError
-from numapore.compare.recommend import MIN_EFFECT, beats
+from numapore.compare.recommend import choose
 from numapore.execution.io_modes import IO_MODES, io_mode
 
 # The simpler I/O mode every other is measured against (the comparison's baseline).
@@ -233,28 +233,7 @@ def decide(
     time being the effect the rule weighs against the spread. estimates: each cell's time
     scaled to the whole run part by part (whole_run_seconds), which the rule then weighs
     instead of the slice's walls."""
-    base = list(walls.get(BASELINE, []))
-    if not base:
-        return BASELINE, "the baseline was not measured"
-    if min(base) < min_measurable:
-        return BASELINE, (
-            f"{BASELINE} ran under {min_measurable:g} s on the slice: too short to tell modes "
-            "apart; the simpler mode runs"
-        )
-    times = estimates or walls
-    base, where = list(times[BASELINE]), "the whole run, estimated" if estimates else "the slice"
-    winners = [m for m, w in times.items() if m != BASELINE and beats(list(w), base)]
-    if not winners:
-        return BASELINE, (
-            f"no mode beat {BASELINE} in every repeat by more than the repeats' spread and by "
-            f">= {MIN_EFFECT:.0%} (on {where}): the simpler mode runs"
-        )
-    best = min(winners, key=lambda m: statistics.median(times[m]))
-    gain = statistics.median(base) / statistics.median(times[best])
-    return best, (
-        f"{best} beat {BASELINE} in every repeat by more than the spread and >= "
-        f"{MIN_EFFECT:.0%} (x{gain:.2f} on {where})"
-    )
+    return choose(walls, BASELINE, "mode", min_measurable, estimates)
 
 
 def whole_run_seconds(
