@@ -44,7 +44,7 @@ from numapore.compare import tune_strategy, tuning  # noqa: E402
 from numapore.compare.measure import MIN_MEASURABLE_S  # noqa: E402
 from numapore.report.empty import SampleOutputs, closing_lines  # noqa: E402
 from numapore.execution.tools import check_minimap2_preset  # noqa: E402
-from numapore.execution.topology import NumaError, detect_topology  # noqa: E402
+from numapore.execution.topology import NumaError  # noqa: E402
 from numapore.execution.versions import tool_versions  # noqa: E402
 from numapore.inputs.kinds import DEFAULT_KIND, KINDS  # noqa: E402
 from numapore.inputs.schema import check_config, check_sheet, did_you_mean  # noqa: E402
@@ -218,14 +218,8 @@ def tuning_plan():
         candidates,
     ) | {"slice": {k: settings[k] for k in ("reads", "repeats", "share")}}
     # The alignment's strategies too, on a host of more than one NUMA node (tune_strategy).
-    strategies_why = ""
-    if "strategy.alignment" in HOST.overrides:
-        strategies_why = (
-            f"nothing to tune: --config strategy_alignment={HOST.strategy_for('alignment')}"
-        )
-    elif len((HOST.topology or detect_topology()).compute_nodes) <= 1:
-        strategies_why = tune_strategy.ONE_NODE
-    else:
+    strategies_why = tune_strategy.why_not_tuned(HOST)
+    if not strategies_why:
         key["strategies"] = tune_strategy.STEP
     files = tuning.tuning_files()
     reuse, why = tuning.cached(files["record"], key)

@@ -27,12 +27,23 @@ from numapore.execution.hosts import HostConfig
 from numapore.inputs.kinds import DEFAULT_KIND
 from numapore.execution.plan import StepPlan, plan_step
 from numapore.execution.strategies import CONCRETE
-from numapore.execution.topology import Topology, format_cpulist
+from numapore.execution.topology import Topology, detect_topology, format_cpulist
 
 # The simpler strategy every other is measured against, and the step tuned.
 BASELINE = "none"
 STEP = "alignment"
 ONE_NODE = "nothing to tune: one node (every strategy runs as none does)"
+
+
+def why_not_tuned(host: HostConfig) -> str:
+    """Why the run tunes no strategy ('' when it tunes the alignment's): one given on the
+    command line, or a host of one NUMA node (its layout from the host file, else this
+    machine's), where every strategy runs as none does."""
+    if f"strategy.{STEP}" in host.overrides:
+        return f"nothing to tune: --config strategy_{STEP}={host.strategy_for(STEP)}"
+    if len((host.topology or detect_topology()).compute_nodes) <= 1:
+        return ONE_NODE
+    return ""
 
 
 def with_strategy(host: HostConfig, strategy: str, step: str = STEP) -> HostConfig:
