@@ -37,15 +37,19 @@ def simulate(reference: Path, reads: int, out: Path, threads: int) -> None:
     )  # fmt: skip
 
 
-def run(work: Path, row: dict, tune: str, threads: int) -> tuple[float, float, dict | None]:
-    """The workflow up to the calls in a fresh project; wall, CPU and the tuning record."""
+def run(
+    work: Path, row: dict, tune: str, threads: int, tuning_only: bool = False
+) -> tuple[float, float, dict | None]:
+    """The workflow up to the calls (tuning_only: up to the tuning's record) in a fresh
+    project; wall, CPU and the tuning record."""
     host = work / "host.yaml"
     work.mkdir(parents=True)
     host.write_text("topology: auto\nio_mode: fast5\n")
     write_project(work, [row], {"tune": tune, "host": str(host)})
-    target = "results/bench/methylation/bench.minimap2.cpg.calls.tsv"
-    timing = timed(shlex.join([*snakemake_command(work, threads), target]), work)
     record = work / "results" / "tuning" / f"{host_name()}.json"
+    target = "results/bench/methylation/bench.minimap2.cpg.calls.tsv"
+    target = str(record.relative_to(work)) if tuning_only else target
+    timing = timed(shlex.join([*snakemake_command(work, threads), target]), work)
     return timing.wall, timing.cpu, json.loads(record.read_text()) if record.is_file() else None
 
 
@@ -57,7 +61,11 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--reference", type=Path, default=REPO / "resources" / "ecoli_dh10b.fa")
     parser.add_argument("--runs", default="on,off", help="tune values run, in this order")
+    parser.add_argument(
+        "--tuning-only", action="store_true", help="each run only up to the tuning's record"
+    )
     args = parser.parse_args()
+    print(f"load average at the start: {os.getloadavg()}", file=sys.stderr, flush=True)
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         simulate(args.reference, args.simulate, tmp / "sim", args.threads)
@@ -76,13 +84,20 @@ def main() -> None:
             }
             results = {}
             for tune in args.runs.split(","):
-                results[tune] = run(tmp / tune, row, tune, args.threads)
+                results[tune] = run(tmp / tune, row, tune, args.threads, args.tuning_only)
                 wall, cpu, _ = results[tune]
+                load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
                 print(
-                    f"tune={tune}: {wall:.1f} s wall, {cpu:.1f} s CPU", file=sys.stderr, flush=True
+                    f"tune={tune}: {wall:.1f} s wall, {cpu:.1f} s CPU (load average {load})",
+                    file=sys.stderr,
+                    flush=True,
                 )
     where = f"FUSE {args.latency_ms:g} ms, {args.disks} disks" if args.latency_ms else "plain"
-    print(f"{args.simulate} simulated reads, signal on {where} storage, {args.threads} threads")
+    what = "up to the tuning's record" if args.tuning_only else "up to the calls"
+    print(
+        f"{args.simulate} simulated reads, signal on {where} storage, {args.threads} threads, "
+        f"{what}"
+    )
     for tune, (wall, cpu, record) in results.items():
         print(f"tune={tune:3}: {wall:7.1f} s wall, {cpu:7.1f} s CPU")
         if record:

@@ -76,16 +76,16 @@ else:
                 log(f"tuning: slice of {cut.count} of {cut.total} reads, {len(cut.files)} files")
                 return cut
 
-            def calls(reads, mode, cell_record):
+            def calls(reads, bam, mode, folder):
                 run_methylation(
-                    host, reads, cell_record.parent.parent / "slice.bam",
-                    Path(smk.input.reference), reads.parent / "calls.tsv", smk.threads,
-                    p.min_mapq, mode, p.io_processes, cell_record,
+                    host, reads, bam, Path(smk.input.reference), folder / "calls.tsv",
+                    smk.threads, p.min_mapq, mode, p.io_processes, folder / "record.json",
                 )  # fmt: skip
 
             measured = tuning.tune(
                 cut_at, settings["reads"], candidates, settings["repeats"], settings["share"],
                 MIN_MEASURABLE_S, calls, p.io_processes, log, len(list_fast5(signal)),
+                p.call_jobs,
             )  # fmt: skip
         cut = measured.pop("slice")
         record |= measured

@@ -42,6 +42,8 @@ checkpoint tune_host:
         sample=lambda wc: TUNE["sample"],
         min_mapq=config["methylation"]["min_mapping_quality"],
         io_processes=io_processes,
+        # the sample's call jobs, each of which pays nanopolish's start (the estimates)
+        call_jobs=config["scatter"]["methylation"],
         strategies=lambda wc: TUNE["strategies"],
         strategies_why=lambda wc: TUNE["strategies_why"],
     script:

@@ -38,8 +38,9 @@ BASELINE = "fast5"
 # The share of the cap the cells may take: the rest is the tuning's own fixed costs (its job's
 # start, the slices' alignment, nanopolish loading the reference), which the cells do not time.
 CELLS_OF_CAP = 0.5
-# A tuning file's format; a file of another is measured anew.
-FORMAT = 1
+# A tuning file's format; a file of another is measured anew (2: nanopolish's start timed
+# apart and the conversion's readers counted, so a format-1 choice may differ).
+FORMAT = 2
 # Read requests the baseline (fast5) makes per read of signal: h5py reading one read's signal
 # ~26, ~34 with the channel and read attributes nanopolish also reads (measured through the
 # emulated storage, numapore.compare.slowfs). With the storage's time per request, it bounds
@@ -236,23 +237,45 @@ def decide(
     return choose(walls, BASELINE, "mode", min_measurable, estimates)
 
 
+def start_and_rest(
+    start_s: float, all_s: float, reads: int, total_reads: int, starts: int
+) -> float:
+    """A part timed on one read (start_s: its start and that read) and on the slice's reads
+    (all_s), to total_reads: `starts` starts, and each further read at the slice's pace."""
+    per_read = max(0.0, all_s - start_s) / max(1, reads - 1)
+    return start_s * starts + per_read * max(0, total_reads - starts)
+
+
 def whole_run_seconds(
-    parts: Mapping[str, float], reads: int, files: int, total_reads: int, total_files: int
+    parts: Mapping[str, float],
+    reads: int,
+    files: int,
+    total_reads: int,
+    total_files: int,
+    processes: int = 1,
+    call_jobs: int = 1,
 ) -> float:
     """What a cell's mode would add to the whole sample, each part scaled by what it grows
     with (a cell of 10 reads is mostly fixed costs: scaled whole by reads, they would be
-    multiplied too): nanopolish's index of FAST5 files by files (it reads every read group of
-    each file the slice links), of a BLOW5 by reads; the calls by reads; the conversion's
-    start (its process pool, the first file's opening: convert_start_s, one read converted)
-    once, the rest of it by reads. The conversion's processes reading several files at once
-    are not counted: a conservative estimate for the converting modes."""
-    by_reads = total_reads / max(1, reads)
-    run = parts["call_s"] * by_reads
+    multiplied too). nanopolish's calls: their start (loading the reference and the read
+    index; call_start_s, a call on one read) once per call job of the run (call_jobs), the rest
+    by reads. Its index of FAST5 files by files (it reads every read group of each file the
+    slice links); of a BLOW5, its start (index_start_s, the one-read BLOW5) once and the rest
+    by reads. The conversion's start (its process pool, the first file's opening:
+    convert_start_s, one read converted) once; then the run's conversion reads its first task
+    (convert.SLICE_READS read groups, which fix the output's columns) alone, and the rest
+    with its `processes` readers at once, where the slice's few reads were one reader's."""
+    calls = start_and_rest(parts["call_start_s"], parts["call_s"], reads, total_reads, call_jobs)
     if "convert_s" not in parts:
-        return run + parts["index_s"] * total_files / max(1, files)
+        return calls + parts["index_s"] * total_files / max(1, files)
+    from numapore.signal.convert import SLICE_READS
+
+    index = start_and_rest(parts["index_start_s"], parts["index_s"], reads, total_reads, 1)
     start = parts["convert_start_s"]
     per_read = max(0.0, parts["convert_s"] - start) / max(1, reads - 1)
-    return run + parts["index_s"] * by_reads + start + per_read * max(0, total_reads - 1)
+    alone = min(SLICE_READS, total_reads) - 1
+    rest = max(0, total_reads - 1 - alone) / max(1, processes)
+    return calls + index + start + per_read * (alone + rest)
 
 
 def first_groups(layout: Sequence[tuple[str, bool]], need: int) -> tuple[int, list[str]]:
@@ -362,14 +385,16 @@ def group_names(path: str | os.PathLike) -> list[tuple[str, bool]]:
 
 
 class Slice:
-    """A slice in a scratch folder: its reads, their alignments, its signal (the files, and
-    the read groups of each that it takes)."""
+    """A slice in a scratch folder: its reads, their alignments (and those of its first read
+    alone, for the calls' start), its signal (the files, and the read groups of each that it
+    takes)."""
 
     def __init__(self, workdir: Path, groups: Mapping[str, int], reads: Path) -> None:
         self.workdir, self.groups, self.reads = workdir, dict(groups), reads
         self.files = list(groups)
         self.count = self.total = 0
         self.bam = workdir / "slice.bam"
+        self.first_bam = workdir / "first.bam"
 
 
 def cut_slice(
@@ -404,13 +429,23 @@ def aligned_slice(
     folder: Path, reads: Path, signal: Sequence[str], want: int, align: Callable, layout: Callable
 ) -> Slice:
     """cut_slice in a folder of its own, its reads aligned (align(reads, bam): the align
-    job's command, numapore.execution.steps.run_alignment) into slice.bam, indexed."""
+    job's command, numapore.execution.steps.run_alignment) into slice.bam, indexed; the
+    alignments of its first mapped read into first.bam."""
     import pysam
 
     folder.mkdir(parents=True)
     cut = cut_slice(folder, reads, signal, want, layout)
     align(cut.reads, cut.bam)
     pysam.index(str(cut.bam))
+    with pysam.AlignmentFile(str(cut.bam)) as bam:
+        records = list(bam)
+        mapped = (r.query_name for r in records if not (r.is_unmapped or r.is_secondary))
+        first = next(mapped, None)
+        with pysam.AlignmentFile(str(cut.first_bam), "wb", template=bam) as out:
+            for record in records:
+                if record.query_name == first:
+                    out.write(record)
+    pysam.index(str(cut.first_bam))
     return cut
 
 
@@ -434,32 +469,45 @@ def signal_index(reads: Path, fast5_files: Sequence[str], blow5: Path | None) ->
 
 
 def measure_mode(
-    cut: Slice, mode: str, cell: Path, run_calls: Callable[[Path, str, Path], Any], processes: int
+    cut: Slice,
+    mode: str,
+    cell: Path,
+    run_calls: Callable[[Path, Path, str, Path], Any],
+    processes: int,
 ) -> dict[str, float]:
-    """One cell: what the mode adds to a run, on the slice, timed part by part: the conversion
-    to BLOW5 (slow5; first of one read, its start: whole_run_seconds counts it once), nanopolish's
-    index, the calling (run_calls(reads, mode, record))."""
+    """One cell: what the mode adds to a run, on the slice, timed part by part, each fixed cost
+    apart where the run pays it once (whole_run_seconds): the conversion to BLOW5 (slow5; of
+    one read first: its start), nanopolish's index (slow5: of that one-read BLOW5 first), the
+    calls (run_calls(reads, bam, mode, folder): into folder's calls.tsv and record.json; of the
+    slice's first read first, in cell/start: nanopolish's start)."""
     from numapore.signal.convert import convert
 
-    cell.mkdir(parents=True)
+    start = cell / "start"
+    start.mkdir(parents=True)
     reads = cell / cut.reads.name
     reads.symlink_to(cut.reads.absolute())
     marks = [time.monotonic()]  # each part ends where the next begins: the parts sum to the wall
+    names = []
     blow5 = None
     if io_mode(mode).converts_signal:
         first = cut.files[0]
-        convert([first], cell / "start.blow5", processes=processes, progress=None,
+        convert([first], start / "start.blow5", processes=processes, progress=None,
                 first_groups={first: 1})  # fmt: skip
         marks.append(time.monotonic())
         blow5 = cell / "slice.blow5"
         convert(cut.files, blow5, processes=processes, progress=None, first_groups=cut.groups)
         marks.append(time.monotonic())
+        (start / cut.reads.name).symlink_to(cut.reads.absolute())
+        signal_index(start / cut.reads.name, [], start / "start.blow5")
+        marks.append(time.monotonic())
+        names = ["convert_start_s", "convert_s", "index_start_s"]
     signal_index(reads, cut.files, blow5)
     marks.append(time.monotonic())
-    run_calls(reads, mode, cell / "record.json")
+    run_calls(reads, cut.first_bam, mode, start)
     marks.append(time.monotonic())
-    names = ["convert_start_s", "convert_s"] if blow5 else []
-    names += ["index_s", "call_s"]
+    run_calls(reads, cut.bam, mode, cell)
+    marks.append(time.monotonic())
+    names += ["index_s", "call_start_s", "call_s"]
     parts = {n: b - a for n, a, b in zip(names, marks[:-1], marks[1:], strict=True)}
     parts["wall_s"] = marks[-1] - marks[0]
     return {k: round(v, 3) for k, v in parts.items()}
@@ -472,18 +520,20 @@ def tune(
     repeats: int,
     share: float,
     min_measurable: float,
-    run_calls: Callable[[Path, str, Path], Any],
+    run_calls: Callable[[Path, Path, str, Path], Any],
     processes: int,
     log: Callable[[str], None] = print,
     total_files: int = 0,
+    call_jobs: int = 1,
 ) -> dict[str, Any]:
     """A first quick cell (the baseline on a slice of first_reads reads; cut_at(n) cuts and
     aligns a slice of n reads) sizes the slice (slice_size) or says that measuring would cost
     more than `share` of the whole run; then every candidate is measured on the slice (order)
     and the rule decides (decide) on each cell's time scaled to the whole run (whole_run_seconds;
-    total_files: the sample's signal files, 0: the slice's). Returns the record's measured part:
-    the probe, the cells, the walls per mode on the slice and their estimates for the whole run,
-    the chosen mode (None: not measured), why, and the slice."""
+    total_files: the sample's signal files, 0: the slice's; processes: the conversion's and
+    fast5-pool's readers; call_jobs: the run's call jobs of the sample). Returns the record's
+    measured part: the probe, the cells, the walls per mode on the slice and their estimates
+    for the whole run, the chosen mode (None: not measured), why, and the slice."""
     cut = cut_at(first_reads)
     probe = measure_mode(cut, BASELINE, cut.workdir / "probe", run_calls, processes)
     log(f"tuning: first cell, {BASELINE} on {cut.count} of {cut.total} reads: {probe}")
@@ -501,7 +551,9 @@ def tune(
     files = len(cut.files)
     for mode, repeat in plan:
         parts = measure_mode(cut, mode, cut.workdir / f"{mode}.r{repeat}", run_calls, processes)
-        run_s = whole_run_seconds(parts, cut.count, files, cut.total, total_files or files)
+        run_s = whole_run_seconds(
+            parts, cut.count, files, cut.total, total_files or files, processes, call_jobs
+        )
         parts["run_s"] = round(run_s, 1)
         cells.append({"io_mode": mode, "repeat": repeat, **parts})
         walls[mode].append(parts["wall_s"])
