@@ -26,6 +26,7 @@ from project import snakemake_command, write_project
 
 from numapore.compare.slowfs import mounted
 from numapore.compare.tuning import host_name
+from numapore.execution.io_modes import IO_MODES
 
 
 def simulate(reference: Path, reads: int, out: Path, threads: int) -> None:
@@ -41,11 +42,13 @@ def run(
     work: Path, row: dict, tune: str, threads: int, tuning_only: bool = False
 ) -> tuple[float, float, dict | None]:
     """The workflow up to the calls (tuning_only: up to the tuning's record) in a fresh
-    project; wall, CPU and the tuning record."""
+    project; wall, CPU and the tuning record. tune: on, off, or an I/O mode (that mode in the
+    host file, tuning off)."""
     host = work / "host.yaml"
     work.mkdir(parents=True)
-    host.write_text("topology: auto\nio_mode: fast5\n")
-    write_project(work, [row], {"tune": tune, "host": str(host)})
+    mode = tune if tune in IO_MODES else "fast5"
+    host.write_text(f"topology: auto\nio_mode: {mode}\n")
+    write_project(work, [row], {"tune": "off" if tune in IO_MODES else tune, "host": str(host)})
     record = work / "results" / "tuning" / f"{host_name()}.json"
     target = "results/bench/methylation/bench.minimap2.cpg.calls.tsv"
     target = str(record.relative_to(work)) if tuning_only else target
@@ -60,7 +63,11 @@ def main() -> None:
     parser.add_argument("--disks", type=int, default=4)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--reference", type=Path, default=REPO / "resources" / "ecoli_dh10b.fa")
-    parser.add_argument("--runs", default="on,off", help="tune values run, in this order")
+    parser.add_argument(
+        "--runs",
+        default="on,off",
+        help="tune values run, in this order (an I/O mode: that mode, tuning off)",
+    )
     parser.add_argument(
         "--tuning-only", action="store_true", help="each run only up to the tuning's record"
     )
@@ -117,8 +124,9 @@ def main() -> None:
             print(f"  the whole run, estimated part by part (s): {whole or 'none'}")
             for cell in record.get("cells", []):
                 print(f"  cell: {cell}")
-    if {"on", "off"} <= set(results):
-        print(f"tuned / fast5: x{results['on'][0] / results['off'][0]:.3f} wall")
+    for tune in [t for t in results if t != "off" and "off" in results]:
+        name = "tuned" if tune == "on" else tune
+        print(f"{name} / fast5: x{results[tune][0] / results['off'][0]:.3f} wall")
 
 
 if __name__ == "__main__":

@@ -201,12 +201,13 @@ def test_measured_on_a_slice_with_the_real_tools(tmp_path, ecoli_dir):
         )
 
     # No floor on a cell's time: on 2 reads every cell is short; the cap (all of the run) holds.
+    # One repeat: the order of repeats is order()'s (test_candidates_order_and_files).
     result = tuning.tune(
-        cut_at, 2, MODES, 2, 1.0, 0.0, calls, 1, log=lambda line: None, total_files=112
+        cut_at, 2, MODES, 1, 1.0, 0.0, calls, 1, log=lambda line: None, total_files=112
     )
     cut = result["slice"]
     assert (cut.count, cut.total, len(cut.files)) == (2, 112, 2)
-    assert [(c["io_mode"], c["repeat"]) for c in result["cells"]] == tuning.order(MODES, 2)
+    assert [(c["io_mode"], c["repeat"]) for c in result["cells"]] == tuning.order(MODES, 1)
     parts = ["convert_start_s", "convert_s", "index_start_s", "index_s", "call_start_s", "call_s"]
     for cell in result["cells"]:
         assert cell["wall_s"] == pytest.approx(sum(cell.get(p, 0) for p in parts), abs=0.01)
