@@ -42,17 +42,16 @@ def run(
     work: Path, row: dict, tune: str, threads: int, tuning_only: bool = False
 ) -> tuple[float, float, dict | None]:
     """The workflow up to the calls (tuning_only: up to the tuning's record) in a fresh
-    project; wall, CPU and the tuning record. tune: on, off, or an I/O mode (that mode in the
-    host file, tuning off)."""
-    host = work / "host.yaml"
+    project; wall, CPU and the tuning record. tune: on, off, or an I/O mode (that mode given
+    with --config, tuning off). The host file is the profile's (host=auto: here one node's,
+    io_mode fast5)."""
     work.mkdir(parents=True)
-    mode = tune if tune in IO_MODES else "fast5"
-    host.write_text(f"topology: auto\nio_mode: {mode}\n")
-    write_project(work, [row], {"tune": "off" if tune in IO_MODES else tune, "host": str(host)})
+    write_project(work, [row], {"tune": "off" if tune in IO_MODES else tune})
+    given = ["--config", f"io_mode={tune}"] if tune in IO_MODES else []
     record = work / "results" / "tuning" / f"{host_name()}.json"
     target = "results/bench/methylation/bench.minimap2.cpg.calls.tsv"
     target = str(record.relative_to(work)) if tuning_only else target
-    timing = timed(shlex.join([*snakemake_command(work, threads), target]), work)
+    timing = timed(shlex.join([*snakemake_command(work, threads), target, *given]), work)
     return timing.wall, timing.cpu, json.loads(record.read_text()) if record.is_file() else None
 
 
