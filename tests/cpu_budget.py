@@ -67,7 +67,7 @@ def pytest_terminal_summary(terminalreporter, config):
 def _write_workers(terminalreporter, config, spans) -> None:
     """Each worker's busy time and when it finished: a worker that ends long before the others
     is time two cores stood half idle (the files a worker ran, in order, go to
-    .pytest_cache/worker-timeline.tsv)."""
+    .pytest_cache/d/timeline/worker-timeline.tsv)."""
     begin = min(span[0] for files in spans.values() for span in files.values())
     terminalreporter.write_sep("=", "workers: busy seconds, and when each finished")
     lines = ["worker\tfile\tstart_s\tend_s"]
