@@ -2,7 +2,8 @@
 and check that some of the reads have raw signal (numapore.report.empty).
 
 nanopolish writes its index beside the reads it is given: a link to them in a scratch folder,
-so that the files get their final names (a rename) only once all are complete."""
+so that the files get their final names (a rename) only once all are complete. A BLOW5 is given
+as a link there too: nanopolish rewrites its .idx, which other jobs may be reading."""
 
 import os
 import subprocess
@@ -13,7 +14,7 @@ from numapore.signal.hdf5plugin import vbz_plugin_env
 from numapore.base.atomic import scratch_dir
 from numapore.base.rulelog import redirect_to_log
 from numapore.signal.slow5 import blow5_problem
-from numapore.execution.tools import nanopolish_index_command
+from numapore.execution.tools import nanopolish_index_command, name_blow5_in_readdb
 from numapore.report.empty import check_reads_have_signal
 
 smk = snakemake  # noqa: F821 (injected by the script directive)
@@ -27,7 +28,10 @@ reads = Path(smk.input.reads)
 with scratch_dir(smk.output[0]) as scratch:
     link = scratch / reads.name
     link.symlink_to(os.path.relpath(reads, scratch))
-    command = nanopolish_index_command(link, list(smk.input.signal), blow5)
+    given = blow5 and scratch / blow5.name  # nanopolish rewrites its .idx: name_blow5_in_readdb
+    if given:
+        given.symlink_to(os.path.relpath(blow5, scratch))
+    command = nanopolish_index_command(link, list(smk.input.signal), given)
     print(command, flush=True)
     # Snakemake sets OMP_NUM_THREADS to the rule's threads, 0 here (HOLDS_NO_CORE), which
     # libgomp refuses with a warning in the log; nanopolish index runs one thread.
@@ -36,6 +40,8 @@ with scratch_dir(smk.output[0]) as scratch:
         done = subprocess.run(command, shell=True, stdout=sys.stdout, stderr=sys.stderr, env=env)
     if done.returncode != 0:
         sys.exit(done.returncode)
+    if given:
+        name_blow5_in_readdb(scratch / f"{link.name}.index.readdb", given, blow5)
     # Reads none of which has raw signal (basecalled from another run?): stop here, naming them.
     print(
         check_reads_have_signal(

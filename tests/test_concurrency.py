@@ -14,6 +14,7 @@ import functools
 import re
 import shutil
 import subprocess
+import sys
 from collections import defaultdict
 from pathlib import Path
 
@@ -89,12 +90,17 @@ def written_paths(trace_dir: Path) -> dict[str, set[str]]:
             elif (m := _RENAME.match(line)) and cwd:
                 writes[pid].add(str(Path(cwd, m.group(2))))
     (root,) = {p for p in command if p not in parent}
+    # Snakemake's own: its process and the threads (or forks) it made that ran no program; a
+    # job may be started from one of its threads (the thread is then the job's parent).
+    own = {root}
+    while grown := {p for p, up in parent.items() if up in own and p not in command} - own:
+        own |= grown
 
     def job(pid: int) -> str:
-        """The job a process belongs to: its ancestor directly below Snakemake."""
-        while pid != root and parent.get(pid, root) != root:
+        """The job a process belongs to: its ancestor directly below Snakemake's own."""
+        while pid not in own and parent.get(pid, root) not in own:
             pid = parent[pid]
-        if pid == root or pid not in command:  # Snakemake itself, or a thread of it
+        if pid in own or pid not in command:
             return "snakemake"
         return f"{pid}: {command[pid]}"
 
@@ -122,6 +128,15 @@ def test_written_paths_follow_processes_and_renames(tmp_path):
         by_path
     )
     assert by_path[str(sub / "a.txt")] != {"snakemake"}  # written by mv, a child of bash
+    # A program started from a thread is a job of its own, as one started by the main thread.
+    code = "import subprocess as s, threading as t; r = t.Thread(target=s.run, args=(%r,)); "
+    code += "r.start(); r.join(); s.run(%r)"
+    code %= (["touch", "thread.txt"], ["touch", "main.txt"])
+    subprocess.run(traced([sys.executable, "-c", code], trace / "t"), cwd=tmp_path, check=True)
+    by_path = written_paths(trace / "t")
+    for name in ("thread.txt", "main.txt"):
+        (writer,) = by_path[str(tmp_path.resolve() / name)]
+        assert writer.endswith('"touch", "' + name + '"'), writer
 
 
 @pytest.fixture(scope="module")

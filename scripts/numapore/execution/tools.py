@@ -109,3 +109,15 @@ def nanopolish_index_command(reads: Path, fast5_dirs: list[str], blow5: Path | N
     else:
         signal = " ".join(f"-d {quote(d)}" for d in fast5_dirs)
     return f"nanopolish index {signal} {quote(str(reads))}"
+
+
+def name_blow5_in_readdb(readdb: Path, given: Path, blow5: Path) -> None:
+    """nanopolish index --slow5 always writes <BLOW5>.idx, truncating it first, while other jobs
+    may be reading that BLOW5: it is given a link of its own (given) in a scratch folder, where
+    that .idx stays. Its read index (readdb: one `*<TAB>path` line) then names the BLOW5 itself,
+    as it would have."""
+    line = f"*\t{given}\n"
+    text = readdb.read_text()
+    if line not in text.splitlines(keepends=True):
+        raise RuntimeError(f"numapore: {readdb}: no line {line!r} (nanopolish index --slow5)")
+    readdb.write_text(text.replace(line, f"*\t{blow5}\n"))
