@@ -41,7 +41,10 @@ with scratch_dir(smk.output[0]) as scratch:
     if done.returncode != 0:
         sys.exit(done.returncode)
     if given:
-        name_blow5_in_readdb(scratch / f"{link.name}.index.readdb", given, blow5)
+        try:
+            name_blow5_in_readdb(scratch / f"{link.name}.index.readdb", given, blow5)
+        except ValueError as err:  # another nanopolish's read index: one line, no traceback
+            sys.exit(str(err))
     # Reads none of which has raw signal (basecalled from another run?): stop here, naming them.
     print(
         check_reads_have_signal(

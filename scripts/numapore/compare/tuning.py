@@ -237,13 +237,18 @@ def decide(
     return choose(walls, BASELINE, "mode", min_measurable, estimates)
 
 
+def further_read_s(start_s: float, all_s: float, reads: int) -> float:
+    """A part timed on one read (start_s: its start and that read) and on the slice's reads
+    (all_s): the time of each further read."""
+    return max(0.0, all_s - start_s) / max(1, reads - 1)
+
+
 def start_and_rest(
     start_s: float, all_s: float, reads: int, total_reads: int, starts: int
 ) -> float:
-    """A part timed on one read (start_s: its start and that read) and on the slice's reads
-    (all_s), to total_reads: `starts` starts, and each further read at the slice's pace."""
-    per_read = max(0.0, all_s - start_s) / max(1, reads - 1)
-    return start_s * starts + per_read * max(0, total_reads - starts)
+    """Such a part (further_read_s) to total_reads: `starts` starts, and each further read at
+    the slice's pace."""
+    return start_s * starts + further_read_s(start_s, all_s, reads) * max(0, total_reads - starts)
 
 
 def whole_run_seconds(
@@ -268,11 +273,11 @@ def whole_run_seconds(
     calls = start_and_rest(parts["call_start_s"], parts["call_s"], reads, total_reads, call_jobs)
     if "convert_s" not in parts:
         return calls + parts["index_s"] * total_files / max(1, files)
-    from numapore.signal.convert import SLICE_READS
+    from numapore.signal.convert import SLICE_READS  # here: convert imports h5py (DAG time)
 
     index = start_and_rest(parts["index_start_s"], parts["index_s"], reads, total_reads, 1)
     start = parts["convert_start_s"]
-    per_read = max(0.0, parts["convert_s"] - start) / max(1, reads - 1)
+    per_read = further_read_s(start, parts["convert_s"], reads)
     alone = min(SLICE_READS, total_reads) - 1
     rest = max(0, total_reads - 1 - alone) / max(1, processes)
     return calls + index + start + per_read * (alone + rest)

@@ -119,5 +119,5 @@ def name_blow5_in_readdb(readdb: Path, given: Path, blow5: Path) -> None:
     line = f"*\t{given}\n"
     text = readdb.read_text()
     if line not in text.splitlines(keepends=True):
-        raise RuntimeError(f"numapore: {readdb}: no line {line!r} (nanopolish index --slow5)")
+        raise ValueError(f"numapore: {readdb}: no line {line!r} (nanopolish index --slow5)")
     readdb.write_text(text.replace(line, f"*\t{blow5}\n"))
