@@ -14,6 +14,7 @@ import h5py
 import numpy as np
 import pytest
 
+from numapore.signal import convert as convert_mod
 from numapore.signal import fast5_core
 from numapore.signal.convert import ConversionError, convert
 from numapore.signal.fast5 import list_fast5, read_layout
@@ -118,15 +119,19 @@ def test_folders_same_bytes_both_readers(
 def test_real_reads_same_bytes_both_readers(
     ecoli_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, source: str
 ) -> None:
-    """The 112 real reads (gzip) and the VBZ-compressed multi-read file: identical BLOW5."""
+    """The 112 real reads (gzip) and the VBZ-compressed multi-read file: identical BLOW5, also
+    with the compiled reader reading files object by object (files above CORE_MAX_BYTES) and
+    with the multi-read file in slices of one read (a file read whole is kept between them)."""
     src = ecoli_dir / "fast5" if source == "ecoli" else VBZ_DIR
-    results = {}
-    for compiled in (True, False):
-        out = tmp_path / str(compiled)
+    monkeypatch.setattr(convert_mod, "SLICE_READS", 1)
+    results, whole = {}, fast5_core.CORE_MAX_BYTES
+    for compiled, core_max in ((True, whole), (True, 0), (False, 0)):
+        monkeypatch.setattr(fast5_core, "CORE_MAX_BYTES", core_max)
+        out = tmp_path / f"{compiled}-{core_max}"
         out.mkdir()
         convert_with(compiled, monkeypatch, [src], out / "reads.blow5", signal_compression="svb-zd")
-        results[compiled] = outputs(out)
-    assert results[True] == results[False]
+        results[compiled, core_max] = outputs(out)
+    assert results[True, whole] == results[True, 0] == results[False, 0]
 
 
 def test_usual_files_take_the_compiled_path(ecoli_dir: Path, f2s_dir: Path) -> None:

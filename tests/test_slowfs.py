@@ -21,6 +21,11 @@ from conftest import REPO
 from numapore.signal import fast5  # noqa: F401  (registers the vbz filter with h5py)
 from numapore.compare import slowfs
 from numapore.compare.slowfs import SlowFSError, SlowMount, mounted
+from numapore.signal import convert as convert_mod
+from numapore.signal import fast5_core
+from numapore.signal.convert import convert
+
+VBZ_DIR = Path(__file__).parent / "data" / "vbz"  # a multi-read FAST5 of 3 reads
 
 
 @pytest.fixture(scope="module")
@@ -82,6 +87,24 @@ def test_h5py_reads_fast5_signal_through_mount(fast5_files):
     np.testing.assert_array_equal(signal_, expected)
     # HDF5 reads a FAST5 in many small requests (superblock, B-trees, attributes, chunks).
     assert mnt.stats.opens == 1 and mnt.stats.read_requests > 5
+
+
+def test_conversion_reads_a_file_whole_once(tmp_path, monkeypatch):
+    """numapore's conversion reads a FAST5 whole, in one pass (one request a MiB), and keeps it
+    for the next slice of its reads; object by object (files above CORE_MAX_BYTES) a multi-read
+    file of 3 reads in slices of one read costs dozens of requests. Same bytes either way."""
+    monkeypatch.setattr(convert_mod, "SLICE_READS", 1)
+    requests, outputs, whole = {}, set(), fast5_core.CORE_MAX_BYTES
+    for core_max in (whole, 0):
+        monkeypatch.setattr(fast5_core, "CORE_MAX_BYTES", core_max)
+        out = tmp_path / f"{core_max}.blow5"
+        with mounted([VBZ_DIR], latency_ms=1, disks=4) as mnt:
+            convert([mnt.path(VBZ_DIR)], out, progress=None, write_index=False)
+        requests[core_max] = mnt.stats.read_requests
+        outputs.add(out.read_bytes())
+    size = (VBZ_DIR / "batch_0.fast5").stat().st_size
+    assert requests[whole] == -(-size // (1 << 20)) == 1
+    assert requests[0] > 30 and len(outputs) == 1
 
 
 def test_sequential_requests_wait_the_latency_each(fast5_files):

@@ -26,6 +26,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <zlib.h>
 
 #define NP5_ENCODED 0
@@ -116,6 +117,12 @@ typedef struct {
     z_stream zs;
     int zs_ready;
     hid_t fapl;
+    /* files read whole (np5_read_file): see open_file */
+    hid_t core_fapl;
+    int64_t core_max; /* bytes; 0: never */
+    hid_t kept;       /* a file read whole, open for the next call on it; -1: none */
+    char *kept_path;
+    struct stat kept_stat;
 } np5_ctx;
 
 /* ---------- memory ---------- */
@@ -206,7 +213,10 @@ static np5_ctx *np5_new(int record_compression, int signal_compression) {
     ctx->fapl = H5Pcreate(H5P_FILE_ACCESS);
     /* closing the file closes whatever a fallback left open */
     H5Pset_fclose_degree(ctx->fapl, H5F_CLOSE_STRONG);
-    if (!ctx->inflater || ctx->fapl < 0) {
+    ctx->core_fapl = H5Pcopy(ctx->fapl);
+    ctx->kept = -1;
+    if (!ctx->inflater || ctx->fapl < 0 || ctx->core_fapl < 0 ||
+        H5Pset_fapl_core(ctx->core_fapl, 1 << 20, 0) < 0) {
         free(ctx);
         return NULL;
     }
@@ -224,9 +234,14 @@ static void np5_free(np5_ctx *ctx) {
     free(ctx->chunk);
     libdeflate_free_decompressor(ctx->inflater);
     if (ctx->zs_ready) deflateEnd(&ctx->zs);
+    if (ctx->kept >= 0) H5Fclose(ctx->kept);
+    free(ctx->kept_path);
+    H5Pclose(ctx->core_fapl);
     H5Pclose(ctx->fapl);
     free(ctx);
 }
+
+static void np5_set_core_max(np5_ctx *ctx, int64_t bytes) { ctx->core_max = bytes; }
 
 static int np5_add_field(np5_ctx *ctx, const char *name, int type, const char *labels) {
     if (ctx->nfields >= MAX_AUX) return -1;
@@ -1363,6 +1378,50 @@ static int encode_read(np5_ctx *ctx, np5_read *rd) {
 
 /* ---------- entry point ---------- */
 
+/* Files up to ctx->core_max bytes (numapore.signal.fast5_core.CORE_MAX_BYTES) are read whole
+ * by HDF5's core driver, into memory without a backing store: one sequential read(), which
+ * storage serves in large requests (FUSE: 1 MiB each). The default driver asks for each object
+ * apart, ~18 requests of a few kB per read group: on NFS or a seek-bound disk each one costs a
+ * latency. A file read whole stays open for the next call on the same, unchanged file (the
+ * next slice of a multi-read file), so each reader process reads it once.
+ * Memory: one file image per context (reader process), at most core_max bytes. */
+static int same_file(const struct stat *a, const struct stat *b) {
+    return a->st_dev == b->st_dev && a->st_ino == b->st_ino && a->st_size == b->st_size &&
+           a->st_mtim.tv_sec == b->st_mtim.tv_sec && a->st_mtim.tv_nsec == b->st_mtim.tv_nsec;
+}
+
+static void forget_file(np5_ctx *ctx) {
+    if (ctx->kept >= 0) H5Fclose(ctx->kept);
+    ctx->kept = -1;
+    free(ctx->kept_path);
+    ctx->kept_path = NULL;
+}
+
+/* The file for a call (*whole: read whole by the core driver), or < 0. */
+static hid_t open_file(np5_ctx *ctx, const char *path, int *whole) {
+    struct stat st;
+    int known = stat(path, &st) == 0;
+    if (ctx->kept >= 0 && known && !strcmp(ctx->kept_path, path) &&
+        same_file(&st, &ctx->kept_stat)) {
+        hid_t fid = ctx->kept;
+        ctx->kept = -1; /* the call keeps it again or closes it */
+        *whole = 1;
+        return fid;
+    }
+    forget_file(ctx);
+    *whole = known && S_ISREG(st.st_mode) && st.st_size <= ctx->core_max;
+    if (*whole) ctx->kept_stat = st;
+    return H5Fopen(path, H5F_ACC_RDONLY, *whole ? ctx->core_fapl : ctx->fapl);
+}
+
+static int keep_file(np5_ctx *ctx, const char *path) {
+    if (!ctx->kept_path || strcmp(ctx->kept_path, path)) {
+        free(ctx->kept_path);
+        ctx->kept_path = strdup(path);
+    }
+    return ctx->kept_path ? 0 : -1;
+}
+
 /* Read a FAST5 file (read groups [start, stop) of a multi-read file; stop < 0: to the end).
  * NP5_ENCODED: every read encoded (ctx->out, reads[i].blob_*); NP5_DECODED: reads decoded
  * for Python (output columns unknown, or a read of a run without a read group);
@@ -1373,13 +1432,20 @@ static int np5_read_file(np5_ctx *ctx, const char *path, int start, int stop) {
     ctx->groups = 0;
     ctx->out_len = 0;
     ctx->reason = NULL;
-    hid_t fid = H5Fopen(path, H5F_ACC_RDONLY, ctx->fapl);
+    int whole;
+    hid_t fid = open_file(ctx, path, &whole);
     if (fid < 0) {
         fallback(ctx, "cannot open as HDF5");
         return NP5_FALLBACK;
     }
     int rc = walk_file(ctx, fid, start, stop);
-    H5Fclose(fid);
+    /* keep a file read whole while later read groups remain to be read (only the file itself
+     * open: a fallback's leftovers are closed with it) */
+    if (whole && rc == 0 && stop >= 0 && stop < ctx->groups &&
+        H5Fget_obj_count(fid, H5F_OBJ_ALL) == 1 && keep_file(ctx, path) == 0)
+        ctx->kept = fid;
+    else
+        H5Fclose(fid);
     if (rc < 0) {
         fallback(ctx, "out of memory");
         return NP5_FALLBACK;

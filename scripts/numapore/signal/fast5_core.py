@@ -43,6 +43,11 @@ TYPE_CODES = {name: code for code, name in enumerate(TYPE_NAMES)}
 ENCODED, DECODED, FALLBACK = 0, 1, 2
 MAX_FIELDS, MAX_RUNS = 64, 4096  # fast5_core.c: MAX_AUX, MAX_RUNS
 RECORD_COMPRESSIONS = {"none": 0, "zlib": 1}  # zstd records: the Python encoder
+# A FAST5 file up to this size is read whole into memory, in one sequential pass, rather than
+# object by object (fast5_core.c: open_file): on storage where each request costs a latency,
+# ~18 small requests per read become a few large ones. Memory: one such file per reader
+# process at a time (K readers: K x 256 MiB at most); bigger files are read object by object.
+CORE_MAX_BYTES = 256 << 20
 SIGNAL_COMPRESSIONS = {"none": 0, "svb-zd": 1}
 
 
@@ -73,6 +78,7 @@ class CoreReader:
         if ctx == ffi.NULL:
             raise MemoryError("numapore: cannot set up the compiled FAST5 reader")
         self.ctx = ffi.gc(ctx, lib.np5_free)
+        lib.np5_set_core_max(self.ctx, CORE_MAX_BYTES)
         if aux_fields is not None:
             lib.np5_set_schema_known(self.ctx)
             for aux in aux_fields:

@@ -38,6 +38,7 @@ np5_ctx *np5_new(int record_compression, int signal_compression);
 void np5_free(np5_ctx *ctx);
 int np5_add_field(np5_ctx *ctx, const char *name, int type, const char *labels);
 void np5_set_schema_known(np5_ctx *ctx);
+void np5_set_core_max(np5_ctx *ctx, int64_t bytes);
 int np5_add_run(np5_ctx *ctx, const char *run_id, uint32_t group);
 int np5_register_filter(const char *library);
 int np5_read_file(np5_ctx *ctx, const char *path, int start, int stop);
