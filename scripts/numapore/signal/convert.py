@@ -22,7 +22,9 @@ cannot read like read_fast5 to read_fast5 (h5py), which gives the same bytes.  R
 in input order, so the output does not depend on K.  A worker encodes only once it knows the
 output's aux columns and the read group of the run; the first file, and any file that brings a new
 run_id, comes back decoded and is encoded by the parent.  Multi-read files are split into slices of
-SLICE_READS read groups so that K workers share a big file.
+SLICE_READS read groups so that K workers share a big file.  The compiled reader reads a file up to
+fast5_core.CORE_MAX_BYTES whole, in one sequential pass, and a worker keeps it for the file's next
+slice: on slow storage (NFS, a seek-bound disk) a few large requests, not ~18 small ones a read.
 
 Reading happens only in worker processes, also at K=1, because a damaged file can crash an HDF5
 library (Debian's 1.10 segfaults on some flipped bytes that h5py's newer HDF5 refuses cleanly).

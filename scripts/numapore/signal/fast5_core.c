@@ -12,7 +12,9 @@
  *
  * Gzip'd signal chunks are read raw (H5Dread_chunk) and inflated with libdeflate (the same
  * samples as HDF5's zlib filter, faster); other filters (VBZ through its registered plugin)
- * go through H5Dread. The svb-zd encoder (svbzd_encode) is prepended by the build.
+ * go through H5Dread. The svb-zd encoder (svbzd_encode) is prepended by the build. A file up
+ * to a size bound is read whole into memory first (open_file: few large requests on slow
+ * storage rather than a few small ones per object).
  *
  * A second call (np5_layout) gives numapore.signal.fast5.read_layout's answer for the census
  * (each read's id and whether it has a non-empty Signal, from the layout alone) under the same

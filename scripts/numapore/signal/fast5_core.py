@@ -5,7 +5,9 @@ FAST5 file with the rules of numapore.signal.fast5.read_fast5 and, once the outp
 and the read's run are known, returns the encoded records, so a converter worker does no Python
 work per attribute. It covers the common case only and answers None for anything else (an
 unusual type or layout, a bad value, an unreadable file): the caller then reads that file with
-the Python reader, which gives the same records, refusals and messages. Without the compiled
+the Python reader, which gives the same records, refusals and messages. A file up to
+CORE_MAX_BYTES is read whole into memory first (one sequential pass) and kept while its later
+read groups are still to be read. Without the compiled
 module (not built) every file takes the Python reader.
 
     reader = core_reader("blow5", "zlib", "svb-zd", aux_fields, read_groups)  # None: unusable
