@@ -7,8 +7,8 @@ work per attribute. It covers the common case only and answers None for anything
 unusual type or layout, a bad value, an unreadable file): the caller then reads that file with
 the Python reader, which gives the same records, refusals and messages. A file up to
 CORE_MAX_BYTES is read whole into memory first (one sequential pass) and kept while its later
-read groups are still to be read. Without the compiled
-module (not built) every file takes the Python reader.
+read groups are still to be read. Without the compiled module (not built) every file takes the
+Python reader.
 
     reader = core_reader("blow5", "zlib", "svb-zd", aux_fields, read_groups)  # None: unusable
     got = reader.read(path, start, stop)  # None: use read_fast5
