@@ -1,7 +1,7 @@
 """Checkpoint tune_host: measure the I/O modes on a slice of the tuned sample (its first signal
 files), and on a host of more than one NUMA node the alignment's strategies on its first reads
-(numapore.compare.tune_strategy), decide by the honest rule, write the tuning record (read by
-the run) and the adoptable host file (numapore.compare.tuning)."""
+(numapore.compare.tune_strategy; a sample of any kind), decide by the honest rule, write the
+tuning record (read by the run) and the adoptable host file (numapore.compare.tuning)."""
 
 import json
 import sys
@@ -28,7 +28,8 @@ host = load_host_config(p.host)
 started = time.monotonic()
 record = {
     "format": tuning.FORMAT,
-    "host": tuning.host_name(),
+    "host": tuning.host_name(),  # the machine that measured (on a cluster, a partition's node)
+    "name": Path(smk.output.record).stem,  # what the tuning holds for (tuning.tuning_name)
     "measured": datetime.now(UTC).isoformat(timespec="seconds"),
     "host_file": p.host,
     "key": p.key,
@@ -41,7 +42,12 @@ def log(line):
     print(line, file=sys.stderr, flush=True)
 
 
-if len(candidates) < 2:
+if not candidates:  # only the strategies are tuned (common.smk: tuning_plan)
+    record |= {
+        "io_mode": host.io_mode,
+        "why": "not tuned: the host file's (no raw signal, or given)",
+    }
+elif len(candidates) < 2:
     record |= {"io_mode": candidates[0], "why": "the only I/O mode that reads the signal"}
 else:
     with scratch_dir(smk.output.record) as work:
@@ -102,6 +108,8 @@ if p.strategies:  # more than one NUMA node (common.smk: tuning_plan)
         block = tune_strategy.tune_alignment(
             host, p.aligner, p.index, [Path(f) for f in smk.input.index], Path(smk.input.reads),
             smk.threads, Path(work), settings, MIN_MEASURABLE_S, kind=p.kind, log=log,
+            reads2=Path(smk.input.reads2) if smk.input.get("reads2") else None,
+            reference=Path(smk.input.reference),
         )  # fmt: skip
     block.pop("folder", None)
     record["strategy"] = block

@@ -314,8 +314,8 @@ def test_conversion_is_not_a_host_file_step():
 
 
 def job_resources(dry_run: str, rule: str) -> list[str]:
-    """The `resources:` lines of a rule's jobs in a dry run's output."""
-    blocks = re.findall(rf"^rule {rule}:\n((?:    .*\n)+)", dry_run, re.M)
+    """The `resources:` lines of a rule's (or checkpoint's) jobs in a dry run's output."""
+    blocks = re.findall(rf"^(?:rule|checkpoint) {rule}:\n((?:    .*\n)+)", dry_run, re.M)
     return [line for block in blocks for line in block.splitlines() if "resources:" in line]
 
 
@@ -343,15 +343,34 @@ def test_profile_takes_partition_account_and_host_from_the_environment(tmp_path,
     # A partition's host file for other machines (8 NUMA nodes, 64 CPUs, instances): the
     # submitting host only reads it (each job checks it on its node), and every heavy job asks
     # for a whole node of that layout.
+    # With host tuning on: the layout's 8 nodes make the alignment's strategies a candidate, so
+    # a tuning job is planned, on a whole node of the partition, its files named for the
+    # partition (a node type: tuned once, whichever node measures and whatever host submits).
+    # (--configfile: a --config would replace the profile's config.)
     env["NUMAPORE_HOST"] = "opteron-6376"
+    tune = tmp_path / "tune.yaml"
+    tune.write_text('tune: "on"\n')
     result = forked_snakemake.run(
-        slurm_command(work, "--dry-run", "--cores", "8"), capture_output=True, text=True, env=env
-    )
-    assert result.returncode == 0, result.stdout + result.stderr
+        slurm_command(work, "--dry-run", "--cores", "8", "--configfile", str(tune)),
+        capture_output=True, text=True, env=env,
+    )  # fmt: skip
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output
     for line in job_resources(result.stdout, "call_methylation") + job_resources(
         result.stdout, "align"
     ):
         assert "slurm_extra=--exclusive" in line and "cpus_per_task=64" in line
+    assert (
+        "numapore: tuning: no tuning for partition-long yet (results/tuning/partition-long"
+        in output
+    )
+    tune_jobs = job_resources(result.stdout, "tune_host")
+    assert len(tune_jobs) == 1, output
+    tune_job = tune_jobs[0]
+    assert "slurm_partition=long" in tune_job and "slurm_extra=--exclusive" in tune_job
+    assert (
+        "output: results/tuning/partition-long.json, results/tuning/partition-long.yaml" in output
+    )
     # Checked here when the command line replaces the profile's config (host_check: local).
     result = forked_snakemake.run(
         slurm_command(work, "--dry-run", "--config", "host=opteron-6376"),
@@ -360,11 +379,17 @@ def test_profile_takes_partition_account_and_host_from_the_environment(tmp_path,
     assert result.returncode != 0
     assert "opteron-6376.yaml does not match this machine" in result.stdout + result.stderr
     # Without the variables: no partition or account (the plugin asks Slurm), host shared-node.
+    # Host tuning there: the cluster's default partition's tuning (this sample is too small to
+    # pay back measuring its signal's I/O modes: nothing is measured, and the run says why).
     plain = {k: v for k, v in os.environ.items() if not k.startswith("NUMAPORE_")}
     result = forked_snakemake.run(
-        slurm_command(work, "--dry-run"), capture_output=True, text=True, env=plain
-    )
-    assert result.returncode == 0, result.stdout + result.stderr
+        slurm_command(work, "--dry-run", "--configfile", str(tune)),
+        capture_output=True, text=True, env=plain,
+    )  # fmt: skip
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output
+    assert "tuning: no tuning for partition-default yet (results/tuning/partition-default" in output
+    assert "numapore: tuning: not measured: " in output and "tune_host" not in result.stdout
     for line in job_resources(result.stdout, "call_methylation"):
         assert "slurm_partition" not in line and "slurm_account" not in line
         assert "slurm_extra" not in line

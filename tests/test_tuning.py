@@ -6,19 +6,23 @@ sample too small to pay back its tuning, told before any job."""
 
 from __future__ import annotations
 
+import gzip
 import html
 import json
 import subprocess
+from pathlib import Path
 
 import pyslow5
 import pysam
 import pytest
 import yaml
 from conftest import run_workflow
+from project import REPO
 
 from numapore.base.errors import InputError
 from numapore.compare import tune_strategy, tuning
 from numapore.compare.measure import MIN_MEASURABLE_S
+from numapore.execution.aligners import ALIGNERS
 from numapore.execution.hosts import host_config_from_dict, load_host_config
 from numapore.execution.steps import run_alignment, run_methylation
 from numapore.execution.topology import Node, Topology, parse_cpulist
@@ -275,7 +279,7 @@ def test_tuning_in_a_run_and_its_reuse(signal_fast5_run, tmp_path):
     assert html.escape(record["why"]) in page.read_text()
     # the run's log: the tuning's reason, before any heavy step
     stderr = (work / "run.stderr").read_text()
-    assert f"numapore: tuning: no tuning of this host yet (results/tuning/{name}.json)" in stderr
+    assert f"numapore: tuning: no tuning for {name} yet (results/tuning/{name}.json)" in stderr
     assert f"numapore: tuning: strategies: {tune_strategy.ONE_NODE}" in stderr
     assert stderr.index("checkpoint tune_host") < stderr.index("rule align")
     # a second run: the record reused (its log says so), nothing measured again
@@ -389,3 +393,60 @@ def test_strategies_measured_on_a_slice_with_the_real_tools(tmp_path, ecoli_dir)
                                          0.0)  # fmt: skip
     assert block == {"step": "alignment", "nodes": 1, "candidates": ["none"], "strategy": None,
                      "why": tune_strategy.ONE_NODE}  # fmt: skip
+
+
+def test_strategies_measured_on_each_kinds_slice(tmp_path):
+    """Every input kind's alignment tuned as its align job runs: bowtie2-examples' pairs with
+    bwa (the slice's R2 mates are its R1's), and modkit's unaligned modBAM with minimap2 (the
+    slice staged as the staging does, tags in the headers, kept by minimap2 -y); none and
+    localalloc (numactl) measured on each, the cells' records the same."""
+    examples = Path("/usr/share/doc/bowtie2/examples")
+    modbam = REPO.parent / "shared/data/modkit_pileup/inputs/bc_anchored_10_reads.unmapped.bam"
+    ladder = modbam.with_name("CGI_ladder_3.6kb_ref.fa")
+    host = host_config_from_dict({"topology": "auto"}, source="test")
+    settings = {"reads": 20, "repeats": 1, "share": 1e9}
+    reference = tmp_path / "lambda.fa"
+    reference.write_bytes(gzip.decompress((examples / "reference/lambda_virus.fa.gz").read_bytes()))
+    subprocess.run(["bwa", "index", str(reference)], check=True, capture_output=True)
+    mmi = tmp_path / "ladder.mmi"
+    subprocess.run(["minimap2", "-d", str(mmi), str(ladder)], check=True, capture_output=True)
+    cases = {
+        "short": ("bwa", str(reference), [Path(f) for f in ALIGNERS["bwa"].index_files(
+                  str(reference), "")], examples / "reads/reads_1.fq.gz",
+                  examples / "reads/reads_2.fq.gz"),
+        "modbam": ("minimap2", str(mmi), [mmi], modbam, None),
+    }  # fmt: skip
+    for kind, (aligner, index, files, reads, reads2) in cases.items():
+        result = tune_strategy.measure_strategies(
+            host, ["none", "localalloc"], aligner, index, files, reads, 1, tmp_path / kind,
+            settings, 0.0, kind=kind, log=lambda s: None, reads2=reads2, reference=ladder,
+        )  # fmt: skip
+        assert (result["strategy"], result["why"]) == tune_strategy.decide(result["walls"], 0.0)
+        cells = result["folder"]
+        texts = {s: pysam.view(str(cells / f"{s}.r1/slice.bam")) for s in ("none", "localalloc")}
+        assert texts["none"] == texts["localalloc"], kind
+        records = [line.split("\t") for line in texts["none"].splitlines()]
+        record = json.loads((cells / "localalloc.r1/slice.run.json").read_text())
+        assert record["processes"][0]["command"].startswith("numactl --localalloc ")
+        if kind == "short":
+            assert (result["reads"], result["probe"]["reads"]) == (20, 20)
+            mates = [pysam.FastxFile(str(cells / f"slice.{m}fastq")) for m in ("", "2.")]
+            names = [[r.name.removesuffix(f"/{i}") for r in m] for i, m in enumerate(mates, 1)]
+            assert len(names[0]) == 20 and names[0] == names[1]
+            # each read of each pair aligned as a pair (flag 0x1), duplicates marked as the
+            # align job marks them for short reads
+            assert len(records) == 40 and all(int(r[1]) & 1 for r in records)
+            assert {r[0] for r in records} == set(names[0])
+        else:  # the unaligned modBAM's 10 reads, all in the slice, their tags in the headers
+            assert result["reads"] == 10
+            headers = (cells / "slice.fastq").read_text().splitlines()[::4]
+            assert len(headers) == 10 and all("\tMM:Z:" in h for h in headers)
+            primary = [r for r in records if not int(r[1]) & 0x900]
+            assert len(primary) == 10
+            assert all(any(f.startswith("MM:Z:") for f in r) for r in primary)
+    # a slice counts the sample's reads (the whole run the cap is set against)
+    cut = tune_strategy.first_reads(tmp_path / "cut", modbam, 4, reference=ladder)
+    assert (cut.count, cut.total) == (4, 10)
+    r1, r2 = cases["short"][3:]
+    cut = tune_strategy.first_reads(tmp_path / "pairs", r1, 5, r2)
+    assert (cut.count, cut.total) == (5, 10_000) and cut.reads2.read_text().count("\n@") == 4

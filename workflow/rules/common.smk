@@ -180,29 +180,37 @@ if workflow.is_main_process:
 
 def tuning_plan():
     """Host tuning (config tune, tuning:; numapore.compare.tuning): None when off or when
-    there is nothing to tune (no raw-signal sample, an io_mode on the command line), else the
-    tuned sample, the candidates, the cache key and the tuning files."""
+    there is nothing to tune (no I/O mode: no raw-signal sample or an io_mode on the command
+    line; and no strategy: one NUMA node or one on the command line), else the tuned sample,
+    the candidates, the cache key and the tuning files (named for this host, or on a cluster
+    for the partition: tuning.tuning_name)."""
     settings = tuning.settings(config)
     if settings["mode"] == "off":
         return None
     signal_samples = [s for s in SAMPLES.values() if s.input_kind.runs("raw_signal")]
-    why = ""
+    io_why = ""
     if "io_mode" in HOST.overrides:
-        why = f"--config io_mode={IO_MODE} is given"
+        io_why = f"--config io_mode={IO_MODE} is given"
     elif not signal_samples:
-        why = "no sample has raw signal (this version tunes the signal's I/O mode only)"
-    if why:
+        io_why = "no sample has raw signal"
+    # The alignment's strategies, on a host of more than one NUMA node (tune_strategy): of
+    # every input kind, with the run's aligner, on the tuned sample's first reads.
+    strategies_why = tune_strategy.why_not_tuned(HOST)
+    if io_why and strategies_why:
         if workflow.is_main_process:
-            logger.info(f"numapore: tuning: nothing to tune: {why}")
+            logger.info(f"numapore: tuning: nothing to tune: {io_why}; {strategies_why}")
         return None
-    name = settings["sample"] or signal_samples[0].name
-    if name not in {s.name for s in signal_samples}:
+    # The I/O modes need a raw-signal sample; the strategies alone, any sample.
+    choices = list(SAMPLES.values()) if io_why else signal_samples
+    name = settings["sample"] or choices[0].name
+    if name not in {s.name for s in choices}:
+        what = "a sample of the sheet" if io_why else "a raw-signal sample"
         raise InputError(
-            f"config tuning.sample: {name!r} is not a raw-signal sample "
-            f"(those: {', '.join(s.name for s in signal_samples)})"
+            f"config tuning.sample: {name!r} is not {what} "
+            f"(those: {', '.join(s.name for s in choices)})"
         )
     candidates = []
-    for mode in tuning.io_candidates(s.signal_format for s in signal_samples):
+    for mode in [] if io_why else tuning.io_candidates(s.signal_format for s in signal_samples):
         try:
             check_io_mode(mode, SAMPLES.values(), config, HOST_FILE)
             candidates.append(mode)
@@ -210,18 +218,16 @@ def tuning_plan():
             pass
     sample = SAMPLES[name]
     key = tuning.cache_key(
-        tool_versions(("nanopolish", config["aligner"])),
+        tool_versions(("nanopolish", config["aligner"]) if candidates else (config["aligner"],)),
         config["aligner"],
         sample.reference,
         sample.signal,
         settings["storage"],
         candidates,
     ) | {"slice": {k: settings[k] for k in ("reads", "repeats", "share")}}
-    # The alignment's strategies too, on a host of more than one NUMA node (tune_strategy).
-    strategies_why = tune_strategy.why_not_tuned(HOST)
     if not strategies_why:
         key["strategies"] = tune_strategy.STEP
-    files = tuning.tuning_files()
+    files = tuning.tuning_files(name=TUNING_NAME)
     reuse, why = tuning.cached(files["record"], key)
     if settings["mode"] == "again":
         why = "tune=again: measuring anew"
@@ -247,13 +253,16 @@ def tuning_plan():
             worth, because = decided == "measure", "as the run's main process found"
         if not worth:
             if workflow.is_main_process:
+                logger.info(f"numapore: tuning: {why}")
                 logger.info(f"numapore: tuning: strategies: {strategies_why}")
                 logger.info(f"numapore: tuning: {because}; I/O mode {IO_MODE} (host file)")
             return None
         why += f"; {because}"
     if workflow.is_main_process:
-        what = strategies_why or "the alignment's measured on its first reads"
+        what = strategies_why or f"the alignment's measured on the first reads of sample '{name}'"
         logger.info(f"numapore: tuning: strategies: {what}")
+        if io_why:
+            logger.info(f"numapore: tuning: I/O mode: nothing to tune: {io_why}")
         logger.info(f"numapore: tuning: {why}")
     return {
         "sample": name,
@@ -268,16 +277,23 @@ def tuning_plan():
     }
 
 
+# The tuning files' name: this host's, or on a cluster the partition's (a node type).
+TUNING_NAME = tuning.tuning_name(config, getattr(workflow.executor_plugin, "name", ""))
+if workflow.is_main_process:
+    os.environ[tuning.NAME_ENV] = TUNING_NAME
 try:
     TUNE = tuning_plan()
 except (InputError, ValueError) as err:
     raise WorkflowError(f"numapore: {err}")
+# The step whose node the tuning job asks for: the alignment's when only strategies are tuned.
+TUNED_STEP = "alignment" if TUNE and not TUNE["candidates"] else "methylation"
 
 
 def run_io_mode():
     """The run's I/O mode: the host's (IO_MODE), or the tuning's choice once it is made (an
-    input function calling this waits for checkpoint tune_host)."""
-    if TUNE is None:
+    input function calling this waits for checkpoint tune_host); the host's when the I/O mode
+    is not tuned (only the strategies are)."""
+    if TUNE is None or not TUNE["candidates"]:
         return IO_MODE
     record = checkpoints.tune_host.get().output.record
     return json.loads(Path(record).read_text())["io_mode"]
@@ -843,7 +859,7 @@ def report_replaced_results():
         "methylation": host_overrides("io_mode", "strategy.methylation").get("overrides", {}),
     }
     io = IO_MODE
-    if TUNE is not None:  # the mode of the last tuning, if any (this run's is not known yet)
+    if TUNE is not None and TUNE["candidates"]:  # the last tuning's, if any (this run's later)
         record = Path(TUNE["files"]["record"])
         if not record.is_file():
             return

@@ -10,24 +10,26 @@
 checkpoint tune_host:
     input:
         reads=lambda wc: str(SAMPLES[TUNE["sample"]].reads),
+        reads2=lambda wc: SAMPLES[TUNE["sample"]].reads2 or [],
         signal=lambda wc: [str(p) for p in SAMPLES[TUNE["sample"]].signal],
         reference=lambda wc: reference_fasta(SimpleNamespace(sample=TUNE["sample"])),
         index=lambda wc: aligner_index_files(
             SimpleNamespace(sample=TUNE["sample"], aligner=config["aligner"])
         ),
     output:
-        record=tuning.tuning_files()["record"],
-        host=tuning.tuning_files()["host"],
+        record=tuning.tuning_files(name=TUNING_NAME)["record"],
+        host=tuning.tuning_files(name=TUNING_NAME)["host"],
     log:
-        f"results/logs/tune_host/{tuning.host_name()}.log",
+        f"results/logs/tune_host/{TUNING_NAME}.log",
     benchmark:
-        f"results/benchmarks/tune_host/{tuning.host_name()}.tsv"
+        f"results/benchmarks/tune_host/{TUNING_NAME}.tsv"
     conda:
         "../../envs/compare.yaml"
     threads: RUN_CORES
     resources:
-        cpus_per_task=cluster_cpus("methylation"),
-        slurm_extra=cluster_node("methylation"),
+        # the node of the step it measures (a partition's whole node for NUMA strategies)
+        cpus_per_task=cluster_cpus("alignment" if TUNED_STEP == "alignment" else "methylation"),
+        slurm_extra=cluster_node("alignment" if TUNED_STEP == "alignment" else "methylation"),
     params:
         settings=lambda wc: TUNE["settings"],
         candidates=lambda wc: TUNE["candidates"],

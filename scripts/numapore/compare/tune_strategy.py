@@ -14,9 +14,10 @@ The workflow imports this module at DAG time: it stays free of heavy imports.
 
 from __future__ import annotations
 
+import io
 import json
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -104,29 +105,67 @@ def decide(walls: dict[str, Sequence[float]], min_measurable: float) -> tuple[st
 
 
 class ReadSlice:
-    """The first reads of a sample in a folder of their own (FASTA/FASTQ, uncompressed)."""
+    """The first reads of a sample in a folder of their own (FASTA/FASTQ, uncompressed; reads2:
+    their R2 mates, for pairs)."""
 
-    def __init__(self, workdir: Path, reads: Path, count: int, total: int) -> None:
+    def __init__(
+        self, workdir: Path, reads: Path, count: int, total: int, reads2: Path | None = None
+    ) -> None:
         self.workdir, self.reads, self.count, self.total = workdir, reads, count, total
+        self.reads2 = reads2
 
 
-def first_reads(folder: Path, reads: Path, want: int) -> ReadSlice:
-    """The sample's first `want` reads into folder/slice.<fasta|fastq>, with the sample's
-    count of reads (the whole run's size the cap is set against)."""
+def first_records(reads: Path, reference: Path | None) -> Iterator[str]:
+    """A sample's reads as FASTA/FASTQ records, in file order: a FASTA/FASTQ file's (gzipped or
+    not) as they are; a modBAM's (BAM/CRAM) as its staging writes them, by samtools fastq with
+    their tags in the headers (numapore.inputs.modbam_reads), so that the slice aligns as the
+    align job's reads do."""
     import pysam
 
+    from numapore.inputs.kinds import MODBAM_SUFFIXES
+    from numapore.inputs.modbam_reads import reference_names, samtools_fastq
+
+    if not reads.name.lower().endswith(MODBAM_SUFFIXES):
+        with pysam.FastxFile(str(reads)) as fastx:
+            yield from (str(record) for record in fastx)
+        return
+    every = not reference_names(reads)  # an unaligned modBAM: every record is a read
+    process = samtools_fastq(reads, reference or Path(), 1, every_record=every)
+    try:
+        text = io.TextIOWrapper(io.BufferedReader(process.stdout), errors="replace")
+        lines = (line.rstrip("\n") for line in text)
+        yield from ("\n".join(record) for record in zip(lines, lines, lines, lines, strict=False))
+    finally:
+        process.kill()  # the slice may stop before the end of the file
+        process.wait()
+
+
+def first_reads(
+    folder: Path, reads: Path, want: int, reads2: Path | None = None,
+    reference: Path | None = None,
+) -> ReadSlice:  # fmt: skip
+    """The sample's first `want` reads into folder/slice.<fasta|fastq> (a pair's R2 mates into
+    folder/slice.2.fastq), with the sample's count of reads (the whole run's size the cap is
+    set against). reference: a modBAM's (a CRAM is decoded against it)."""
     from numapore.inputs.sheet import reads_format
 
     folder.mkdir(parents=True)
-    out = folder / f"slice.{reads_format(reads).removesuffix('.gz')}"
+    fmt = "fastq" if reads.name.lower().endswith((".bam", ".cram")) else reads_format(reads)
+    out = folder / f"slice.{fmt.removesuffix('.gz')}"
     count = total = 0
-    with pysam.FastxFile(str(reads)) as fastx, open(out, "w") as handle:
-        for record in fastx:
+    with open(out, "w") as handle:
+        for record in first_records(reads, reference):
             total += 1
             if count < want:
-                handle.write(str(record) + "\n")
+                handle.write(record + "\n")
                 count += 1
-    return ReadSlice(folder, out, count, total)
+    out2 = None
+    if reads2 is not None:  # the R2 mates of the same pairs (R2 is in R1's order)
+        out2 = folder / f"slice.2.{fmt.removesuffix('.gz')}"
+        with open(out2, "w") as handle:
+            for _, record in zip(range(count), first_records(reads2, reference), strict=False):
+                handle.write(record + "\n")
+    return ReadSlice(folder, out, count, total, out2)
 
 
 def measure(cut: ReadSlice, strategy: str, cell: Path, align: Callable) -> dict[str, float]:
@@ -193,17 +232,17 @@ def tune_alignment(
     min_measurable: float,
     kind: str = DEFAULT_KIND,
     log: Callable[[str], None] = print,
+    reads2: Path | None = None,
+    reference: Path | None = None,
 ) -> dict[str, Any]:
     """The alignment's strategy tuned on this machine (checkpoint tune_host; the emulated
     2-node guest's test calls it so): the candidates (candidates), each measured on the first
-    reads of `reads` under the align step's own function (settings: the tuning's reads,
-    repeats, share), in folder. The record's strategy block: the step, the candidates, those
-    left out and why, the cells, the walls, the choice (None: the host file's strategy runs)
-    and why; `folder`: the slice's folder (a Path)."""
-    from contextlib import redirect_stderr
-
+    reads of `reads` (and of reads2, a pair's mates; a modBAM's staged as its staging does,
+    reference: its reference) under the align step's own function (settings: the tuning's
+    reads, repeats, share), in folder (measure_strategies). The record's strategy block: the
+    step, the candidates, those left out and why, the cells, the walls, the choice (None: the
+    host file's strategy runs) and why; `folder`: the slice's folder (a Path)."""
     from numapore.execution.hosts import check_host_against_machine
-    from numapore.execution.steps import run_alignment
 
     topology = check_host_against_machine(host)
     block: dict[str, Any] = {"step": STEP, "nodes": len(topology.compute_nodes)}
@@ -216,17 +255,55 @@ def tune_alignment(
         why = "nothing to tune: every strategy runs as none does on this host"
         return block | {"candidates": kept, "strategy": None, "why": why}
 
+    measured = measure_strategies(
+        host, kept, aligner, index, index_files, reads, threads, folder, settings,
+        min_measurable, kind, log, reads2, reference,
+    )  # fmt: skip
+    return block | measured
+
+
+def measure_strategies(
+    host: HostConfig,
+    strategies: Sequence[str],
+    aligner: str,
+    index: str,
+    index_files: Sequence[Path],
+    reads: Path,
+    threads: int,
+    folder: Path,
+    settings: dict[str, Any],
+    min_measurable: float,
+    kind: str = DEFAULT_KIND,
+    log: Callable[[str], None] = print,
+    reads2: Path | None = None,
+    reference: Path | None = None,
+) -> dict[str, Any]:
+    """tune_alignment's measuring of its candidates (`strategies`, none first): the slices cut
+    from the sample's reads (first_reads) and each cell aligned by the align step's own
+    function (numapore.execution.steps.run_alignment) with the input kind's options; tune's
+    result."""
+    from contextlib import redirect_stderr
+
+    from numapore.execution.steps import run_alignment
+
+    slices: dict[Path, ReadSlice] = {}
+
     def align(cut: Path, bam: Path, strategy: str) -> None:
         """The align step under the strategy, its log beside the cell's BAM."""
         with open(bam.with_suffix(".log"), "w") as handle, redirect_stderr(handle):
             run_alignment(with_strategy(host, strategy), aligner, index, index_files, cut, bam,
-                          threads, bam.with_suffix(".run.json"), kind=kind)  # fmt: skip
+                          threads, bam.with_suffix(".run.json"), kind=kind,
+                          reads2=slices[cut].reads2)  # fmt: skip
 
-    measured = tune(
-        lambda n: first_reads(folder / f"slice{n}", reads, n), settings["reads"], kept,
-        settings["repeats"], settings["share"], min_measurable, align, log,
+    def cut_at(n: int) -> ReadSlice:
+        cut = first_reads(folder / f"slice{n}", reads, n, reads2, reference)
+        slices[cut.reads] = cut
+        return cut
+
+    return tune(
+        cut_at, settings["reads"], strategies, settings["repeats"], settings["share"],
+        min_measurable, align, log,
     )  # fmt: skip
-    return block | measured
 
 
 def chosen(tuning_record: Path) -> str:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import socket
 import statistics
 import subprocess
@@ -53,6 +54,11 @@ LATENCY_PROBES = 8
 PAYBACK_ENV = "NUMAPORE_TUNING_PAYBACK"
 PROBE_BYTES = 4096
 MODES = ("off", "on", "again")
+# The partition of every job of a cluster run (profiles/slurm reads it too).
+PARTITION_ENV = "NUMAPORE_SLURM_PARTITION"
+# The run's tuning name, from its main process to its jobs' (which parse the workflow again on
+# a cluster node, where the executor is another and the hostname the node's).
+NAME_ENV = "NUMAPORE_TUNING_NAME"
 
 
 def settings(config: Mapping[str, Any]) -> dict[str, Any]:
@@ -65,14 +71,32 @@ def settings(config: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def host_name() -> str:
-    """The name the tuning files carry: this machine's short hostname (its host file's name in
-    config/hosts/ too, where numapore finds it by itself)."""
+    """This machine's short hostname (its host file's name in config/hosts/ too, where
+    numapore finds it by itself): the tuning files' name on a local run."""
     return socket.gethostname().split(".")[0]
 
 
-def tuning_files(folder: str | os.PathLike = "results/tuning") -> dict[str, str]:
-    """The tuning record (JSON, read by the run) and the adoptable host file (YAML)."""
-    name = host_name()
+def tuning_name(config: Mapping[str, Any] | None = None, executor: str = "") -> str:
+    """The name the tuning files carry: what a tuning holds for. A cluster run (the slurm
+    executor, host_check: jobs or a partition in PARTITION_ENV: what profiles/slurm sets)
+    measures on a node of the partition its jobs go to, and a partition is one node type:
+    `partition-<name>` from PARTITION_ENV (the profile's partition of every job),
+    `partition-default` without it (the cluster's default). So a partition is tuned once,
+    whichever of its nodes measured and wherever the run was submitted from. A local run:
+    host_name(). A job's process takes its run's name from NAME_ENV (its main process's)."""
+    if os.environ.get(NAME_ENV):
+        return os.environ[NAME_ENV]
+    cluster = (config or {}).get("host_check") == "jobs" or executor == "slurm"
+    if not (cluster or os.environ.get(PARTITION_ENV)):
+        return host_name()
+    partition = os.environ.get(PARTITION_ENV) or "default"
+    return "partition-" + re.sub(r"[^A-Za-z0-9._-]", "_", partition)
+
+
+def tuning_files(folder: str | os.PathLike = "results/tuning", name: str = "") -> dict[str, str]:
+    """The tuning record (JSON, read by the run) and the adoptable host file (YAML), named
+    `name` (tuning_name(); default host_name())."""
+    name = name or host_name()
     return {"record": f"{folder}/{name}.json", "host": f"{folder}/{name}.yaml"}
 
 
@@ -111,7 +135,7 @@ def cached(record_path: str | os.PathLike, key: Mapping[str, Any]) -> tuple[dict
     """The tuning record to reuse (None: measure) and why, in words."""
     path = Path(record_path)
     if not path.is_file():
-        return None, f"no tuning of this host yet ({path})"
+        return None, f"no tuning for {path.stem} yet ({path})"
     try:
         record = json.loads(path.read_text())
     except (OSError, ValueError):
