@@ -1,8 +1,10 @@
 """Rule call_methylation: nanopolish call-methylation under the host's strategy and I/O mode
-(the host tuning's choice, when tuned: its measurements and reason go into the run record)."""
+(the host tuning's choices, when tuned: their measurements and reasons go into the run
+record)."""
 
 from pathlib import Path
 
+from numapore.compare import tune_strategy
 from numapore.execution.hosts import load_host_config
 from numapore.execution.steps import run_methylation
 from numapore.compare.tuning import add_to_record
@@ -10,8 +12,12 @@ from numapore.base.rulelog import redirect_to_log
 
 smk = snakemake  # noqa: F821 (injected by the script directive)
 redirect_to_log(smk)
+host = load_host_config(smk.params.host, overrides=smk.params.get("overrides"))
+tuned = smk.params.get("tuned_strategy")  # host tuning's choice of strategy, if measured
+if tuned:
+    host = tune_strategy.with_strategy(host, tuned, "methylation")
 run_methylation(
-    host=load_host_config(smk.params.host, overrides=smk.params.get("overrides")),
+    host=host,
     reads=Path(smk.input.reads),
     bam=Path(smk.input.bam),
     genome=Path(smk.input.genome),
@@ -25,3 +31,7 @@ run_methylation(
 )
 if smk.params.tuning:
     add_to_record(Path(smk.log.record), Path(smk.params.tuning))
+if tuned is not None:  # the strategies were tuned: the tuning behind the strategy, recorded
+    tune_strategy.add_to_record(
+        Path(smk.log.record), Path(smk.input.strategy_tuning), "methylation"
+    )

@@ -28,12 +28,14 @@ import time
 import traceback
 from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
+from types import SimpleNamespace
 
 import pysam
 from numapore.compare import tune_strategy
 from numapore.compare.measure import MIN_MEASURABLE_S
 from numapore.execution import probe
 from numapore.execution.hosts import HostConfig, load_host_config
+from numapore.execution.io_modes import IO_MODES
 from numapore.execution.plan import plan_strategy
 from numapore.execution.shards import settle_read_groups
 from numapore.execution.steps import run_alignment, run_methylation
@@ -78,11 +80,11 @@ def small_inputs(inputs: str) -> tuple[Path, Path, Path]:
     return ref, mmi, inputs_dir / "results/small/reads/fast5/small.fasta"
 
 
-def steps(inputs: str, out: str, host: str, aligned: str = "") -> None:
+def steps(inputs: str, out: str, host: str, aligned: str = "", called: str = "") -> None:
     """The align and call_methylation steps on the inputs the host's `none` run prepared
-    (inputs: its folder), under the host file's strategy. aligned: a folder where the align
-    step already ran so on the same reads (the tuning's cell of that strategy: slice.bam and
-    its record), taken instead of aligning again."""
+    (inputs: its folder), under the host file's strategy. aligned, called: folders where the
+    step already ran so on the same reads (the tuning's cells of that strategy: slice.bam and
+    its record; calls.tsv and record.json), taken instead of running it again."""
     out_dir, config = Path(out), host_config(host)
     out_dir.mkdir(parents=True)
     ref, mmi, reads = small_inputs(inputs)
@@ -94,23 +96,46 @@ def steps(inputs: str, out: str, host: str, aligned: str = "") -> None:
             run_alignment(config, "minimap2", str(mmi), [mmi], reads, out_dir / "aln.bam", 2,
                           out_dir / "align.run.json")  # fmt: skip
     pysam.index(str(out_dir / "aln.bam"))
+    if called:
+        for name, to in (("calls.tsv", "calls.tsv"), ("record.json", "call_methylation.run.json")):
+            (out_dir / to).write_bytes((Path(called) / name).read_bytes())
+        return
     with open(out_dir / "call_methylation.log", "w") as log, redirect_stderr(log):
         run_methylation(config, reads, out_dir / "aln.bam", ref, out_dir / "calls.tsv", 2, 20,
                         config.io_mode, 2, out_dir / "call_methylation.run.json")  # fmt: skip
 
 
 def tune(inputs: str, out: str, host: str, reads: str) -> None:
-    """Host tuning of the alignment's strategy as checkpoint tune_host runs it
-    (numapore.compare.tune_strategy.tune_alignment) on the first `reads` reads of the small
-    input, one repeat, no cap (the slice is the whole sample): the record's strategy block to
-    out/tuning.json, each cell's BAM in out/slice<n>/<strategy>.r1/."""
+    """Host tuning of the strategies as checkpoint tune_host runs it (numapore.compare.
+    tune_strategy) on the first `reads` reads of the small input, one repeat, no cap (the
+    slice is the whole sample): the alignment's (tune_alignment; its block to
+    out/tuning.json, each cell's BAM in out/slice<n>/<strategy>.r1/), then nanopolish
+    calling's (tune_calling, under the host file's I/O mode, on none's cell's alignments and
+    the reads as the `none` run indexed them; its block to out/calling.json, each cell's calls
+    in out/calling/<strategy>.r1/)."""
     out_dir = Path(out)
     out_dir.mkdir(parents=True)
-    _, mmi, sample = small_inputs(inputs)
+    ref, mmi, sample = small_inputs(inputs)
+    config = host_config(host)
     settings = {"reads": int(reads), "repeats": 1, "share": float("inf")}
-    block = tune_strategy.tune_alignment(host_config(host), "minimap2", str(mmi), [mmi], sample,
-                                         2, out_dir, settings, MIN_MEASURABLE_S)  # fmt: skip
+    block = tune_strategy.tune_alignment(config, "minimap2", str(mmi), [mmi], sample, 2,
+                                         out_dir, settings, MIN_MEASURABLE_S)  # fmt: skip
     (out_dir / "tuning.json").write_text(json.dumps(block, indent=2, default=str))
+    aligned = Path(block["folder"]) / "none.r1/slice.bam"
+    pysam.index(str(aligned))
+    piece = SimpleNamespace(reads=sample, bam=aligned, count=block["reads"],
+                            total=block["reads"], workdir=out_dir / "calling")  # fmt: skip
+
+    def call(cut, folder, strategy):
+        with open(folder / "call.log", "w") as log, redirect_stderr(log):
+            run_methylation(tune_strategy.with_strategy(config, strategy, "methylation"),
+                            cut.reads, cut.bam, ref, folder / "calls.tsv", 2, 20,
+                            config.io_mode, 2, folder / "record.json")  # fmt: skip
+
+    pool = IO_MODES[config.io_mode].nanopolish_processes(2)
+    calling = tune_strategy.tune_calling(config, lambda n: piece, ref, 2, pool, settings,
+                                         MIN_MEASURABLE_S, call)  # fmt: skip
+    (out_dir / "calling.json").write_text(json.dumps(calling, indent=2, default=str))
 
 
 def short(cases: str, out: str) -> None:

@@ -129,7 +129,8 @@ def guest(
     for strategy, host in hosts.items():
         runs[strategy] = root / strategy
         cell = runs["tune"] / f"slice{N_READS}" / f"{strategy}.r1"
-        args = [str(none_run), str(runs[strategy]), str(host), str(cell)]
+        called = runs["tune"] / "calling" / f"{strategy}.r1"
+        args = [str(none_run), str(runs[strategy]), str(host), str(cell), str(called)]
         plan.append({"name": strategy, "part": "steps", "args": args})
     runs["short"] = root / "short"
     plan.append({"name": "short", "part": "short",
@@ -235,12 +236,13 @@ def test_numa_guest_interleave_spans_both_nodes(guest_runs):
 
 
 def test_numa_guest_tuning_chooses_a_candidate_equal_to_none(guest_runs, none_run):
-    """Host tuning of the alignment's strategy on the 2-node guest (issue 45), as checkpoint
-    tune_host runs it: every strategy runs otherwise than none there, so all are measured, on
-    the small input. One repeat (a run's least is 2) keeps the guest's time down: the choice
-    follows the emulation's noise, so what is checked is that it is one of the candidates, by
-    the honest rule on the walls measured; and every cell's alignment has the records of none's
-    cell, byte for byte (minimap2 is deterministic), and none's those of the `none` run here."""
+    """Host tuning of the alignment's and the calling's strategies on the 2-node guest (issue
+    45), as checkpoint tune_host runs it: every strategy runs otherwise than none there, so all
+    are measured, on the small input. One repeat (a run's least is 2) keeps the guest's time
+    down: the choice follows the emulation's noise, so what is checked is that it is one of
+    the candidates, by the honest rule on the walls measured; and every cell's alignment has
+    the records of none's cell, byte for byte (minimap2 is deterministic), and none's those of
+    the `none` run here; every calling cell's calls are the `none` run's."""
     tuned = json.loads((guest_runs["tune"] / "tuning.json").read_text())
     assert tuned["candidates"] == ["none", "interleave", "localalloc", "instances"]
     assert tuned["dropped"] == {} and tuned["reads"] == N_READS
@@ -258,6 +260,25 @@ def test_numa_guest_tuning_chooses_a_candidate_equal_to_none(guest_runs, none_ru
         record = json.loads((cells / f"{strategy}.r1/slice.run.json").read_text())
         assert record["strategy"] == strategy
         assert bam_records(cells / f"{strategy}.r1/slice.bam") == none, strategy
+    # nanopolish calling's strategies, under the host file's I/O mode (fast5), on none's
+    # alignments: all four measured, the rule's choice, and every cell's calls are the `none`
+    # run's here (instances' and interleave's cells are those steps' calls below)
+    calling = json.loads((guest_runs["tune"] / "calling.json").read_text())
+    assert calling["step"] == "methylation" and calling["nodes"] == 2
+    assert calling["candidates"] == tuned["candidates"] and calling["dropped"] == {}
+    assert [(c["strategy"], c["repeat"]) for c in calling["cells"]] == [
+        (s, 1) for s in calling["candidates"]
+    ]
+    assert calling["strategy"] in calling["candidates"]
+    assert (calling["strategy"], calling["why"]) == tune_strategy.decide(
+        calling["walls"], MIN_MEASURABLE_S
+    )
+    expected = call_set(none_run / CALLS)
+    for strategy in calling["candidates"]:
+        folder = Path(calling["folder"]) / f"{strategy}.r1"
+        record = json.loads((folder / "record.json").read_text())
+        assert (record["strategy"], record["io_mode"]) == (strategy, "fast5")
+        assert call_set(folder / "calls.tsv") == expected, strategy
 
 
 @pytest.mark.parametrize("strategy", ["instances", "interleave"])

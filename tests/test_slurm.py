@@ -364,6 +364,8 @@ def test_profile_takes_partition_account_and_host_from_the_environment(tmp_path,
         "numapore: tuning: no tuning for partition-long yet (results/tuning/partition-long"
         in output
     )
+    said = "tuning: strategies: the alignment's and the methylation's measured on the first reads"
+    assert said in output
     tune_jobs = job_resources(result.stdout, "tune_host")
     assert len(tune_jobs) == 1, output
     tune_job = tune_jobs[0]

@@ -11,6 +11,7 @@ import html
 import json
 import subprocess
 from pathlib import Path
+from types import SimpleNamespace
 
 import pyslow5
 import pysam
@@ -243,6 +244,36 @@ def test_measured_on_a_slice_with_the_real_tools(tmp_path, ecoli_dir):
     adopted = host_config_from_dict(yaml.safe_load(text), source="tuned")
     assert adopted.io_mode == result["io_mode"]
     assert f"# I/O mode: {result['io_mode']}: {result['why']}" in text
+    # nanopolish calling's strategies under an I/O mode (tune_strategy.tune_calling's
+    # measuring): none and localalloc (numactl) on a slice whose signal is indexed as slow5
+    # reads it; the same calls in each cell
+
+    def calling_slice(n):
+        cut = tuning.aligned_slice(
+            tmp_path / "calling" / f"slice{n}", ecoli_dir / "reads.fasta",
+            [str(ecoli_dir / "fast5")], n, align, read_layout,
+        )  # fmt: skip
+        reads = tuning.indexed_reads(cut, "slow5", cut.workdir / "slow5", 1)
+        assert (cut.workdir / "slow5/slice.blow5").is_file()
+        return SimpleNamespace(reads=reads, bam=cut.bam, count=cut.count, total=cut.total,
+                               workdir=cut.workdir)  # fmt: skip
+
+    def call(piece, folder, strategy):
+        run_methylation(tune_strategy.with_strategy(host, strategy, "methylation"), piece.reads,
+                        piece.bam, region, folder / "calls.tsv", 1, 20, "slow5", 2,
+                        folder / "record.json")  # fmt: skip
+
+    strategies = ["none", "localalloc"]
+    settings = {"reads": 2, "repeats": 1, "share": 1.0}
+    called = tune_strategy.measure_calling(strategies, calling_slice, settings, 0.0, call,
+                                           log=lambda line: None)  # fmt: skip
+    assert [(c["strategy"], c["repeat"]) for c in called["cells"]] == tuning.order(strategies, 1)
+    assert (called["strategy"], called["why"]) == tune_strategy.decide(called["walls"], 0.0)
+    texts = {s: (called["folder"] / f"{s}.r1/calls.tsv").read_text() for s in strategies}
+    assert texts["none"] == texts["localalloc"] and texts["none"].count("\n") > 2
+    record = json.loads((called["folder"] / "localalloc.r1/record.json").read_text())
+    assert record["io_mode"] == "slow5" and record["strategy"] == "localalloc"
+    assert record["processes"][0]["command"].startswith("numactl --localalloc ")
     assert "on the slice; the whole run, estimated: " in text
 
 

@@ -10,7 +10,7 @@ rule align:
         reads2=reads2_shard,
         counted=counted_reads,
         index=aligner_index_files,
-        tuning=tuned_strategy_record,
+        tuning=tuned_strategy_record("alignment"),
     output:
         **(
             sample_bam_outputs()
@@ -31,7 +31,7 @@ rule align:
         slurm_extra=cluster_node("alignment"),
     params:
         **host_overrides("strategy.alignment"),
-        **tuned_strategy_params(),
+        **tuned_strategy_params("alignment"),
         index=aligner_index,
         host=HOST_FILE,
         reference=lambda wc: str(SAMPLES[wc.sample].reference),

@@ -193,18 +193,24 @@ def tuning_plan():
         io_why = f"--config io_mode={IO_MODE} is given"
     elif not signal_samples:
         io_why = "no sample has raw signal"
-    # The alignment's strategies, on a host of more than one NUMA node (tune_strategy): of
-    # every input kind, with the run's aligner, on the tuned sample's first reads.
-    strategies_why = tune_strategy.why_not_tuned(HOST)
-    if io_why and strategies_why:
+    # The steps' strategies, on a host of more than one NUMA node (tune_strategy): the
+    # alignment's of every input kind, with the run's aligner, on the tuned sample's first
+    # reads; nanopolish calling's under the I/O mode, when the tuned sample has raw signal.
+    whys = {step: tune_strategy.why_not_tuned(HOST, step) for step in tune_strategy.STEPS}
+    if not signal_samples:
+        whys["methylation"] = whys["methylation"] or "nothing to tune: no raw signal"
+    strategy_steps = [step for step, why in whys.items() if not why]
+    strategies_why = "; ".join(dict.fromkeys(whys.values())) if not strategy_steps else ""
+    if io_why and not strategy_steps:
         if workflow.is_main_process:
             logger.info(f"numapore: tuning: nothing to tune: {io_why}; {strategies_why}")
         return None
-    # The I/O modes need a raw-signal sample; the strategies alone, any sample.
-    choices = list(SAMPLES.values()) if io_why else signal_samples
+    # The I/O modes and the calling's strategies need a raw-signal sample; the alignment's
+    # alone, any sample.
+    choices = signal_samples or list(SAMPLES.values())
     name = settings["sample"] or choices[0].name
     if name not in {s.name for s in choices}:
-        what = "a sample of the sheet" if io_why else "a raw-signal sample"
+        what = "a raw-signal sample" if signal_samples else "a sample of the sheet"
         raise InputError(
             f"config tuning.sample: {name!r} is not {what} "
             f"(those: {', '.join(s.name for s in choices)})"
@@ -225,15 +231,15 @@ def tuning_plan():
         settings["storage"],
         candidates,
     ) | {"slice": {k: settings[k] for k in ("reads", "repeats", "share")}}
-    if not strategies_why:
-        key["strategies"] = tune_strategy.STEP
+    if strategy_steps:
+        key["strategies"] = strategy_steps
     files = tuning.tuning_files(name=TUNING_NAME)
     reuse, why = tuning.cached(files["record"], key)
     if settings["mode"] == "again":
         why = "tune=again: measuring anew"
     elif reuse is not None:
         why += f"; I/O mode {reuse['io_mode']} ({reuse['why']})"
-    elif settings["check_payback"] and len(candidates) > 1 and strategies_why:
+    elif settings["check_payback"] and len(candidates) > 1 and not strategy_steps:
         # Before any job: a sample too small for any I/O mode to save what measuring costs
         # runs the host file's mode, with no tuning job (its start, the slice's alignment and
         # the DAG's update after a checkpoint cost more than such a sample could gain). Only
@@ -259,7 +265,8 @@ def tuning_plan():
             return None
         why += f"; {because}"
     if workflow.is_main_process:
-        what = strategies_why or f"the alignment's measured on the first reads of sample '{name}'"
+        steps = " and ".join(f"the {step}'s" for step in strategy_steps)
+        what = strategies_why or f"{steps} measured on the first reads of sample '{name}'"
         logger.info(f"numapore: tuning: strategies: {what}")
         if io_why:
             logger.info(f"numapore: tuning: I/O mode: nothing to tune: {io_why}")
@@ -270,7 +277,7 @@ def tuning_plan():
         "key": key,
         "files": files,
         "settings": settings,
-        "strategies": not strategies_why,
+        "strategy_steps": strategy_steps,
         "strategies_why": strategies_why,
         # tune=again: a param that differs from the last run's, so Snakemake runs it again.
         "again": time.time_ns() if settings["mode"] == "again" else 0,
@@ -286,7 +293,11 @@ try:
 except (InputError, ValueError) as err:
     raise WorkflowError(f"numapore: {err}")
 # The step whose node the tuning job asks for: the alignment's when only strategies are tuned.
-TUNED_STEP = "alignment" if TUNE and not TUNE["candidates"] else "methylation"
+TUNED_STEP = (
+    "alignment"
+    if TUNE and TUNE["strategy_steps"] == ["alignment"] and not TUNE["candidates"]
+    else "methylation"
+)
 
 
 def run_io_mode():
@@ -299,20 +310,26 @@ def run_io_mode():
     return json.loads(Path(record).read_text())["io_mode"]
 
 
-def tuned_strategy_record(wildcards=None):
-    """The tuning record whose alignment strategy the align jobs follow (an input: they wait
-    for checkpoint tune_host), when the strategies are tuned (more than one NUMA node)."""
-    if TUNE is None or not TUNE["strategies"]:
-        return []
-    return checkpoints.tune_host.get().output.record
+def tuned_strategy_record(step):
+    """An input function: the tuning record whose strategy of the step ('alignment',
+    'methylation') its jobs follow (they wait for checkpoint tune_host), when that step's
+    strategies are tuned (more than one NUMA node)."""
+
+    def record(wildcards=None):
+        if TUNE is None or step not in TUNE["strategy_steps"]:
+            return []
+        return checkpoints.tune_host.get().output.record
+
+    return record
 
 
-def tuned_strategy_params():
-    """The align rule's params: the tuned strategy ('': the host file's), only when the
+def tuned_strategy_params(step):
+    """A rule's params: the step's tuned strategy ('': the host file's), only when that step's
     strategies are tuned, so that other runs have the params of one before tuning."""
-    if TUNE is None or not TUNE["strategies"]:
+    if TUNE is None or step not in TUNE["strategy_steps"]:
         return {}
-    return {"tuned_strategy": lambda wc: tune_strategy.chosen(Path(tuned_strategy_record()))}
+    record = tuned_strategy_record(step)
+    return {"tuned_strategy": lambda wc: tune_strategy.chosen(Path(record()), step)}
 
 
 def write_error(err):

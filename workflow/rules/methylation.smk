@@ -152,6 +152,7 @@ rule split_alignments:
 rule call_methylation:
     input:
         unpack(methylation_shard_inputs),
+        strategy_tuning=tuned_strategy_record("methylation"),
     output:
         (
             "results/{sample}/methylation/{sample}.{aligner}.{motif}.calls.tsv"
@@ -176,6 +177,7 @@ rule call_methylation:
         slurm_extra=cluster_node("methylation"),
     params:
         **host_overrides("io_mode", "strategy.methylation"),
+        **tuned_strategy_params("methylation"),
         min_mapq=config["methylation"]["min_mapping_quality"],
         host=HOST_FILE,
         io_mode=lambda wc: run_io_mode(),

@@ -1,7 +1,8 @@
 # Host tuning (config tune: on; numapore.compare.tuning): before the heavy steps, the I/O
 # modes that read the signal are measured on a slice of one raw-signal sample, and on a host of
-# more than one NUMA node the alignment's strategies on its first reads
-# (numapore.compare.tune_strategy); the run uses the winners. A checkpoint: the inputs of the
+# more than one NUMA node the alignment's strategies on its first reads (a sample of any kind)
+# and nanopolish calling's under the chosen mode (numapore.compare.tune_strategy); the run uses
+# the winners. A checkpoint: the inputs of the
 # steps whose files depend on the I/O mode (the staged reads, the signal index, the calling)
 # are known once it has run, or is found up to date (its params hold the cache key: another
 # key, or tune=again, and it runs anew).
@@ -46,7 +47,9 @@ checkpoint tune_host:
         io_processes=io_processes,
         # the sample's call jobs, each of which pays nanopolish's start (the estimates)
         call_jobs=config["scatter"]["methylation"],
-        strategies=lambda wc: TUNE["strategies"],
+        strategy_steps=lambda wc: TUNE["strategy_steps"],
+        # the run's I/O mode when it is not tuned (the calling's strategies are measured in it)
+        io_mode=IO_MODE,
         strategies_why=lambda wc: TUNE["strategies_why"],
     script:
         "../../scripts/tune_host.py"

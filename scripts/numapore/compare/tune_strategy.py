@@ -30,18 +30,22 @@ from numapore.execution.plan import StepPlan, plan_step
 from numapore.execution.strategies import CONCRETE
 from numapore.execution.topology import Topology, detect_topology, format_cpulist
 
-# The simpler strategy every other is measured against, and the step tuned.
+# The simpler strategy every other is measured against, and the steps tuned: the alignment
+# (every input kind) and nanopolish's calling (after its I/O mode, under the chosen mode).
 BASELINE = "none"
 STEP = "alignment"
+STEPS = ("alignment", "methylation")
 ONE_NODE = "nothing to tune: one node (every strategy runs as none does)"
+# Where a tuning record holds each step's block.
+RECORD_KEYS = {"alignment": "strategy", "methylation": "methylation_strategy"}
 
 
-def why_not_tuned(host: HostConfig) -> str:
-    """Why the run tunes no strategy ('' when it tunes the alignment's): one given on the
-    command line, or a host of one NUMA node (its layout from the host file, else this
-    machine's), where every strategy runs as none does."""
-    if f"strategy.{STEP}" in host.overrides:
-        return f"nothing to tune: --config strategy_{STEP}={host.strategy_for(STEP)}"
+def why_not_tuned(host: HostConfig, step: str = STEP) -> str:
+    """Why the run tunes no strategy of the step ('' when it does): one given on the command
+    line, or a host of one NUMA node (its layout from the host file, else this machine's),
+    where every strategy runs as none does."""
+    if f"strategy.{step}" in host.overrides:
+        return f"nothing to tune: --config strategy_{step}={host.strategy_for(step)}"
     if len((host.topology or detect_topology()).compute_nodes) <= 1:
         return ONE_NODE
     return ""
@@ -75,15 +79,17 @@ def placement(plan: StepPlan) -> str:
 
 
 def candidates(
-    host: HostConfig, topology: Topology, threads: int, index_bytes: int, aligner: str
-) -> tuple[list[str], dict[str, str]]:
+    host: HostConfig, topology: Topology, threads: int, index_bytes: int, aligner: str | None,
+    step: str = STEP, pool: int = 1,
+) -> tuple[list[str], dict[str, str]]:  # fmt: skip
     """The strategies to measure, none first, and those left out with why: each concrete
-    strategy planned as the align step plans it; one whose processes run as none's do is the
-    same command as none here (on one node: every one), and one that runs as another candidate
-    does (instances over a group of all the nodes, as interleave) is measured once."""
+    strategy planned as the step plans it (the methylation step: index_bytes the genome's,
+    pool its I/O mode's nanopolish processes); one whose processes run as none's do is the same
+    command as none here (on one node: every one), and one that runs as another candidate does
+    (instances over a group of all the nodes, as interleave) is measured once."""
     plans = {
-        name: plan_step(with_strategy(host, name), topology, STEP, threads, index_bytes,
-                        aligner=aligner)
+        name: plan_step(with_strategy(host, name, step), topology, step, threads, index_bytes,
+                        pool, aligner=aligner)
         for name in CONCRETE
     }  # fmt: skip
     kept: dict[str, str] = {}  # strategy -> its placement
@@ -306,19 +312,80 @@ def measure_strategies(
     )  # fmt: skip
 
 
-def chosen(tuning_record: Path) -> str:
-    """The alignment strategy a tuning record chose; '' when it chose none of them (the host
+def chosen(tuning_record: Path, step: str = STEP) -> str:
+    """The step's strategy a tuning record chose; '' when it chose none of them (the host
     file's strategy runs: not measured, or nothing to tune)."""
-    return (json.loads(tuning_record.read_text()).get("strategy") or {}).get("strategy") or ""
+    block = json.loads(tuning_record.read_text()).get(RECORD_KEYS[step]) or {}
+    return block.get("strategy") or ""
 
 
-def add_to_record(run_record: Path, tuning_record: Path) -> None:
-    """Add the tuning behind an align job's strategy to its run record: the tuning file, when
-    it was measured, the choice, why and the walls."""
+def add_to_record(run_record: Path, tuning_record: Path, step: str = STEP) -> None:
+    """Add the tuning behind a job's strategy to its run record: the tuning file, when it was
+    measured, the choice, why and the walls (the alignment's under `tuning`; the calling's,
+    whose `tuning` is its I/O mode's, under `strategy_tuning`)."""
     record = json.loads(run_record.read_text())
     tuned = json.loads(tuning_record.read_text())
-    block = tuned.get("strategy") or {}
-    record["tuning"] = {"record": str(tuning_record), "measured": tuned.get("measured")} | {
+    block = tuned.get(RECORD_KEYS[step]) or {}
+    key = "tuning" if step == STEP else "strategy_tuning"
+    record[key] = {"record": str(tuning_record), "measured": tuned.get("measured")} | {
         k: block.get(k) for k in ("strategy", "why", "walls", "candidates")
     }
     run_record.write_text(json.dumps(record, indent=2) + "\n")
+
+
+def tune_calling(
+    host: HostConfig,
+    cut_at: Callable[[int], Any],
+    genome: Path,
+    threads: int,
+    pool: int,
+    settings: dict[str, Any],
+    min_measurable: float,
+    call: Callable[[Any, Path, str], Any],
+    log: Callable[[str], None] = print,
+) -> dict[str, Any]:
+    """nanopolish calling's strategy tuned on this machine under the run's I/O mode (checkpoint
+    tune_host, after that mode is chosen): the candidates planned as the methylation step plans
+    them (pool: the mode's nanopolish processes), each measured on an aligned slice whose signal
+    is indexed for the mode (cut_at(n): a tuning.Slice with .reads beside their index) by
+    call(cut, folder, strategy) (the step's own function, numapore.execution.steps.
+    run_methylation). The record's methylation_strategy block, as tune_alignment's."""
+    from numapore.execution.hosts import check_host_against_machine
+
+    step = "methylation"
+    topology = check_host_against_machine(host)
+    block: dict[str, Any] = {"step": step, "nodes": len(topology.compute_nodes)}
+    if len(topology.compute_nodes) <= 1:
+        return block | {"candidates": [BASELINE], "strategy": None, "why": ONE_NODE}
+    kept, dropped = candidates(host, topology, threads, genome.stat().st_size, None, step, pool)
+    block["dropped"] = dropped
+    if len(kept) < 2:
+        why = "nothing to tune: every strategy runs as none does on this host"
+        return block | {"candidates": kept, "strategy": None, "why": why}
+    return block | measure_calling(kept, cut_at, settings, min_measurable, call, log)
+
+
+def measure_calling(
+    strategies: Sequence[str],
+    cut_at: Callable[[int], Any],
+    settings: dict[str, Any],
+    min_measurable: float,
+    call: Callable[[Any, Path, str], Any],
+    log: Callable[[str], None] = print,
+) -> dict[str, Any]:
+    """tune_calling's measuring of its candidates (`strategies`, none first): each cell's
+    calls by call(slice, cell folder, strategy); tune's result."""
+    slices: dict[Path, Any] = {}
+
+    def calls(reads: Path, out: Path, strategy: str) -> None:
+        call(slices[reads], out.parent, strategy)
+
+    def cut(n: int) -> Any:
+        piece = cut_at(n)
+        slices[piece.reads] = piece
+        return piece
+
+    return tune(
+        cut, settings["reads"], strategies, settings["repeats"], settings["share"],
+        min_measurable, calls, log,
+    )  # fmt: skip

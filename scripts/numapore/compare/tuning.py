@@ -501,6 +501,23 @@ def signal_index(reads: Path, fast5_files: Sequence[str], blow5: Path | None) ->
         subprocess.run(command, shell=True, check=True, stdout=sys.stderr, env=env)
 
 
+def indexed_reads(cut: Slice, mode: str, folder: Path, processes: int) -> Path:
+    """The slice's reads in folder with nanopolish's index of their signal as the I/O mode
+    reads it (slow5: the slice's read groups converted to folder/slice.blow5 first): what the
+    calling's cells under that mode read (tune_strategy.tune_calling)."""
+    from numapore.signal.convert import convert
+
+    folder.mkdir(parents=True)
+    reads = folder / cut.reads.name
+    reads.symlink_to(cut.reads.absolute())
+    blow5 = None
+    if io_mode(mode).converts_signal:
+        blow5 = folder / "slice.blow5"
+        convert(cut.files, blow5, processes=processes, progress=None, first_groups=cut.groups)
+    signal_index(reads, cut.files, blow5)
+    return reads
+
+
 def measure_mode(
     cut: Slice,
     mode: str,
