@@ -478,6 +478,11 @@ def test_strategies_measured_on_each_kinds_slice(tmp_path):
     # a slice counts the sample's reads (the whole run the cap is set against)
     cut = tune_strategy.first_reads(tmp_path / "cut", modbam, 4, reference=ladder)
     assert (cut.count, cut.total) == (4, 10)
+    # a modBAM samtools cannot read: one line naming the file and samtools' reason
+    cut_short = tmp_path / "cut.bam"
+    cut_short.write_bytes(modbam.read_bytes()[:3000])
+    with pytest.raises(InputError, match=f"^reads file {cut_short}: samtools fastq: Failed"):
+        tune_strategy.first_reads(tmp_path / "bad", cut_short, 4)
     r1, r2 = cases["short"][3:]
     cut = tune_strategy.first_reads(tmp_path / "pairs", r1, 5, r2)
     assert (cut.count, cut.total) == (5, 10_000) and cut.reads2.read_text().count("\n@") == 4

@@ -22,6 +22,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from numapore.base.errors import InputError
 from numapore.compare.recommend import choose
 from numapore.compare.tuning import order, slice_size
 from numapore.execution.hosts import HostConfig
@@ -141,8 +142,12 @@ def first_records(reads: Path, reference: Path | None) -> Iterator[str]:
         text = io.TextIOWrapper(io.BufferedReader(process.stdout), errors="replace")
         lines = (line.rstrip("\n") for line in text)
         yield from ("\n".join(record) for record in zip(lines, lines, lines, lines, strict=False))
+        if process.wait():  # read to its end: samtools said why it stopped
+            error = process.stderr.read().decode(errors="replace").strip().splitlines()
+            raise InputError(f"reads file {reads}: samtools fastq: {(error or ['failed'])[-1]}")
     finally:
-        process.kill()  # the slice may stop before the end of the file
+        if process.poll() is None:  # the caller stopped before the end of the file
+            process.kill()
         process.wait()
 
 
@@ -153,10 +158,11 @@ def first_reads(
     """The sample's first `want` reads into folder/slice.<fasta|fastq> (a pair's R2 mates into
     folder/slice.2.fastq), with the sample's count of reads (the whole run's size the cap is
     set against). reference: a modBAM's (a CRAM is decoded against it)."""
+    from numapore.inputs.kinds import MODBAM_SUFFIXES
     from numapore.inputs.sheet import reads_format
 
     folder.mkdir(parents=True)
-    fmt = "fastq" if reads.name.lower().endswith((".bam", ".cram")) else reads_format(reads)
+    fmt = "fastq" if reads.name.lower().endswith(MODBAM_SUFFIXES) else reads_format(reads)
     out = folder / f"slice.{fmt.removesuffix('.gz')}"
     count = total = 0
     with open(out, "w") as handle:
