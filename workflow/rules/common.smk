@@ -40,7 +40,8 @@ from numapore.execution.aligners import ALIGNERS  # noqa: E402
 from numapore.execution.io_modes import IO_MODES, modes_reading  # noqa: E402
 from numapore.execution.io_modes import check_run as check_io_mode  # noqa: E402
 from numapore.execution.runstate import replaced_results  # noqa: E402
-from numapore.compare import tune_strategy, tuning  # noqa: E402
+from numapore import __version__ as numapore_version  # noqa: E402
+from numapore.compare import tune_pileup, tune_strategy, tuning  # noqa: E402
 from numapore.compare.measure import MIN_MEASURABLE_S  # noqa: E402
 from numapore.report.empty import SampleOutputs, closing_lines  # noqa: E402
 from numapore.execution.tools import check_minimap2_preset  # noqa: E402
@@ -458,9 +459,10 @@ WILDCARD_PATTERNS = {
 REFERENCES = {s.reference_name: s.reference for s in SAMPLES.values()}
 
 
-def shard_ids(step):
-    """Shard names '1-of-N' .. 'N-of-N' for a step scattered into N pieces by read."""
-    n = config["scatter"][step]
+def shard_ids(step, n=None):
+    """Shard names '1-of-N' .. 'N-of-N' for a step scattered into N pieces (config scatter:,
+    unless given)."""
+    n = n or config["scatter"][step]
     return [f"{i}-of-{n}" for i in range(1, n + 1)]
 
 
@@ -645,21 +647,31 @@ def accuracy_inputs(wildcards):
     return inputs
 
 
-def pileup_inputs(wildcards):
-    """What the pileup reads: the sample's modBAM (a modbam sample's aligned BAM, or the modBAM
-    made from a signal sample's calls of the motif) with its index, and the reference."""
+def pileup_bam(wildcards):
+    """The modBAM a pileup reads: a modbam sample's aligned BAM (haplotagged by WhatsHap when
+    it has a phased VCF), or the modBAM made from a signal sample's calls of the motif."""
     name = f"{wildcards.sample}.{wildcards.aligner}"
     if SAMPLES[wildcards.sample].input_kind.runs("call_methylation"):
-        bam = f"results/{wildcards.sample}/methylation/{name}.{wildcards.motif}.modbam.bam"
-    elif SAMPLES[wildcards.sample].phased_vcf:  # WhatsHap's haplotags from the phased VCF
-        bam = f"results/{wildcards.sample}/align/{name}.haplotagged.bam"
-    else:
-        bam = f"results/{wildcards.sample}/align/{name}.bam"
+        return f"results/{wildcards.sample}/methylation/{name}.{wildcards.motif}.modbam.bam"
+    if SAMPLES[wildcards.sample].phased_vcf:  # WhatsHap's haplotags from the phased VCF
+        return f"results/{wildcards.sample}/align/{name}.haplotagged.bam"
+    return f"results/{wildcards.sample}/align/{name}.bam"
+
+
+def pileup_inputs(wildcards):
+    """What the pileup reads: the sample's modBAM (pileup_bam) with its index, and the
+    reference; split (pileup_setting's regions > 1), the shards' texts and read listings; tuned,
+    the tuning record whose split and threads the jobs follow (they wait for tune_pileup)."""
+    name = f"{wildcards.sample}.{wildcards.aligner}"
+    bam = pileup_bam(wildcards)
     inputs = {"bam": bam, "bai": f"{bam}.bai", "reference": reference_fasta(wildcards)}
-    if config["scatter"]["pileup"] > 1 and "shard" not in wildcards.keys():
+    if TUNE_PILEUP is not None:
+        inputs["tuning"] = checkpoints.tune_pileup.get().output.record
+    regions = pileup_setting()["regions"]
+    if regions > 1 and "shard" not in wildcards.keys():
         shards = [
             f"results/{wildcards.sample}/methylation/shards/{name}.{wildcards.motif}.{shard}"
-            for shard in shard_ids("pileup")
+            for shard in shard_ids("pileup", regions)
         ]
         inputs["shards"] = [f"{shard}.bed" for shard in shards]
         inputs["shard_listings"] = [f"{shard}.pileup_reads.tsv" for shard in shards]
@@ -731,6 +743,102 @@ def pileup_settings(wildcards):
     if called and settings["filter_threshold"] == "auto":
         settings["filter_threshold"] = llr_probability(config["methylation"]["call_threshold"])
     return settings
+
+
+def untuned_pileup():
+    """The pileup's {regions, threads} untuned: the host file's pileup: section (what a tuning
+    chose, adopted), else config scatter.pileup regions, each job with the run's cores."""
+    return dict(HOST.pileup) or {"regions": config["scatter"]["pileup"], "threads": RUN_CORES}
+
+
+def pileup_tuning_plan():
+    """Host tuning of the pileup (config tune; numapore.compare.tune_pileup): None when off or
+    when there is nothing to tune (no sample runs the pileup; every setting the same command,
+    as on one core), else the tuned sample (tuning.sample if it runs the pileup, else the
+    first that does), its modBAM, the candidates, the run's pileup jobs, the cache key and the
+    tuning files."""
+    settings = tuning.settings(config)
+    if settings["mode"] == "off":
+        return None
+    samples = [s for s in SAMPLES.values() if s.input_kind.runs("pileup")]
+    base = untuned_pileup()
+    candidates, dropped = tune_pileup.candidates(base["regions"], base["threads"], RUN_CORES)
+    why = ""
+    if not samples:
+        why = "no sample runs the pileup"
+    elif len(candidates) < 2:
+        what = tune_pileup.label(candidates[0])
+        why = f"on {RUN_CORES} core{'s' * (RUN_CORES > 1)} every setting runs as {what} does"
+    if why:
+        if workflow.is_main_process:
+            logger.info(f"numapore: tuning: pileup: nothing to tune: {why}")
+        return None
+    named = settings["sample"] in {s.name for s in samples}
+    name = settings["sample"] if named else samples[0].name
+    wildcards = SimpleNamespace(
+        sample=name, aligner=config["aligner"], motif=sample_motifs(SAMPLES[name])[0]
+    )
+    bam = pileup_bam(wildcards)
+    names = [tune_pileup.label(c) for c in candidates]
+    key = {
+        "format": tune_pileup.FORMAT,
+        "numapore": numapore_version,
+        "modbam": str(Path(bam).absolute()),
+        "settings": pileup_settings(wildcards),
+        "candidates": names,
+        "slice": {k: settings[k] for k in ("repeats", "share")},
+    }
+    files = tune_pileup.files()
+    reuse, why = tuning.cached(files["record"], key)
+    if settings["mode"] == "again":
+        why = "tune=again: measuring anew"
+    elif reuse is not None:
+        why += f"; {tune_pileup.label(list(tune_pileup.chosen(reuse).values()))} ({reuse['why']})"
+    if workflow.is_main_process:
+        logger.info(f"numapore: tuning: pileup: {why}")
+    return {
+        "sample": name,
+        "motif": wildcards.motif,
+        "bam": bam,
+        "candidates": candidates,
+        "dropped": dropped,
+        "jobs": sum(len(sample_motifs(s)) for s in samples),
+        "key": key,
+        "files": files,
+        "settings": settings,
+        "again": time.time_ns() if settings["mode"] == "again" else 0,
+    }
+
+
+def pileup_setting():
+    """The pileup's {regions, threads}: untuned_pileup(), or the tuning's choice once it is made
+    (a function calling this waits for checkpoint tune_pileup)."""
+    if TUNE_PILEUP is None:
+        return untuned_pileup()
+    record = checkpoints.tune_pileup.get().output.record
+    return tune_pileup.chosen(json.loads(Path(record).read_text()))
+
+
+def pileup_threads(wildcards):
+    """The threads of a pileup job: pileup_setting's, the tuning record read as a file (a
+    threads function cannot wait for a checkpoint: Snakemake makes the pileup's jobs anew once
+    tune_pileup has run, as they wait for its record); untuned_pileup's until then."""
+    if TUNE_PILEUP is not None and Path(TUNE_PILEUP["files"]["record"]).is_file():
+        record = json.loads(Path(TUNE_PILEUP["files"]["record"]).read_text())
+        return tune_pileup.chosen(record)["threads"]
+    return untuned_pileup()["threads"]
+
+
+def tuned_pileup_base():
+    """The host file the pileup's adoptable host file starts from: host tuning's (its
+    <host>.yaml) when it runs, else the run's."""
+    return tuning.tuning_files()["host"] if TUNE is not None else HOST_FILE
+
+
+try:
+    TUNE_PILEUP = pileup_tuning_plan()
+except (InputError, ValueError) as err:
+    raise WorkflowError(f"numapore: {err}")
 
 
 def final_outputs():

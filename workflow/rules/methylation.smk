@@ -279,7 +279,7 @@ rule pileup:
         sample=samples_running("pileup"),
     conda:
         "../../envs/python.yaml"
-    threads: RUN_CORES
+    threads: pileup_threads
     params:
         settings=pileup_settings,
     script:
@@ -312,7 +312,8 @@ rule pileup_haplotypes:
         "../../scripts/pileup_haplotypes.py"
 
 
-# A share of the pileup (scatter.pileup > 1): the rows of consecutive regions of the genome
+# A share of the pileup (scatter.pileup > 1, or the host file's or the tuning's pileup regions:
+# common.smk's pileup_setting): the rows of consecutive regions of the genome
 # (numapore.methylation.pileup_cli.shard_regions); rule pileup concatenates them in order.
 rule pileup_shard:
     input:
@@ -330,7 +331,7 @@ rule pileup_shard:
         sample=samples_running("pileup"),
     conda:
         "../../envs/python.yaml"
-    threads: RUN_CORES
+    threads: pileup_threads
     params:
         settings=pileup_settings,
     script:

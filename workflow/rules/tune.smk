@@ -53,3 +53,40 @@ checkpoint tune_host:
         strategies_why=lambda wc: TUNE["strategies_why"],
     script:
         "../../scripts/tune_host.py"
+
+
+# Host tuning of the pileup (numapore.compare.tune_pileup): the pileup's split into regions and
+# its threads measured on a window of the tuned sample's modBAM with the real engine; the
+# pileup jobs follow the winner (common.smk's pileup_setting: their shards and threads).
+checkpoint tune_pileup:
+    input:
+        bam=lambda wc: TUNE_PILEUP["bam"],
+        bai=lambda wc: f"{TUNE_PILEUP['bam']}.bai",
+        reference=lambda wc: reference_fasta(SimpleNamespace(sample=TUNE_PILEUP["sample"])),
+        host=tuned_pileup_base(),
+    output:
+        record=tune_pileup.files()["record"],
+        host=tune_pileup.files()["host"],
+    log:
+        f"results/logs/tune_pileup/{tuning.host_name()}.log",
+    benchmark:
+        f"results/benchmarks/tune_pileup/{tuning.host_name()}.tsv"
+    conda:
+        "../../envs/python.yaml"
+    threads: RUN_CORES
+    resources:
+        cpus_per_task=cluster_cpus("methylation"),
+        slurm_extra=cluster_node("methylation"),
+    params:
+        settings=lambda wc: TUNE_PILEUP["settings"],
+        candidates=lambda wc: TUNE_PILEUP["candidates"],
+        dropped=lambda wc: TUNE_PILEUP["dropped"],
+        key=lambda wc: TUNE_PILEUP["key"],
+        again=lambda wc: TUNE_PILEUP["again"],
+        sample=lambda wc: TUNE_PILEUP["sample"],
+        jobs=lambda wc: TUNE_PILEUP["jobs"],
+        pileup=lambda wc: pileup_settings(
+            SimpleNamespace(sample=TUNE_PILEUP["sample"], motif=TUNE_PILEUP["motif"])
+        ),
+    script:
+        "../../scripts/tune_pileup.py"

@@ -60,6 +60,9 @@ class HostConfig:
     io_mode: str = "fast5"
     io_processes: int | None = None
     description: str = ""
+    # The pileup's split and threads ({regions, threads}: what host tuning chose); empty: the
+    # config's scatter.pileup regions, each job with the run's cores.
+    pileup: Mapping[str, int] = field(default_factory=dict)
     # Settings given on the command line over the file's (with_overrides): 'io_mode',
     # 'strategy.alignment', 'strategy.methylation' -> value; only those that differ.
     overrides: Mapping[str, str] = field(default_factory=dict)
@@ -287,6 +290,7 @@ def host_config_from_dict(
         io_mode=full["io_mode"],
         io_processes=full["io_processes"],
         description=full["description"],
+        pileup=dict(full.get("pileup") or {}),
     )
 
 
