@@ -147,7 +147,8 @@ def signal_fast5_run(tmp_path_factory, ecoli_dir, messy_fast5, vbz_dir) -> Path:
     """I/O mode fast5 on region.fa: the reads as they are (clean: gzip FAST5), the messy copies
     and the VBZ copy; run.stderr holds the run's messages. With host tuning on (test_tuning):
     its first cell, on 4 of clean's reads, says measuring would cost more than 5 % of the run,
-    so the host file's fast5 runs (what the other tests of this run expect)."""
+    so the host file's fast5 runs (what the other tests of this run expect); clean's bedMethyl
+    too, whose pileup tuning (tune_pileup) finds its pileup too small to measure."""
 
     def make(work: Path) -> None:
         rows = [
@@ -158,6 +159,7 @@ def signal_fast5_run(tmp_path_factory, ecoli_dir, messy_fast5, vbz_dir) -> Path:
         write_project(work, rows, {"tune": "on", "tuning": {"reads": 4, "check_payback": False}})
         host = host_file(work / "host.yaml", "none", "fast5")
         targets = [t for s in ("clean", "messy", "vbz") for t in outputs(s, "calls", "accounting")]
+        targets += outputs("clean", "bedmethyl")
         run_logged(work, *targets, "--config", f"host={host}")
 
     return shared_run(tmp_path_factory, "signal_fast5", make)

@@ -17,11 +17,12 @@ import pyslow5
 import pysam
 import pytest
 import yaml
-from conftest import run_workflow
+from conftest import SHARED, run_workflow
 from project import REPO
 
 from numapore.base.errors import InputError
-from numapore.compare import tune_strategy, tuning
+from numapore.compare import tune_pileup, tune_strategy, tuning
+from numapore.compare.recommend import beats
 from numapore.compare.measure import MIN_MEASURABLE_S
 from numapore.execution.aligners import ALIGNERS
 from numapore.execution.hosts import host_config_from_dict, load_host_config
@@ -313,6 +314,33 @@ def test_tuning_in_a_run_and_its_reuse(signal_fast5_run, tmp_path):
     assert f"numapore: tuning: no tuning for {name} yet (results/tuning/{name}.json)" in stderr
     assert f"numapore: tuning: strategies: {tune_strategy.ONE_NODE}" in stderr
     assert stderr.index("checkpoint tune_host") < stderr.index("rule align")
+    # the pileup's tuning (clean's bedMethyl): the first sample that runs the pileup, its
+    # modBAM of nanopolish's calls; one pileup job of 112 reads is less than the least
+    # measurement, so the run's setting (scatter.pileup 1, the job's 2 threads) runs, and the
+    # record, the adoptable host file (host tuning's with the pileup) and the job say so
+    pileup = json.loads((work / f"results/tuning/{name}.pileup.json").read_text())
+    assert pileup["sample"] == "clean" and pileup["jobs"] == 3  # 3 samples x cpg
+    assert pileup["key"]["modbam"].endswith(
+        "results/clean/methylation/clean.minimap2.cpg.modbam.bam"
+    )
+    assert pileup["candidates"] == ["1 region x 2 threads", "1 region x 1 thread",
+                                    "2 regions x 1 thread"]  # fmt: skip
+    assert pileup["choice"] is None and pileup["pileup"] == {"regions": 1, "threads": 2}
+    assert pileup["why"].startswith("not measured: the whole pileup, estimated at ")
+    assert "x 3 pileup jobs), is less than the least measurement (6 cells of at least 2 s" in (
+        pileup["why"]
+    )
+    assert len(pileup["sizing"]) == 1 and pileup["cells"] == [] and pileup["total_records"] > 80
+    assert stderr.index("numapore: tuning: pileup: no tuning of this host yet") < stderr.index(
+        "rule align"
+    )
+    assert stderr.index("checkpoint tune_pileup") < stderr.index("rule pileup")
+    adopted = load_host_config(work / f"results/tuning/{name}.pileup.yaml")
+    assert adopted.pileup == {"regions": 1, "threads": 2} and adopted.io_mode == "fast5"
+    assert pileup["host_file"] == f"results/tuning/{name}.yaml"
+    job_log = (work / "results/logs/pileup/clean.minimap2.cpg.log").read_text()
+    assert "equivalent modkit command: modkit pileup " in job_log and "--threads 2" in job_log
+    assert not (work / "results/logs/pileup_shard").exists()
     # a second run: the record reused (its log says so), nothing measured again
     target = "results/clean/methylation/clean.minimap2.cpg.calls.tsv"
     again = run_workflow(work, "-n", target, "--config", f"host={work / 'host.yaml'}")
@@ -320,6 +348,9 @@ def test_tuning_in_a_run_and_its_reuse(signal_fast5_run, tmp_path):
     assert f"numapore: tuning: reusing results/tuning/{name}.json" in output
     assert "no measurement; I/O mode fast5" in output
     assert "Nothing to be done" in output
+    # the pileup's tuning: reused too (said before any job, whatever the targets)
+    said = f"numapore: tuning: pileup: reusing results/tuning/{name}.pileup.json (measured "
+    assert said in output and "no measurement; 1 region x 2 threads (not measured: " in output
     # measuring asked of a sample too small to pay it back (another slice setting: the record
     # is not reused): said before any job, and no tuning job; the host file's fast5 runs
     settings = tmp_path / "small.yaml"  # merged into the run's config (Snakemake's --configfile)
@@ -486,3 +517,159 @@ def test_strategies_measured_on_each_kinds_slice(tmp_path):
     r1, r2 = cases["short"][3:]
     cut = tune_strategy.first_reads(tmp_path / "pairs", r1, 5, r2)
     assert (cut.count, cut.total) == (5, 10_000) and cut.reads2.read_text().count("\n@") == 4
+
+
+# --- the pileup (numapore.compare.tune_pileup): candidates, window, estimate, rule, measuring ---
+
+# modkit's real modBAM of 129 reads with calls in every context, on 32 contigs of 155 bases
+ALL_CONTEXTS = SHARED / "data" / "modkit_pileup" / "inputs" / "testing_all_context_calls.bam"
+
+
+def test_pileup_candidates_simpler_first_and_no_same_command_twice():
+    # the run untuned (scatter.pileup 1, the job's 2 threads), one job of one thread, 2 x 1
+    kept, dropped = tune_pileup.candidates(1, 2, 2)
+    assert kept == [(1, 2), (1, 1), (2, 1)] and dropped == {}
+    assert [tune_pileup.label(c) for c in kept] == [
+        "1 region x 2 threads", "1 region x 1 thread", "2 regions x 1 thread"
+    ]  # fmt: skip
+    # one core: every setting is the baseline's command
+    kept, dropped = tune_pileup.candidates(1, 1, 1)
+    assert kept == [(1, 1)]
+    assert dropped == {"1 region x 1 thread": "the same command as an earlier candidate"}
+    # scatter.pileup 4 on 8 cores: its jobs hold 8 threads each, so they run one at a time
+    kept, _ = tune_pileup.candidates(4, 8, 8)
+    assert kept == [(4, 8), (1, 1), (8, 1)]
+    assert tune_pileup.at_once((4, 8), 8) == 1 and tune_pileup.at_once((8, 1), 8) == 8
+    # a job never holds more threads than the run has cores (Snakemake caps them)
+    assert tune_pileup.candidates(2, 16, 4)[0][0] == (2, 4)
+
+
+def test_pileup_window_and_its_split_tile_the_genome():
+    contigs = [("a", 150), ("b", 100)]
+    assert tune_pileup.window_regions(contigs, 200) == [("a", 0, 150), ("b", 0, 50)]
+    assert tune_pileup.window_regions(contigs, 400) == [("a", 0, 150), ("b", 0, 100)]
+    assert tune_pileup.window_regions(contigs, 80, (0, 100)) == [("a", 100, 150), ("b", 0, 30)]
+    window = [("a", 0, 150), ("b", 0, 50)]
+    assert tune_pileup.split(window, 2) == [["a:0-100"], ["a:100-150", "b:0-50"]]
+    assert tune_pileup.split(window, 1) == [["a:0-150", "b:0-50"]]
+    # more shares than bases to give: the last ones empty
+    assert tune_pileup.split([("a", 0, 2)], 3) == [["a:0-1"], ["a:1-2"], []]
+
+
+def test_pileup_whole_estimated_from_the_sizing_cells():
+    """Two windows: 1 s of start and 5 ms a record (1.5 s on 100 records, 2.5 s on 300), to
+    10,000 records: 51 s a job, 3 jobs; one window: its start counted in its records."""
+    whole, how = tune_pileup.whole_seconds([(100, 1.5), (300, 2.5)], 10_000, 3)
+    assert whole == pytest.approx(153.0)
+    assert "51.0 s a job (1.00 s start, 5.000 ms a record x 10,000 mapped records)" in how
+    assert "x 3 pileup jobs" in how
+    assert tune_pileup.whole_seconds([(100, 1.0)], 1000, 2)[0] == pytest.approx(20.0)
+    # a window without records: all of it the start
+    assert tune_pileup.whole_seconds([(0, 0.5)], 1000, 1)[0] == pytest.approx(0.5)
+
+
+@pytest.mark.parametrize(
+    "walls, chosen, why",
+    [
+        # the split beats one job of 2 threads in every repeat, beyond the spread and 5 %
+        ({"1x2": [10.0, 10.2], "1x1": [11.0, 11.1], "2x1": [6.0, 6.1]}, "2x1", "x1.6"),
+        # faster medians but overlapping repeats: the run's setting stays
+        ({"1x2": [10.0, 12.0], "2x1": [9.0, 11.0]}, "1x2", "spread"),
+        # the baseline under the floor: too short to tell them apart
+        ({"1x2": [1.0, 1.1], "2x1": [0.2, 0.2]}, "1x2", "too short"),
+    ],
+)
+def test_pileup_decided_by_the_honest_rule(walls, chosen, why):
+    setting, reason = tune_pileup.decide(walls, "1x2", MIN_MEASURABLE_S)
+    assert setting == chosen and why in reason
+
+
+def two_contigs(folder) -> str:
+    """modkit's modBAM with every other read moved from its contig (the 10th) to the last of
+    the same length (the calls are the reads' own: no reference is read), so that a split's
+    shares both have reads."""
+    folder.mkdir()
+    moved = folder / "moved.bam"
+    with pysam.AlignmentFile(str(ALL_CONTEXTS)) as bam:
+        with pysam.AlignmentFile(str(moved), "wb", template=bam) as out:
+            for i, record in enumerate(bam):
+                if i % 2 and not record.is_unmapped:
+                    record.reference_id = bam.nreferences - 1
+                out.write(record)
+    sorted_bam = str(folder / "two_contigs.bam")
+    pysam.sort("-o", sorted_bam, str(moved))
+    pysam.index(sorted_bam)
+    return sorted_bam
+
+
+def test_pileup_measured_on_a_window_with_the_real_engine(tmp_path):
+    """The real engine (numapore pileup processes, each region share its own) on modkit's
+    modBAM, the floor lowered to 0.1 s so that it costs a few seconds: one pileup job is less
+    than the least measurement (not measured, after one cell); 1,000 jobs are measured: every
+    candidate in every repeat, their rows all the baseline's, and the choice is the rule's on
+    the walls."""
+    settings, _ = tune_pileup.candidates(1, 2, 2)
+    logged = []
+    small = tune_pileup.tune(
+        str(ALL_CONTEXTS), [], settings, 2, 1, 2, 0.05, 0.1, tmp_path / "one", logged.append
+    )
+    assert small["choice"] is None and len(small["sizing"]) == 1 and small["cells"] == []
+    assert small["why"].startswith("not measured: the whole pileup, estimated at ")
+    assert "is less than the least measurement (6 cells of at least 0.1 s: 0.6 s)" in small["why"]
+    assert small["total_records"] == 129
+    # the window: the genome from its first mapped record's contig (the 10th of 32 of 155
+    # bases) on, its first cell 1 region x 2 threads
+    assert small["slice"] == {
+        "bam": str(ALL_CONTEXTS), "bases": 3565, "records": 129, "contigs": 23,
+        "from": "5mers_rand_ref_adapter_10:0-155", "to": "5mers_rand_ref_adapter_32:0-155",
+    }  # fmt: skip
+    assert logged[0].startswith("tuning: pileup: 1 region x 2 threads on 3,565 bases (129 ")
+    bam = two_contigs(tmp_path / "bam")
+    result = tune_pileup.tune(bam, [], settings, 2, 1000, 2, 1.0, 0.1, tmp_path / "many", print)
+    names = result["candidates"]
+    assert names == ["1 region x 2 threads", "1 region x 1 thread", "2 regions x 1 thread"]
+    cells = [(c["setting"], c["repeat"]) for c in result["cells"]]
+    assert cells == tuning.order(names, 2)  # repeat 2 in reverse order
+    assert all(len(result["walls"][n]) == 2 for n in names)
+    assert result["walls"]["1 region x 2 threads"][0] == result["sizing"][-1]["wall_s"]
+    # the choice is the rule's on the walls: a winner beats the baseline, else the baseline
+    baseline = result["walls"][names[0]]
+    if min(baseline) < 0.1:
+        assert result["choice"] == names[0] and "too short" in result["why"]
+    elif result["choice"] == names[0]:
+        assert not any(beats(result["walls"][n], baseline) for n in names[1:])
+    else:
+        assert beats(result["walls"][result["choice"]], baseline)
+    assert (result["choice"], result["why"]) == tune_pileup.decide(result["walls"], names[0], 0.1)
+    # every candidate's cells wrote the baseline's rows (the tuner compares them; here: the
+    # shares' texts of the split's last cell, concatenated, against the first cell's)
+    first = (tmp_path / "many" / "window1" / "1-of-1.bed").read_bytes()
+    split = tmp_path / "many" / "2regionsx1thread.r2"
+    assert first.count(b"\n") == result["rows"] > 100
+    assert (split / "1-of-2.bed").read_bytes() + (split / "2-of-2.bed").read_bytes() == first
+    assert (split / "1-of-2.bed").read_bytes() and (split / "2-of-2.bed").read_bytes()
+    # the adoptable host file: the base host file with the choice as its pileup: section
+    record = result | {"host": "h", "measured": "now", "pileup": tune_pileup.setting_of(
+        result["choice"], settings)}  # fmt: skip
+    text = tune_pileup.host_yaml({"io_mode": "fast5"}, record, "base.yaml")
+    adopted = host_config_from_dict(yaml.safe_load(text))
+    assert adopted.pileup == record["pileup"] and adopted.io_mode == "fast5"
+    assert f"# Pileup: {result['choice']}: {result['why']}" in text
+
+
+def test_pileup_rows_that_differ_are_an_error(tmp_path, monkeypatch):
+    """A split whose rows are not the baseline's stops the tuning (an error, not a choice):
+    here the second share's process is given an option that changes the rows."""
+    calls = []
+    real = tune_pileup.run_cell
+
+    def run_cell(bam, arguments, setting, window, cores, folder):
+        calls.append(setting)
+        if setting == (2, 1):
+            arguments = [*arguments, "--no-filtering"]
+        return real(bam, arguments, setting, window, cores, folder)
+
+    monkeypatch.setattr(tune_pileup, "run_cell", run_cell)
+    settings, _ = tune_pileup.candidates(1, 2, 2)
+    with pytest.raises(RuntimeError, match="2 regions x 1 thread's bedMethyl rows differ"):
+        tune_pileup.tune(str(ALL_CONTEXTS), [], settings, 2, 1000, 2, 1.0, 0.1, tmp_path, print)

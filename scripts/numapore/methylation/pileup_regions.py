@@ -46,9 +46,13 @@ class Chunk:
 
 
 def parse_region(raw: str, bam) -> tuple[str, int, int]:
-    """modkit's Region::parse_str: chrom, or chrom:start-end (commas allowed); bam: open_bam's."""
+    """modkit's Region::parse_str: chrom, or chrom:start-end (commas allowed); bam: open_bam's.
+    A contig whose name holds ':' (region.fa's 'tig1:200-300') is read whole by its name, or
+    up to its span after the last ':' (a scatter's shares of it)."""
+    if raw in bam.references:
+        return raw, 0, bam.get_reference_length(raw)
     if ":" in raw:
-        name, _, span = raw.partition(":")
+        name, _, span = raw.rpartition(":")
         parts = span.replace(",", "").split("-")
         if ":" in span or len(parts) != 2 or not all(p.isdigit() for p in parts):
             raise PileupError(f"invalid region {raw!r}")
