@@ -320,9 +320,8 @@ def test_tuning_in_a_run_and_its_reuse(signal_fast5_run, tmp_path):
     # record, the adoptable host file (host tuning's with the pileup) and the job say so
     pileup = json.loads((work / f"results/tuning/{name}.pileup.json").read_text())
     assert pileup["sample"] == "clean" and pileup["jobs"] == 3  # 3 samples x cpg
-    assert pileup["key"]["modbam"].endswith(
-        "results/clean/methylation/clean.minimap2.cpg.modbam.bam"
-    )
+    modbam = "results/clean/methylation/clean.minimap2.cpg.modbam.bam"
+    assert pileup["key"]["modbam"] == str(work / modbam)
     assert pileup["candidates"] == ["1 region x 2 threads", "1 region x 1 thread",
                                     "2 regions x 1 thread"]  # fmt: skip
     assert pileup["choice"] is None and pileup["pileup"] == {"regions": 1, "threads": 2}
@@ -351,6 +350,16 @@ def test_tuning_in_a_run_and_its_reuse(signal_fast5_run, tmp_path):
     # the pileup's tuning: reused too (said before any job, whatever the targets)
     said = f"numapore: tuning: pileup: reusing results/tuning/{name}.pileup.json (measured "
     assert said in output and "no measurement; 1 region x 2 threads (not measured: " in output
+    # the pileup's host file as a tuning that chose a split writes it, adopted, tuning off:
+    # the pileup runs so (2 shard jobs), with no tuning
+    adopt = tmp_path / "adopted.yaml"
+    data = yaml.safe_load((work / f"results/tuning/{name}.pileup.yaml").read_text())
+    adopt.write_text(yaml.safe_dump(data | {"pileup": {"regions": 2, "threads": 1}}))
+    bed = "results/clean/methylation/clean.minimap2.cpg.bedmethyl.gz"
+    split = run_workflow(work, "-n", bed, "--config", f"host={adopt}", "tune=off")
+    output = split.stdout + split.stderr
+    assert "shard=1-of-2" in output and "shard=2-of-2" in output
+    assert "tune_pileup" not in output and "tuning: pileup" not in output
     # measuring asked of a sample too small to pay it back (another slice setting: the record
     # is not reused): said before any job, and no tuning job; the host file's fast5 runs
     settings = tmp_path / "small.yaml"  # merged into the run's config (Snakemake's --configfile)

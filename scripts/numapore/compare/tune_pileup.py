@@ -285,7 +285,8 @@ def tune(
         if got != rows:
             raise RuntimeError(
                 f"tuning: pileup: {name}'s bedMethyl rows differ from {names[0]}'s on "
-                f"{result['slice']['from']} to {result['slice']['to']}: the split changed the output"
+                f"{result['slice']['from']} to {result['slice']['to']}: the setting changed "
+                "the output"
             )
         walls[name].append(wall)
         result["cells"].append({"setting": name, "repeat": repeat, "wall_s": wall})
