@@ -24,7 +24,8 @@ candidates = [tuple(c) for c in p.candidates]
 started = time.monotonic()
 record = {
     "format": tune_pileup.FORMAT,
-    "host": tuning.host_name(),
+    "host": tuning.host_name(),  # the machine that measured (on a cluster, a partition's node)
+    "name": Path(smk.output.record).name.removesuffix(".pileup.json"),  # tuning.tuning_name
     "measured": datetime.now(UTC).isoformat(timespec="seconds"),
     "host_file": smk.input.host,
     "key": p.key,

@@ -330,9 +330,8 @@ def test_tuning_in_a_run_and_its_reuse(signal_fast5_run, tmp_path):
         pileup["why"]
     )
     assert len(pileup["sizing"]) == 1 and pileup["cells"] == [] and pileup["total_records"] > 80
-    assert stderr.index("numapore: tuning: pileup: no tuning of this host yet") < stderr.index(
-        "rule align"
-    )
+    said = f"numapore: tuning: pileup: no tuning for {name}.pileup yet (results/tuning/{name}."
+    assert stderr.index(said) < stderr.index("rule align")
     assert stderr.index("checkpoint tune_pileup") < stderr.index("rule pileup")
     adopted = load_host_config(work / f"results/tuning/{name}.pileup.yaml")
     assert adopted.pileup == {"regions": 1, "threads": 2} and adopted.io_mode == "fast5"

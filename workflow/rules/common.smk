@@ -788,7 +788,7 @@ def pileup_tuning_plan():
         "candidates": names,
         "slice": {k: settings[k] for k in ("repeats", "share")},
     }
-    files = tune_pileup.files()
+    files = tune_pileup.files(name=TUNING_NAME)
     reuse, why = tuning.cached(files["record"], key)
     if settings["mode"] == "again":
         why = "tune=again: measuring anew"
@@ -832,7 +832,7 @@ def pileup_threads(wildcards):
 def tuned_pileup_base():
     """The host file the pileup's adoptable host file starts from: host tuning's (its
     <host>.yaml) when it runs, else the run's."""
-    return tuning.tuning_files()["host"] if TUNE is not None else HOST_FILE
+    return tuning.tuning_files(name=TUNING_NAME)["host"] if TUNE is not None else HOST_FILE
 
 
 try:

@@ -65,12 +65,12 @@ checkpoint tune_pileup:
         reference=lambda wc: reference_fasta(SimpleNamespace(sample=TUNE_PILEUP["sample"])),
         host=tuned_pileup_base(),
     output:
-        record=tune_pileup.files()["record"],
-        host=tune_pileup.files()["host"],
+        record=tune_pileup.files(name=TUNING_NAME)["record"],
+        host=tune_pileup.files(name=TUNING_NAME)["host"],
     log:
-        f"results/logs/tune_pileup/{tuning.host_name()}.log",
+        f"results/logs/tune_pileup/{TUNING_NAME}.log",
     benchmark:
-        f"results/benchmarks/tune_pileup/{tuning.host_name()}.tsv"
+        f"results/benchmarks/tune_pileup/{TUNING_NAME}.tsv"
     conda:
         "../../envs/python.yaml"
     threads: RUN_CORES

@@ -44,10 +44,11 @@ def label(setting: Sequence[int]) -> str:
     return f"{regions} region{'s' * (regions > 1)} x {threads} thread{'s' * (threads > 1)}"
 
 
-def files(folder: str = "results/tuning") -> dict[str, str]:
+def files(folder: str = "results/tuning", name: str = "") -> dict[str, str]:
     """The pileup's tuning record (JSON) and its adoptable host file (YAML), beside host
-    tuning's (numapore.compare.tuning.tuning_files): <host>.pileup.json, <host>.pileup.yaml."""
-    names = tuning_files(folder)
+    tuning's (numapore.compare.tuning.tuning_files; name: tuning_name()): <name>.pileup.json,
+    <name>.pileup.yaml."""
+    names = tuning_files(folder, name)
     return {
         "record": names["record"].removesuffix(".json") + ".pileup.json",
         "host": names["host"].removesuffix(".yaml") + ".pileup.yaml",
