@@ -763,9 +763,13 @@ def pileup_tuning_plan():
     samples = [s for s in SAMPLES.values() if s.input_kind.runs("pileup")]
     base = untuned_pileup()
     candidates, dropped = tune_pileup.candidates(base["regions"], base["threads"], RUN_CORES)
+    # a profile's set-threads (profiles/slurm) wins over a rule's threads: the tuned ones too
+    given = set(workflow.resource_settings.overwrite_threads) & {"pileup", "pileup_shard"}
     why = ""
     if not samples:
         why = "no sample runs the pileup"
+    elif given:
+        why = f"the pileup's threads are given (set-threads: {', '.join(sorted(given))})"
     elif len(candidates) < 2:
         what = tune_pileup.label(candidates[0])
         why = f"on {RUN_CORES} core{'s' * (RUN_CORES > 1)} every setting runs as {what} does"
