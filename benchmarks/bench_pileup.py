@@ -11,6 +11,17 @@ whether the bedMethyl bytes are modkit's.
         [--tile-bam demo.minimap2.cpg.modbam.bam --tile-ref ecoli_dh10b.fa --tile 100] \\
         [--repeat 3] [--threads 1,2] [--keep DIR] [--data sim,tiled]
 
+With --tune, instead: host tuning of the pileup (numapore.compare.tune_pileup, what `tune: on`
+runs in checkpoint tune_pileup) on the modBAM, at each --tune-share (5 %: the default cap; 100 %:
+the cells may take half the whole pileup), then the whole pileup under every candidate (the run's
+untuned setting, one job of every core, first), each as the run's pileup jobs run (each region
+share a process, as many at once as cores / threads), interleaved, to see whether the choice was
+right; the tuned run's cost is the tuning's seconds plus the chosen setting's wall (times
+--tune-jobs: a run of that many such pileups), against the untuned setting's:
+
+    nice -n 10 .venv/bin/python benchmarks/bench_pileup.py --tune --data sim --reads 300000 \\
+        [--tune-share 0.05 --tune-share 1] [--tune-jobs 10] [--keep DIR]
+
 Two modBAMs:
 - sim: simulated (simulate()): a random reference of a few contigs, reads from both strands
   with substitutions, insertions, deletions and soft clips, and dorado-style explicit calls
@@ -26,10 +37,12 @@ import array
 import hashlib
 import os
 import shlex
+import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import benchpath  # noqa: F401  (puts scripts/ on the path)
@@ -239,6 +252,67 @@ def bench(name, bam, ref, tools, args) -> None:
         print(f"{case:14} {tool:14} {t:>7} {wall:>8.2f} {ratio:>8} {rss:>8.0f}  {same}")
 
 
+def bench_tune(name: str, bam: Path, ref: Path, args) -> None:
+    """The pileup's host tuning on a modBAM (the workflow's pileup: settings, motif cpg), then
+    the whole pileup untuned and under each share's choice (see the module's docstring)."""
+    import yaml
+
+    from numapore.compare import tune_pileup
+    from numapore.compare.measure import MIN_MEASURABLE_S
+    from numapore.methylation.pileup_settings import pileup_arguments
+
+    config = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
+    settings = {**config["pileup"], "motif": "cpg"}
+    arguments = pileup_arguments(settings, str(ref), 1)[:-2]  # each setting gives its threads
+    cores = args.cores or os.cpu_count() or 1
+    candidates, _ = tune_pileup.candidates(1, cores, cores)
+    with pysam.AlignmentFile(str(bam)) as handle:
+        contigs = list(zip(handle.references, handle.lengths, strict=True))
+        records = handle.mapped
+    genome = tune_pileup.window_regions(contigs, sum(n for _, n in contigs))
+    work = Path(tempfile.mkdtemp(prefix="bench_tune_pileup."))
+    print(f"\n## {name}: {records:,} mapped records, {len(contigs)} contigs, {cores} cores")
+    chosen = {}
+    for share in args.tune_share:
+        start = time.monotonic()
+        result = tune_pileup.tune(
+            str(bam), arguments, candidates, cores, args.tune_jobs, 2, share, MIN_MEASURABLE_S,
+            work / f"tune{share}", lambda line: None,
+        )  # fmt: skip
+        seconds = time.monotonic() - start
+        choice = result["choice"] or result["candidates"][0]
+        chosen[share] = (tuple(tune_pileup.setting_of(choice, candidates).values()), seconds)
+        walls = "; ".join(f"{n}: " + ", ".join(f"{w:.2f}" for w in ws)
+                          for n, ws in result["walls"].items())  # fmt: skip
+        print(f"- share {share:.0%}: tuning {seconds:.1f} s, window "
+              f"{result['slice']['bases']:,} bases ({result['slice']['records']:,} records), "
+              f"whole estimated {result['whole_s']:.1f} s; choice {choice}: {result['why']}"
+              + (f"; cells: {walls}" if walls else ""))  # fmt: skip
+    settings_run = list(candidates)  # every candidate on the whole: was the choice right?
+    walls: dict = {s: [] for s in settings_run}
+    rows = {}
+    for repeat in range(args.repeat):
+        for setting in settings_run if repeat % 2 == 0 else settings_run[::-1]:
+            folder = work / f"whole.{setting[0]}x{setting[1]}.r{repeat}"
+            wall, text = tune_pileup.run_cell(str(bam), arguments, setting, genome, cores, folder)
+            walls[setting].append(wall)
+            rows.setdefault(setting, hashlib.md5(text).hexdigest())
+    base = statistics.median(walls[candidates[0]])
+    print("\n| setting | whole pileup wall (s), each repeat | median | same rows as untuned |")
+    print("| --- | --- | --- | --- |")
+    for setting, ws in walls.items():
+        same = rows[setting] == rows[candidates[0]]
+        print(f"| {tune_pileup.label(setting)} | {', '.join(f'{w:.2f}' for w in ws)} | "
+              f"{statistics.median(ws):.2f} | {same} |")  # fmt: skip
+    jobs = args.tune_jobs
+    for share, (setting, seconds) in chosen.items():
+        tuned = seconds + jobs * statistics.median(walls[setting])
+        print(f"- share {share:.0%}: tuned (tuning {seconds:.1f} s + {jobs} x "
+              f"{tune_pileup.label(setting)}) {tuned:.1f} s against untuned {jobs} x {base:.2f} s "
+              f"= {jobs * base:.1f} s: x{tuned / (jobs * base):.3f}")  # fmt: skip
+    shutil.rmtree(work, ignore_errors=True)
+
+
 def main() -> None:
     """Make (or reuse --keep's) modBAMs, time both tools on each, print the tables."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -252,7 +326,14 @@ def main() -> None:
     parser.add_argument("--threads", default="1,2")
     parser.add_argument("--data", default="sim,tiled", help="which modBAMs: sim, tiled")
     parser.add_argument("--cases", default="cpg,modbases", help="which CASES labels")
+    parser.add_argument("--tune", action="store_true", help="the pileup's host tuning instead")
+    parser.add_argument("--tune-share", type=float, action="append", help="tuning.share (0.05, 1)")
+    parser.add_argument("--cores", type=int, default=0, help="--tune's cores (default: all)")
+    parser.add_argument(
+        "--tune-jobs", type=int, default=1, help="the run's pileup jobs (samples x motifs) alike"
+    )
     args = parser.parse_args()
+    args.tune_share = args.tune_share or [0.05, 1.0]
     tools = [(modkit_version(path), path) for path in args.modkit]
     folder = args.keep or Path(tempfile.mkdtemp(prefix="bench_pileup."))
     data = args.data.split(",")
@@ -262,14 +343,17 @@ def main() -> None:
         if not (bam.exists() and (sim / "sim.bam.bai").exists()):
             print(f"simulating {args.reads} reads in {sim} ...", flush=True)
             ref, bam = simulate(sim, args.reads)
-        bench("sim", bam, ref, tools, args)
+        (bench_tune if args.tune else bench)("sim", bam, ref, *([] if args.tune else [tools]), args)
     if "tiled" in data and args.tile_bam:
         tiled = folder / f"tiled{args.tile}"
         tiled.mkdir(parents=True, exist_ok=True)
         bam = tiled / "tiled.bam"
         if not (tiled / "tiled.bam.bai").exists():
             tile(args.tile_bam, args.tile, bam)
-        bench("tiled", bam, args.tile_ref, tools, args)
+        if args.tune:
+            bench_tune("tiled", bam, args.tile_ref, args)
+        else:
+            bench("tiled", bam, args.tile_ref, tools, args)
 
 
 if __name__ == "__main__":
