@@ -3,6 +3,7 @@ modkit's semantics): the whole, bgzipped and indexed, or a scatter shard's regio
 equivalent modkit command goes to the log. Both also write the pileup's read listing (each
 mapped primary record once), which the read accounting reads instead of the BAM."""
 
+import json
 import shutil
 import sys
 from pathlib import Path
@@ -12,6 +13,7 @@ import pysam
 from numapore.base.atomic import atomic_output, atomic_outputs
 from numapore.base.errors import empty_sample
 from numapore.base.rulelog import redirect_to_log
+from numapore.compare.tune_pileup import chosen, label
 from numapore.methylation import pileup_cli
 from numapore.methylation.pileup import READ_LISTING_HEADER, write_read_listing
 from numapore.methylation.bgzf import write_indexed_bed
@@ -48,6 +50,10 @@ allowed = smk.config["allow_empty_samples"]  # the config, not a param: no rerun
 plain = str(Path(smk.output.bed).with_suffix(""))
 version = MODKIT_VERSIONS[str(smk.params.settings.get("modkit", "0.6"))]
 print(f"modkit semantics: {version}")
+if smk.input.get("tuning"):  # the split and threads host tuning chose (tune_pileup)
+    tuned = json.loads(Path(smk.input.tuning).read_text())
+    setting = label(list(chosen(tuned).values()))
+    print(f"pileup setting by host tuning ({smk.input.tuning}): {setting}: {tuned['why']}")
 print(f"equivalent modkit command: {modkit_command(bam, plain, arguments)}")
 outputs = [smk.output.bed, smk.output.tbi, smk.output.reads]
 with atomic_outputs(outputs) as (bed_gz, _tbi, listing):

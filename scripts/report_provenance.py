@@ -16,4 +16,5 @@ provenance_page(
     Path(smk.output.page),
     Path(smk.output.data),
     overrides=smk.params.get("overrides"),
+    pileup_tuning=smk.input.get("pileup_tuning") or None,
 )

@@ -11,8 +11,10 @@ CPUs serve both Slurm runs.
 
 from __future__ import annotations
 
+import json
 import os
 import re
+import socket
 import subprocess
 import threading
 import time
@@ -49,6 +51,9 @@ COMPARED = [BAM, CALLS, FREQUENCY]
 TARGETS = [*COMPARED, "results/ecoli/methylation/ecoli.minimap2.cpg.bedmethyl.gz"]
 READS = 40  # the shortest reads of the shared E. coli set: a quick run
 SCATTER = {"scatter": {"alignment": 1, "methylation": 2}}
+# Host tuning in the run to be cancelled: its job on the partition (the sample is too small to
+# pay back measuring: the check is off, so that the job runs), reused when the run resumes.
+TUNED = {"tune": "on", "tuning": {"reads": 4, "check_payback": False}}
 # The site's partition and account, as a user sets them for profiles/slurm.
 SITE_ENV = {"NUMAPORE_SLURM_PARTITION": PARTITION, "NUMAPORE_SLURM_ACCOUNT": ACCOUNT}
 # Quick polling for the tests: the plugin's first status check 5 s after a job finished (default
@@ -194,7 +199,7 @@ def runs(cluster, tmp_path_factory, ecoli_dir, dh10b):
     slurm_env = {**cluster.env, **SITE_ENV}
     local = write_project(root / "local", rows)
     whole = write_project(root / "whole", rows, SCATTER)
-    killed = write_project(root / "killed", rows, SCATTER)
+    killed = write_project(root / "killed", rows, SCATTER | TUNED)
     host = str(instances_host(root / "instances.yaml"))
     started = SimpleNamespace(
         local=Run(local, snakemake_command(local, 2, *COMPARED), dict(os.environ)),
@@ -255,6 +260,14 @@ def test_cancelled_slurm_job_resumes_to_the_results_of_an_uninterrupted_run(runs
     jobid = runs.canceller.join()
     first = runs.killed.wait(expect_success=False)
     assert f"SLURM-job '{jobid}' failed" in first and "CANCELLED" in first
+    # Host tuning ran once, as a Slurm job on the partition's node, its files named for the
+    # partition (the job parsed the workflow there and found the same name)
+    assert "tune_host" in submitted_jobs(first).values(), first
+    name = f"partition-{PARTITION}"
+    record = json.loads((runs.killed.workdir / f"results/tuning/{name}.json").read_text())
+    assert record["name"] == name and record["host"] == socket.gethostname().split(".")[0]
+    assert record["io_mode"] in record["candidates"] and record["probe"]["reads"] == 4
+    assert f"numapore: tuning: no tuning for {name} yet (results/tuning/{name}.json)" in first
     (cancelled,) = [j for j in cluster.jobs() if j["JobID"] == jobid]
     assert cancelled["State"].startswith("CANCELLED"), cancelled
     # The same command again: only the cancelled shard goes to Slurm again, then the merges, the
@@ -265,6 +278,8 @@ def test_cancelled_slurm_job_resumes_to_the_results_of_an_uninterrupted_run(runs
     assert again.count("call_methylation") == 1, rerun
     assert set(again) == {"call_methylation", "methylation_modbam", "pileup"}, rerun
     assert "rule_call_methylation/ecoli_minimap2_cpg_1-of-2/" in rerun
+    # the partition's tuning reused, not measured again (no tune_host job above)
+    assert f"numapore: tuning: reusing results/tuning/{name}.json (measured " in rerun
     runs.whole.wait()
     same_results(runs.killed.workdir, runs.whole.workdir)
 

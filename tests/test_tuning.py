@@ -9,6 +9,7 @@ from __future__ import annotations
 import gzip
 import html
 import json
+import re
 import subprocess
 from pathlib import Path
 from types import SimpleNamespace
@@ -28,7 +29,7 @@ from numapore.execution.aligners import ALIGNERS
 from numapore.execution.hosts import host_config_from_dict, load_host_config
 from numapore.execution.steps import run_alignment, run_methylation
 from numapore.execution.topology import Node, Topology, parse_cpulist
-from numapore.report.provenance import provenance_page
+from numapore.report.provenance import provenance_page, tuning_line
 from numapore.signal.convert import convert
 from numapore.signal.fast5 import list_fast5, read_layout
 
@@ -338,14 +339,29 @@ def test_tuning_in_a_run_and_its_reuse(signal_fast5_run, tmp_path):
     assert pileup["host_file"] == f"results/tuning/{name}.yaml"
     job_log = (work / "results/logs/pileup/clean.minimap2.cpg.log").read_text()
     assert "equivalent modkit command: modkit pileup " in job_log and "--threads 2" in job_log
+    said = f"pileup setting by host tuning (results/tuning/{name}.pileup.json): 1 region x 2 "
+    assert f"{said}threads: {pileup['why']}" in job_log
+    # the provenance page shows it, beside the I/O mode's
+    provenance_page("clean", work / "host.yaml", records, page, data,
+                    pileup_tuning=work / f"results/tuning/{name}.pileup.json")  # fmt: skip
+    shown = json.loads(data.read_text())["pileup_tuning"]
+    assert shown["pileup"] == pileup["pileup"] and shown["why"] == pileup["why"]
+    text = page.read_text()
+    assert "Pileup setting chosen by host tuning" in text and "<b>1 region x 2 threads</b>" in text
+    assert html.escape(pileup["why"]) in text and "I/O mode chosen by host tuning" in text
     assert not (work / "results/logs/pileup_shard").exists()
-    # a second run: the record reused (its log says so), nothing measured again
+    # a second run: the record reused (its log says so), nothing measured again; its
+    # provenance page waits for the pileup's tuning record, which it shows
     target = "results/clean/methylation/clean.minimap2.cpg.calls.tsv"
-    again = run_workflow(work, "-n", target, "--config", f"host={work / 'host.yaml'}")
+    provenance = "results/clean/report/clean.minimap2.provenance.html"
+    again = run_workflow(work, "-n", target, provenance, "--config", f"host={work / 'host.yaml'}")
     output = again.stdout + again.stderr
     assert f"numapore: tuning: reusing results/tuning/{name}.json" in output
     assert "no measurement; I/O mode fast5" in output
-    assert "Nothing to be done" in output
+    jobs = re.findall(r"^(?:rule|checkpoint) (\w+):", again.stdout, re.M)
+    assert "report_provenance" in jobs and not {"tune_host", "tune_pileup", "align"} & set(jobs)
+    (block,) = re.findall(r"^rule report_provenance:\n((?:    .*\n)+)", again.stdout, re.M)
+    assert f"results/tuning/{name}.pileup.json" in block
     # the pileup's tuning: reused too (said before any job, whatever the targets)
     said = f"numapore: tuning: pileup: reusing results/tuning/{name}.pileup.json (measured "
     assert said in output and "no measurement; 1 region x 2 threads (not measured: " in output
@@ -525,6 +541,21 @@ def test_strategies_measured_on_each_kinds_slice(tmp_path):
     r1, r2 = cases["short"][3:]
     cut = tune_strategy.first_reads(tmp_path / "pairs", r1, 5, r2)
     assert (cut.count, cut.total) == (5, 10_000) and cut.reads2.read_text().count("\n@") == 4
+
+
+def test_provenance_names_what_each_tuning_chose():
+    """The provenance page's line for a strategy's tuning (an align or call job's run record,
+    tune_strategy.add_to_record), for a mode's and for the pileup's: what each chose."""
+    strategy = {"record": "r.json", "measured": "now", "strategy": "interleave",
+                "why": "x1.20 on the slice", "walls": {"none": [3.0, 3.1],
+                "interleave": [2.5, 2.6]}, "candidates": ["none", "interleave"]}  # fmt: skip
+    line = tuning_line(strategy)
+    assert line.startswith("<p>Strategy chosen by host tuning (<code>r.json</code>")
+    assert "<b>interleave</b>, x1.20 on the slice; on the slice, median wall: none 3.05 s" in line
+    kept = tuning_line(strategy | {"strategy": None, "walls": {}, "why": "not measured"})
+    assert "<b>the host file's</b>, not measured; nothing measured" in kept
+    mode = tuning_line({"io_mode": "slow5", "why": "x3.3", "walls": {"slow5": [1.0]}})
+    assert "I/O mode chosen by host tuning" in mode and "<b>slow5</b>" in mode
 
 
 # --- the pileup (numapore.compare.tune_pileup): candidates, window, estimate, rule, measuring ---

@@ -107,6 +107,12 @@ rule report_provenance:
         # The step outputs: their jobs' run records (step_records) are complete once they are.
         unpack(report_inputs("bam")),
         motif_calls=motif_calls,
+        # the pileup's tuning record, when the pileup is tuned (its setting on the page)
+        pileup_tuning=lambda wc: (
+            checkpoints.tune_pileup.get().output.record
+            if TUNE_PILEUP is not None and SAMPLES[wc.sample].input_kind.runs("pileup")
+            else []
+        ),
     output:
         page=report(
             "results/{sample}/report/{sample}.{aligner}.provenance.html",

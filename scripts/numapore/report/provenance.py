@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from numapore.base.atomic import atomic_output
+from numapore.compare.tune_pileup import label
 from numapore.execution.versions import tool_versions
 
 
@@ -43,12 +44,14 @@ def provenance_page(
     output: Path,
     data: Path,
     overrides: Mapping[str, str] | None = None,
+    pileup_tuning: str | os.PathLike | None = None,
 ) -> None:
     """Provenance of one sample's run: the host file and the settings given on the command
     line over it (overrides: --config io_mode=, strategy=), per step (records: step -> its
     jobs' *.run.json) the strategy, each process's command line and NUMA policy, the host
-    tuning behind the I/O mode when one chose it; tool versions.
-    Nothing that changes from run to run (times), so a rerun writes the same bytes."""
+    tuning behind the I/O mode and the strategy when one chose them; the pileup's setting
+    when host tuning chose it (pileup_tuning: its record, numapore.compare.tune_pileup); tool
+    versions. Nothing that changes from run to run (times), so a rerun writes the same bytes."""
     host_text = Path(host_file).read_text()
     overrides = dict(overrides or {})
     steps = {}
@@ -65,6 +68,7 @@ def provenance_page(
                     "why": rec.get("reasons", {}).get("why"),
                     "threads": rec.get("threads"),
                     "tuning": rec.get("tuning"),
+                    "strategy_tuning": rec.get("strategy_tuning"),
                     "processes": [
                         {k: p.get(k) for k in ("shard", "node", "threads", "command", "policy")}
                         for p in rec.get("processes", [])
@@ -72,10 +76,17 @@ def provenance_page(
                 }
             )
     versions = tool_versions()
+    pileup = None
+    if pileup_tuning:
+        tuned = json.loads(Path(pileup_tuning).read_text())
+        pileup = {"record": str(pileup_tuning)} | {
+            k: tuned.get(k) for k in ("measured", "pileup", "why", "walls", "candidates")
+        }
     numbers = {
         "host_file": str(host_file),
         "overrides": overrides,
         "steps": steps,
+        "pileup_tuning": pileup,
         "tool_versions": versions,
     }
     esc = html.escape
@@ -92,8 +103,9 @@ def provenance_page(
                 + f" ({esc(str(job['why']))}); {job['threads']} threads; record "
                 f"<code>{esc(job['record'])}</code></p>"
             )
-            if job["tuning"]:
-                parts.append(tuning_line(job["tuning"]))
+            for tuning in (job["tuning"], job["strategy_tuning"]):
+                if tuning:
+                    parts.append(tuning_line(tuning))
             rows = "".join(
                 f"<tr><td>{p['shard']}</td><td>{'any' if p['node'] is None else p['node']}</td>"
                 f"<td>{p['threads']}</td>"
@@ -105,6 +117,11 @@ def provenance_page(
                 "<table><tr><th>shard</th><th>node</th><th>threads</th><th>command line</th>"
                 f"<th>NUMA policy (numactl --show)</th></tr>{rows}</table>"
             )
+    if pileup:
+        setting = pileup["pileup"] or {}
+        parts.append("<h3>Step: pileup</h3>")
+        choice = label((setting.get("regions"), setting.get("threads")))
+        parts.append(tuning_line(pileup | {"choice": choice}))
     parts.append("<h3>Tool versions</h3><table>")
     parts += [f"<tr><td>{esc(t)}</td><td>{esc(v)}</td></tr>" for t, v in versions.items()]
     parts.append("</table>")
@@ -113,17 +130,24 @@ def provenance_page(
 
 
 def tuning_line(tuning: Mapping[str, Any]) -> str:
-    """The host tuning behind a job's I/O mode (its run record's `tuning`, from
-    compare.tuning.add_to_record): the choice, why, and the median wall of each candidate."""
+    """The host tuning behind a job's I/O mode, its strategy (its run record's `tuning` and
+    `strategy_tuning`: compare.tuning.add_to_record, compare.tune_strategy.add_to_record) or
+    the pileup's setting (`choice`): what it chose, why, and each candidate's median wall."""
     esc = html.escape
     walls = ", ".join(
         f"{esc(mode)} {statistics.median(w):.2f} s ({len(w)} cells)"
         for mode, w in (tuning.get("walls") or {}).items()
         if w
     )
+    if "choice" in tuning:
+        what, chosen = "Pileup setting", tuning["choice"]
+    elif "io_mode" in tuning:
+        what, chosen = "I/O mode", tuning["io_mode"]
+    else:  # '' or None: not measured, the host file's strategy
+        what, chosen = "Strategy", tuning.get("strategy") or "the host file's"
     return (
-        f"<p>I/O mode chosen by host tuning (<code>{esc(str(tuning.get('record')))}</code>, "
-        f"measured {esc(str(tuning.get('measured')))}): <b>{esc(str(tuning.get('io_mode')))}</b>"
+        f"<p>{what} chosen by host tuning (<code>{esc(str(tuning.get('record')))}</code>, "
+        f"measured {esc(str(tuning.get('measured')))}): <b>{esc(str(chosen))}</b>"
         f", {esc(str(tuning.get('why')))}"
         + (f"; on the slice, median wall: {walls}" if walls else "; nothing measured")
         + "</p>"
