@@ -150,9 +150,13 @@ with scratch_dir(smk.output.record) as work, signal_storage() as mount:
         record["strategies_why"] = "; ".join(lines)
 record["seconds"] = round(time.monotonic() - started, 2)
 base = yaml.safe_load(Path(p.host).read_text()) or {}
+split = 0  # a host file holds one thread split for instances: the first step's that chose one
 for step, key in tune_strategy.RECORD_KEYS.items():
     if record.get(key, {}).get("strategy"):
-        base.setdefault("strategy", {})[step] = record[key]["strategy"]
+        name, per_node = tune_strategy.split_name(record[key]["strategy"])
+        base.setdefault("strategy", {})[step] = name
+        if per_node and not split:
+            base["instances_per_node"] = split = per_node
 with atomic_output(Path(smk.output.host)) as tmp:
     tmp.write_text(tuning.host_yaml(base, record, p.host))
 with atomic_output(Path(smk.output.record)) as tmp:

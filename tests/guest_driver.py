@@ -105,13 +105,14 @@ def steps(inputs: str, out: str, host: str, aligned: str = "", called: str = "")
                         config.io_mode, 2, out_dir / "call_methylation.run.json")  # fmt: skip
 
 
-def tune(inputs: str, out: str, host: str, reads: str) -> None:
+def tune(inputs: str, out: str, host: str, reads: str, call_reads: str) -> None:
     """Host tuning of the strategies as checkpoint tune_host runs it (numapore.compare.
-    tune_strategy) on the first `reads` reads of the small input, one repeat, no cap (the
-    slice is the whole sample): the alignment's (tune_alignment; its block to
-    out/tuning.json, each cell's BAM in out/slice<n>/<strategy>.r1/), then nanopolish
-    calling's (tune_calling, under the host file's I/O mode, on none's cell's alignments and
-    the reads as the `none` run indexed them; its block to out/calling.json, each cell's calls
+    tune_strategy), one repeat, no cap: the alignment's (tune_alignment) on the first `reads`
+    reads of the small input (the slice is the whole sample; its block to out/tuning.json,
+    each cell's BAM in out/slice<n>/<strategy>.r1/), then nanopolish calling's (tune_calling,
+    under the host file's I/O mode) on the first `call_reads` of them (nanopolish's cost here
+    is per read: about 3 s each under emulation), none's cell's alignments of those reads and
+    the reads as the `none` run indexed them (its block to out/calling.json, each cell's calls
     in out/calling/<strategy>.r1/)."""
     out_dir = Path(out)
     out_dir.mkdir(parents=True)
@@ -121,10 +122,18 @@ def tune(inputs: str, out: str, host: str, reads: str) -> None:
     block = tune_strategy.tune_alignment(config, "minimap2", str(mmi), [mmi], sample, 2,
                                          out_dir, settings, MIN_MEASURABLE_S)  # fmt: skip
     (out_dir / "tuning.json").write_text(json.dumps(block, indent=2, default=str))
-    aligned = Path(block["folder"]) / "none.r1/slice.bam"
+    with pysam.FastxFile(str(sample)) as fastx:
+        names = {record.name for _, record in zip(range(int(call_reads)), fastx, strict=False)}
+    aligned = out_dir / "calling.bam"
+    with pysam.AlignmentFile(str(Path(block["folder"]) / "none.r1/slice.bam")) as whole:
+        with pysam.AlignmentFile(str(aligned), "wb", template=whole) as part:
+            for record in whole:
+                if record.query_name in names:
+                    part.write(record)
     pysam.index(str(aligned))
-    piece = SimpleNamespace(reads=sample, bam=aligned, count=block["reads"],
-                            total=block["reads"], workdir=out_dir / "calling")  # fmt: skip
+    piece = SimpleNamespace(reads=sample, bam=aligned, count=len(names), total=block["reads"],
+                            workdir=out_dir / "calling")  # fmt: skip
+    settings["reads"] = len(names)
 
     def call(cut, folder, strategy):
         with open(folder / "call.log", "w") as log, redirect_stderr(log):

@@ -55,6 +55,9 @@ GUEST_DRIVER = Path(__file__).resolve().parent / "guest_driver.py"
 BAM = "results/small/align/small.minimap2.bam"
 CALLS = "results/small/methylation/small.minimap2.cpg.calls.tsv"
 N_READS = 6
+# The calling's tuning in the guest: the first 3 of them (nanopolish: about 3 s a read there),
+# whose calls are the instances and interleave steps' too.
+N_CALL_READS = 3
 
 
 @pytest.fixture(scope="module")
@@ -125,7 +128,7 @@ def guest(
     hosts = {s: host_yaml(root / f"{s}.yaml", s) for s in ("instances", "interleave")}
     plan.append({"name": "tune", "part": "tune",
                  "args": [str(none_run), str(runs["tune"]), str(hosts["instances"]),
-                          str(N_READS)]})  # fmt: skip
+                          str(N_READS), str(N_CALL_READS)]})  # fmt: skip
     for strategy, host in hosts.items():
         runs[strategy] = root / strategy
         cell = runs["tune"] / f"slice{N_READS}" / f"{strategy}.r1"
@@ -265,6 +268,7 @@ def test_numa_guest_tuning_chooses_a_candidate_equal_to_none(guest_runs, none_ru
     # run's here (instances' and interleave's cells are those steps' calls below)
     calling = json.loads((guest_runs["tune"] / "calling.json").read_text())
     assert calling["step"] == "methylation" and calling["nodes"] == 2
+    assert calling["reads"] == N_CALL_READS
     assert calling["candidates"] == tuned["candidates"] and calling["dropped"] == {}
     assert [(c["strategy"], c["repeat"]) for c in calling["cells"]] == [
         (s, 1) for s in calling["candidates"]
@@ -273,7 +277,8 @@ def test_numa_guest_tuning_chooses_a_candidate_equal_to_none(guest_runs, none_ru
     assert (calling["strategy"], calling["why"]) == tune_strategy.decide(
         calling["walls"], MIN_MEASURABLE_S
     )
-    expected = call_set(none_run / CALLS)
+    expected = call_set(none_run / CALLS, calling_reads(none_run))
+    assert {call[2] for call in expected} == calling_reads(none_run)
     for strategy in calling["candidates"]:
         folder = Path(calling["folder"]) / f"{strategy}.r1"
         record = json.loads((folder / "record.json").read_text())
@@ -281,12 +286,21 @@ def test_numa_guest_tuning_chooses_a_candidate_equal_to_none(guest_runs, none_ru
         assert call_set(folder / "calls.tsv") == expected, strategy
 
 
+def calling_reads(none_run: Path) -> set[str]:
+    """The reads the guest's calling cells call: the small input's first N_CALL_READS."""
+    with pysam.FastxFile(str(none_run / "results/small/reads/fast5/small.fasta")) as fastx:
+        return {record.name for _, record in zip(range(N_CALL_READS), fastx, strict=False)}
+
+
 @pytest.mark.parametrize("strategy", ["instances", "interleave"])
 def test_numa_guest_outputs_equal_none(guest_runs, none_run, strategy):
+    """Each strategy's steps in the guest: its alignments of the small input (the tuning's
+    cell), and its calls of the first N_CALL_READS reads (the calling tuning's cell), as none's
+    on this host."""
     out = guest_runs[strategy]
     assert primary_mapped(out / "aln.bam") == primary_mapped(none_run / BAM)
     calls = call_set(out / "calls.tsv")
-    assert calls and calls == call_set(none_run / CALLS)
+    assert calls and calls == call_set(none_run / CALLS, calling_reads(none_run))
 
 
 # --- probes of numactl and numapore's NUMA code in the guest -------------------------------------

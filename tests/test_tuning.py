@@ -119,6 +119,7 @@ def test_candidates_order_and_files():
     layout = [("a", True), ("b", False), ("c", True), ("d", True)]
     assert tuning.first_groups(layout, 2) == (3, ["a", "c"])
     assert tuning.first_groups(layout, 9) == (4, ["a", "c", "d"])
+    assert tuning.first_groups(layout, 1, {"b", "d"}) == (4, ["d"])  # the sample's reads only
     assert tuning.tuning_files("r")["host"] == f"r/{tuning.host_name()}.yaml"
 
 
@@ -209,6 +210,20 @@ def test_measured_on_a_slice_with_the_real_tools(tmp_path, ecoli_dir):
 
     # No floor on a cell's time: on 2 reads every cell is short; the cap (all of the run) holds.
     # One repeat: the order of repeats is order()'s (test_candidates_order_and_files).
+    # a sample whose reads are some of its signal's (the last 5 of the 112): the slice holds
+    # them only, cut from the files that hold them; none of them there: one line saying so
+    with pysam.FastxFile(str(ecoli_dir / "reads.fasta")) as fastx:
+        last = [f">{r.name}\n{r.sequence}\n" for r in fastx][-5:]
+    (tmp_path / "last.fasta").write_text("".join(last))
+    (tmp_path / "some").mkdir()
+    some = tuning.cut_slice(tmp_path / "some", tmp_path / "last.fasta",
+                            [str(ecoli_dir / "fast5")], 2, read_layout)  # fmt: skip
+    assert (some.count, some.total) == (2, 5) and all(n == 1 for n in some.groups.values())
+    assert {r.name for r in pysam.FastxFile(str(some.reads))} <= {x[1:].split()[0] for x in last}
+    (tmp_path / "other.fasta").write_text(">not_a_read\nACGT\n")
+    with pytest.raises(InputError, match="none of its 1 reads is in its sample's signal files"):
+        tuning.cut_slice(tmp_path / "none", tmp_path / "other.fasta",
+                         [str(ecoli_dir / "fast5")], 2, read_layout)  # fmt: skip
     result = tuning.tune(
         cut_at, 2, MODES, 1, 1.0, 0.0, calls, 1, log=lambda line: None, total_files=112
     )
@@ -407,14 +422,16 @@ def layout(*nodes: tuple[str, int]) -> Topology:
         # one node: every strategy runs as none does
         ((("0-1", 8000),), 10, ["none"], {"interleave": "none", "localalloc": "none",
                                           "instances": "none"}),
-        # two nodes, the index fits one: all differ
-        ((("0-1", 8000), ("2-3", 8000)), 10, ["none", "interleave", "localalloc", "instances"],
-         {}),
-        # an index only both nodes hold: instances is one process over both, as interleave
-        ((("0-1", 1000), ("2-3", 1000)), 600, ["none", "interleave", "localalloc"],
-         {"instances": "interleave"}),
+        # two nodes, the index fits one: all differ; the 4 threads split 2 instances a node
+        # too (1 thread each)
+        ((("0-1", 8000), ("2-3", 8000)), 10, ["none", "interleave", "localalloc", "instances",
+                                              "instances:2"], {}),
+        # an index only both nodes hold: instances is one process over both, as interleave;
+        # two such instances over both nodes differ from it
+        ((("0-1", 1000), ("2-3", 1000)), 600, ["none", "interleave", "localalloc",
+                                               "instances:2"], {"instances": "interleave"}),
         # a node without memory: memory goes to node 0 whatever the policy; instances binds
-        # node 0's CPUs only
+        # node 0's CPUs only (one compute node: no thread split)
         ((("0-1", 8000), ("2-3", 0)), 10, ["none", "instances"],
          {"interleave": "none", "localalloc": "none"}),
     ],
@@ -426,6 +443,12 @@ def test_strategy_candidates_are_those_that_run_otherwise_than_none(
     got, left = tune_strategy.candidates(host, layout(*nodes), 4, index_mib * 2**20, "minimap2")
     assert got == kept
     assert {k: v.split("runs as ")[1].split(" does")[0] for k, v in left.items()} == dropped
+    # a thread split for instances only when each instance keeps a thread of its own
+    fewer, _ = tune_strategy.candidates(host, layout(*nodes), 3, index_mib * 2**20, "minimap2")
+    assert "instances:2" not in fewer
+    if "instances:2" in kept:  # as a host file runs it: 2 instances a node (or group)
+        chosen = tune_strategy.with_strategy(host, "instances:2")
+        assert (chosen.strategy_for("alignment"), chosen.instances_per_node) == ("instances", 2)
 
 
 @pytest.mark.parametrize(
@@ -553,7 +576,7 @@ def test_provenance_names_what_each_tuning_chose():
     assert line.startswith("<p>Strategy chosen by host tuning (<code>r.json</code>")
     assert "<b>interleave</b>, x1.20 on the slice; on the slice, median wall: none 3.05 s" in line
     kept = tuning_line(strategy | {"strategy": None, "walls": {}, "why": "not measured"})
-    assert "<b>the host file's</b>, not measured; nothing measured" in kept
+    assert "<b>the host file&#x27;s</b>, not measured; nothing measured" in kept
     mode = tuning_line({"io_mode": "slow5", "why": "x3.3", "walls": {"slow5": [1.0]}})
     assert "I/O mode chosen by host tuning" in mode and "<b>slow5</b>" in mode
 

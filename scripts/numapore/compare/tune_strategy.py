@@ -53,8 +53,28 @@ def why_not_tuned(host: HostConfig, step: str = STEP) -> str:
 
 
 def with_strategy(host: HostConfig, strategy: str, step: str = STEP) -> HostConfig:
-    """The host with a step's strategy set (the tuning's candidate or choice)."""
-    return replace(host, strategy={**host.strategy, step: strategy})
+    """The host with a step's strategy set (the tuning's candidate or choice); 'instances:K':
+    instances with K per node (split_name)."""
+    name, per_node = split_name(strategy)
+    host = replace(host, strategy={**host.strategy, step: name})
+    return replace(host, instances_per_node=per_node) if per_node else host
+
+
+def split_name(candidate: str) -> tuple[str, int]:
+    """A candidate's strategy and its instances per node (0: the host file's): the thread split
+    for instances is a candidate of its own, 'instances:2' (two instances on each node's or
+    group's CPUs, each with half the threads)."""
+    name, _, per_node = candidate.partition(":")
+    return name, int(per_node or 0)
+
+
+def split_candidates(host: HostConfig, topology: Topology, threads: int) -> list[str]:
+    """The thread splits for instances measured beside the host file's: twice its instances per
+    node, on more than one node (on one, instances is none's command), when every instance
+    would still have a thread of its own (with fewer threads than instances, the extra ones
+    would share CPUs: no candidate)."""
+    more, nodes = 2 * host.instances_per_node, len(topology.compute_nodes)
+    return [f"instances:{more}"] if nodes > 1 and threads >= more * nodes else []
 
 
 def placement(plan: StepPlan) -> str:
@@ -85,13 +105,15 @@ def candidates(
 ) -> tuple[list[str], dict[str, str]]:  # fmt: skip
     """The strategies to measure, none first, and those left out with why: each concrete
     strategy planned as the step plans it (the methylation step: index_bytes the genome's,
-    pool its I/O mode's nanopolish processes); one whose processes run as none's do is the same
+    pool its I/O mode's nanopolish processes), and instances with another thread split
+    (split_candidates); one whose processes run as none's do is the same
     command as none here (on one node: every one), and one that runs as another candidate does
     (instances over a group of all the nodes, as interleave) is measured once."""
+    names = [*CONCRETE, *split_candidates(host, topology, threads)]
     plans = {
         name: plan_step(with_strategy(host, name, step), topology, step, threads, index_bytes,
                         pool, aligner=aligner)
-        for name in CONCRETE
+        for name in names
     }  # fmt: skip
     kept: dict[str, str] = {}  # strategy -> its placement
     dropped = {}

@@ -26,7 +26,7 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Container, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -311,13 +311,17 @@ def whole_run_seconds(
     return calls + index + start + per_read * (alone + rest)
 
 
-def first_groups(layout: Sequence[tuple[str, bool]], need: int) -> tuple[int, list[str]]:
+def first_groups(
+    layout: Sequence[tuple[str, bool]], need: int, among: Container[str] | None = None
+) -> tuple[int, list[str]]:
     """Of a FAST5 file's read groups (read_layout: read id, has signal, in name order), the
     fewest first ones that hold `need` reads with signal (all when they hold fewer), and those
-    reads: the slice is cut by read, as the conversion's first_groups reads it."""
+    reads: the slice is cut by read, as the conversion's first_groups reads it. among: only
+    reads of the sample count (its reads may be some of the signal's: basecalls that passed a
+    filter)."""
     taken = []
     for i, (read, has_signal) in enumerate(layout):
-        if has_signal:
+        if has_signal and (among is None or read in among):
             taken.append(read)
             if len(taken) == need:
                 return i + 1, taken
@@ -434,24 +438,34 @@ def cut_slice(
     workdir: Path, reads: Path, signal: Sequence[str], want: int, layout: Callable
 ) -> Slice:
     """The slice of a sample: the first read groups of its first signal files that hold `want`
-    reads (layout(path): the file's read_layout), and the sample's reads that they hold, as
-    FASTQ/FASTA (uncompressed)."""
+    of the sample's reads (layout(path): the file's read_layout; files with none of them are
+    passed over), and those reads, as FASTQ/FASTA (uncompressed). InputError when the signal
+    holds none of the sample's reads."""
     import pysam
 
     from numapore.inputs.sheet import reads_format
     from numapore.signal.fast5 import list_fast5
 
+    with pysam.FastxFile(str(reads)) as fastx:
+        names = {record.name for record in fastx}
     groups, wanted = {}, set()
     for path in map(str, list_fast5(signal)):
-        groups[path], ids = first_groups(layout(path), want - len(wanted))
-        wanted.update(ids)
+        count, ids = first_groups(layout(path), want - len(wanted), names)
+        if ids:
+            groups[path] = count
+            wanted.update(ids)
         if len(wanted) >= want:
             break
+    if not wanted:
+        raise InputError(
+            f"tuning: reads file {reads}: none of its {len(names):,} reads is in its sample's "
+            f"signal files ({', '.join(map(str, signal))})"
+        )
     fmt = reads_format(reads).removesuffix(".gz")
     out = Slice(workdir, groups, workdir / f"slice.{fmt}")
+    out.total = len(names)
     with pysam.FastxFile(str(reads)) as fastx, open(out.reads, "w") as handle:
         for record in fastx:
-            out.total += 1
             if record.name in wanted:
                 handle.write(str(record) + "\n")
                 out.count += 1
