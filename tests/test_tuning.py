@@ -282,8 +282,10 @@ def test_measured_on_a_slice_with_the_real_tools(tmp_path, ecoli_dir):
 
     strategies = ["none", "localalloc"]
     settings = {"reads": 2, "repeats": 1, "share": 1.0}
-    called = tune_strategy.measure_calling(strategies, calling_slice, settings, 0.0, call,
-                                           log=lambda line: None)  # fmt: skip
+    called = tune_strategy.tune_calling(host, calling_slice, region, 1, 1, settings, 0.0, call,
+                                        log=lambda line: None,
+                                        strategies=strategies)  # fmt: skip
+    assert (called["step"], called["nodes"], called["reads"]) == ("methylation", 1, 2)
     assert [(c["strategy"], c["repeat"]) for c in called["cells"]] == tuning.order(strategies, 1)
     assert (called["strategy"], called["why"]) == tune_strategy.decide(called["walls"], 0.0)
     texts = {s: (called["folder"] / f"{s}.r1/calls.tsv").read_text() for s in strategies}
@@ -526,9 +528,10 @@ def test_strategies_measured_on_each_kinds_slice(tmp_path):
         "modbam": ("minimap2", str(mmi), [mmi], modbam, None),
     }  # fmt: skip
     for kind, (aligner, index, files, reads, reads2) in cases.items():
-        result = tune_strategy.measure_strategies(
-            host, ["none", "localalloc"], aligner, index, files, reads, 1, tmp_path / kind,
-            settings, 0.0, kind=kind, log=lambda s: None, reads2=reads2, reference=ladder,
+        result = tune_strategy.tune_alignment(
+            host, aligner, index, files, reads, 1, tmp_path / kind, settings, 0.0, kind=kind,
+            log=lambda s: None, reads2=reads2, reference=ladder,
+            strategies=["none", "localalloc"],
         )  # fmt: skip
         assert (result["strategy"], result["why"]) == tune_strategy.decide(result["walls"], 0.0)
         cells = result["folder"]

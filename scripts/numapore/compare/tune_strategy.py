@@ -268,58 +268,33 @@ def tune_alignment(
     log: Callable[[str], None] = print,
     reads2: Path | None = None,
     reference: Path | None = None,
+    strategies: Sequence[str] = (),
 ) -> dict[str, Any]:
     """The alignment's strategy tuned on this machine (checkpoint tune_host; the emulated
-    2-node guest's test calls it so): the candidates (candidates), each measured on the first
-    reads of `reads` (and of reads2, a pair's mates; a modBAM's staged as its staging does,
-    reference: its reference) under the align step's own function (settings: the tuning's
-    reads, repeats, share), in folder (measure_strategies). The record's strategy block: the
-    step, the candidates, those left out and why, the cells, the walls, the choice (None: the
-    host file's strategy runs) and why; `folder`: the slice's folder (a Path)."""
+    2-node guest's test calls it so): the candidates (candidates; `strategies`: those, none
+    first, measured whatever the layout), each measured on the first reads of `reads` (and of
+    reads2, a pair's mates; a modBAM's staged as its staging does, reference: its reference)
+    by the align step's own function (numapore.execution.steps.run_alignment) with the input
+    kind's options (settings: the tuning's reads, repeats, share), in folder. The record's
+    strategy block: the step, the candidates, those left out and why, the cells, the walls,
+    the choice (None: the host file's strategy runs) and why; `folder`: the slice's folder (a
+    Path)."""
+    from contextlib import redirect_stderr
+
     from numapore.execution.hosts import check_host_against_machine
+    from numapore.execution.steps import run_alignment
 
     topology = check_host_against_machine(host)
     block: dict[str, Any] = {"step": STEP, "nodes": len(topology.compute_nodes)}
-    if len(topology.compute_nodes) <= 1:
-        return block | {"candidates": [BASELINE], "strategy": None, "why": ONE_NODE}
-    index_bytes = sum(Path(p).stat().st_size for p in index_files)
-    kept, dropped = candidates(host, topology, threads, index_bytes, aligner)
-    block["dropped"] = dropped
-    if len(kept) < 2:
-        why = "nothing to tune: every strategy runs as none does on this host"
-        return block | {"candidates": kept, "strategy": None, "why": why}
-
-    measured = measure_strategies(
-        host, kept, aligner, index, index_files, reads, threads, folder, settings,
-        min_measurable, kind, log, reads2, reference,
-    )  # fmt: skip
-    return block | measured
-
-
-def measure_strategies(
-    host: HostConfig,
-    strategies: Sequence[str],
-    aligner: str,
-    index: str,
-    index_files: Sequence[Path],
-    reads: Path,
-    threads: int,
-    folder: Path,
-    settings: dict[str, Any],
-    min_measurable: float,
-    kind: str = DEFAULT_KIND,
-    log: Callable[[str], None] = print,
-    reads2: Path | None = None,
-    reference: Path | None = None,
-) -> dict[str, Any]:
-    """tune_alignment's measuring of its candidates (`strategies`, none first): the slices cut
-    from the sample's reads (first_reads) and each cell aligned by the align step's own
-    function (numapore.execution.steps.run_alignment) with the input kind's options; tune's
-    result."""
-    from contextlib import redirect_stderr
-
-    from numapore.execution.steps import run_alignment
-
+    kept = list(strategies)
+    if not kept:
+        if len(topology.compute_nodes) <= 1:
+            return block | {"candidates": [BASELINE], "strategy": None, "why": ONE_NODE}
+        index_bytes = sum(Path(p).stat().st_size for p in index_files)
+        kept, block["dropped"] = candidates(host, topology, threads, index_bytes, aligner)
+        if len(kept) < 2:
+            why = "nothing to tune: every strategy runs as none does on this host"
+            return block | {"candidates": kept, "strategy": None, "why": why}
     slices: dict[Path, ReadSlice] = {}
 
     def align(cut: Path, bam: Path, strategy: str) -> None:
@@ -334,10 +309,11 @@ def measure_strategies(
         slices[cut.reads] = cut
         return cut
 
-    return tune(
-        cut_at, settings["reads"], strategies, settings["repeats"], settings["share"],
+    measured = tune(
+        cut_at, settings["reads"], kept, settings["repeats"], settings["share"],
         min_measurable, align, log,
     )  # fmt: skip
+    return block | measured
 
 
 def chosen(tuning_record: Path, step: str = STEP) -> str:
@@ -371,38 +347,29 @@ def tune_calling(
     min_measurable: float,
     call: Callable[[Any, Path, str], Any],
     log: Callable[[str], None] = print,
+    strategies: Sequence[str] = (),
 ) -> dict[str, Any]:
     """nanopolish calling's strategy tuned on this machine under the run's I/O mode (checkpoint
     tune_host, after that mode is chosen): the candidates planned as the methylation step plans
-    them (pool: the mode's nanopolish processes), each measured on an aligned slice whose signal
-    is indexed for the mode (cut_at(n): a tuning.Slice with .reads beside their index) by
-    call(cut, folder, strategy) (the step's own function, numapore.execution.steps.
-    run_methylation). The record's methylation_strategy block, as tune_alignment's."""
+    them (pool: the mode's nanopolish processes; `strategies`: those, none first, measured
+    whatever the layout), each measured on an aligned slice whose signal is indexed for the
+    mode (cut_at(n): a tuning.Slice with .reads beside their index) by call(slice, cell
+    folder, strategy) (the step's own function, numapore.execution.steps.run_methylation).
+    The record's methylation_strategy block, as tune_alignment's."""
     from numapore.execution.hosts import check_host_against_machine
 
     step = "methylation"
     topology = check_host_against_machine(host)
     block: dict[str, Any] = {"step": step, "nodes": len(topology.compute_nodes)}
-    if len(topology.compute_nodes) <= 1:
-        return block | {"candidates": [BASELINE], "strategy": None, "why": ONE_NODE}
-    kept, dropped = candidates(host, topology, threads, genome.stat().st_size, None, step, pool)
-    block["dropped"] = dropped
-    if len(kept) < 2:
-        why = "nothing to tune: every strategy runs as none does on this host"
-        return block | {"candidates": kept, "strategy": None, "why": why}
-    return block | measure_calling(kept, cut_at, settings, min_measurable, call, log)
-
-
-def measure_calling(
-    strategies: Sequence[str],
-    cut_at: Callable[[int], Any],
-    settings: dict[str, Any],
-    min_measurable: float,
-    call: Callable[[Any, Path, str], Any],
-    log: Callable[[str], None] = print,
-) -> dict[str, Any]:
-    """tune_calling's measuring of its candidates (`strategies`, none first): each cell's
-    calls by call(slice, cell folder, strategy); tune's result."""
+    kept = list(strategies)
+    if not kept:
+        if len(topology.compute_nodes) <= 1:
+            return block | {"candidates": [BASELINE], "strategy": None, "why": ONE_NODE}
+        genome_bytes = genome.stat().st_size
+        kept, block["dropped"] = candidates(host, topology, threads, genome_bytes, None, step, pool)
+        if len(kept) < 2:
+            why = "nothing to tune: every strategy runs as none does on this host"
+            return block | {"candidates": kept, "strategy": None, "why": why}
     slices: dict[Path, Any] = {}
 
     def calls(reads: Path, out: Path, strategy: str) -> None:
@@ -413,7 +380,8 @@ def measure_calling(
         slices[piece.reads] = piece
         return piece
 
-    return tune(
-        cut, settings["reads"], strategies, settings["repeats"], settings["share"],
-        min_measurable, calls, log,
+    measured = tune(
+        cut, settings["reads"], kept, settings["repeats"], settings["share"], min_measurable,
+        calls, log,
     )  # fmt: skip
+    return block | measured
