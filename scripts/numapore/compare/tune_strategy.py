@@ -254,6 +254,28 @@ def tune(
     return result | {"strategy": chosen, "why": why, "reads": cut.count, "folder": cut.workdir}
 
 
+def step_candidates(
+    host: HostConfig, step: str, threads: int, index_bytes: int, aligner: str | None, pool: int,
+    given: Sequence[str],
+) -> tuple[dict[str, Any], list[str]]:  # fmt: skip
+    """A step's tuning block (its step, this machine's nodes checked against the host file) and
+    the strategies to measure: `given`, else candidates() on a host of more than one node; an
+    empty list, the block saying why, when there is nothing to measure."""
+    from numapore.execution.hosts import check_host_against_machine
+
+    topology = check_host_against_machine(host)
+    block: dict[str, Any] = {"step": step, "nodes": len(topology.compute_nodes)}
+    if given:
+        return block, list(given)
+    if len(topology.compute_nodes) <= 1:
+        return block | {"candidates": [BASELINE], "strategy": None, "why": ONE_NODE}, []
+    kept, block["dropped"] = candidates(host, topology, threads, index_bytes, aligner, step, pool)
+    if len(kept) < 2:
+        why = "nothing to tune: every strategy runs as none does on this host"
+        return block | {"candidates": kept, "strategy": None, "why": why}, []
+    return block, kept
+
+
 def tune_alignment(
     host: HostConfig,
     aligner: str,
@@ -281,20 +303,12 @@ def tune_alignment(
     Path)."""
     from contextlib import redirect_stderr
 
-    from numapore.execution.hosts import check_host_against_machine
     from numapore.execution.steps import run_alignment
 
-    topology = check_host_against_machine(host)
-    block: dict[str, Any] = {"step": STEP, "nodes": len(topology.compute_nodes)}
-    kept = list(strategies)
+    index_bytes = sum(Path(p).stat().st_size for p in index_files)
+    block, kept = step_candidates(host, STEP, threads, index_bytes, aligner, 1, strategies)
     if not kept:
-        if len(topology.compute_nodes) <= 1:
-            return block | {"candidates": [BASELINE], "strategy": None, "why": ONE_NODE}
-        index_bytes = sum(Path(p).stat().st_size for p in index_files)
-        kept, block["dropped"] = candidates(host, topology, threads, index_bytes, aligner)
-        if len(kept) < 2:
-            why = "nothing to tune: every strategy runs as none does on this host"
-            return block | {"candidates": kept, "strategy": None, "why": why}
+        return block
     slices: dict[Path, ReadSlice] = {}
 
     def align(cut: Path, bam: Path, strategy: str) -> None:
@@ -356,20 +370,12 @@ def tune_calling(
     mode (cut_at(n): a tuning.Slice with .reads beside their index) by call(slice, cell
     folder, strategy) (the step's own function, numapore.execution.steps.run_methylation).
     The record's methylation_strategy block, as tune_alignment's."""
-    from numapore.execution.hosts import check_host_against_machine
-
-    step = "methylation"
-    topology = check_host_against_machine(host)
-    block: dict[str, Any] = {"step": step, "nodes": len(topology.compute_nodes)}
-    kept = list(strategies)
+    genome_bytes = genome.stat().st_size
+    block, kept = step_candidates(
+        host, "methylation", threads, genome_bytes, None, pool, strategies
+    )
     if not kept:
-        if len(topology.compute_nodes) <= 1:
-            return block | {"candidates": [BASELINE], "strategy": None, "why": ONE_NODE}
-        genome_bytes = genome.stat().st_size
-        kept, block["dropped"] = candidates(host, topology, threads, genome_bytes, None, step, pool)
-        if len(kept) < 2:
-            why = "nothing to tune: every strategy runs as none does on this host"
-            return block | {"candidates": kept, "strategy": None, "why": why}
+        return block
     slices: dict[Path, Any] = {}
 
     def calls(reads: Path, out: Path, strategy: str) -> None:
