@@ -293,7 +293,7 @@ try:
     TUNE = tuning_plan()
 except (InputError, ValueError) as err:
     raise WorkflowError(f"numapore: {err}")
-# The step whose node the tuning job asks for: the alignment's when only strategies are tuned.
+# The step whose node the tuning job asks for: the alignment's when only its strategies are tuned.
 TUNED_STEP = (
     "alignment"
     if TUNE and TUNE["strategy_steps"] == ["alignment"] and not TUNE["candidates"]

@@ -2,10 +2,9 @@
 # modes that read the signal are measured on a slice of one raw-signal sample, and on a host of
 # more than one NUMA node the alignment's strategies on its first reads (a sample of any kind)
 # and nanopolish calling's under the chosen mode (numapore.compare.tune_strategy); the run uses
-# the winners. A checkpoint: the inputs of the
-# steps whose files depend on the I/O mode (the staged reads, the signal index, the calling)
-# are known once it has run, or is found up to date (its params hold the cache key: another
-# key, or tune=again, and it runs anew).
+# the winners. A checkpoint: the inputs of the steps whose files depend on the I/O mode (the
+# staged reads, the signal index, the calling) are known once it has run, or is found up to
+# date (its params hold the cache key: another key, or tune=again, and it runs anew).
 
 
 checkpoint tune_host:
@@ -29,8 +28,8 @@ checkpoint tune_host:
     threads: RUN_CORES
     resources:
         # the node of the step it measures (a partition's whole node for NUMA strategies)
-        cpus_per_task=cluster_cpus("alignment" if TUNED_STEP == "alignment" else "methylation"),
-        slurm_extra=cluster_node("alignment" if TUNED_STEP == "alignment" else "methylation"),
+        cpus_per_task=cluster_cpus(TUNED_STEP),
+        slurm_extra=cluster_node(TUNED_STEP),
     params:
         settings=lambda wc: TUNE["settings"],
         candidates=lambda wc: TUNE["candidates"],
