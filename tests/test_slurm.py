@@ -51,8 +51,9 @@ COMPARED = [BAM, CALLS, FREQUENCY]
 TARGETS = [*COMPARED, "results/ecoli/methylation/ecoli.minimap2.cpg.bedmethyl.gz"]
 READS = 40  # the shortest reads of the shared E. coli set: a quick run
 SCATTER = {"scatter": {"alignment": 1, "methylation": 2}}
-# Host tuning in the run to be cancelled: its job on the partition (the sample is too small to
-# pay back measuring: the check is off, so that the job runs), reused when the run resumes.
+# Host tuning in the uninterrupted run: its job on the partition (the sample is too small to
+# pay back measuring: the check is off, so that the job runs); not in the run to be cancelled,
+# whose chain of Slurm jobs is the module's longest (each job costs tens of seconds of polling).
 TUNED = {"tune": "on", "tuning": {"reads": 4, "check_payback": False}}
 # The site's partition and account, as a user sets them for profiles/slurm.
 SITE_ENV = {"NUMAPORE_SLURM_PARTITION": PARTITION, "NUMAPORE_SLURM_ACCOUNT": ACCOUNT}
@@ -198,8 +199,8 @@ def runs(cluster, tmp_path_factory, ecoli_dir, dh10b):
     rows = [ecoli_row(ecoli_dir, dh10b, reads)]
     slurm_env = {**cluster.env, **SITE_ENV}
     local = write_project(root / "local", rows)
-    whole = write_project(root / "whole", rows, SCATTER)
-    killed = write_project(root / "killed", rows, SCATTER | TUNED)
+    whole = write_project(root / "whole", rows, SCATTER | TUNED)
+    killed = write_project(root / "killed", rows, SCATTER)
     host = str(instances_host(root / "instances.yaml"))
     started = SimpleNamespace(
         local=Run(local, snakemake_command(local, 2, *COMPARED), dict(os.environ)),
@@ -247,6 +248,23 @@ def test_pipeline_runs_through_slurm_and_matches_a_local_run(runs, cluster):
         assert int(jobs[jobid]["AllocCPUS"]) == cpus
     (align_job,) = by_rule["align"]
     assert "OverSubscribe=OK" in cluster.run("scontrol", "show", "job", align_job).stdout
+    # Host tuning ran once, as a Slurm job on the partition's node, as the calling's node is
+    # asked for (whole); its files named for the partition (the job parsed the workflow there
+    # and found the same name); a later run on the partition reuses it without a job.
+    (tune_job,) = by_rule["tune_host"]
+    assert "OverSubscribe=NO" in cluster.run("scontrol", "show", "job", tune_job).stdout
+    name = f"partition-{PARTITION}"
+    record = json.loads((runs.whole.workdir / f"results/tuning/{name}.json").read_text())
+    assert record["name"] == name and record["host"] == socket.gethostname().split(".")[0]
+    assert record["io_mode"] in record["candidates"] and record["probe"]["reads"] == 4
+    assert f"numapore: tuning: no tuning for {name} yet (results/tuning/{name}.json)" in output
+    again = forked_snakemake.run(
+        [*runs.whole.cmd, "--dry-run"], cwd=runs.whole.workdir, capture_output=True, text=True,
+        env=runs.whole.env,
+    )  # fmt: skip
+    said = again.stdout + again.stderr
+    assert f"numapore: tuning: reusing results/tuning/{name}.json (measured " in said, said
+    assert "tune_host" not in again.stdout and "Nothing to be done" in said
     # Inside each of them the launcher ran 2 bound instances (numactl, as on a NUMA host).
     records = sorted((runs.whole.workdir / "results/logs/call_methylation").glob("*.run.json"))
     assert len(records) == 2
@@ -260,14 +278,6 @@ def test_cancelled_slurm_job_resumes_to_the_results_of_an_uninterrupted_run(runs
     jobid = runs.canceller.join()
     first = runs.killed.wait(expect_success=False)
     assert f"SLURM-job '{jobid}' failed" in first and "CANCELLED" in first
-    # Host tuning ran once, as a Slurm job on the partition's node, its files named for the
-    # partition (the job parsed the workflow there and found the same name)
-    assert "tune_host" in submitted_jobs(first).values(), first
-    name = f"partition-{PARTITION}"
-    record = json.loads((runs.killed.workdir / f"results/tuning/{name}.json").read_text())
-    assert record["name"] == name and record["host"] == socket.gethostname().split(".")[0]
-    assert record["io_mode"] in record["candidates"] and record["probe"]["reads"] == 4
-    assert f"numapore: tuning: no tuning for {name} yet (results/tuning/{name}.json)" in first
     (cancelled,) = [j for j in cluster.jobs() if j["JobID"] == jobid]
     assert cancelled["State"].startswith("CANCELLED"), cancelled
     # The same command again: only the cancelled shard goes to Slurm again, then the merges, the
@@ -278,8 +288,6 @@ def test_cancelled_slurm_job_resumes_to_the_results_of_an_uninterrupted_run(runs
     assert again.count("call_methylation") == 1, rerun
     assert set(again) == {"call_methylation", "methylation_modbam", "pileup"}, rerun
     assert "rule_call_methylation/ecoli_minimap2_cpg_1-of-2/" in rerun
-    # the partition's tuning reused, not measured again (no tune_host job above)
-    assert f"numapore: tuning: reusing results/tuning/{name}.json (measured " in rerun
     runs.whole.wait()
     same_results(runs.killed.workdir, runs.whole.workdir)
 
