@@ -666,7 +666,7 @@ def pileup_inputs(wildcards):
     bam = pileup_bam(wildcards)
     inputs = {"bam": bam, "bai": f"{bam}.bai", "reference": reference_fasta(wildcards)}
     if TUNE_PILEUP is not None:
-        inputs["tuning"] = checkpoints.tune_pileup.get().output.record
+        inputs["tuning"] = tuned_pileup_record()
     regions = pileup_setting()["regions"]
     if regions > 1 and "shard" not in wildcards.keys():
         shards = [
@@ -814,13 +814,20 @@ def pileup_tuning_plan():
     }
 
 
+def tuned_pileup_record(wildcards=None):
+    """The pileup's tuning record, when the pileup is tuned (an input: a job asking for it
+    waits for checkpoint tune_pileup); none otherwise."""
+    if TUNE_PILEUP is None:
+        return []
+    return checkpoints.tune_pileup.get().output.record
+
+
 def pileup_setting():
     """The pileup's {regions, threads}: untuned_pileup(), or the tuning's choice once it is made
     (a function calling this waits for checkpoint tune_pileup)."""
     if TUNE_PILEUP is None:
         return untuned_pileup()
-    record = checkpoints.tune_pileup.get().output.record
-    return tune_pileup.chosen(json.loads(Path(record).read_text()))
+    return tune_pileup.chosen(json.loads(Path(tuned_pileup_record()).read_text()))
 
 
 def pileup_threads(wildcards):

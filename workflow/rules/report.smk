@@ -109,9 +109,7 @@ rule report_provenance:
         motif_calls=motif_calls,
         # the pileup's tuning record, when the pileup is tuned (its setting on the page)
         pileup_tuning=lambda wc: (
-            checkpoints.tune_pileup.get().output.record
-            if TUNE_PILEUP is not None and SAMPLES[wc.sample].input_kind.runs("pileup")
-            else []
+            tuned_pileup_record() if SAMPLES[wc.sample].input_kind.runs("pileup") else []
         ),
     output:
         page=report(
