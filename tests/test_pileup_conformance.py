@@ -19,7 +19,7 @@ import forked_snakemake
 from conftest import REPO, SHARED
 
 from numapore.methylation import pileup as engine
-from numapore.methylation import pileup_common
+from numapore.methylation import pileup_cli, pileup_common
 from numapore.methylation.bedmethyl import read_bedmethyl
 
 SUITE = SHARED / "data" / "modkit_pileup"
@@ -167,9 +167,10 @@ def test_read_listing_is_samtools_primary_alignments(compiled, monkeypatch):
         whole, listing = io.StringIO(), io.StringIO()
         engine.pileup(str(bam), whole, options, reads_out=listing)
         assert listed(listing.getvalue()) == expected, bam
-        shares = io.StringIO()
-        for region in engine.scatter_regions(str(bam), 3):
-            engine.pileup(str(bam), io.StringIO(), options, regions=[region], reads_out=shares)
+        shares = io.StringIO()  # a scatter of 3 jobs, each over its shard's regions
+        for shard in (1, 2, 3):
+            regions = pileup_cli.shard_regions(str(bam), shard, 3)
+            engine.pileup(str(bam), io.StringIO(), options, regions=regions, reads_out=shares)
         assert listed(shares.getvalue()) == expected, bam
         without = io.StringIO()
         engine.write_read_listing(str(bam), without)
@@ -331,8 +332,6 @@ def test_both_paths_every_case(compiled, monkeypatch):
     """The numpy path and the compiled core (when built) write the same bytes on every case."""
     import argparse
     import io
-
-    from numapore.methylation import pileup_cli
 
     if compiled:  # the install builds it on this machine: a run without it is a failure
         assert engine.ENABLED, "numapore.methylation._pileup_core is not built: pip install -e ."
