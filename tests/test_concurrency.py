@@ -1,18 +1,18 @@
 """Concurrency: jobs running at once share nothing writable. Two samples in one run (2 cores,
-two jobs at a time) and two runs at once with different host strategies: every file any process
-writes (strace -f: open for writing, rename, link) is written by one job only, the two runs write
-disjoint sets of files, and the outputs are byte for byte those of the same runs made one after
-the other. The two samples' run at once asks for the default target (the report's jobs run at
-once too, traced); the same run one after the other for every output but the second sample's
-report files (REPORT_RULES), the only ones not compared; the strategies' runs for the sample's
-alignment and methylation outputs (targets).
+two jobs at a time) and, beside it, a run with another host strategy and I/O mode: every file any
+process writes (strace -f: open for writing, rename, link) is written by one job only, the two
+runs write disjoint sets of files, and the outputs are byte for byte those of the same runs made
+one after the other. The two samples' run at once asks for the default target (the report's
+jobs run at once too, traced); the same run one after the other for every output but the second
+sample's report files (REPORT_RULES), the only ones not compared; the run beside it (strategy
+instances, the first sample in a folder of its own) for the sample's alignment and methylation
+outputs (targets). The runs are made once (runs_at_once), for the two tests that check them.
 """
 
 from __future__ import annotations
 
 import functools
 import re
-import shutil
 import subprocess
 import sys
 from collections import defaultdict
@@ -149,38 +149,69 @@ def two_samples(tmp_path_factory, ecoli_dir):
     }
 
 
-def test_two_samples_at_once_share_nothing_and_match_one_after_the_other(tmp_path, two_samples):
-    host = host_file(tmp_path / "host.yaml", io_mode="slow5")
-    config = ["--config", f"host={host}"]
-    # One after the other: sample alpha's outputs, then the rest (sample beta's) but the
-    # report's; alpha's report files last (below), beta's not made (a third of the run's CPU).
-    apart = project(tmp_path / "apart", two_samples)
-    apart_cmd = snakemake_command(apart, 2, *config, *ONE_THREAD)
+# The report's files of one sample (the default target's; report_figures in rules/common.smk).
+REPORT_FILES = ["alignment_qc.png", "methylation.png", "accounting.png", "provenance.html"]
+
+
+@pytest.fixture(scope="module")
+def runs_at_once(tmp_path_factory, two_samples) -> dict:
+    """The runs the two tests below check: the two samples with strategy interleave and slow5
+    (ONE_THREAD), one after the other ('apart'), and sample alpha alone with strategy instances
+    (2 per node) and fast5 ('sequential'); then the same two runs at once, each traced: the two
+    samples' ('together', the default target) and alpha's ('beside'). Their folders, traces,
+    exit codes and logs."""
+    root = tmp_path_factory.mktemp("at_once")
+    interleave = host_file(root / "interleave.yaml", "interleave", io_mode="slow5")
+    instances = host_file(root / "instances.yaml", "instances", io_mode="fast5",
+                          instances_per_node=2)  # fmt: skip
+    together_cmd = ["--config", f"host={interleave}", *ONE_THREAD]
+    beside_cmd = ["--config", f"host={instances}", "--", *targets("alpha")]
     run = functools.partial(forked_snakemake.run, check=True, capture_output=True)
-    run([*apart_cmd, "--", *targets("alpha")])
-    run([*apart_cmd, "--omit-from", *REPORT_RULES])
-    # Both at once, traced.
-    together = project(tmp_path / "together", two_samples)
-    trace = tmp_path / "trace"
-    cmd = traced(snakemake_command(together, 2, *config, *ONE_THREAD), trace)
-    result = subprocess.run(cmd, capture_output=True, text=True)
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    at_once = snapshot(together)
+    # One after the other: sample alpha's outputs and report files, then the rest (sample
+    # beta's) but the report's (beta's report files are not made: a third of the run's CPU).
+    apart = project(root / "apart", two_samples)
+    alpha_reports = [f"results/alpha/report/alpha.minimap2.{name}" for name in REPORT_FILES]
+    run([*snakemake_command(apart, 2, *together_cmd), "--", *targets("alpha"), *alpha_reports])
+    run([*snakemake_command(apart, 2, *together_cmd, "--omit-from", *REPORT_RULES)])
+    sequential = project(root / "sequential", {"alpha": two_samples["alpha"]})
+    run(snakemake_command(sequential, 2, *beside_cmd))
+    # Both at once, each traced.
+    works = {
+        "together": project(root / "together", two_samples),
+        "beside": project(root / "beside", {"alpha": two_samples["alpha"]}),
+    }
+    args = {"together": together_cmd, "beside": beside_cmd}
+    procs = {}
+    for name, work in works.items():
+        cmd = traced(snakemake_command(work, 2, *args[name]), root / f"trace-{name}")
+        procs[name] = subprocess.Popen(
+            cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        )
+    logs = {name: proc.communicate()[0] for name, proc in procs.items()}
+    return {
+        "apart": apart, "sequential": sequential, **works, "root": root, "logs": logs,
+        "returncodes": {name: proc.returncode for name, proc in procs.items()},
+    }  # fmt: skip
+
+
+def test_two_samples_at_once_share_nothing_and_match_one_after_the_other(runs_at_once):
+    runs = runs_at_once
+    assert runs["returncodes"]["together"] == 0, runs["logs"]["together"][-6000:]
+    at_once = snapshot(runs["together"])
     reports = {rel for rel in at_once if "/report/" in rel}
     alpha_reports = {rel for rel in reports if rel.startswith("results/alpha/")}
     assert alpha_reports and reports - alpha_reports, sorted(reports)
-    run([*apart_cmd, "--", *sorted(alpha_reports)])
-    one_by_one = snapshot(apart)
+    one_by_one = snapshot(runs["apart"])
     # every file byte for byte, alpha's report included; beta's report is made at once only
     assert not (reports - alpha_reports) & set(one_by_one)
     compared = {rel: data for rel, data in at_once.items() if rel not in reports - alpha_reports}
     assert without_temporary(compared) == without_temporary(one_by_one)
-    by_path = written_paths(trace)
+    by_path = written_paths(runs["root"] / "trace-together")
     assert not shared_by_jobs(by_path), shared_by_jobs(by_path)
     jobs = {j for js in by_path.values() for j in js} - {"snakemake"}
     assert len(jobs) >= 2 * 6, jobs  # the per-sample jobs of both samples were traced
     # Two jobs did run at once (Snakemake's log: a second job started before the first ended).
-    assert overlapping_jobs(result.stdout + result.stderr), result.stdout[-2000:]
+    assert overlapping_jobs(runs["logs"]["together"]), runs["logs"]["together"][-2000:]
 
 
 def targets(sample: str) -> list[str]:
@@ -208,38 +239,17 @@ def overlapping_jobs(log: str) -> bool:
     return False
 
 
-def test_two_strategies_at_once_share_nothing_and_match_sequential_runs(tmp_path, two_samples):
-    data = {"alpha": two_samples["alpha"]}
-    hosts = {
-        "interleave": host_file(tmp_path / "interleave.yaml", "interleave", io_mode="slow5"),
-        "instances": host_file(
-            tmp_path / "instances.yaml", "instances", io_mode="fast5", instances_per_node=2
-        ),
+def test_two_strategies_at_once_share_nothing_and_match_sequential_runs(runs_at_once):
+    """The two samples' run (strategy interleave, slow5) and alpha's beside it (instances,
+    fast5), at once: each matches its run made alone, no file is written by two jobs of a run,
+    and the two runs write disjoint sets of files."""
+    runs = runs_at_once
+    assert runs["returncodes"]["beside"] == 0, runs["logs"]["beside"][-3000:]
+    assert snapshot(runs["beside"]) == snapshot(runs["sequential"])
+    written = {
+        name: written_paths(runs["root"] / f"trace-{name}") for name in ("together", "beside")
     }
-    expected = {}
-    for name, host in hosts.items():  # one after the other
-        work = project(tmp_path / f"seq-{name}", data)
-        cmd = snakemake_command(work, 2, "--config", f"host={host}")
-        forked_snakemake.run([*cmd, "--", *targets("alpha")], check=True, capture_output=True)
-        expected[name] = snapshot(work)
-    procs, traces, works = {}, {}, {}
-    for name, host in hosts.items():  # both at once, each traced
-        works[name] = project(tmp_path / f"par-{name}", data)
-        traces[name] = tmp_path / f"trace-{name}"
-        cmd = snakemake_command(works[name], 2, "--config", f"host={host}")
-        cmd = traced([*cmd, "--", *targets("alpha")], traces[name])
-        procs[name] = subprocess.Popen(
-            cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
-        )
-    for proc in procs.values():
-        out = proc.communicate()[0]
-        assert proc.returncode == 0, out[-3000:]
-    written = {}
-    for name in hosts:
-        assert snapshot(works[name]) == expected[name], name
-        written[name] = written_paths(traces[name])
-        assert not shared_by_jobs(written[name]), shared_by_jobs(written[name])
-    both = set(written["interleave"]) & set(written["instances"])
+    for name, by_path in written.items():
+        assert not shared_by_jobs(by_path), (name, shared_by_jobs(by_path))
+    both = set(written["together"]) & set(written["beside"])
     assert not both, sorted(both)[:20]
-    for work in works.values():
-        shutil.rmtree(work / ".snakemake", ignore_errors=True)
