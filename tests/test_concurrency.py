@@ -25,7 +25,7 @@ from reliability import project, small_data, snapshot, without_temporary
 
 from project import snakemake_command
 
-N_READS = 16
+N_READS = 8
 # Two jobs at a time on 2 cores: every heavy step asks for one thread (else each takes both).
 ONE_THREAD = ["--set-threads", "fast5_to_blow5=1", "align=1", "call_methylation=1"]
 # The report's rules (figures, provenance page, MultiQC): traced in the run at once; in the run
