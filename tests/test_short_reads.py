@@ -7,6 +7,7 @@ none."""
 
 from __future__ import annotations
 
+import functools
 import gzip
 import io
 import json
@@ -326,18 +327,6 @@ def test_a_cut_inside_a_batch_differs(tmp_path, lambda_index, odd_pairs) -> None
     assert len(split) == len(whole) and split != whole
 
 
-def test_single_end_split_on_batches(tmp_path, lambda_index) -> None:
-    """Single-end reads likewise: consecutive shares, bwa's records those of the unsplit run."""
-    outs = [tmp_path / f"in.{i}.fq" for i in range(3)]
-    counts = split_short_reads(SINGLE, None, outs, None, batch_bases=100_000)
-    assert sum(counts) == 6000 and all(counts)
-    whole = primary_records(bwa_by_hand(lambda_index, SINGLE, None, 100_000))
-    split = sorted(
-        x for p in outs for x in primary_records(bwa_by_hand(lambda_index, p, None, 100_000))
-    )
-    assert split == whole
-
-
 # ---------- the workflow ----------
 
 RUN_SAMPLES = {"pe": (R1, R2), "se": (SINGLE, None)}
@@ -382,11 +371,10 @@ def bam_of(work: Path, sample: str, aligner: str) -> Path:
     return work / f"results/{sample}/align/{sample}.{aligner}.bam"
 
 
-def by_hand(
-    aligner: str, index: Path, sample: str, threads: int = 2, batch: int = BATCH
-) -> list[str]:
+@functools.cache
+def by_hand(aligner: str, index: Path, sample: str, threads: int = 2, batch: int = BATCH) -> str:
     """The aligner run by hand on the sample's reads with the kind's options (its own index;
-    bwa's -K: batch)."""
+    bwa's -K: batch); run once per arguments (bwa's on the pairs serves two tests)."""
     r1, r2 = RUN_SAMPLES[sample]
     if aligner == "bwa":
         argv = ["bwa", "mem", "-K", str(batch), "-R", READ_GROUP.format(sample)]
@@ -484,9 +472,10 @@ def records(bam: Path) -> list[str]:
 def test_strategy_and_scatter_give_the_records_of_none(runs, tmp_path) -> None:
     """A NUMA strategy (localalloc; interleave: test_modbam_kind.py's scattered run, and
     test_execution_modes.py runs each) with the alignment scattered over 3 jobs: bwa's BAMs hold
-    the records of the run with strategy none, in the same order, duplicate marks included; the
-    pairs (two batches of BIG_BATCH bases) were cut at bwa's batch end into two non-empty shards
-    and an empty third, which goes through the alignment and the merge too."""
+    the records of the run with strategy none (itself bwa's by hand: the test above), in the
+    same order, duplicate marks included; the pairs and the single-end reads (each two batches
+    of BIG_BATCH bases) were cut at bwa's batch ends into two non-empty shards and an empty third,
+    which goes through the alignment and the merge too."""
     strategy, scatter = "localalloc", 3
     # The host on the command line: the hpc-numa profile's host=auto would win over the file's
     host = host_file(tmp_path / "host.yaml", strategy)
@@ -500,9 +489,11 @@ def test_strategy_and_scatter_give_the_records_of_none(runs, tmp_path) -> None:
     for sample in RUN_SAMPLES:
         got, baseline = bam_of(work, sample, "bwa"), bam_of(runs["bwa"], sample, "bwa")
         assert records(got) == records(baseline), sample
-    log = (work / "results/logs/split_paired_reads/pe.fastq.log").read_text()
-    counts = [int(n) for n in log.split("pairs per shard: [")[1].split("]")[0].split(",")]
-    assert sum(counts) == 10_000 and counts[0] and counts[1] and not counts[2], counts
+    for log, what, total in (("split_paired_reads/pe", "pairs", 10_000),
+                             ("split_reads/se", "reads", 6_000)):  # fmt: skip
+        text = (work / f"results/logs/{log}.fastq.log").read_text()
+        counts = [int(n) for n in text.split(f"{what} per shard: [")[1].split("]")[0].split(",")]
+        assert sum(counts) == total and counts[0] and counts[1] and not counts[2], (log, counts)
 
 
 def test_alignment_reports_take_the_cores_where_nothing_runs_beside(tmp_path: Path) -> None:
@@ -545,22 +536,22 @@ def test_mismatched_mates_stop_the_run_at_staging(tmp_path: Path) -> None:
 
 def test_mark_duplicates_off(tmp_path: Path, lambda_index) -> None:
     """short_reads.mark_duplicates: false leaves the aligner's records as they are (no fixmate,
-    no markdup): every field of the primary records, TLEN included, is bwa's by hand. And
-    short_reads.bwa_batch_bases reaches bwa's -K (here above the pairs' 2.2 M bases, so one batch
-    either way: the records stay those of the default's by hand)."""
-    settings = {"short_reads": {"mark_duplicates": False, "bwa_batch_bases": 20_000_000}}
+    no markdup): every field of the primary records, TLEN included, is bwa's by hand with the
+    same -K. And short_reads.bwa_batch_bases reaches bwa's -K (BIG_BATCH: two batches of the
+    pairs, whose records differ from the default's one batch)."""
+    settings = {"short_reads": {"mark_duplicates": False, "bwa_batch_bases": BIG_BATCH}}
     work = write_short_project(tmp_path / "run", "bwa", settings)
     shutil.rmtree(work / "results", ignore_errors=True)
     write_sheet(work / "config/samples.tsv", [f"pe\t\t{R1}\t{R2}\t{LAMBDA}"])
     done = run_workflow(work, str(bam_of(Path(), "pe", "bwa")))
     assert done.returncode == 0, done.stderr[-3000:]
     got = primary_records(pysam.view(str(bam_of(work, "pe", "bwa"))))
-    hand = primary_records(by_hand("bwa", lambda_index, "pe"))
+    hand = primary_records(by_hand("bwa", lambda_index, "pe", batch=BIG_BATCH))
     assert [x.split("\t")[:11] for x in got] == [x.split("\t")[:11] for x in hand]
     assert not any(int(x.split("\t")[1]) & 0x400 for x in got)
     (record,) = (work / "results/logs/align").glob("pe.bwa.*.run.json")
     (process,) = json.loads(record.read_text())["processes"]
-    assert " mem -K 20000000 " in process["command"], process["command"]
+    assert f" mem -K {BIG_BATCH} " in process["command"], process["command"]
 
 
 @pytest.mark.parametrize("marked", [True, False], ids=["markdup", "no-markdup"])
