@@ -7,8 +7,10 @@ the default target; only report_run builds the report (it is what test_report ch
   host tuning on, its check that the sample can pay it back off (so that its job runs; its
   first cell says not to measure: fast5 runs).
 - signal_slow5_run: slow5 mode: E. coli on DH10B, and FAST5, POD5, BLOW5, slow5tools' BLOW5 and
-  VBZ reads on region.fa.
-- signal_pool_run: fast5-pool mode: E. coli on DH10B and the VBZ reads on region.fa.
+  VBZ reads on region.fa (the samples of the 112 reads' signal with the shortest reads'
+  sequences: nanopolish's cost is by read).
+- signal_pool_run: fast5-pool mode: E. coli on DH10B and the VBZ reads on region.fa (the
+  shortest reads' sequences).
 - demo_run: the default config's demo (300 reads) and the opt-in modBAM demo, outputs only.
 - report_run: .test/config-signal.yaml (the small demo) and E. coli on region.fa, default target
   and Snakemake's report.
@@ -169,7 +171,7 @@ def signal_fast5_run(tmp_path_factory, ecoli_dir, messy_fast5, vbz_dir) -> Path:
 def signal_slow5_run(tmp_path_factory, ecoli_dir, dh10b, f2s_dir, pod5_file, vbz_dir) -> Path:
     """I/O mode slow5 (host.yaml, 2 I/O processes): the shortest E. coli reads on DH10B
     (short.fasta: FEW_READS of minimap2_run's), and on region.fa FAST5, POD5, a numapore BLOW5,
-    slow5tools' BLOW5 (ssm1) and the VBZ reads."""
+    slow5tools' BLOW5 (ssm1) and the VBZ reads (all but ssm1 with short.fasta's sequences)."""
 
     def make(work: Path) -> None:
         blow5 = work / "numapore" / "ecoli.blow5"
@@ -182,13 +184,16 @@ def signal_slow5_run(tmp_path_factory, ecoli_dir, dh10b, f2s_dir, pod5_file, vbz
         sequences = [entry.split("\n", 1)[1] for entry in lines]
         stand_in.write_text("".join(f">{i}\n{s}" for i, s in zip(ids, sequences, strict=True)))
         short = shortest_reads(ecoli_dir / "reads.fasta", work / "short.fasta", FEW_READS)
+        # FAST5, POD5, numapore's BLOW5 and VBZ with the shortest reads' sequences (nanopolish
+        # calls each read on its own): their calls are compared with signal_fast5_run's of
+        # those reads; the signal files hold all 112 reads.
         rows = [
             ecoli_row(ecoli_dir, dh10b, short),
-            region_row("fast5", str(ecoli_dir / "fast5"), ecoli_dir),
-            region_row("pod5", str(pod5_file), ecoli_dir),
-            region_row("blow5", str(blow5), ecoli_dir),
+            region_row("fast5", str(ecoli_dir / "fast5"), ecoli_dir, short),
+            region_row("pod5", str(pod5_file), ecoli_dir, short),
+            region_row("blow5", str(blow5), ecoli_dir, short),
             region_row("ssm1", str(f2s_dir / SSM1), ecoli_dir, stand_in),
-            region_row("vbz", str(vbz_dir), ecoli_dir),
+            region_row("vbz", str(vbz_dir), ecoli_dir, short),
         ]
         # ssm1's stand-in reads get no call: an empty sample, let through.
         write_project(work, rows, {"allow_empty_samples": True})
@@ -206,11 +211,15 @@ def signal_slow5_run(tmp_path_factory, ecoli_dir, dh10b, f2s_dir, pod5_file, vbz
 @pytest.fixture(scope="session")
 def signal_pool_run(tmp_path_factory, ecoli_dir, dh10b, vbz_dir) -> Path:
     """I/O mode fast5-pool (host.yaml, 2 I/O processes): the shortest E. coli reads on DH10B
-    (short.fasta: FEW_READS of minimap2_run's) and the VBZ reads on region.fa."""
+    (short.fasta: FEW_READS of minimap2_run's) and the VBZ reads on region.fa (short.fasta's
+    sequences)."""
 
     def make(work: Path) -> None:
         short = shortest_reads(ecoli_dir / "reads.fasta", work / "short.fasta", FEW_READS)
-        rows = [ecoli_row(ecoli_dir, dh10b, short), region_row("vbz", str(vbz_dir), ecoli_dir)]
+        rows = [
+            ecoli_row(ecoli_dir, dh10b, short),
+            region_row("vbz", str(vbz_dir), ecoli_dir, short),
+        ]
         write_project(work, rows)
         host = host_file(work / "host.yaml", "none", "fast5-pool", io_processes=2)
         targets = outputs("ecoli", "bam", "calls") + outputs("vbz", "calls")

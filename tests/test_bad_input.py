@@ -32,14 +32,8 @@ def dry_run_error(work: Path) -> str:
     return result.stdout + result.stderr
 
 
-def test_unknown_config_key(tmp_path, ecoli_dir, dh10b):
-    write_project(tmp_path, [ecoli(ecoli_dir, dh10b)], {"alignr": "bwa"})
-    line = (tmp_path / "config/config.yaml").read_text().splitlines().index("alignr: bwa") + 1
-    out = dry_run_error(tmp_path)
-    assert (
-        f"numapore: config/config.yaml, line {line}: unknown config key 'alignr'; did you mean "
-        "`aligner`?"
-    ) in out.splitlines()
+# An unknown config key: test_first_hour.py's test_unknown_config_key_in_the_file_and_on_the_
+# command_line (the same config, its first numapore: line).
 
 
 def test_unknown_motif(tmp_path, ecoli_dir, dh10b):

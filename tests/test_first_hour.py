@@ -19,7 +19,10 @@ import forked_snakemake
 import yaml
 from conftest import FEW_READS, REPO, host_file, run_workflow, shortest_reads
 
+from numapore.base.errors import InputError
 from numapore.execution.hosts import HostConfig, HostConfigError, config_overrides, with_overrides
+from numapore.inputs.schema import check_config, check_sheet
+from numapore.inputs.sheet import read_sheet
 from project import snakemake_command, write_project
 
 
@@ -166,47 +169,78 @@ def test_unknown_config_key_in_the_file_and_on_the_command_line(tmp_path, ecoli_
 
 
 def test_byte_order_mark_is_accepted(tmp_path, ecoli_dir):
+    """A sheet that starts with a byte-order mark is read; the dry run also shows point 10 (no
+    `Shell command: None` for script rules; shell rules' commands still printed)."""
     work = write_project(tmp_path, [ecoli(ecoli_dir)])
     sheet = work / "config" / "samples.tsv"
     sheet.write_bytes(b"\xef\xbb\xbf" + sheet.read_bytes())
     result = dry_run(work)
     assert result.returncode == 0, result.stderr
-    assert "wildcards: sample=ecoli" in result.stdout + result.stderr
+    out = result.stdout + result.stderr
+    assert "wildcards: sample=ecoli" in out
+    assert "rule stage_reads:" in out  # a script rule
+    assert "Shell command: None" not in out
+    assert "Shell command: minimap2 -x map-ont" in out  # the index, a shell rule
 
 
-def test_spaces_instead_of_tabs(tmp_path, ecoli_dir):
+# The variants below go through the checks the workflow runs while it is read
+# (workflow/rules/common.smk), called here as it calls them: the dry runs above show that a
+# problem they find ends the run with its one `numapore:` line, from the sheet, the config file
+# and --config.
+
+
+def sheet_problem(work: Path, monkeypatch) -> str:
+    """The `numapore:` line of the sheet's first problem, found by read_sheet and check_sheet as
+    the workflow calls them from work (the sheet named relative to it, as config samples:)."""
+    monkeypatch.chdir(work)
+    sheet = Path("config/samples.tsv")
+    schema = yaml.safe_load((REPO / "workflow/schemas/samples.schema.yaml").read_text())
+    with pytest.raises(InputError) as err:
+        table = read_sheet(sheet)
+        header = list(table.columns)
+        records, lines = table.to_dict("records"), table.attrs["lines"]
+        check_sheet(header, records, lines, table.attrs["header_line"], sheet, schema)
+    return f"numapore: {err.value}"
+
+
+def config_problem(work: Path, monkeypatch, **command_line) -> str:
+    """The `numapore:` line of the config's first problem, found by check_config as the
+    workflow calls it: work's config/config.yaml with these --config values over it."""
+    monkeypatch.chdir(work)
+    config_file = Path("config/config.yaml")
+    config = {**yaml.safe_load(config_file.read_text()), **command_line}
+    schema = yaml.safe_load((REPO / "workflow/schemas/config.schema.yaml").read_text())
+    with pytest.raises(InputError) as err:
+        check_config(config, schema, [config_file], command_line)
+    return f"numapore: {err.value}"
+
+
+def test_spaces_instead_of_tabs(tmp_path, ecoli_dir, monkeypatch):
     work = write_project(tmp_path, [ecoli(ecoli_dir)])
     sheet = work / "config" / "samples.tsv"
     sheet.write_text(sheet.read_text().replace("\t", "    "))
-    result = dry_run(work)
-    assert result.returncode == 1
-    assert first_numapore_line(result) == (
+    assert sheet_problem(work, monkeypatch) == (
         "numapore: sample sheet config/samples.tsv, line 1: the sheet must be tab-separated; "
         "this line has no tab, its fields are separated by spaces"
     )
     # The header tab-separated, a row with spaces: the same reason, on the row's line.
     lines = sheet.read_text().splitlines()
     sheet.write_text(lines[0].replace("    ", "\t") + "\n" + "\n".join(lines[1:]) + "\n")
-    assert first_numapore_line(dry_run(work)) == (
+    assert sheet_problem(work, monkeypatch) == (
         "numapore: sample sheet config/samples.tsv, line 2: the sheet must be tab-separated; "
         "this line has no tab, its fields are separated by spaces"
     )
 
 
-def test_bad_aligner_name(tmp_path, ecoli_dir):
+def test_bad_aligner_name(tmp_path, ecoli_dir, monkeypatch):
     work = write_project(tmp_path, [ecoli(ecoli_dir)], {"aligner": "minimap"})
     line = (work / "config/config.yaml").read_text().splitlines().index("aligner: minimap") + 1
-    result = dry_run(work)
-    assert result.returncode == 1
-    assert first_numapore_line(result) == (
+    assert config_problem(work, monkeypatch) == (
         f"numapore: config/config.yaml, line {line}: aligner: 'minimap' is not one of "
         "['minimap2', 'bwa', 'bowtie2', 'snap']; did you mean `minimap2`?"
     )
-    result = dry_run(
-        write_project(tmp_path / "cli", [ecoli(ecoli_dir)]), "--config", "aligner=bwa2"
-    )
-    assert result.returncode == 1
-    assert first_numapore_line(result) == (
+    work = write_project(tmp_path / "cli", [ecoli(ecoli_dir)])
+    assert config_problem(work, monkeypatch, aligner="bwa2") == (
         "numapore: --config aligner=bwa2: 'bwa2' is not one of ['minimap2', 'bwa', 'bowtie2', "
         "'snap']; did you mean `bwa`?"
     )
@@ -431,16 +465,8 @@ def test_profile_path_is_the_clones_own(tmp_path):
 
 
 # ----------------------------------------------------------------------------------------------
-# 10. No `Shell command: None` for script rules; shell rules' commands are still printed.
-
-
-def test_no_empty_shell_commands(tmp_path, ecoli_dir):
-    result = dry_run(write_project(tmp_path, [ecoli(ecoli_dir)]))
-    assert result.returncode == 0, result.stderr
-    out = result.stdout + result.stderr
-    assert "rule stage_reads:" in out  # a script rule
-    assert "Shell command: None" not in out
-    assert "Shell command: minimap2 -x map-ont" in out  # the index, a shell rule
+# 10. No `Shell command: None` for script rules, shell rules' commands still printed: checked on
+# test_byte_order_mark_is_accepted's dry run and test_io_mode_and_strategy_overrides' real run.
 
 
 def test_override_keys_precedence():
