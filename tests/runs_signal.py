@@ -6,7 +6,7 @@ the default target; only report_run builds the report (it is what test_report ch
 - signal_fast5_run: fast5 mode on region.fa: clean, messy (FAST5 listed twice...) and vbz reads,
   host tuning on, its check that the sample can pay it back off (so that its job runs; its
   first cell says not to measure: fast5 runs).
-- signal_slow5_run: slow5 mode: E. coli on DH10B, and FAST5, POD5, BLOW5, slow5tools' BLOW5 and
+- signal_slow5_run: slow5 mode: E. coli on DH10B (FAST5), and POD5, BLOW5, slow5tools' BLOW5 and
   VBZ reads on region.fa (the samples of the 112 reads' signal with the shortest reads'
   sequences: nanopolish's cost is by read).
 - signal_pool_run: fast5-pool mode: E. coli on DH10B and the VBZ reads on region.fa (the
@@ -170,8 +170,9 @@ def signal_fast5_run(tmp_path_factory, ecoli_dir, messy_fast5, vbz_dir) -> Path:
 @pytest.fixture(scope="session")
 def signal_slow5_run(tmp_path_factory, ecoli_dir, dh10b, f2s_dir, pod5_file, vbz_dir) -> Path:
     """I/O mode slow5 (host.yaml, 2 I/O processes): the shortest E. coli reads on DH10B
-    (short.fasta: FEW_READS of minimap2_run's), and on region.fa FAST5, POD5, a numapore BLOW5,
-    slow5tools' BLOW5 (ssm1) and the VBZ reads (all but ssm1 with short.fasta's sequences)."""
+    (short.fasta: FEW_READS of minimap2_run's; FAST5 converted), and on region.fa POD5, a
+    numapore BLOW5, slow5tools' BLOW5 (ssm1) and the VBZ reads (all but ssm1 with short.fasta's
+    sequences)."""
 
     def make(work: Path) -> None:
         blow5 = work / "numapore" / "ecoli.blow5"
@@ -184,12 +185,12 @@ def signal_slow5_run(tmp_path_factory, ecoli_dir, dh10b, f2s_dir, pod5_file, vbz
         sequences = [entry.split("\n", 1)[1] for entry in lines]
         stand_in.write_text("".join(f">{i}\n{s}" for i, s in zip(ids, sequences, strict=True)))
         short = shortest_reads(ecoli_dir / "reads.fasta", work / "short.fasta", FEW_READS)
-        # FAST5, POD5, numapore's BLOW5 and VBZ with the shortest reads' sequences (nanopolish
-        # calls each read on its own): their calls are compared with signal_fast5_run's of
-        # those reads; the signal files hold all 112 reads.
+        # POD5, numapore's BLOW5 and VBZ with the shortest reads' sequences (nanopolish calls
+        # each read on its own): their calls are compared with signal_fast5_run's of those
+        # reads; the signal files hold all 112 reads. FAST5 converted in this I/O mode: the
+        # ecoli sample (test_execution_modes compares its calls with minimap2_run's).
         rows = [
             ecoli_row(ecoli_dir, dh10b, short),
-            region_row("fast5", str(ecoli_dir / "fast5"), ecoli_dir, short),
             region_row("pod5", str(pod5_file), ecoli_dir, short),
             region_row("blow5", str(blow5), ecoli_dir, short),
             region_row("ssm1", str(f2s_dir / SSM1), ecoli_dir, stand_in),

@@ -501,8 +501,8 @@ def test_modbam_accounting_refuses_totals_that_disagree(baseline: Path, tmp_path
 
 
 def test_report_and_multiqc_show_the_modbam_accounting(baseline: Path) -> None:
-    """The accounting figure of each modbam sample is made, and MultiQC's read fates list
-    them with their reasons."""
+    """The accounting figure of each modbam sample is made, and MultiQC's read fates (the
+    custom content MultiQC shows) list them with their reasons."""
     for name in ("partial", "other"):
         assert (baseline / f"results/{name}/report/{name}.minimap2.accounting.png").stat().st_size
         data = baseline / f"results/{name}/report/{name}.minimap2.accounting.data.json"

@@ -64,14 +64,14 @@ def test_fast5_listed_twice_upper_case_and_equal_names(signal_fast5_run, messy_f
 
 
 def test_pod5_and_blow5_give_the_fast5_calls(signal_slow5_run, signal_fast5_run):
-    """FAST5 (converted in I/O mode slow5), POD5 and BLOW5 give I/O mode fast5's calls of the
-    shortest reads (the sequences these samples have; their signal files hold all 112 reads)."""
+    """POD5 and BLOW5 give I/O mode fast5's calls of the shortest reads (the sequences these
+    samples have; their signal files hold all 112 reads). FAST5 converted in I/O mode slow5:
+    test_execution_modes.py's test_io_mode_gives_same_calls_as_fast5[slow5]."""
     work = signal_slow5_run
     short = read_names(work / "short.fasta")
     clean = signal_fast5_run / "results/clean/methylation/clean.minimap2.cpg.calls.tsv"
     fast5_calls = call_set(clean, short)
     assert len(short) == FEW_READS and len({c[2] for c in fast5_calls}) >= 10
-    assert calls(work, "fast5") == fast5_calls
     assert calls(work, "pod5") == fast5_calls
     assert calls(work, "blow5") == fast5_calls
     pod5 = accounting(work, "pod5")
