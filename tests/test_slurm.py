@@ -257,7 +257,7 @@ def test_pipeline_runs_through_slurm_and_matches_a_local_run(runs, cluster):
     record = json.loads((runs.whole.workdir / f"results/tuning/{name}.json").read_text())
     assert record["name"] == name and record["host"] == socket.gethostname().split(".")[0]
     assert record["io_mode"] in record["candidates"] and record["probe"]["reads"] == 4
-    assert f"numapore: tuning: no tuning for {name} yet (results/tuning/{name}.json)" in output
+    assert f"numapore: tuning: nothing measured yet: no results/tuning/{name}.json" in output
     again = forked_snakemake.run(
         [*runs.whole.cmd, "--dry-run"], cwd=runs.whole.workdir, capture_output=True, text=True,
         env=runs.whole.env,
@@ -383,10 +383,7 @@ def test_profile_takes_partition_account_and_host_from_the_environment(tmp_path,
         result.stdout, "align"
     ):
         assert "slurm_extra=--exclusive" in line and "cpus_per_task=64" in line
-    assert (
-        "numapore: tuning: no tuning for partition-long yet (results/tuning/partition-long"
-        in output
-    )
+    assert "numapore: tuning: nothing measured yet: no results/tuning/partition-long.json" in output
     said = "tuning: strategies: the alignment's and the methylation's measured on the first reads"
     assert said in output
     tune_jobs = job_resources(result.stdout, "tune_host")
@@ -413,7 +410,7 @@ def test_profile_takes_partition_account_and_host_from_the_environment(tmp_path,
     )  # fmt: skip
     output = result.stdout + result.stderr
     assert result.returncode == 0, output
-    assert "tuning: no tuning for partition-default yet (results/tuning/partition-default" in output
+    assert "tuning: nothing measured yet: no results/tuning/partition-default.json" in output
     assert "numapore: tuning: not measured: " in output and "tune_host" not in result.stdout
     for line in job_resources(result.stdout, "call_methylation"):
         assert "slurm_partition" not in line and "slurm_account" not in line

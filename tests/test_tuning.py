@@ -329,7 +329,7 @@ def test_tuning_in_a_run_and_its_reuse(signal_fast5_run, tmp_path):
     assert html.escape(record["why"]) in page.read_text()
     # the run's log: the tuning's reason, before any heavy step
     stderr = (work / "run.stderr").read_text()
-    assert f"numapore: tuning: no tuning for {name} yet (results/tuning/{name}.json)" in stderr
+    assert f"numapore: tuning: nothing measured yet: no results/tuning/{name}.json" in stderr
     assert f"numapore: tuning: strategies: {tune_strategy.ONE_NODE}" in stderr
     assert stderr.index("checkpoint tune_host") < stderr.index("rule align")
     # the pileup's tuning (clean's bedMethyl): the first sample that runs the pileup, its
@@ -348,7 +348,7 @@ def test_tuning_in_a_run_and_its_reuse(signal_fast5_run, tmp_path):
         pileup["why"]
     )
     assert len(pileup["sizing"]) == 1 and pileup["cells"] == [] and pileup["total_records"] > 80
-    said = f"numapore: tuning: pileup: no tuning for {name}.pileup yet (results/tuning/{name}."
+    said = f"numapore: tuning: pileup: nothing measured yet: no results/tuning/{name}.pileup.json"
     assert stderr.index(said) < stderr.index("rule align")
     assert stderr.index("checkpoint tune_pileup") < stderr.index("rule pileup")
     adopted = load_host_config(work / f"results/tuning/{name}.pileup.yaml")

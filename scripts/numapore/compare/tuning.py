@@ -135,7 +135,7 @@ def cached(record_path: str | os.PathLike, key: Mapping[str, Any]) -> tuple[dict
     """The tuning record to reuse (None: measure) and why, in words."""
     path = Path(record_path)
     if not path.is_file():
-        return None, f"no tuning for {path.stem} yet ({path})"
+        return None, f"nothing measured yet: no {path}"  # the host's record, or its pileup's
     try:
         record = json.loads(path.read_text())
     except (OSError, ValueError):
