@@ -5,6 +5,7 @@ Timing is only checked as lower bounds that follow from the sleeps (N requests s
 time with latency L take at least N*L), never as upper bounds, so a busy machine cannot fail them.
 """
 
+import multiprocessing
 import os
 import signal
 import subprocess
@@ -94,6 +95,11 @@ def test_conversion_reads_a_file_whole_once(tmp_path, monkeypatch):
     for the next slice of its reads; object by object (files above CORE_MAX_BYTES) a multi-read
     file of 3 reads in slices of one read costs dozens of requests. Same bytes either way."""
     monkeypatch.setattr(convert_mod, "SLICE_READS", 1)
+    # Forked readers, which see the patched CORE_MAX_BYTES: the pool spawns fresh interpreters
+    # (the module's own value) when this process runs another thread, as an earlier test in
+    # the same worker may leave one running (CI's run read the file whole both times).
+    fork = multiprocessing.get_context("fork")
+    monkeypatch.setattr(convert_mod, "_pool_context", lambda: fork)
     requests, outputs, whole = {}, set(), fast5_core.CORE_MAX_BYTES
     for core_max in (whole, 0):
         monkeypatch.setattr(fast5_core, "CORE_MAX_BYTES", core_max)
