@@ -21,8 +21,8 @@ from conftest import FEW_READS, REPO, host_file, run_workflow, shortest_reads
 
 from numapore.base.errors import InputError
 from numapore.execution.hosts import HostConfig, HostConfigError, config_overrides, with_overrides
-from numapore.inputs.schema import check_config, check_sheet
-from numapore.inputs.sheet import read_sheet
+from numapore.inputs.schema import check_config
+from numapore.inputs.sheet import read_checked_sheet
 from project import snakemake_command, write_project
 
 
@@ -190,16 +190,12 @@ def test_byte_order_mark_is_accepted(tmp_path, ecoli_dir):
 
 
 def sheet_problem(work: Path, monkeypatch) -> str:
-    """The `numapore:` line of the sheet's first problem, found by read_sheet and check_sheet as
-    the workflow calls them from work (the sheet named relative to it, as config samples:)."""
+    """The `numapore:` line of the sheet's first problem, found by read_checked_sheet as the
+    workflow calls it from work (the sheet named relative to it, as config samples:)."""
     monkeypatch.chdir(work)
-    sheet = Path("config/samples.tsv")
     schema = yaml.safe_load((REPO / "workflow/schemas/samples.schema.yaml").read_text())
     with pytest.raises(InputError) as err:
-        table = read_sheet(sheet)
-        header = list(table.columns)
-        records, lines = table.to_dict("records"), table.attrs["lines"]
-        check_sheet(header, records, lines, table.attrs["header_line"], sheet, schema)
+        read_checked_sheet(Path("config/samples.tsv"), schema)
     return f"numapore: {err.value}"
 
 

@@ -48,13 +48,13 @@ from numapore.execution.tools import check_minimap2_preset  # noqa: E402
 from numapore.execution.topology import NumaError  # noqa: E402
 from numapore.execution.versions import tool_versions  # noqa: E402
 from numapore.inputs.kinds import DEFAULT_KIND, KINDS  # noqa: E402
-from numapore.inputs.schema import check_config, check_sheet, did_you_mean  # noqa: E402
+from numapore.inputs.schema import check_config, did_you_mean  # noqa: E402
 from numapore.inputs.sheet import (  # noqa: E402
     InputError,
     check_aligner,
     combine_samples,
     load_samples,
-    read_sheet,
+    read_checked_sheet,
     check_phased_samples,
     sample_groups,
     signal_files,
@@ -123,15 +123,7 @@ if results_folder_problem(Path("results")):
 
 try:
     _sheet = Path(config["samples"])
-    _table = read_sheet(_sheet)
-    check_sheet(
-        list(_table.columns),
-        _table.to_dict("records"),
-        _table.attrs["lines"],
-        _table.attrs["header_line"],
-        _sheet,
-        _load_schema("samples.schema.yaml"),
-    )
+    _table = read_checked_sheet(_sheet, _load_schema("samples.schema.yaml"))
     validate(_table, schema="../schemas/samples.schema.yaml")
     _from_sheet = load_samples(_table, _sheet, Path.cwd())
     _simulated = simulated_samples(config["simulate"], Path.cwd())
@@ -293,7 +285,8 @@ try:
     TUNE = tuning_plan()
 except (InputError, ValueError) as err:
     raise WorkflowError(f"numapore: {err}")
-# The step whose node the tuning job asks for: the alignment's when only its strategies are tuned.
+# The step whose node the tuning job asks for: the alignment's, when only its strategies are
+# tuned.
 TUNED_STEP = (
     "alignment"
     if TUNE and TUNE["strategy_steps"] == ["alignment"] and not TUNE["candidates"]

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # pandas only where a sheet is read: jobs import reads_format without it
     import pandas as pd
@@ -14,6 +14,7 @@ if TYPE_CHECKING:  # pandas only where a sheet is read: jobs import reads_format
 from numapore.base.errors import InputError
 from numapore.inputs.kinds import DEFAULT_KIND, KINDS, MODBAM_SUFFIXES, InputKind, infer_kind
 from numapore.inputs.phasing import vcf_sample
+from numapore.inputs.schema import check_sheet
 from numapore.inputs.seqcheck import open_text
 
 # Formats nanopolish, minimap2, bwa and bowtie2 all read; gzip is allowed for each.
@@ -246,6 +247,15 @@ def check_reference(path: Path, key: str) -> None:
     """Fail unless the reference exists and starts with a FASTA header."""
     if not first_line(path, key, "reference").startswith(">"):
         raise InputError(f"{key}: reference {path} is not FASTA (it does not start with '>')")
+
+
+def read_checked_sheet(sheet: Path, schema: Mapping[str, Any]) -> pd.DataFrame:
+    """The sample sheet read (read_sheet) and checked against its schema (check_sheet): one
+    InputError line for its first problem, by line and column."""
+    table = read_sheet(sheet)
+    check_sheet(list(table.columns), table.to_dict("records"), table.attrs["lines"],
+                table.attrs["header_line"], sheet, schema)  # fmt: skip
+    return table
 
 
 def read_sheet(sheet: Path) -> pd.DataFrame:
