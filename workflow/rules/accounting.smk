@@ -10,8 +10,8 @@ rule signal_census:
         signal=lambda wc: [str(p) for p in SAMPLES[wc.sample].signal],
         reference=reference_fasta,  # checked first (common.smk: reference_fasta)
     output:
-        reads="results/{sample}/signal/{sample}.census.parquet",
-        files="results/{sample}/signal/{sample}.census.files.tsv",
+        reads=layout.census(),
+        files=layout.census(suffix=".files.tsv"),
     log:
         "results/logs/signal_census/{sample}.log",
     benchmark:
@@ -33,7 +33,7 @@ rule read_accounting:
     input:
         unpack(accounting_inputs),
     output:
-        "results/{sample}/{sample}.{aligner}.accounting.tsv",
+        layout.accounting(),
     log:
         "results/logs/read_accounting/{sample}.{aligner}.log",
     benchmark:

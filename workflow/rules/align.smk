@@ -13,9 +13,9 @@ rule align:
         tuning=tuned_strategy_record("alignment"),
     output:
         **(
-            sample_bam_outputs()
+            layout.sample_bam_outputs()
             if ONE_ALIGN_SHARD
-            else {"bam": temp("results/{sample}/align/shards/{sample}.{aligner}.{shard}.bam")}
+            else {"bam": temp(layout.bam_shard())}
         ),
     log:
         main=f"results/logs/align/{{sample}}.{{aligner}}.{ALIGN_SHARD}.log",
@@ -36,10 +36,10 @@ rule align:
         host=HOST_FILE,
         reference=lambda wc: str(SAMPLES[wc.sample].reference),
         kind=lambda wc: SAMPLES[wc.sample].kind,
-        rewrites_sorted_bam=rewrites_sorted_bam,
+        rewrites_sorted_bam=kind_param("rewrites_sorted_bam"),
         duplicates=marks_duplicates,
         reads=lambda wc: str(SAMPLES[wc.sample].reads),
-        minimap2_preset=lambda wc: minimap2_preset(SAMPLES[wc.sample]),
+        minimap2_preset=minimap2_preset,
         batch=bwa_batch,
     script:
         "../../scripts/align.py"
@@ -55,13 +55,13 @@ rule align:
 rule merge_alignment_shards:
     input:
         shards=lambda wc: expand(
-            "results/{sample}/align/shards/{sample}.{aligner}.{shard}.bam",
+            layout.bam_shard(),
             shard=shard_ids("alignment"),
             **wc,
         ),
         counted=counted_reads,
     output:
-        **sample_bam_outputs(),
+        **layout.sample_bam_outputs(),
     log:
         "results/logs/merge_alignment_shards/{sample}.{aligner}.log",
     benchmark:
@@ -73,7 +73,7 @@ rule merge_alignment_shards:
         reference=lambda wc: str(SAMPLES[wc.sample].reference),
         kind=lambda wc: SAMPLES[wc.sample].kind,
         paired=lambda wc: SAMPLES[wc.sample].paired,
-        rewrites_sorted_bam=rewrites_sorted_bam,
+        rewrites_sorted_bam=kind_param("rewrites_sorted_bam"),
         duplicates=marks_duplicates,
         reads=lambda wc: str(SAMPLES[wc.sample].reads),
     script:
@@ -86,10 +86,10 @@ rule merge_alignment_shards:
 # short sample has no later step: its reports take the run's cores (alignment_reports_threads).
 rule alignment_reports:
     input:
-        "results/{sample}/align/{sample}.{aligner}.bam",
+        layout.bam(suffix=".bam"),
     output:
-        flagstat_text="results/{sample}/align/{sample}.{aligner}.flagstat.txt",
-        stats="results/{sample}/align/{sample}.{aligner}.stats.txt",
+        flagstat_text=layout.bam(suffix=".flagstat.txt"),
+        stats=layout.bam(suffix=".stats.txt"),
     log:
         "results/logs/alignment_reports/{sample}.{aligner}.log",
     benchmark:
@@ -130,14 +130,14 @@ ruleorder: align > merge_alignment_shards > haplotag > index_bam
 # The VCF's contigs were checked against the reference by the staging job, before the alignment.
 rule haplotag:
     input:
-        bam="results/{sample}/align/{sample}.{aligner}.bam",
-        bai="results/{sample}/align/{sample}.{aligner}.bam.bai",
+        bam=layout.bam(suffix=".bam"),
+        bai=layout.bam(suffix=".bam.bai"),
         vcf=lambda wc: str(SAMPLES[wc.sample].phased_vcf),
         reference=reference_fasta,
         fai=lambda wc: f"{reference_fasta(wc)}.fai",
     output:
-        bam="results/{sample}/align/{sample}.{aligner}.haplotagged.bam",
-        bai="results/{sample}/align/{sample}.{aligner}.haplotagged.bam.bai",
+        bam=layout.bam(suffix=".haplotagged.bam"),
+        bai=layout.bam(suffix=".haplotagged.bam.bai"),
     log:
         "results/logs/haplotag/{sample}.{aligner}.log",
     benchmark:

@@ -7,19 +7,19 @@
 
 rule compare:
     input:
-        "results/compare/summary.tsv",
+        layout.compare_file("summary.tsv"),
         COMPARISON_REPORT,
-        "results/compare/recommended-host.yaml",
-        "results/compare/time_vs_threads.png",
-        "results/compare/utilisation_core_hours.png",
-        "results/compare/io_modes.png",
+        layout.compare_file("recommended-host.yaml"),
+        layout.compare_file("time_vs_threads.png"),
+        layout.compare_file("utilisation_core_hours.png"),
+        layout.compare_file("io_modes.png"),
 
 
 rule compare_subsample_reads:
     input:
         compared_staged_reads,
     output:
-        "results/compare/input/{sample}.{fmt}",
+        layout.compare_input("{sample}.{fmt}"),
     log:
         "results/logs/compare_subsample_reads/{sample}.{fmt}.log",
     benchmark:
@@ -38,8 +38,8 @@ rule compare_subsample_pairs:
         reads=lambda wc: staged_reads(wc),
         reads2=lambda wc: staged_reads2(wc),
     output:
-        reads="results/compare/input/{sample}.1.{fmt}",
-        reads2="results/compare/input/{sample}.2.{fmt}",
+        reads=layout.compare_input("{sample}.1.{fmt}"),
+        reads2=layout.compare_input("{sample}.2.{fmt}"),
     log:
         "results/logs/compare_subsample_pairs/{sample}.{fmt}.log",
     benchmark:
@@ -54,10 +54,10 @@ rule compare_subsample_pairs:
 
 rule compare_subsample_alignments:
     input:
-        bam="results/{sample}/align/{sample}.{aligner}.bam",
+        bam=layout.bam(suffix=".bam"),
         reads=lambda wc: compare_reads(),
     output:
-        "results/compare/input/{sample}.{aligner}.bam",
+        layout.compare_input("{sample}.{aligner}.bam"),
     log:
         "results/logs/compare_subsample_alignments/{sample}.{aligner}.log",
     benchmark:
@@ -74,8 +74,8 @@ rule compare_cell:
     input:
         unpack(compare_cell_inputs),
     output:
-        record="results/compare/cells/{cell}.run.json",
-        time="results/compare/cells/{cell}.time.txt",
+        record=layout.compare_cell(),
+        time=layout.compare_cell(suffix=".time.txt"),
     log:
         "results/logs/compare_cell/{cell}.log",
     benchmark:
@@ -92,16 +92,16 @@ rule compare_cell:
         position=lambda wc: COMPARE_CELLS.index(wc.cell) + 1,
         cells=len(COMPARE_CELLS),
         seed=config["compare"]["seed"],
-        index=lambda wc: aligner_index(
-            SimpleNamespace(sample=compare_sample().name, aligner=Cell.parse(wc.cell).aligner)
+        index=lambda wc: jobs.aligner_index(
+            PLAN, compare_sample().name, Cell.parse(wc.cell).aligner
         ),
         storage=config["compare"]["storage"],
         min_mapq=config["methylation"]["min_mapping_quality"],
         # The sample's kind and read group: its aligner preset, as the align job runs it.
         kind=lambda wc: compare_sample().kind,
         sample=lambda wc: compare_sample().name,
-        duplicates=lambda wc: marks_duplicates(SimpleNamespace(sample=compare_sample().name)),
-        batch=lambda wc: bwa_batch(SimpleNamespace(sample=compare_sample().name)),
+        duplicates=lambda wc: PLAN.marks_duplicates(compare_sample().name),
+        batch=lambda wc: PLAN.bwa_batch(compare_sample().name),
     script:
         "../../scripts/compare_cell.py"
 
@@ -113,7 +113,7 @@ rule compare_summary:
         benchmarks=compare_cell_files("benchmark"),
     output:
         report(
-            "results/compare/summary.tsv",
+            layout.compare_file("summary.tsv"),
             caption="../report/summary.rst",
             category="Strategy comparison",
             subcategory="Every cell",
@@ -131,31 +131,31 @@ rule compare_summary:
 
 rule compare_plots:
     input:
-        "results/compare/summary.tsv",
+        layout.compare_file("summary.tsv"),
     output:
         time=report(
-            "results/compare/time_vs_threads.png",
+            layout.compare_file("time_vs_threads.png"),
             caption="../report/time_vs_threads.rst",
             category="Strategy comparison",
             subcategory="Plots",
             labels={"figure": "time vs threads"},
         ),
         cost=report(
-            "results/compare/utilisation_core_hours.png",
+            layout.compare_file("utilisation_core_hours.png"),
             caption="../report/utilisation_core_hours.rst",
             category="Strategy comparison",
             subcategory="Plots",
             labels={"figure": "CPU utilisation and core-hours"},
         ),
         io=report(
-            "results/compare/io_modes.png",
+            layout.compare_file("io_modes.png"),
             caption="../report/io_modes.rst",
             category="Strategy comparison",
             subcategory="Plots",
             labels={"figure": "I/O modes"},
         ),
         # What the plots show, series by series and point by point (colours, marks, bars).
-        data="results/compare/plots.data.json",
+        data=layout.compare_file("plots.data.json"),
     log:
         "results/logs/compare_plots/plots.log",
     benchmark:
@@ -170,7 +170,7 @@ rule compare_report:
     input:
         # Each aligner's index (index_<aligner>), its size set against the nodes' memory.
         unpack(compare_index_files),
-        summary="results/compare/summary.tsv",
+        summary=layout.compare_file("summary.tsv"),
         # The reads the cells ran on: counted to size compare.reads when cells are too short.
         reads=lambda wc: compare_reads(),
     output:
@@ -182,7 +182,7 @@ rule compare_report:
             labels={"figure": "report (Markdown)"},
         ),
         host=report(
-            "results/compare/recommended-host.yaml",
+            layout.compare_file("recommended-host.yaml"),
             caption="../report/recommendation.rst",
             category="Strategy comparison",
             subcategory="Recommendation",

@@ -9,7 +9,7 @@ rule dmr_counts:
         unpack(dmr_counts_inputs),
     output:
         [
-            temp(f"results/dmr/{{contrast}}/shards/{{contrast}}.{shard}.counts.tsv")
+            temp(layout.dmr_shard(shard=shard, suffix=".counts.tsv"))
             for shard in DMR_SHARDS
         ],
     log:
@@ -29,16 +29,16 @@ rule dmr_counts:
 
 rule dmr_test:
     input:
-        counts=[f"results/dmr/{name}/shards/{name}.{{shard}}.counts.tsv" for name in DMR_CONTRASTS],
+        counts=[layout.dmr_shard(name, suffix=".counts.tsv") for name in DMR_CONTRASTS],
     output:
         sites=[
-            temp(f"results/dmr/{name}/shards/{name}.{{shard}}.sites.tsv") for name in DMR_CONTRASTS
+            temp(layout.dmr_shard(name, suffix=".sites.tsv")) for name in DMR_CONTRASTS
         ],
         dmrs=[
-            temp(f"results/dmr/{name}/shards/{name}.{{shard}}.dmrs.tsv") for name in DMR_CONTRASTS
+            temp(layout.dmr_shard(name, suffix=".dmrs.tsv")) for name in DMR_CONTRASTS
         ],
         # what each contrast's part came to (the outputs above may be none: no contrast)
-        summary=temp("results/dmr/shards/{shard}.dss.txt"),
+        summary=temp(layout.dss_summary()),
     log:
         "results/logs/dmr_test/{shard}.log",
     benchmark:
@@ -55,16 +55,16 @@ rule dmr_test:
 rule dmr_merge:
     input:
         sites=expand(
-            "results/dmr/{{contrast}}/shards/{{contrast}}.{shard}.sites.tsv", shard=DMR_SHARDS
+            layout.dmr_shard(suffix=".sites.tsv"), shard=DMR_SHARDS, allow_missing=True
         ),
         dmrs=expand(
-            "results/dmr/{{contrast}}/shards/{{contrast}}.{shard}.dmrs.tsv", shard=DMR_SHARDS
+            layout.dmr_shard(suffix=".dmrs.tsv"), shard=DMR_SHARDS, allow_missing=True
         ),
     output:
-        sites="results/dmr/{contrast}/{contrast}.sites.tsv.gz",
-        sites_tbi="results/dmr/{contrast}/{contrast}.sites.tsv.gz.tbi",
-        dmrs="results/dmr/{contrast}/{contrast}.dmrs.bed.gz",
-        dmrs_tbi="results/dmr/{contrast}/{contrast}.dmrs.bed.gz.tbi",
+        sites=layout.dmr(suffix=".sites.tsv.gz"),
+        sites_tbi=layout.dmr(suffix=".sites.tsv.gz.tbi"),
+        dmrs=layout.dmr(suffix=".dmrs.bed.gz"),
+        dmrs_tbi=layout.dmr(suffix=".dmrs.bed.gz.tbi"),
     log:
         "results/logs/dmr_merge/{contrast}.log",
     benchmark:
@@ -82,9 +82,9 @@ rule dmr_merge:
 rule dmr_score:
     input:
         truth=lambda wc: dmr_truth(DMR_CONTRASTS[wc.contrast]),
-        dmrs="results/dmr/{contrast}/{contrast}.dmrs.bed.gz",
+        dmrs=layout.dmr(suffix=".dmrs.bed.gz"),
     output:
-        "results/dmr/{contrast}/{contrast}.score.tsv",
+        layout.dmr(suffix=".score.tsv"),
     log:
         "results/logs/dmr_score/{contrast}.log",
     benchmark:
@@ -104,20 +104,20 @@ rule report_dmr:
         unpack(dmr_report_inputs),
     output:
         png=report(
-            "results/dmr/{contrast}/{contrast}.dmrs.png",
+            layout.dmr(suffix=".dmrs.png"),
             caption="../report/dmr.rst",
             category="DMRs",
             subcategory="{contrast}",
             labels={"contrast": "{contrast}", "figure": "DMRs"},
         ),
         table=report(
-            "results/dmr/{contrast}/{contrast}.top_dmrs.html",
+            layout.dmr(suffix=".top_dmrs.html"),
             caption="../report/dmr_table.rst",
             category="DMRs",
             subcategory="{contrast}",
             labels={"contrast": "{contrast}", "figure": "top DMRs"},
         ),
-        data="results/dmr/{contrast}/{contrast}.dmrs.data.json",
+        data=layout.dmr(suffix=".dmrs.data.json"),
     log:
         "results/logs/report_dmr/{contrast}.log",
     benchmark:
@@ -136,9 +136,9 @@ rule report_dmr:
 
 rule multiqc_dmr:
     input:
-        [f"results/dmr/{name}/{name}.dmrs.bed.gz" for name in DMR_CONTRASTS],
+        [layout.dmr(name, ".dmrs.bed.gz") for name in DMR_CONTRASTS],
     output:
-        "results/multiqc/numapore_dmr_mqc.tsv",
+        layout.multiqc_custom("dmr"),
     log:
         "results/logs/multiqc_dmr/dmr.log",
     benchmark:

@@ -11,9 +11,9 @@ rule fast5_to_blow5:
         signal=lambda wc: [str(p) for p in SAMPLES[wc.sample].signal],
         reference=reference_fasta,  # checked first (common.smk: reference_fasta)
     output:
-        blow5="results/{sample}/signal/{sample}.blow5",
-        index="results/{sample}/signal/{sample}.blow5.idx",
-        rejected="results/{sample}/signal/{sample}.blow5.rejected.tsv",
+        blow5=layout.blow5(),
+        index=layout.blow5(suffix=".idx"),
+        rejected=layout.blow5(suffix=".rejected.tsv"),
     log:
         "results/logs/fast5_to_blow5/{sample}.log",
     benchmark:
@@ -37,9 +37,9 @@ rule pod5_to_blow5:
         signal=lambda wc: [str(p) for p in SAMPLES[wc.sample].signal],
         reference=reference_fasta,  # checked first (common.smk: reference_fasta)
     output:
-        blow5="results/{sample}/signal/{sample}.blow5",
-        index="results/{sample}/signal/{sample}.blow5.idx",
-        rejected="results/{sample}/signal/{sample}.blow5.rejected.tsv",
+        blow5=layout.blow5(),
+        index=layout.blow5(suffix=".idx"),
+        rejected=layout.blow5(suffix=".rejected.tsv"),
     log:
         "results/logs/pod5_to_blow5/{sample}.log",
     benchmark:
@@ -64,9 +64,9 @@ rule link_blow5:
         signal=lambda wc: [str(p) for p in SAMPLES[wc.sample].signal],
         reference=reference_fasta,  # checked first (common.smk: reference_fasta)
     output:
-        blow5="results/{sample}/signal/{sample}.blow5",
-        index="results/{sample}/signal/{sample}.blow5.idx",
-        rejected="results/{sample}/signal/{sample}.blow5.rejected.tsv",
+        blow5=layout.blow5(),
+        index=layout.blow5(suffix=".idx"),
+        rejected=layout.blow5(suffix=".rejected.tsv"),
     log:
         "results/logs/link_blow5/{sample}.log",
     benchmark:
@@ -86,7 +86,7 @@ rule link_fast5_files:
         signal=lambda wc: fast5_inputs(wc)["files"],
         reference=reference_fasta,  # checked first (common.smk: reference_fasta)
     output:
-        directory("results/{sample}/fast5_files"),
+        directory(layout.fast5_links()),
     log:
         "results/logs/link_fast5_files/{sample}.log",
     benchmark:
@@ -99,11 +99,11 @@ rule link_fast5_files:
 
 rule nanopolish_index:
     input:
-        reads="results/{sample}/reads/{signal}/{sample}.{fmt}",
+        reads=layout.staged_reads(),
         signal=signal_index_inputs,
     output:
         multiext(
-            "results/{sample}/reads/{signal}/{sample}.{fmt}",
+            layout.staged_reads(),
             ".index",
             ".index.fai",
             ".index.gzi",
@@ -130,13 +130,14 @@ rule nanopolish_index:
 
 rule split_alignments:
     input:
-        bam="results/{sample}/align/{sample}.{aligner}.bam",
-        bai="results/{sample}/align/{sample}.{aligner}.bam.bai",
+        bam=layout.bam(suffix=".bam"),
+        bai=layout.bam(suffix=".bam.bai"),
     output:
         temp(
             expand(
-                "results/{{sample}}/methylation/shards/{{sample}}.{{aligner}}.{shard}.bam",
+                layout.methylation_shard(motif=None, suffix=".bam"),
                 shard=shard_ids("methylation"),
+                allow_missing=True,
             )
         ),
     log:
@@ -155,10 +156,10 @@ rule call_methylation:
         strategy_tuning=tuned_strategy_record("methylation"),
     output:
         (
-            "results/{sample}/methylation/{sample}.{aligner}.{motif}.calls.tsv"
+            layout.methylation(suffix=".calls.tsv")
             if ONE_CALL_SHARD
             else temp(
-                "results/{sample}/methylation/shards/{sample}.{aligner}.{motif}.{shard}.calls.tsv"
+                layout.methylation_shard(suffix=".calls.tsv")
             )
         ),
     log:
@@ -192,12 +193,12 @@ rule call_methylation:
 rule merge_methylation_calls:
     input:
         lambda wc: expand(
-            "results/{sample}/methylation/shards/{sample}.{aligner}.{motif}.{shard}.calls.tsv",
+            layout.methylation_shard(suffix=".calls.tsv"),
             shard=shard_ids("methylation"),
             **wc,
         ),
     output:
-        "results/{sample}/methylation/{sample}.{aligner}.{motif}.calls.tsv",
+        layout.methylation(suffix=".calls.tsv"),
     log:
         "results/logs/merge_methylation_calls/{sample}.{aligner}.{motif}.log",
     benchmark:
@@ -213,9 +214,9 @@ ruleorder: call_methylation > merge_methylation_calls
 
 rule methylation_frequency:
     input:
-        "results/{sample}/methylation/{sample}.{aligner}.{motif}.calls.tsv",
+        layout.methylation(suffix=".calls.tsv"),
     output:
-        tsv="results/{sample}/methylation/{sample}.{aligner}.{motif}.frequency.tsv",
+        tsv=layout.methylation(suffix=".frequency.tsv"),
     log:
         "results/logs/methylation_frequency/{sample}.{aligner}.{motif}.log",
     benchmark:
@@ -235,11 +236,11 @@ rule methylation_frequency:
 # one modBAM per motif, since CpG, GpC and dcm would all be C+m tags in one file.
 rule methylation_modbam:
     input:
-        bam="results/{sample}/align/{sample}.{aligner}.bam",
-        calls="results/{sample}/methylation/{sample}.{aligner}.{motif}.calls.tsv",
+        bam=layout.bam(suffix=".bam"),
+        calls=layout.methylation(suffix=".calls.tsv"),
     output:
-        bam="results/{sample}/methylation/{sample}.{aligner}.{motif}.modbam.bam",
-        bai="results/{sample}/methylation/{sample}.{aligner}.{motif}.modbam.bam.bai",
+        bam=layout.methylation(suffix=".modbam.bam"),
+        bai=layout.methylation(suffix=".modbam.bam.bai"),
     log:
         "results/logs/methylation_modbam/{sample}.{aligner}.{motif}.log",
     benchmark:
@@ -267,10 +268,10 @@ rule pileup:
     input:
         unpack(pileup_inputs),
     output:
-        bed="results/{sample}/methylation/{sample}.{aligner}.{motif}.bedmethyl.gz",
-        tbi="results/{sample}/methylation/{sample}.{aligner}.{motif}.bedmethyl.gz.tbi",
+        bed=layout.methylation(suffix=".bedmethyl.gz"),
+        tbi=layout.methylation(suffix=".bedmethyl.gz.tbi"),
         # Each mapped primary record once: what the read accounting reads of a modbam sample
-        reads=temp("results/{sample}/methylation/{sample}.{aligner}.{motif}.pileup_reads.tsv"),
+        reads=temp(layout.methylation(suffix=".pileup_reads.tsv")),
     log:
         "results/logs/pileup/{sample}.{aligner}.{motif}.log",
     benchmark:
@@ -293,10 +294,10 @@ rule pileup_haplotypes:
     input:
         unpack(haplotype_pileup_inputs),
     output:
-        hp1="results/{sample}/methylation/{sample}.{aligner}.{motif}.hp1.bedmethyl.gz",
-        hp1_tbi="results/{sample}/methylation/{sample}.{aligner}.{motif}.hp1.bedmethyl.gz.tbi",
-        hp2="results/{sample}/methylation/{sample}.{aligner}.{motif}.hp2.bedmethyl.gz",
-        hp2_tbi="results/{sample}/methylation/{sample}.{aligner}.{motif}.hp2.bedmethyl.gz.tbi",
+        hp1=layout.methylation(suffix=".hp1.bedmethyl.gz"),
+        hp1_tbi=layout.methylation(suffix=".hp1.bedmethyl.gz.tbi"),
+        hp2=layout.methylation(suffix=".hp2.bedmethyl.gz"),
+        hp2_tbi=layout.methylation(suffix=".hp2.bedmethyl.gz.tbi"),
     log:
         "results/logs/pileup_haplotypes/{sample}.{aligner}.{motif}.log",
     benchmark:
@@ -319,9 +320,9 @@ rule pileup_shard:
     input:
         unpack(pileup_inputs),
     output:
-        text=temp("results/{sample}/methylation/shards/{sample}.{aligner}.{motif}.{shard}.bed"),
+        text=temp(layout.methylation_shard(suffix=".bed")),
         reads=temp(
-            "results/{sample}/methylation/shards/{sample}.{aligner}.{motif}.{shard}.pileup_reads.tsv"
+            layout.methylation_shard(suffix=".pileup_reads.tsv")
         ),
     log:
         "results/logs/pileup_shard/{sample}.{aligner}.{motif}.{shard}.log",
@@ -345,8 +346,8 @@ rule cohort_table:
     input:
         unpack(cohort_inputs),
     output:
-        table="results/cohort/{ref}/cohort.{aligner}.{motif}.bed.gz",
-        tbi="results/cohort/{ref}/cohort.{aligner}.{motif}.bed.gz.tbi",
+        table=layout.cohort_table(),
+        tbi=layout.cohort_table(suffix=".tbi"),
     log:
         "results/logs/cohort_table/{ref}.{aligner}.{motif}.log",
     benchmark:
@@ -354,7 +355,7 @@ rule cohort_table:
     conda:
         "../../envs/python.yaml"
     params:
-        samples=lambda wc: cohort_samples(wc.ref, wc.motif),
-        groups=lambda wc: {s: SAMPLES[s].group for s in cohort_samples(wc.ref, wc.motif)},
+        samples=lambda wc: PLAN.cohort_samples(wc.ref, wc.motif),
+        groups=lambda wc: {s: SAMPLES[s].group for s in PLAN.cohort_samples(wc.ref, wc.motif)},
     script:
         "../../scripts/cohort_table.py"

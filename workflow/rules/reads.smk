@@ -9,7 +9,7 @@ rule stage_reads:
         lambda wc: SAMPLES[wc.sample].reads,
         reference=reference_fasta,  # checked first (common.smk: reference_fasta)
     output:
-        "results/{sample}/reads/{signal}/{sample}.{fmt}",
+        layout.staged_reads(),
     log:
         "results/logs/stage_reads/{sample}.{signal}.{fmt}.log",
     benchmark:
@@ -26,7 +26,7 @@ rule stage_short_reads:
     input:
         unpack(short_reads_input),
     output:
-        reads="results/{sample}/reads/single/{sample}.{fmt}",
+        reads=layout.staged_reads(kind="single"),
     log:
         "results/logs/stage_short_reads/{sample}.{fmt}.log",
     benchmark:
@@ -41,8 +41,8 @@ rule stage_paired_reads:
     input:
         unpack(short_reads_input),
     output:
-        reads="results/{sample}/reads/paired/{sample}.1.{fmt}",
-        reads2="results/{sample}/reads/paired/{sample}.2.{fmt}",
+        reads=layout.paired_reads(),
+        reads2=layout.paired_reads(mate=2),
     log:
         "results/logs/stage_paired_reads/{sample}.{fmt}.log",
     benchmark:
@@ -59,8 +59,9 @@ rule split_reads:
     output:
         temp(
             expand(
-                "results/{{sample}}/reads/shards/{{sample}}.{shard}.{{fmt}}",
+                layout.reads_shard(),
                 shard=shard_ids("alignment"),
+                allow_missing=True,
             )
         ),
     log:
@@ -84,14 +85,16 @@ rule split_paired_reads:
     output:
         reads=temp(
             expand(
-                "results/{{sample}}/reads/shards/{{sample}}.{shard}.1.{{fmt}}",
+                layout.reads_shard(mate=".1"),
                 shard=shard_ids("alignment"),
+                allow_missing=True,
             )
         ),
         reads2=temp(
             expand(
-                "results/{{sample}}/reads/shards/{{sample}}.{shard}.2.{{fmt}}",
+                layout.reads_shard(mate=".2"),
                 shard=shard_ids("alignment"),
+                allow_missing=True,
             )
         ),
     log:
@@ -119,10 +122,10 @@ rule stage_modbam_reads:
         reads=lambda wc: SAMPLES[wc.sample].reads,
         fai=lambda wc: f"{reference_fasta(wc)}.fai",
     output:
-        reads=staged_modbam_reads_output("results/{sample}/reads/modbam/{sample}.fastq"),
-        untagged="results/{sample}/reads/modbam/{sample}.untagged.tsv",
-        ids="results/{sample}/reads/modbam/{sample}.ids.parquet",
-        counts="results/{sample}/{sample}.staged.tsv",
+        reads=staged_modbam_reads_output(layout.modbam_staging(what="fastq")),
+        untagged=layout.modbam_staging(what="untagged"),
+        ids=layout.modbam_staging(what="ids"),
+        counts=layout.staged_counts(),
     log:
         "results/logs/stage_modbam_reads/{sample}.log",
     benchmark:
@@ -144,10 +147,10 @@ rule stage_modbam_reads:
 # it alone when the sample's staging streams into its align job (common.smk: STAGING_STREAMS).
 use rule stage_modbam_reads as stage_compared_modbam_reads with:
     output:
-        reads="results/compare/input/staged/{sample}.fastq",
-        untagged="results/compare/input/staged/{sample}.untagged.tsv",
-        ids="results/compare/input/staged/{sample}.ids.parquet",
-        counts="results/compare/input/staged/{sample}.staged.tsv",
+        reads=layout.compare_input("staged/{sample}.fastq"),
+        untagged=layout.compare_input("staged/{sample}.untagged.tsv"),
+        ids=layout.compare_input("staged/{sample}.ids.parquet"),
+        counts=layout.compare_input("staged/{sample}.staged.tsv"),
     log:
         "results/logs/stage_compared_modbam_reads/{sample}.log",
     benchmark:

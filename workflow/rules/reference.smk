@@ -6,8 +6,8 @@ rule prepare_reference:
     input:
         lambda wc: REFERENCES[wc.ref],
     output:
-        fasta="results/references/{ref}/{ref}.fa",
-        fai="results/references/{ref}/{ref}.fa.fai",
+        fasta=layout.reference_fasta(),
+        fai=f"{layout.reference_fasta()}.fai",
     log:
         "results/logs/prepare_reference/{ref}.log",
     benchmark:
@@ -22,9 +22,9 @@ rule prepare_reference:
 # nanopore reads, sr for short reads (the input kinds table's minimap2_index).
 rule minimap2_index:
     input:
-        "results/references/{ref}/{ref}.fa",
+        layout.reference_fasta(),
     output:
-        "results/references/{ref}/minimap2/{ref}.{preset}.mmi",
+        layout.reference_index_prefix(aligner="minimap2") + ".{preset}.mmi",
     log:
         "results/logs/minimap2_index/{ref}.{preset}.log",
     benchmark:
@@ -45,9 +45,9 @@ rule minimap2_index:
 
 rule bwa_index:
     input:
-        "results/references/{ref}/{ref}.fa",
+        layout.reference_fasta(),
     output:
-        multiext("results/references/{ref}/bwa/{ref}", *ALIGNERS["bwa"].index_suffixes),
+        multiext(layout.reference_index_prefix(aligner="bwa"), *ALIGNERS["bwa"].index_suffixes),
     log:
         "results/logs/bwa_index/{ref}.log",
     benchmark:
@@ -67,9 +67,9 @@ rule bwa_index:
 
 rule bowtie2_index:
     input:
-        "results/references/{ref}/{ref}.fa",
+        layout.reference_fasta(),
     output:
-        multiext("results/references/{ref}/bowtie2/{ref}", *ALIGNERS["bowtie2"].index_suffixes),
+        multiext(layout.reference_index_prefix(aligner="bowtie2"), *ALIGNERS["bowtie2"].index_suffixes),
     log:
         "results/logs/bowtie2_index/{ref}.log",
     benchmark:
@@ -91,11 +91,12 @@ rule bowtie2_index:
 # names end at the first space, as samtools faidx and the other aligners cut them.
 rule snap_index:
     input:
-        "results/references/{ref}/{ref}.fa",
+        layout.reference_fasta(),
     output:
         expand(
-            "results/references/{{ref}}/snap/{{ref}}{suffix}",
+            layout.reference_index_prefix(aligner="snap") + "{suffix}",
             suffix=ALIGNERS["snap"].index_suffixes,
+            allow_missing=True,
         ),
     log:
         "results/logs/snap_index/{ref}.log",

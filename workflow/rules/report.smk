@@ -10,13 +10,13 @@ rule report_alignment_qc:
         unpack(report_inputs("stats", "bam")),
     output:
         png=report(
-            "results/{sample}/report/{sample}.{aligner}.alignment_qc.png",
+            layout.report_file(name="alignment_qc.png"),
             caption="../report/alignment_qc.rst",
             category="{sample}",
             subcategory="Alignment QC",
             labels={"sample": "{sample}", "aligner": "{aligner}", "figure": "alignment QC"},
         ),
-        data="results/{sample}/report/{sample}.{aligner}.alignment_qc.data.json",
+        data=layout.report_file(name="alignment_qc.data.json"),
     log:
         "results/logs/report_alignment_qc/{sample}.{aligner}.log",
     benchmark:
@@ -32,13 +32,13 @@ rule report_methylation:
         unpack(report_inputs("bedmethyl", "modbam")),
     output:
         png=report(
-            "results/{sample}/report/{sample}.{aligner}.methylation.png",
+            layout.report_file(name="methylation.png"),
             caption="../report/methylation_overview.rst",
             category="{sample}",
             subcategory="Methylation",
             labels={"sample": "{sample}", "aligner": "{aligner}", "figure": "methylation"},
         ),
-        data="results/{sample}/report/{sample}.{aligner}.methylation.data.json",
+        data=layout.report_file(name="methylation.data.json"),
     log:
         "results/logs/report_methylation/{sample}.{aligner}.log",
     benchmark:
@@ -54,20 +54,20 @@ rule report_accounting:
         unpack(report_inputs("accounting")),
     output:
         png=report(
-            "results/{sample}/report/{sample}.{aligner}.accounting.png",
+            layout.report_file(name="accounting.png"),
             caption="../report/accounting.rst",
             category="{sample}",
             subcategory="Read accounting",
             labels={"sample": "{sample}", "aligner": "{aligner}", "figure": "accounting plot"},
         ),
         table=report(
-            "results/{sample}/report/{sample}.{aligner}.accounting.html",
+            layout.report_file(name="accounting.html"),
             caption="../report/accounting_table.rst",
             category="{sample}",
             subcategory="Read accounting",
             labels={"sample": "{sample}", "aligner": "{aligner}", "figure": "accounting table"},
         ),
-        data="results/{sample}/report/{sample}.{aligner}.accounting.data.json",
+        data=layout.report_file(name="accounting.data.json"),
     log:
         "results/logs/report_accounting/{sample}.{aligner}.log",
     benchmark:
@@ -83,13 +83,13 @@ rule report_accuracy:
         unpack(report_inputs("calls", "truth")),
     output:
         png=report(
-            "results/{sample}/report/{sample}.{aligner}.accuracy.png",
+            layout.report_file(name="accuracy.png"),
             caption="../report/accuracy.rst",
             category="{sample}",
             subcategory="Accuracy (simulated)",
             labels={"sample": "{sample}", "aligner": "{aligner}", "figure": "accuracy"},
         ),
-        data="results/{sample}/report/{sample}.{aligner}.accuracy.data.json",
+        data=layout.report_file(name="accuracy.data.json"),
     log:
         "results/logs/report_accuracy/{sample}.{aligner}.log",
     benchmark:
@@ -113,13 +113,13 @@ rule report_provenance:
         ),
     output:
         page=report(
-            "results/{sample}/report/{sample}.{aligner}.provenance.html",
+            layout.report_file(name="provenance.html"),
             caption="../report/provenance.rst",
             category="{sample}",
             subcategory="Provenance",
             labels={"sample": "{sample}", "aligner": "{aligner}", "figure": "provenance"},
         ),
-        data="results/{sample}/report/{sample}.{aligner}.provenance.data.json",
+        data=layout.report_file(name="provenance.data.json"),
     log:
         "results/logs/report_provenance/{sample}.{aligner}.log",
     benchmark:
@@ -138,8 +138,8 @@ rule multiqc_custom_content:
     input:
         lambda wc: [path for run in multiqc_runs().values() for path in run.values()],
     output:
-        accounting="results/multiqc/numapore_accounting_mqc.tsv",
-        methylation="results/multiqc/numapore_methylation_mqc.tsv",
+        accounting=layout.multiqc_custom("accounting"),
+        methylation=layout.multiqc_custom("methylation"),
     log:
         "results/logs/multiqc_custom_content/custom.log",
     benchmark:

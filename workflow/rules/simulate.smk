@@ -8,10 +8,10 @@ rule simulate_reads:
     input:
         lambda wc: SAMPLES[wc.sample].reference,
     output:
-        reads="results/simulated/{sample}/reads.fastq",
-        truth="results/simulated/{sample}/truth.tsv",
-        regions="results/simulated/{sample}/regions.bed",
-        fast5=directory("results/simulated/{sample}/fast5_multi"),
+        reads=layout.simulated(name="reads.fastq"),
+        truth=layout.simulated(name="truth.tsv"),
+        regions=layout.simulated(name="regions.bed"),
+        fast5=directory(layout.simulated(name="fast5_multi")),
     log:
         "results/logs/simulate_reads/{sample}.log",
     benchmark:
@@ -32,10 +32,10 @@ rule simulate_modbam_reads:
     input:
         lambda wc: SAMPLES[wc.sample].reference,
     output:
-        reads="results/simulated/{sample}/reads.modbam.bam",
-        truth="results/simulated/{sample}/truth.tsv",
+        reads=layout.simulated(name="reads.modbam.bam"),
+        truth=layout.simulated(name="truth.tsv"),
         # the truth regions (DMRs between groups, allele-specific regions), header only if none
-        regions="results/simulated/{sample}/regions.bed",
+        regions=layout.simulated(name="regions.bed"),
     log:
         "results/logs/simulate_modbam_reads/{sample}.log",
     benchmark:
@@ -56,7 +56,7 @@ rule methylation_accuracy:
     input:
         unpack(accuracy_inputs),
     output:
-        "results/{sample}/methylation/{sample}.{aligner}.cpg.accuracy.tsv",
+        layout.methylation(motif="cpg", suffix=".accuracy.tsv"),
     log:
         "results/logs/methylation_accuracy/{sample}.{aligner}.cpg.log",
     benchmark:

@@ -12,10 +12,8 @@ checkpoint tune_host:
         reads=lambda wc: str(SAMPLES[TUNE["sample"]].reads),
         reads2=lambda wc: SAMPLES[TUNE["sample"]].reads2 or [],
         signal=lambda wc: [str(p) for p in SAMPLES[TUNE["sample"]].signal],
-        reference=lambda wc: reference_fasta(SimpleNamespace(sample=TUNE["sample"])),
-        index=lambda wc: aligner_index_files(
-            SimpleNamespace(sample=TUNE["sample"], aligner=config["aligner"])
-        ),
+        reference=lambda wc: jobs.reference_fasta(PLAN, TUNE["sample"]),
+        index=lambda wc: PLAN.aligner_index_files(TUNE["sample"], PLAN.aligner),
     output:
         record=tuning.tuning_files(name=TUNING_NAME)["record"],
         host=tuning.tuning_files(name=TUNING_NAME)["host"],
@@ -37,9 +35,7 @@ checkpoint tune_host:
         again=lambda wc: TUNE["again"],
         host=HOST_FILE,
         aligner=config["aligner"],
-        index=lambda wc: aligner_index(
-            SimpleNamespace(sample=TUNE["sample"], aligner=config["aligner"])
-        ),
+        index=lambda wc: jobs.aligner_index(PLAN, TUNE["sample"], PLAN.aligner),
         kind=lambda wc: SAMPLES[TUNE["sample"]].kind,
         sample=lambda wc: TUNE["sample"],
         min_mapq=config["methylation"]["min_mapping_quality"],
@@ -48,7 +44,7 @@ checkpoint tune_host:
         call_jobs=config["scatter"]["methylation"],
         strategy_steps=lambda wc: TUNE["strategy_steps"],
         # the run's I/O mode when it is not tuned (the calling's strategies are measured in it)
-        io_mode=IO_MODE,
+        io_mode=PLAN.io_mode,
         strategies_why=lambda wc: TUNE["strategies_why"],
     script:
         "../../scripts/tune_host.py"
@@ -61,8 +57,8 @@ checkpoint tune_pileup:
     input:
         bam=lambda wc: TUNE_PILEUP["bam"],
         bai=lambda wc: f"{TUNE_PILEUP['bam']}.bai",
-        reference=lambda wc: reference_fasta(SimpleNamespace(sample=TUNE_PILEUP["sample"])),
-        host=tuned_pileup_base(),
+        reference=lambda wc: jobs.reference_fasta(PLAN, TUNE_PILEUP["sample"]),
+        host=tuning_plans.tuned_pileup_base(PLAN),
     output:
         record=tune_pileup.files(name=TUNING_NAME)["record"],
         host=tune_pileup.files(name=TUNING_NAME)["host"],
@@ -84,8 +80,6 @@ checkpoint tune_pileup:
         again=lambda wc: TUNE_PILEUP["again"],
         sample=lambda wc: TUNE_PILEUP["sample"],
         jobs=lambda wc: TUNE_PILEUP["jobs"],
-        pileup=lambda wc: pileup_settings(
-            SimpleNamespace(sample=TUNE_PILEUP["sample"], motif=TUNE_PILEUP["motif"])
-        ),
+        pileup=lambda wc: jobs.pileup_settings(PLAN, TUNE_PILEUP["sample"], TUNE_PILEUP["motif"]),
     script:
         "../../scripts/tune_pileup.py"
