@@ -8,7 +8,7 @@
 rule signal_census:
     input:
         signal=lambda wc: [str(p) for p in SAMPLES[wc.sample].signal],
-        reference=reference_fasta,  # checked first (common.smk: reference_fasta)
+        reference=ask(jobs.reference_fasta, "sample"),  # checked first
     output:
         reads=layout.census(),
         files=layout.census(suffix=".files.tsv"),
@@ -17,7 +17,7 @@ rule signal_census:
     benchmark:
         "results/benchmarks/signal_census/{sample}.tsv"
     wildcard_constraints:
-        sample=f"{samples_with_signal_format('fast5')}|{samples_with_signal_format('pod5')}",
+        sample=f"{PLAN.samples_with_signal_format('fast5')}|{PLAN.samples_with_signal_format('pod5')}",
     conda:
         "../../envs/python.yaml"
     # One thread reading every FAST5/POD5 file's layout: beside the alignment, as nanopolish

@@ -9,7 +9,7 @@ rule align:
         reads=reads_shard,
         reads2=reads2_shard,
         counted=counted_reads,
-        index=aligner_index_files,
+        index=ask(RunPlan.aligner_index_files, "sample", "aligner"),
         tuning=tuned_strategy_record("alignment"),
     output:
         **(
@@ -30,17 +30,17 @@ rule align:
         cpus_per_task=cluster_cpus("alignment"),
         slurm_extra=cluster_node("alignment"),
     params:
-        **host_overrides("strategy.alignment"),
+        **PLAN.host_overrides("strategy.alignment"),
         **tuned_strategy_params("alignment"),
-        index=aligner_index,
+        index=ask(jobs.aligner_index, "sample", "aligner"),
         host=HOST_FILE,
         reference=lambda wc: str(SAMPLES[wc.sample].reference),
         kind=lambda wc: SAMPLES[wc.sample].kind,
         rewrites_sorted_bam=kind_param("rewrites_sorted_bam"),
-        duplicates=marks_duplicates,
+        duplicates=ask(RunPlan.marks_duplicates, "sample"),
         reads=lambda wc: str(SAMPLES[wc.sample].reads),
-        minimap2_preset=minimap2_preset,
-        batch=bwa_batch,
+        minimap2_preset=lambda wc: PLAN.minimap2_preset(SAMPLES[wc.sample]),
+        batch=ask(RunPlan.bwa_batch, "sample"),
     script:
         "../../scripts/align.py"
 
@@ -74,7 +74,7 @@ rule merge_alignment_shards:
         kind=lambda wc: SAMPLES[wc.sample].kind,
         paired=lambda wc: SAMPLES[wc.sample].paired,
         rewrites_sorted_bam=kind_param("rewrites_sorted_bam"),
-        duplicates=marks_duplicates,
+        duplicates=ask(RunPlan.marks_duplicates, "sample"),
         reads=lambda wc: str(SAMPLES[wc.sample].reads),
     script:
         "../../scripts/merge_alignment_shards.py"
@@ -133,8 +133,8 @@ rule haplotag:
         bam=layout.bam(suffix=".bam"),
         bai=layout.bam(suffix=".bam.bai"),
         vcf=lambda wc: str(SAMPLES[wc.sample].phased_vcf),
-        reference=reference_fasta,
-        fai=lambda wc: f"{reference_fasta(wc)}.fai",
+        reference=ask(jobs.reference_fasta, "sample"),
+        fai=lambda wc: f"{jobs.reference_fasta(PLAN, wc.sample)}.fai",
     output:
         bam=layout.bam(suffix=".haplotagged.bam"),
         bai=layout.bam(suffix=".haplotagged.bam.bai"),
@@ -143,7 +143,7 @@ rule haplotag:
     benchmark:
         "results/benchmarks/haplotag/{sample}.{aligner}.tsv"
     wildcard_constraints:
-        sample=samples_with_phased_vcf(),
+        sample=PLAN.samples_with_phased_vcf(),
     conda:
         "../../envs/whatshap.yaml"
     threads: 1

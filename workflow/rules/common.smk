@@ -33,13 +33,12 @@ from numapore.execution.cluster import job_cpus, node_request  # noqa: E402
 from numapore.inputs.phasing import vcf_sample  # noqa: E402
 from numapore.inputs.schema import did_you_mean  # noqa: E402
 from numapore.workflow import closing, jobs, layout, outputs, tuning_plans  # noqa: E402
-from numapore.workflow.plan import build as build_plan  # noqa: E402
+from numapore.workflow.plan import RunPlan, build as build_plan  # noqa: E402
 
 
 # Snakemake prints `Shell command: None` for every job of a script rule (no shell command)
 # when shell commands are printed (printshellcmds in profiles/default); shell rules' are kept.
 def _no_empty_shell_command(record):
-    """A logging filter: drop the shell-command line of a job that has no shell command."""
     command = getattr(record, "shellcmd", None) or getattr(record, "cmd", None)
     return getattr(record, "event", None) != LogEvent.SHELLCMD or bool(command)
 
@@ -56,7 +55,6 @@ def run_cores():
 
 
 def say(lines, level="warning"):
-    """Log the lines of the plan or of numapore.workflow.closing."""
     for line in lines:
         getattr(logger, level)(line)
 
@@ -167,12 +165,13 @@ def pileup_threads(wildcards):
 # ---- input functions and params (the plan's answers for the job's wildcards)
 
 
+def ask(function, *names):
+    """An input or params function: function(PLAN, the job's wildcards of these names)."""
+    return lambda wildcards: function(PLAN, *(getattr(wildcards, name) for name in names))
+
+
 def staged_reads(wildcards):
     return jobs.staged_reads(PLAN, wildcards.sample, job_io_mode(wildcards.sample))
-
-
-def staged_reads2(wildcards):
-    return jobs.staged_reads2(PLAN, wildcards.sample)
 
 
 def counted_reads(wildcards):
@@ -188,12 +187,31 @@ def reads2_shard(wildcards):
     return reads_shard(wildcards, mate=2)
 
 
-def short_reads_input(wildcards):
-    return jobs.short_reads_input(PLAN, wildcards.sample)
+def methylation_shard_inputs(wildcards):
+    shard = getattr(wildcards, "shard", "1-of-1")
+    io_mode = job_io_mode(wildcards.sample)
+    return jobs.methylation_shard_inputs(PLAN, wildcards.sample, wildcards.aligner, shard, io_mode)
 
 
-def reference_fasta(wildcards):
-    return jobs.reference_fasta(PLAN, wildcards.sample)
+def accounting_inputs(wildcards):
+    tagged = SAMPLES[wildcards.sample].input_kind.stages_tagged_reads
+    io_mode = PLAN.io_mode if tagged else run_io_mode()
+    return jobs.accounting_inputs(PLAN, wildcards.sample, wildcards.aligner, io_mode)
+
+
+def pileup_inputs(wildcards):
+    """The pileup's modBAM, index and reference; its shards' texts and listings when split; the
+    tuning record whose split and threads the jobs follow, when tuned."""
+    w, regions = wildcards, pileup_setting()["regions"]
+    whole = "shard" not in w.keys()
+    inputs = jobs.pileup_inputs(PLAN, w.sample, w.aligner, w.motif, regions, whole)
+    return inputs | ({"tuning": tuned_pileup_record()} if TUNE_PILEUP is not None else {})
+
+
+def haplotype_pileup_inputs(wildcards):
+    """The pileup's modBAM, index and reference (never its scatter's shards: it is one job)."""
+    inputs = pileup_inputs(wildcards)
+    return {k: inputs[k] for k in ("bam", "bai", "reference")}
 
 
 def sample_param(attribute):
@@ -209,26 +227,6 @@ def sample_param(attribute):
 def kind_param(attribute):
     """A params function: what the job's sample's input kind says (numapore.inputs.kinds)."""
     return lambda wildcards: getattr(SAMPLES[wildcards.sample].input_kind, attribute)
-
-
-def marks_duplicates(wildcards):
-    return PLAN.marks_duplicates(wildcards.sample)
-
-
-def bwa_batch(wildcards):
-    return PLAN.bwa_batch(wildcards.sample)
-
-
-def minimap2_preset(wildcards):
-    return PLAN.minimap2_preset(SAMPLES[wildcards.sample])
-
-
-def aligner_index_files(wildcards):
-    return PLAN.aligner_index_files(wildcards.sample, wildcards.aligner)
-
-
-def aligner_index(wildcards):
-    return jobs.aligner_index(PLAN, wildcards.sample, wildcards.aligner)
 
 
 def staged_modbam_reads_output(path):
@@ -249,73 +247,6 @@ def alignment_reports_threads(wildcards):
     return HOLDS_NO_CORE if SAMPLES[wildcards.sample].input_kind.steps else RUN_CORES
 
 
-def samples_running(step):
-    return PLAN.names_where(lambda s: s.input_kind.runs(step))
-
-
-def samples_with_signal_format(signal_format):
-    return PLAN.names_where(lambda s: s.signal_format == signal_format)
-
-
-def simulated_of_kind(kind):
-    return PLAN.names_where(lambda s: s.name in config["simulate"] and s.kind == kind)
-
-
-def samples_with_phased_vcf():
-    return PLAN.names_where(lambda s: bool(s.phased_vcf))
-
-
-def fast5_inputs(wildcards):
-    return jobs.fast5_inputs(PLAN, wildcards.sample)
-
-
-def signal_index_inputs(wildcards):
-    return jobs.signal_index_inputs(PLAN, wildcards.sample, wildcards.signal)
-
-
-def methylation_shard_inputs(wildcards):
-    io_mode = job_io_mode(wildcards.sample)
-    shard = getattr(wildcards, "shard", "1-of-1")
-    return jobs.methylation_shard_inputs(PLAN, wildcards.sample, wildcards.aligner, shard, io_mode)
-
-
-def accounting_inputs(wildcards):
-    tagged = SAMPLES[wildcards.sample].input_kind.stages_tagged_reads
-    io_mode = PLAN.io_mode if tagged else run_io_mode()
-    return jobs.accounting_inputs(PLAN, wildcards.sample, wildcards.aligner, io_mode)
-
-
-def accuracy_inputs(wildcards):
-    return jobs.accuracy_inputs(PLAN, wildcards.sample, wildcards.aligner)
-
-
-def pileup_inputs(wildcards):
-    """The pileup's modBAM, index and reference; its shards' texts and listings when split; the
-    tuning record whose split and threads the jobs follow, when tuned."""
-    whole = "shard" not in wildcards.keys()
-    w = wildcards
-    inputs = jobs.pileup_inputs(
-        PLAN, w.sample, w.aligner, w.motif, pileup_setting()["regions"], whole
-    )
-    if TUNE_PILEUP is not None:
-        inputs = {**inputs, "tuning": tuned_pileup_record()}
-    return inputs
-
-
-def haplotype_pileup_inputs(wildcards):
-    """The pileup's modBAM, index and reference (never its scatter's shards: it is one job)."""
-    inputs = pileup_inputs(wildcards)
-    return {k: inputs[k] for k in ("bam", "bai", "reference")}
-
-
-def pileup_settings(wildcards):
-    return jobs.pileup_settings(PLAN, wildcards.sample, wildcards.motif)
-
-
-def cohort_inputs(wildcards):
-    return jobs.cohort_inputs(PLAN, wildcards.ref, wildcards.aligner, wildcards.motif)
-
-
 def io_processes(wildcards, threads):
     """FAST5 reader processes (conversion, fast5-pool): the host's io_processes, else threads."""
     return HOST.io_processes or threads
@@ -331,10 +262,6 @@ def cluster_node(step):
     return lambda wildcards: node_request(HOST, step)
 
 
-def host_overrides(*names):
-    return closing.host_overrides(PLAN, *names)
-
-
 def hidden_temp(wildcards, output):
     """A params function: the hidden name a shell rule's tool writes its one output to before
     `mv` renames it, so the output is complete or absent."""
@@ -347,45 +274,9 @@ def hidden_index_prefix(suffix):
     return lambda wildcards, output: str(temp_name(output[0].removesuffix(suffix)))
 
 
-def final_outputs():
-    return outputs.final_outputs(PLAN)
-
-
-def run_output(kind, sample, aligner):
-    return outputs.run_output(PLAN, kind, sample, aligner)
-
-
 def report_inputs(*kinds):
     """An input function: the named run outputs of the job's sample and aligner."""
-    return lambda wc: {k: run_output(k, wc.sample, wc.aligner) for k in kinds}
-
-
-def motif_calls(wildcards):
-    return jobs.motif_calls(PLAN, wildcards.sample, wildcards.aligner)
-
-
-def step_records(wildcards):
-    return jobs.step_records(PLAN, wildcards.sample, wildcards.aligner)
-
-
-def multiqc_inputs(wildcards=None):
-    return outputs.multiqc_inputs(PLAN)
-
-
-def multiqc_runs(wildcards=None):
-    return outputs.multiqc_runs(PLAN)
-
-
-def dmr_counts_inputs(wildcards):
-    return jobs.dmr_counts_inputs(PLAN, wildcards.contrast)
-
-
-def dmr_truth(contrast):
-    return jobs.dmr_truth(PLAN, contrast.name)
-
-
-def dmr_report_inputs(wildcards):
-    return jobs.dmr_report_inputs(PLAN, wildcards.contrast)
+    return lambda wc: {k: outputs.run_output(PLAN, k, wc.sample, wc.aligner) for k in kinds}
 
 
 # ---- the strategy comparison (rules/compare.smk): its cells run one at a time, in run order
@@ -408,8 +299,10 @@ def compare_reads(wildcards=None):
 
 
 def compare_index_files(wildcards=None):
-    compare_sample()  # names what is wrong with compare.sample
-    return jobs.compare_index_files(PLAN)
+    try:
+        return jobs.compare_index_files(PLAN)
+    except InputError as err:
+        raise WorkflowError(f"numapore: {err}")
 
 
 def compare_cell_inputs(wildcards):
@@ -434,12 +327,7 @@ def check_one_cell_at_a_time():
 
 
 def cell_priority(wildcards):
-    """A cell's scheduling priority: the earlier in the run order, the higher."""
     return len(COMPARE_CELLS) - COMPARE_CELLS.index(wildcards.cell)
-
-
-def compare_cell_files(kind):
-    return jobs.compare_cell_files(PLAN, kind)
 
 
 # ---- the run's start and end

@@ -35,8 +35,8 @@ rule compare_subsample_reads:
 # Pairs: the first compare.reads pairs, R1 and R2 read side by side (mates kept together).
 rule compare_subsample_pairs:
     input:
-        reads=lambda wc: staged_reads(wc),
-        reads2=lambda wc: staged_reads2(wc),
+        reads=staged_reads,
+        reads2=ask(jobs.staged_reads2, "sample"),
     output:
         reads=layout.compare_input("{sample}.1.{fmt}"),
         reads2=layout.compare_input("{sample}.2.{fmt}"),
@@ -108,9 +108,9 @@ rule compare_cell:
 
 rule compare_summary:
     input:
-        records=compare_cell_files("record"),
-        times=compare_cell_files("time"),
-        benchmarks=compare_cell_files("benchmark"),
+        records=jobs.compare_cell_files(PLAN, "record"),
+        times=jobs.compare_cell_files(PLAN, "time"),
+        benchmarks=jobs.compare_cell_files(PLAN, "benchmark"),
     output:
         report(
             layout.compare_file("summary.tsv"),

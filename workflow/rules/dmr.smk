@@ -6,7 +6,7 @@
 # of the top DMRs, MultiQC's line per contrast, and the score against a simulated truth.
 rule dmr_counts:
     input:
-        unpack(dmr_counts_inputs),
+        unpack(ask(jobs.dmr_counts_inputs, "contrast")),
     output:
         [
             temp(layout.dmr_shard(shard=shard, suffix=".counts.tsv"))
@@ -81,7 +81,7 @@ rule dmr_merge:
 
 rule dmr_score:
     input:
-        truth=lambda wc: dmr_truth(DMR_CONTRASTS[wc.contrast]),
+        truth=lambda wc: jobs.dmr_truth(PLAN, wc.contrast),
         dmrs=layout.dmr(suffix=".dmrs.bed.gz"),
     output:
         layout.dmr(suffix=".score.tsv"),
@@ -101,7 +101,7 @@ rule dmr_score:
 
 rule report_dmr:
     input:
-        unpack(dmr_report_inputs),
+        unpack(ask(jobs.dmr_report_inputs, "contrast")),
     output:
         png=report(
             layout.dmr(suffix=".dmrs.png"),

@@ -9,7 +9,7 @@
 rule fast5_to_blow5:
     input:
         signal=lambda wc: [str(p) for p in SAMPLES[wc.sample].signal],
-        reference=reference_fasta,  # checked first (common.smk: reference_fasta)
+        reference=ask(jobs.reference_fasta, "sample"),  # checked first (common.smk: reference_fasta)
     output:
         blow5=layout.blow5(),
         index=layout.blow5(suffix=".idx"),
@@ -19,7 +19,7 @@ rule fast5_to_blow5:
     benchmark:
         "results/benchmarks/fast5_to_blow5/{sample}.tsv"
     wildcard_constraints:
-        sample=samples_with_signal_format("fast5"),
+        sample=PLAN.samples_with_signal_format("fast5"),
     conda:
         "../../envs/python.yaml"
     threads: RUN_CORES
@@ -35,7 +35,7 @@ rule fast5_to_blow5:
 rule pod5_to_blow5:
     input:
         signal=lambda wc: [str(p) for p in SAMPLES[wc.sample].signal],
-        reference=reference_fasta,  # checked first (common.smk: reference_fasta)
+        reference=ask(jobs.reference_fasta, "sample"),  # checked first (common.smk: reference_fasta)
     output:
         blow5=layout.blow5(),
         index=layout.blow5(suffix=".idx"),
@@ -45,7 +45,7 @@ rule pod5_to_blow5:
     benchmark:
         "results/benchmarks/pod5_to_blow5/{sample}.tsv"
     wildcard_constraints:
-        sample=samples_with_signal_format("pod5"),
+        sample=PLAN.samples_with_signal_format("pod5"),
     conda:
         "../../envs/python.yaml"
     threads: RUN_CORES
@@ -62,7 +62,7 @@ rule pod5_to_blow5:
 rule link_blow5:
     input:
         signal=lambda wc: [str(p) for p in SAMPLES[wc.sample].signal],
-        reference=reference_fasta,  # checked first (common.smk: reference_fasta)
+        reference=ask(jobs.reference_fasta, "sample"),  # checked first (common.smk: reference_fasta)
     output:
         blow5=layout.blow5(),
         index=layout.blow5(suffix=".idx"),
@@ -72,7 +72,7 @@ rule link_blow5:
     benchmark:
         "results/benchmarks/link_blow5/{sample}.tsv"
     wildcard_constraints:
-        sample=samples_with_signal_format("blow5"),
+        sample=PLAN.samples_with_signal_format("blow5"),
     conda:
         "../../envs/python.yaml"
     params:
@@ -83,8 +83,8 @@ rule link_blow5:
 
 rule link_fast5_files:
     input:
-        signal=lambda wc: fast5_inputs(wc)["files"],
-        reference=reference_fasta,  # checked first (common.smk: reference_fasta)
+        signal=lambda wc: jobs.fast5_inputs(PLAN, wc.sample)["files"],
+        reference=ask(jobs.reference_fasta, "sample"),  # checked first (common.smk: reference_fasta)
     output:
         directory(layout.fast5_links()),
     log:
@@ -100,7 +100,7 @@ rule link_fast5_files:
 rule nanopolish_index:
     input:
         reads=layout.staged_reads(),
-        signal=signal_index_inputs,
+        signal=ask(jobs.signal_index_inputs, "sample", "signal"),
     output:
         multiext(
             layout.staged_reads(),
@@ -177,7 +177,7 @@ rule call_methylation:
         cpus_per_task=cluster_cpus("methylation"),
         slurm_extra=cluster_node("methylation"),
     params:
-        **host_overrides("io_mode", "strategy.methylation"),
+        **PLAN.host_overrides("io_mode", "strategy.methylation"),
         **tuned_strategy_params("methylation"),
         min_mapq=config["methylation"]["min_mapping_quality"],
         host=HOST_FILE,
@@ -222,7 +222,7 @@ rule methylation_frequency:
     benchmark:
         "results/benchmarks/methylation_frequency/{sample}.{aligner}.{motif}.tsv"
     wildcard_constraints:
-        sample=samples_running("call_methylation"),
+        sample=PLAN.samples_running("call_methylation"),
     conda:
         "../../envs/python.yaml"
     params:
@@ -277,12 +277,12 @@ rule pileup:
     benchmark:
         "results/benchmarks/pileup/{sample}.{aligner}.{motif}.tsv"
     wildcard_constraints:
-        sample=samples_running("pileup"),
+        sample=PLAN.samples_running("pileup"),
     conda:
         "../../envs/python.yaml"
     threads: pileup_threads
     params:
-        settings=pileup_settings,
+        settings=ask(jobs.pileup_settings, "sample", "motif"),
     script:
         "../../scripts/pileup.py"
 
@@ -303,12 +303,12 @@ rule pileup_haplotypes:
     benchmark:
         "results/benchmarks/pileup_haplotypes/{sample}.{aligner}.{motif}.tsv"
     wildcard_constraints:
-        sample=samples_running("pileup"),
+        sample=PLAN.samples_running("pileup"),
     conda:
         "../../envs/python.yaml"
     threads: RUN_CORES
     params:
-        settings=pileup_settings,
+        settings=ask(jobs.pileup_settings, "sample", "motif"),
     script:
         "../../scripts/pileup_haplotypes.py"
 
@@ -329,12 +329,12 @@ rule pileup_shard:
     benchmark:
         "results/benchmarks/pileup_shard/{sample}.{aligner}.{motif}.{shard}.tsv"
     wildcard_constraints:
-        sample=samples_running("pileup"),
+        sample=PLAN.samples_running("pileup"),
     conda:
         "../../envs/python.yaml"
     threads: pileup_threads
     params:
-        settings=pileup_settings,
+        settings=ask(jobs.pileup_settings, "sample", "motif"),
     script:
         "../../scripts/pileup.py"
 
@@ -344,7 +344,7 @@ rule pileup_shard:
 # the same files (counts summed), then each sample's valid coverage and modified count.
 rule cohort_table:
     input:
-        unpack(cohort_inputs),
+        unpack(ask(jobs.cohort_inputs, "ref", "aligner", "motif")),
     output:
         table=layout.cohort_table(),
         tbi=layout.cohort_table(suffix=".tbi"),

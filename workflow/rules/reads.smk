@@ -7,7 +7,7 @@
 rule stage_reads:
     input:
         lambda wc: SAMPLES[wc.sample].reads,
-        reference=reference_fasta,  # checked first (common.smk: reference_fasta)
+        reference=ask(jobs.reference_fasta, "sample"),  # checked first (common.smk: reference_fasta)
     output:
         layout.staged_reads(),
     log:
@@ -24,7 +24,7 @@ rule stage_reads:
 # side by side (as many records, each R2 record the mate of its R1 record), then staged.
 rule stage_short_reads:
     input:
-        unpack(short_reads_input),
+        unpack(ask(jobs.short_reads_input, "sample")),
     output:
         reads=layout.staged_reads(kind="single"),
     log:
@@ -39,7 +39,7 @@ rule stage_short_reads:
 
 rule stage_paired_reads:
     input:
-        unpack(short_reads_input),
+        unpack(ask(jobs.short_reads_input, "sample")),
     output:
         reads=layout.paired_reads(),
         reads2=layout.paired_reads(mate=2),
@@ -71,7 +71,7 @@ rule split_reads:
     conda:
         "../../envs/python.yaml"
     params:
-        batch=bwa_batch,
+        batch=ask(RunPlan.bwa_batch, "sample"),
     script:
         "../../scripts/split_reads.py"
 
@@ -81,7 +81,7 @@ rule split_reads:
 rule split_paired_reads:
     input:
         reads=staged_reads,
-        reads2=staged_reads2,
+        reads2=ask(jobs.staged_reads2, "sample"),
     output:
         reads=temp(
             expand(
@@ -104,7 +104,7 @@ rule split_paired_reads:
     conda:
         "../../envs/python.yaml"
     params:
-        batch=bwa_batch,
+        batch=ask(RunPlan.bwa_batch, "sample"),
     script:
         "../../scripts/split_reads.py"
 
@@ -120,7 +120,7 @@ rule split_paired_reads:
 rule stage_modbam_reads:
     input:
         reads=lambda wc: SAMPLES[wc.sample].reads,
-        fai=lambda wc: f"{reference_fasta(wc)}.fai",
+        fai=lambda wc: f"{jobs.reference_fasta(PLAN, wc.sample)}.fai",
     output:
         reads=staged_modbam_reads_output(layout.modbam_staging(what="fastq")),
         untagged=layout.modbam_staging(what="untagged"),

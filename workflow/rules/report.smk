@@ -106,7 +106,7 @@ rule report_provenance:
     input:
         # The step outputs: their jobs' run records (step_records) are complete once they are.
         unpack(report_inputs("bam")),
-        motif_calls=motif_calls,
+        motif_calls=ask(jobs.motif_calls, "sample", "aligner"),
         # the pileup's tuning record, when the pileup is tuned (its setting on the page)
         pileup_tuning=lambda wc: (
             tuned_pileup_record() if SAMPLES[wc.sample].input_kind.runs("pileup") else []
@@ -127,16 +127,16 @@ rule report_provenance:
     conda:
         "../../envs/python.yaml"
     params:
-        **host_overrides("io_mode", "strategy.alignment", "strategy.methylation"),
+        **PLAN.host_overrides("io_mode", "strategy.alignment", "strategy.methylation"),
         host=HOST_FILE,
-        records=step_records,
+        records=ask(jobs.step_records, "sample", "aligner"),
     script:
         "../../scripts/report_provenance.py"
 
 
 rule multiqc_custom_content:
     input:
-        lambda wc: [path for run in multiqc_runs().values() for path in run.values()],
+        lambda wc: [path for run in outputs.multiqc_runs(PLAN).values() for path in run.values()],
     output:
         accounting=layout.multiqc_custom("accounting"),
         methylation=layout.multiqc_custom("methylation"),
@@ -147,14 +147,14 @@ rule multiqc_custom_content:
     conda:
         "../../envs/python.yaml"
     params:
-        runs=multiqc_runs,
+        runs=ask(outputs.multiqc_runs),
     script:
         "../../scripts/multiqc_custom_content.py"
 
 
 rule multiqc:
     input:
-        unpack(multiqc_inputs),
+        unpack(ask(outputs.multiqc_inputs)),
     output:
         html=MULTIQC_REPORT,
         data=directory(MULTIQC_REPORT.removesuffix(".html") + "_data"),

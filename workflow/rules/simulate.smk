@@ -17,7 +17,7 @@ rule simulate_reads:
     benchmark:
         "results/benchmarks/simulate_reads/{sample}.tsv"
     wildcard_constraints:
-        sample=simulated_of_kind("signal"),
+        sample=PLAN.simulated_of_kind("signal"),
     conda:
         "../../envs/python.yaml"
     threads: RUN_CORES
@@ -41,7 +41,7 @@ rule simulate_modbam_reads:
     benchmark:
         "results/benchmarks/simulate_modbam_reads/{sample}.tsv"
     wildcard_constraints:
-        sample=simulated_of_kind("modbam"),
+        sample=PLAN.simulated_of_kind("modbam"),
     conda:
         "../../envs/python.yaml"
     threads: RUN_CORES
@@ -54,7 +54,7 @@ rule simulate_modbam_reads:
 
 rule methylation_accuracy:
     input:
-        unpack(accuracy_inputs),
+        unpack(ask(jobs.accuracy_inputs, "sample", "aligner")),
     output:
         layout.methylation(motif="cpg", suffix=".accuracy.tsv"),
     log:

@@ -18,22 +18,14 @@ if TYPE_CHECKING:
     from numapore.workflow.plan import RunPlan
 
 
-def host_overrides(plan: RunPlan, *names: str) -> dict[str, dict[str, str]]:
-    """The command line's settings over the host file among names ('io_mode',
-    'strategy.alignment', 'strategy.methylation'), as {'overrides': ...}; nothing without any,
-    so that such a run has the params (and reruns) of one before them."""
-    chosen = {k: v for k, v in plan.host.overrides.items() if k in names}
-    return {"overrides": chosen} if chosen else {}
-
-
 def replaced_results_lines(plan: RunPlan) -> list[str]:
     """Which existing results this run makes again with another I/O mode or strategy than
     their run records say: results of different modes are written to the same paths."""
     runs = {s: step_records(plan, s, plan.aligner) for s in plan.samples}
     strategies = {step: plan.host.strategy_for(step) for step in ("alignment", "methylation")}
     overrides = {
-        "alignment": host_overrides(plan, "strategy.alignment").get("overrides", {}),
-        "methylation": host_overrides(plan, "io_mode", "strategy.methylation").get(
+        "alignment": plan.host_overrides("strategy.alignment").get("overrides", {}),
+        "methylation": plan.host_overrides("io_mode", "strategy.methylation").get(
             "overrides", {}
         ),
     }

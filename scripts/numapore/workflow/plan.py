@@ -173,6 +173,30 @@ class RunPlan:
             "preset": "|".join(map(re.escape, presets)),
         }
 
+    def samples_running(self, step: str) -> str:
+        """A pattern of the samples whose input kind runs a step (raw_signal, call_methylation,
+        pileup)."""
+        return self.names_where(lambda s: s.input_kind.runs(step))
+
+    def samples_with_signal_format(self, signal_format: str) -> str:
+        """A pattern of the samples whose raw signal is in a format (fast5, pod5, blow5)."""
+        return self.names_where(lambda s: s.signal_format == signal_format)
+
+    def simulated_of_kind(self, kind: str) -> str:
+        """A pattern of the simulated samples (config simulate:) of an input kind."""
+        return self.names_where(lambda s: s.name in self.config["simulate"] and s.kind == kind)
+
+    def samples_with_phased_vcf(self) -> str:
+        """A pattern of the samples with a phased VCF (rule haplotag)."""
+        return self.names_where(lambda s: bool(s.phased_vcf))
+
+    def host_overrides(self, *names: str) -> dict[str, dict[str, str]]:
+        """A rule's params: the command line's settings over the host file among names
+        ('io_mode', 'strategy.alignment', 'strategy.methylation'), as {'overrides': ...};
+        nothing without any, so that such a run has the params (and reruns) of one before."""
+        chosen = {k: v for k, v in self.host.overrides.items() if k in names}
+        return {"overrides": chosen} if chosen else {}
+
     def contrast_pattern(self) -> str:
         """A wildcard pattern matching the contrasts' names."""
         import re
@@ -262,6 +286,19 @@ def load_run_samples(config: dict[str, Any], schemas: Path, workdir: Path):
     simulated = simulated_samples(config["simulate"], workdir)
     samples = combine_samples(from_sheet, simulated, sheet)
     return samples, from_sheet, simulated
+
+
+def load_config(files: Sequence[Path], given: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The config as Snakemake makes it for the workflow: the files' in order, each over the
+    ones before (nested keys merged), then the command line's --config (given) over them."""
+    import yaml
+    from snakemake.utils import update_config
+
+    config: dict[str, Any] = {}
+    for path in files:
+        update_config(config, yaml.safe_load(Path(path).read_text(encoding="utf-8-sig")) or {})
+    update_config(config, dict(given or {}))
+    return config
 
 
 def build(
