@@ -12,11 +12,7 @@ rule align:
         index=ask(RunPlan.aligner_index_files, "sample", "aligner"),
         tuning=tuned_strategy_record("alignment"),
     output:
-        **(
-            layout.sample_bam_outputs()
-            if ONE_ALIGN_SHARD
-            else {"bam": temp(layout.bam_shard())}
-        ),
+        **(layout.sample_bam_outputs() if ONE_ALIGN_SHARD else {"bam": temp(layout.bam_shard())}),
     log:
         main=f"results/logs/align/{{sample}}.{{aligner}}.{ALIGN_SHARD}.log",
         record=f"results/logs/align/{{sample}}.{{aligner}}.{ALIGN_SHARD}.run.json",

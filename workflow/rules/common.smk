@@ -350,7 +350,12 @@ if workflow.is_main_process:
     except OSError as err:
         raise write_error(err)
     if _stale_locks:
-        say(["numapore: removed the lock files of a killed run: " + ", ".join(map(str, _stale_locks))])
+        say(
+            [
+                "numapore: removed the lock files of a killed run: "
+                + ", ".join(map(str, _stale_locks))
+            ]
+        )
 
 
 def check_results_writable():

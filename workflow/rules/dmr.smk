@@ -8,10 +8,7 @@ rule dmr_counts:
     input:
         unpack(ask(jobs.dmr_counts_inputs, "contrast")),
     output:
-        [
-            temp(layout.dmr_shard(shard=shard, suffix=".counts.tsv"))
-            for shard in DMR_SHARDS
-        ],
+        [temp(layout.dmr_shard(shard=shard, suffix=".counts.tsv")) for shard in DMR_SHARDS],
     log:
         "results/logs/dmr_counts/{contrast}.log",
     benchmark:
@@ -31,12 +28,8 @@ rule dmr_test:
     input:
         counts=[layout.dmr_shard(name, suffix=".counts.tsv") for name in DMR_CONTRASTS],
     output:
-        sites=[
-            temp(layout.dmr_shard(name, suffix=".sites.tsv")) for name in DMR_CONTRASTS
-        ],
-        dmrs=[
-            temp(layout.dmr_shard(name, suffix=".dmrs.tsv")) for name in DMR_CONTRASTS
-        ],
+        sites=[temp(layout.dmr_shard(name, suffix=".sites.tsv")) for name in DMR_CONTRASTS],
+        dmrs=[temp(layout.dmr_shard(name, suffix=".dmrs.tsv")) for name in DMR_CONTRASTS],
         # what each contrast's part came to (the outputs above may be none: no contrast)
         summary=temp(layout.dss_summary()),
     log:
@@ -54,12 +47,8 @@ rule dmr_test:
 
 rule dmr_merge:
     input:
-        sites=expand(
-            layout.dmr_shard(suffix=".sites.tsv"), shard=DMR_SHARDS, allow_missing=True
-        ),
-        dmrs=expand(
-            layout.dmr_shard(suffix=".dmrs.tsv"), shard=DMR_SHARDS, allow_missing=True
-        ),
+        sites=expand(layout.dmr_shard(suffix=".sites.tsv"), shard=DMR_SHARDS, allow_missing=True),
+        dmrs=expand(layout.dmr_shard(suffix=".dmrs.tsv"), shard=DMR_SHARDS, allow_missing=True),
     output:
         sites=layout.dmr(suffix=".sites.tsv.gz"),
         sites_tbi=layout.dmr(suffix=".sites.tsv.gz.tbi"),

@@ -158,9 +158,7 @@ rule call_methylation:
         (
             layout.methylation(suffix=".calls.tsv")
             if ONE_CALL_SHARD
-            else temp(
-                layout.methylation_shard(suffix=".calls.tsv")
-            )
+            else temp(layout.methylation_shard(suffix=".calls.tsv"))
         ),
     log:
         main=f"results/logs/call_methylation/{{sample}}.{{aligner}}.{{motif}}.{CALL_SHARD}.log",
@@ -321,9 +319,7 @@ rule pileup_shard:
         unpack(pileup_inputs),
     output:
         text=temp(layout.methylation_shard(suffix=".bed")),
-        reads=temp(
-            layout.methylation_shard(suffix=".pileup_reads.tsv")
-        ),
+        reads=temp(layout.methylation_shard(suffix=".pileup_reads.tsv")),
     log:
         "results/logs/pileup_shard/{sample}.{aligner}.{motif}.{shard}.log",
     benchmark:

@@ -69,7 +69,9 @@ rule bowtie2_index:
     input:
         layout.reference_fasta(),
     output:
-        multiext(layout.reference_index_prefix(aligner="bowtie2"), *ALIGNERS["bowtie2"].index_suffixes),
+        multiext(
+            layout.reference_index_prefix(aligner="bowtie2"), *ALIGNERS["bowtie2"].index_suffixes
+        ),
     log:
         "results/logs/bowtie2_index/{ref}.log",
     benchmark:

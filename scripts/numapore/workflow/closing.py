@@ -25,9 +25,7 @@ def replaced_results_lines(plan: RunPlan) -> list[str]:
     strategies = {step: plan.host.strategy_for(step) for step in ("alignment", "methylation")}
     overrides = {
         "alignment": plan.host_overrides("strategy.alignment").get("overrides", {}),
-        "methylation": plan.host_overrides("io_mode", "strategy.methylation").get(
-            "overrides", {}
-        ),
+        "methylation": plan.host_overrides("io_mode", "strategy.methylation").get("overrides", {}),
     }
     io = plan.io_mode
     if plan.tune is not None and plan.tune["candidates"]:  # the last tuning's, if any
