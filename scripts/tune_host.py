@@ -4,20 +4,16 @@ files), and on a host of more than one NUMA node the alignment's strategies on i
 tune_strategy), decide by the honest rule, write the tuning record (read by the run) and the
 adoptable host file (numapore.compare.tuning)."""
 
-import json
 import sys
 import time
 from contextlib import nullcontext
 from types import SimpleNamespace
-from datetime import UTC, datetime
 from pathlib import Path
 
-import yaml
-
-from numapore.base.atomic import atomic_output, scratch_dir
+from numapore.base.atomic import scratch_dir
 from numapore.base.rulelog import redirect_to_log
 from numapore.compare.measure import MIN_MEASURABLE_S
-from numapore.compare import tune_strategy, tuning
+from numapore.compare import tune_strategy, tuner, tuning
 from numapore.execution.hosts import load_host_config
 from numapore.execution.io_modes import IO_MODES
 from numapore.execution.steps import run_alignment, run_methylation
@@ -29,13 +25,7 @@ p = smk.params
 settings, candidates = p.settings, p.candidates
 host = load_host_config(p.host)
 started = time.monotonic()
-record = {
-    "format": tuning.FORMAT,
-    "host": tuning.host_name(),  # the machine that measured (on a cluster, a partition's node)
-    "name": Path(smk.output.record).stem,  # what the tuning holds for (tuning.tuning_name)
-    "measured": datetime.now(UTC).isoformat(timespec="seconds"),
-    "host_file": p.host,
-    "key": p.key,
+record = tuning.IO.record(smk.output.record, p.host, p.key) | {
     "candidates": candidates,
     "strategies_why": p.strategies_why,
 }
@@ -148,16 +138,4 @@ with scratch_dir(smk.output.record) as work, signal_storage() as mount:
         log(f"tuning: strategy of {line}")
     if lines:
         record["strategies_why"] = "; ".join(lines)
-record["seconds"] = round(time.monotonic() - started, 2)
-base = yaml.safe_load(Path(p.host).read_text()) or {}
-split = 0  # a host file holds one thread split for instances: the first step's that chose one
-for step, key in tune_strategy.RECORD_KEYS.items():
-    if record.get(key, {}).get("strategy"):
-        name, per_node = tune_strategy.split_name(record[key]["strategy"])
-        base.setdefault("strategy", {})[step] = name
-        if per_node and not split:
-            base["instances_per_node"] = split = per_node
-with atomic_output(Path(smk.output.host)) as tmp:
-    tmp.write_text(tuning.host_yaml(base, record, p.host))
-with atomic_output(Path(smk.output.record)) as tmp:
-    tmp.write_text(json.dumps(record, indent=2) + "\n")
+tuner.write(smk.output, record, tuning.host_yaml, p.host, started)

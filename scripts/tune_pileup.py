@@ -2,17 +2,13 @@
 tuned sample's modBAM with the real engine, decide by the honest rule, write the pileup's tuning
 record (read by the pileup jobs) and its adoptable host file (numapore.compare.tune_pileup)."""
 
-import json
 import sys
 import time
-from datetime import UTC, datetime
 from pathlib import Path
 
-import yaml
-
-from numapore.base.atomic import atomic_output, scratch_dir
+from numapore.base.atomic import scratch_dir
 from numapore.base.rulelog import redirect_to_log
-from numapore.compare import tune_pileup, tuning
+from numapore.compare import tune_pileup, tuner
 from numapore.compare.measure import MIN_MEASURABLE_S
 from numapore.methylation.pileup_settings import pileup_arguments
 
@@ -22,13 +18,7 @@ p = smk.params
 settings = p.settings
 candidates = [tuple(c) for c in p.candidates]
 started = time.monotonic()
-record = {
-    "format": tune_pileup.FORMAT,
-    "host": tuning.host_name(),  # the machine that measured (on a cluster, a partition's node)
-    "name": Path(smk.output.record).name.removesuffix(".pileup.json"),  # tuning.tuning_name
-    "measured": datetime.now(UTC).isoformat(timespec="seconds"),
-    "host_file": smk.input.host,
-    "key": p.key,
+record = tune_pileup.PILEUP.record(smk.output.record, smk.input.host, p.key) | {
     "sample": p.sample,
     "jobs": p.jobs,
     "dropped": p.dropped,
@@ -49,10 +39,5 @@ with scratch_dir(smk.output.record) as work:
 record |= measured
 choice = measured["choice"] or measured["candidates"][0]
 record["pileup"] = tune_pileup.setting_of(choice, candidates)
-record["seconds"] = round(time.monotonic() - started, 2)
 log(f"tuning: pileup: {choice}: {record['why']}")
-base = yaml.safe_load(Path(smk.input.host).read_text()) or {}
-with atomic_output(Path(smk.output.host)) as tmp:
-    tmp.write_text(tune_pileup.host_yaml(base, record, smk.input.host))
-with atomic_output(Path(smk.output.record)) as tmp:
-    tmp.write_text(json.dumps(record, indent=2) + "\n")
+tuner.write(smk.output, record, tune_pileup.host_yaml, smk.input.host, started)

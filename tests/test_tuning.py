@@ -165,6 +165,28 @@ def test_cache_reused_only_for_the_same_key(tmp_path):
     other = tuning.cache_key({"nanopolish": "0.13.2"}, "bwa", "ref.fa", ["f5"], {}, MODES)
     reuse, why = tuning.cached(record, other)
     assert reuse is None and why.startswith("tools, aligner changed")
+    # a plan's cache check (compare.tuner.Tuner.cache): the reused choice in the tuner's words
+    record.write_text(json.dumps({"key": key, "io_mode": "slow5", "why": "x2"}))
+    reuse, why, again = tuning.IO.cache(record, key, "on")
+    assert why.endswith("no measurement; I/O mode slow5 (x2)") and again == 0
+    pileup = tmp_path / "host.pileup.json"
+    pileup.write_text(json.dumps({"key": key, "pileup": {"regions": 2, "threads": 1}, "why": "w"}))
+    assert tune_pileup.PILEUP.cache(pileup, key, "on")[1].endswith("; 2 regions x 1 thread (w)")
+    reuse, why, again = tune_pileup.PILEUP.cache(pileup, key, "again")
+    assert reuse is not None and why == "tune=again: measuring anew" and again > 0
+
+
+def test_strategies_adopted_into_the_host_file():
+    """The adoptable host file takes each step's chosen strategy, and the first thread split."""
+    record = {
+        "strategy": {"strategy": "instances:4"},
+        "methylation_strategy": {"strategy": "instances:2"},
+    }
+    base = {"io_mode": "fast5", "strategy": {"alignment": "none"}}
+    adopted = tune_strategy.adopted(base, record)
+    assert adopted["strategy"] == {"alignment": "instances", "methylation": "instances"}
+    assert adopted["instances_per_node"] == 4 and base["strategy"] == {"alignment": "none"}
+    assert tune_strategy.adopted(base, {"strategy": {"strategy": None}}) == base
 
 
 def test_conversion_of_a_slices_first_read_groups(tmp_path, f2s_dir):

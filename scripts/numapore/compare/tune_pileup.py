@@ -26,8 +26,8 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from numapore.compare.recommend import choose
-from numapore.compare.tuning import CELLS_OF_CAP, order, tuning_files
+from numapore.compare import tuner
+from numapore.compare.tuner import CELLS_OF_CAP, order
 
 # A pileup tuning file's format; a file of another is measured anew.
 FORMAT = 1
@@ -48,11 +48,7 @@ def files(folder: str = "results/tuning", name: str = "") -> dict[str, str]:
     """The pileup's tuning record (JSON) and its adoptable host file (YAML), beside host
     tuning's (numapore.compare.tuning.tuning_files; name: tuning_name()): <name>.pileup.json,
     <name>.pileup.yaml."""
-    names = tuning_files(folder, name)
-    return {
-        "record": names["record"].removesuffix(".json") + ".pileup.json",
-        "host": names["host"].removesuffix(".yaml") + ".pileup.yaml",
-    }
+    return PILEUP.files(folder, name)
 
 
 def candidates(
@@ -83,7 +79,7 @@ def decide(walls: Mapping[str, Sequence[float]], baseline: str, floor_s: float) 
     """The setting to run and why: the fastest median among those that beat the baseline by the
     honest rule (recommend.beats), else the baseline; the baseline's cells must each run at
     least floor_s (the comparison's MIN_MEASURABLE_S)."""
-    return choose(walls, baseline, NOUN, floor_s)
+    return PILEUP.decide(walls, floor_s, baseline=baseline)
 
 
 def window_regions(
@@ -215,7 +211,7 @@ def tune(
     SIZING_ROUNDS cells, never past the genome); the whole pileup (all `jobs` of the run) is
     estimated from them (whole_seconds). Not measured: a whole under the least measurement
     (every cell floor_s), or cells costing more than CELLS_OF_CAP of `share` of it. Then every
-    setting `repeats` times in alternating order (compare.tuning.order); each cell's rows must
+    setting `repeats` times in alternating order (compare.tuner.order); each cell's rows must
     equal the baseline's (RuntimeError otherwise). The record's measured part."""
     import pysam
 
@@ -273,24 +269,25 @@ def tune(
             f"{share:.0%} cap on the whole pileup's {whole:.1f} s, estimated ({how})"
         )
         return result | {"choice": None, "why": why}
-    walls: dict[str, list[float]] = {n: [] for n in names}
-    first = (names[0], 1)
-    for name, repeat in plan:
-        setting = settings[names.index(name)]
-        if (name, repeat) == first:  # the last sizing cell ran this very cell
-            wall, got = probes[-1][1], rows
-        else:
-            cell = folder / f"{name.replace(' ', '')}.r{repeat}"
-            wall, got = run_cell(bam, arguments, setting, window, cores, cell)
-            log(f"tuning: pileup: {name} repeat {repeat}: {wall:.2f} s")
-        if got != rows:
+    last = {"rows": rows}
+
+    def measure(name: str, repeat: int) -> dict[str, float]:
+        cell = folder / f"{name.replace(' ', '')}.r{repeat}"
+        wall, last["rows"] = run_cell(bam, arguments, settings[names.index(name)], window, cores,
+                                      cell)  # fmt: skip
+        return {"wall_s": wall}
+
+    def check(name: str) -> None:
+        if last["rows"] != rows:
             raise RuntimeError(
                 f"tuning: pileup: {name}'s bedMethyl rows differ from {names[0]}'s on "
                 f"{result['slice']['from']} to {result['slice']['to']}: the setting changed "
                 "the output"
             )
-        walls[name].append(wall)
-        result["cells"].append({"setting": name, "repeat": repeat, "wall_s": wall})
+
+    # the last sizing cell ran the baseline's first one
+    done = {(names[0], 1): {"wall_s": probes[-1][1]}}
+    result["cells"], walls = PILEUP.run_cells(names, repeats, measure, log, "", done, check)
     scale = whole / max(1e-9, statistics.median(walls[names[0]]))
     chosen, why = decide(walls, names[0], floor_s)
     return result | {
@@ -317,18 +314,24 @@ def host_yaml(base: Mapping[str, Any], record: Mapping[str, Any], base_file: str
     """The host file to adopt (config/hosts/<hostname>.yaml): the base host file (host
     tuning's, when it ran, else the run's) with the pileup's choice as its `pileup:` section,
     the measurements and the reason as comments."""
-    import yaml
-
-    data = json.loads(json.dumps(dict(base)))
-    data["pileup"] = chosen(record)
     lines = [
         f"# numapore: pileup tuned on {record['host']} ({record['measured']}), from {base_file}.",
         f"# Pileup: {label(list(chosen(record).values()))}: {record['why']}",
+        *tuner.wall_comments(record.get("walls", {}), {}),
     ]
-    for name, walls in record.get("walls", {}).items():
-        lines.append(f"#   {name}: " + ", ".join(f"{w:.2f} s" for w in walls))
-    lines.append("# Copy into config/hosts/<hostname>.yaml to run so without tuning.")
-    return "\n".join(lines) + "\n" + yaml.safe_dump(data, sort_keys=False)
+    return tuner.adoptable(base, {"pileup": chosen(record)}, lines)
+
+
+# The pileup's tuner: its differences from the other tuners (compare.tuner).
+PILEUP = tuner.Tuner(
+    noun=NOUN,
+    cell_key="setting",
+    log_prefix="pileup: ",
+    format=FORMAT,
+    suffix=".pileup",
+    show=lambda parts: f"{parts['wall_s']:.2f} s",
+    said=lambda record: label(list(chosen(record).values())),
+)
 
 
 def cell_main(argv: Sequence[str]) -> int:

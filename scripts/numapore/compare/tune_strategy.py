@@ -2,7 +2,7 @@
 the strategies that do not run the way `none` does on this host are measured on a slice of the
 tuned sample's reads, against `none`, by the comparison's honest rule (numapore.compare.
 recommend.beats), and the run's alignment uses the winner (checkpoint tune_host; the I/O mode's
-tuning is numapore.compare.tuning, whose slice sizing and cell order this reuses).
+tuning is numapore.compare.tuning; the shape both share, numapore.compare.tuner).
 
 Candidates: the concrete strategies laid out as the align step lays them out (numapore.
 execution.plan.plan_step; instances over the advisor's instance groups), less those whose
@@ -17,14 +17,13 @@ from __future__ import annotations
 import io
 import json
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from numapore.base.errors import InputError
-from numapore.compare.recommend import choose
-from numapore.compare.tuning import order, slice_size
+from numapore.compare import tuner
 from numapore.execution.hosts import HostConfig
 from numapore.inputs.kinds import DEFAULT_KIND
 from numapore.execution.plan import StepPlan, plan_step
@@ -39,6 +38,11 @@ STEPS = ("alignment", "methylation")
 ONE_NODE = "nothing to tune: one node (every strategy runs as none does)"
 # Where a tuning record holds each step's block.
 RECORD_KEYS = {"alignment": "strategy", "methylation": "methylation_strategy"}
+# The strategies' tuner: its differences from the other tuners (compare.tuner); its blocks go
+# into the I/O mode's record and host file (compare.tuning).
+STRATEGIES = tuner.Tuner(
+    noun="strategy", cell_key="strategy", log_prefix="strategies: ", baseline=BASELINE
+)
 
 
 def why_not_tuned(host: HostConfig, step: str = STEP) -> str:
@@ -130,7 +134,7 @@ def candidates(
 def decide(walls: dict[str, Sequence[float]], min_measurable: float) -> tuple[str, str]:
     """The strategy to run and why: the fastest median among those that beat none by the
     honest rule (recommend.beats), else none; none's cells must each run min_measurable s."""
-    return choose(walls, BASELINE, "strategy", min_measurable)
+    return STRATEGIES.decide(walls, min_measurable)
 
 
 class ReadSlice:
@@ -222,34 +226,32 @@ def tune(
     log: Callable[[str], None] = print,
 ) -> dict[str, Any]:
     """A first cell (none on the first `first` reads) sizes the slice or says that measuring
-    would cost more than the cap (compare.tuning.slice_size), then every strategy is measured
-    on the slice in alternating order (compare.tuning.order) and the rule decides. On the first
+    would cost more than the cap (compare.tuner.slice_size), then every strategy is measured
+    on the slice in alternating order (compare.tuner.order) and the rule decides. On the first
     cell's slice, that cell is none's first repeat. Returns the record's strategy block: the
     candidates, the first cell, the sizing, the cells, the walls, the choice (None: not
     measured) and why, and the slice's folder (`folder`, where each cell's BAM stays:
     <strategy>.r<repeat>/slice.bam)."""
-    cut = cut_at(first)
-    probe = measure(cut, BASELINE, cut.workdir / f"{BASELINE}.r1", align)
-    log(f"tuning: strategies: first cell, {BASELINE} on {cut.count} of {cut.total} reads: {probe}")
-    plan = order(strategies, repeats)
-    want, sized = slice_size(
-        probe["wall_s"], cut.count, cut.total, len(plan), share, min_measurable
-    )
-    log(f"tuning: strategies: {sized}")
+
+    def cell(cut: ReadSlice, strategy: str, repeat: int) -> dict[str, float]:
+        return measure(cut, strategy, cut.workdir / f"{strategy}.r{repeat}", align)
+
+    cut, probe, want, sized = STRATEGIES.first_cell(
+        cut_at, first, lambda cut: cell(cut, BASELINE, 1), len(strategies) * repeats, share,
+        min_measurable, log,
+    )  # fmt: skip
     result = {"candidates": list(strategies), "probe": {"reads": cut.count, **probe}}
     result |= {"sizing": sized, "cells": [], "walls": {s: [] for s in strategies}}
     if not want:
         return result | {"strategy": None, "why": sized, "reads": cut.count, "folder": cut.workdir}
+    probed = cut.count
     if want > cut.count:
         cut = cut_at(want)
-    for strategy, repeat in plan:
-        if (strategy, repeat) == (BASELINE, 1) and cut.count == result["probe"]["reads"]:
-            parts = probe  # the first cell ran this very cell
-        else:
-            parts = measure(cut, strategy, cut.workdir / f"{strategy}.r{repeat}", align)
-            log(f"tuning: strategies: {strategy} repeat {repeat} on {cut.count} reads: {parts}")
-        result["cells"].append({"strategy": strategy, "repeat": repeat, **parts})
-        result["walls"][strategy].append(parts["wall_s"])
+    done = {(BASELINE, 1): probe} if cut.count == probed else {}  # the first cell ran this one
+    result["cells"], result["walls"] = STRATEGIES.run_cells(
+        strategies, repeats, lambda s, repeat: cell(cut, s, repeat), log,
+        f" on {cut.count} reads", done,
+    )  # fmt: skip
     chosen, why = decide(result["walls"], min_measurable)
     return result | {"strategy": chosen, "why": why, "reads": cut.count, "folder": cut.workdir}
 
@@ -333,22 +335,37 @@ def tune_alignment(
 def chosen(tuning_record: Path, step: str = STEP) -> str:
     """The step's strategy a tuning record chose; '' when it chose none of them (the host
     file's strategy runs: not measured, or nothing to tune)."""
-    block = json.loads(tuning_record.read_text()).get(RECORD_KEYS[step]) or {}
+    block = tuner.read_record(tuning_record).get(RECORD_KEYS[step]) or {}
     return block.get("strategy") or ""
+
+
+def adopted(base: Mapping[str, Any], record: Mapping[str, Any]) -> dict[str, Any]:
+    """A host file's settings (base) with the strategies a tuning record chose (the adoptable
+    host file's, compare.tuning.host_yaml). A host file holds one thread split for instances:
+    the first step's that chose one."""
+    data = json.loads(json.dumps(dict(base)))
+    split = 0
+    for step, key in RECORD_KEYS.items():
+        if record.get(key, {}).get("strategy"):
+            name, per_node = split_name(record[key]["strategy"])
+            data.setdefault("strategy", {})[step] = name
+            if per_node and not split:
+                data["instances_per_node"] = split = per_node
+    return data
 
 
 def add_to_record(run_record: Path, tuning_record: Path, step: str = STEP) -> None:
     """Add the tuning behind a job's strategy to its run record: the tuning file, when it was
     measured, the choice, why and the walls (the alignment's under `tuning`; the calling's,
     whose `tuning` is its I/O mode's, under `strategy_tuning`)."""
-    record = json.loads(run_record.read_text())
-    tuned = json.loads(tuning_record.read_text())
-    block = tuned.get(RECORD_KEYS[step]) or {}
+
+    def picked(tuned: Mapping[str, Any]) -> dict[str, Any]:
+        block = tuned.get(RECORD_KEYS[step]) or {}
+        fields = ("strategy", "why", "walls", "candidates")
+        return {"measured": tuned.get("measured")} | {k: block.get(k) for k in fields}
+
     key = "tuning" if step == STEP else "strategy_tuning"
-    record[key] = {"record": str(tuning_record), "measured": tuned.get("measured")} | {
-        k: block.get(k) for k in ("strategy", "why", "walls", "candidates")
-    }
-    run_record.write_text(json.dumps(record, indent=2) + "\n")
+    tuner.add_to_run_record(run_record, key, tuning_record, picked)
 
 
 def tune_calling(

@@ -4,7 +4,8 @@ one place for the decision: which candidates there are, how the slice is cut, th
 (numapore.compare.recommend.beats: a candidate wins only if it beats the simpler one in every
 repeat, by more than the repeats' spread and by at least 5 %), the time cap, the cache key and
 the files written (results/tuning/<host>.json, the record the run reads; <host>.yaml, a host
-file the user can adopt as it is).
+file the user can adopt as it is). The shape it shares with the strategies' and the pileup's
+tuners (cells, decision, record, cache check) is numapore.compare.tuner's.
 
 What is tuned in this version: the I/O mode of the methylation calling (fast5, fast5-pool,
 slow5: those that read every sample's raw signal; fast5 is the simpler one); on a host of more
@@ -17,11 +18,8 @@ The workflow imports this module at DAG time (the cache check): it stays free of
 
 from __future__ import annotations
 
-import json
 import math
 import os
-import re
-import socket
 import statistics
 import subprocess
 import sys
@@ -31,14 +29,21 @@ from pathlib import Path
 from typing import Any
 
 from numapore.base.errors import InputError
-from numapore.compare.recommend import choose
+from numapore.compare import tune_strategy, tuner
 from numapore.execution.io_modes import IO_MODES, io_mode
+
+# What the workflow and the other tuners import from here, shared by every tuner (tuner).
+from numapore.compare.tuner import CELLS_OF_CAP as CELLS_OF_CAP
+from numapore.compare.tuner import NAME_ENV as NAME_ENV
+from numapore.compare.tuner import cached as cached
+from numapore.compare.tuner import host_name as host_name
+from numapore.compare.tuner import order as order
+from numapore.compare.tuner import settings as settings
+from numapore.compare.tuner import slice_size as slice_size
+from numapore.compare.tuner import tuning_name as tuning_name
 
 # The simpler I/O mode every other is measured against (the comparison's baseline).
 BASELINE = "fast5"
-# The share of the cap the cells may take: the rest is the tuning's own fixed costs (its job's
-# start, the slices' alignment, nanopolish loading the reference), which the cells do not time.
-CELLS_OF_CAP = 0.5
 # A tuning file's format; a file of another is measured anew (2: nanopolish's start timed
 # apart and the conversion's readers counted, so a format-1 choice may differ).
 FORMAT = 2
@@ -53,51 +58,20 @@ LATENCY_PROBES = 8
 # again (worth measuring: "measure", else "skip").
 PAYBACK_ENV = "NUMAPORE_TUNING_PAYBACK"
 PROBE_BYTES = 4096
-MODES = ("off", "on", "again")
-# The partition of every job of a cluster run (profiles/slurm reads it too).
-PARTITION_ENV = "NUMAPORE_SLURM_PARTITION"
-# The run's tuning name, from its main process to its jobs' (which parse the workflow again on
-# a cluster node, where the executor is another and the hostname the node's).
-NAME_ENV = "NUMAPORE_TUNING_NAME"
-
-
-def settings(config: Mapping[str, Any]) -> dict[str, Any]:
-    """The run's tuning settings: config `tuning:` with `mode` from config `tune` (off, on,
-    again). InputError naming the key for another value (the schema checks the section)."""
-    mode = str(config.get("tune", "off"))
-    if mode not in MODES:
-        raise InputError(f"config tune: {mode!r} is not one of {', '.join(MODES)}")
-    return {**config["tuning"], "mode": mode}
-
-
-def host_name() -> str:
-    """This machine's short hostname (its host file's name in config/hosts/ too, where
-    numapore finds it by itself): the tuning files' name on a local run."""
-    return socket.gethostname().split(".")[0]
-
-
-def tuning_name(config: Mapping[str, Any] | None = None, executor: str = "") -> str:
-    """The name the tuning files carry: what a tuning holds for. A cluster run (the slurm
-    executor, host_check: jobs or a partition in PARTITION_ENV: what profiles/slurm sets)
-    measures on a node of the partition its jobs go to, and a partition is one node type:
-    `partition-<name>` from PARTITION_ENV (the profile's partition of every job),
-    `partition-default` without it (the cluster's default). So a partition is tuned once,
-    whichever of its nodes measured and wherever the run was submitted from. A local run:
-    host_name(). A job's process takes its run's name from NAME_ENV (its main process's)."""
-    if os.environ.get(NAME_ENV):
-        return os.environ[NAME_ENV]
-    cluster = (config or {}).get("host_check") == "jobs" or executor == "slurm"
-    if not (cluster or os.environ.get(PARTITION_ENV)):
-        return host_name()
-    partition = os.environ.get(PARTITION_ENV) or "default"
-    return "partition-" + re.sub(r"[^A-Za-z0-9._-]", "_", partition)
+# The I/O mode's tuner: its differences from the other tuners (compare.tuner).
+IO = tuner.Tuner(
+    noun="mode",
+    cell_key="io_mode",
+    baseline=BASELINE,
+    format=FORMAT,
+    said=lambda record: f"I/O mode {record['io_mode']}",
+)
 
 
 def tuning_files(folder: str | os.PathLike = "results/tuning", name: str = "") -> dict[str, str]:
     """The tuning record (JSON, read by the run) and the adoptable host file (YAML), named
     `name` (tuning_name(); default host_name())."""
-    name = name or host_name()
-    return {"record": f"{folder}/{name}.json", "host": f"{folder}/{name}.yaml"}
+    return IO.files(folder, name)
 
 
 def io_candidates(signal_formats: Iterable[str]) -> list[str]:
@@ -129,22 +103,6 @@ def cache_key(
         "storage": dict(storage),
         "candidates": list(candidates),
     }
-
-
-def cached(record_path: str | os.PathLike, key: Mapping[str, Any]) -> tuple[dict | None, str]:
-    """The tuning record to reuse (None: measure) and why, in words."""
-    path = Path(record_path)
-    if not path.is_file():
-        return None, f"nothing measured yet: no {path}"  # the host's record, or its pileup's
-    try:
-        record = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None, f"{path} is unreadable"
-    old = record.get("key", {})
-    changed = [k for k in key if old.get(k) != key[k]]
-    if changed:
-        return None, f"{', '.join(changed)} changed since {path} was measured"
-    return record, f"reusing {path} (measured {record.get('measured', '?')}): no measurement"
 
 
 def count_reads(path: str | os.PathLike) -> int:
@@ -258,7 +216,7 @@ def decide(
     time being the effect the rule weighs against the spread. estimates: each cell's time
     scaled to the whole run part by part (whole_run_seconds), which the rule then weighs
     instead of the slice's walls."""
-    return choose(walls, BASELINE, "mode", min_measurable, estimates)
+    return IO.decide(walls, min_measurable, estimates)
 
 
 def further_read_s(start_s: float, all_s: float, reads: int) -> float:
@@ -328,61 +286,15 @@ def first_groups(
     return len(layout), taken
 
 
-def order(candidates: Sequence[str], repeats: int) -> list[tuple[str, int]]:
-    """The cells in run order: repeat 1 in the candidates' order, repeat 2 reversed, ... (a
-    drifting load falls on no mode in particular; the baseline first: the quick first cell)."""
-    cells = []
-    for repeat in range(1, repeats + 1):
-        modes = list(candidates) if repeat % 2 else list(reversed(candidates))
-        cells += [(mode, repeat) for mode in modes]
-    return cells
-
-
-def slice_size(
-    probe_s: float, probe_reads: int, total_reads: int, cells: int, share: float, floor_s: float
-) -> tuple[int, str]:
-    """The slice's reads, sized from a first quick cell (the baseline on probe_reads reads,
-    probe_s seconds): enough that a baseline cell runs 1.5 x floor_s (the comparison's
-    MIN_MEASURABLE_S), at least probe_reads; 0 when the cells and the first one would cost more
-    than CELLS_OF_CAP of the cap, `share` of the whole run (the baseline's time per read x the
-    sample's reads); with the reason in words."""
-    per_read = probe_s / max(1, probe_reads)
-    want = probe_reads
-    if probe_s < floor_s:
-        want = math.ceil(1.5 * floor_s / per_read) if per_read else total_reads
-    want = min(want, total_reads)
-    whole = per_read * total_reads
-    cost = probe_s + per_read * want * cells
-    if cost > CELLS_OF_CAP * share * whole:
-        return 0, (
-            f"measuring {cells} cells of {want} reads would take about {cost:.1f} s, more than "
-            f"{CELLS_OF_CAP:.0%} of the {share:.0%} cap on the whole run's {whole:.1f} s "
-            f"(estimated from a first cell of {probe_s:.2f} s on {probe_reads} of "
-            f"{total_reads} reads): not measured"
-        )
-    return want, f"{cells} cells of {want} reads, about {cost:.1f} s of the run's {whole:.1f} s"
-
-
 def host_yaml(base: Mapping[str, Any], record: Mapping[str, Any], base_file: str) -> str:
     """The host file the user can adopt as it is (config/hosts/<hostname>.yaml): the base host
-    file's settings with the chosen I/O mode, and the measurements and the reason as comments."""
-    import yaml
-
-    data = json.loads(json.dumps(dict(base)))
-    data["io_mode"] = record["io_mode"]
-    data["description"] = f"tuned by numapore on {record['measured']} (from: {base_file})"
+    file's settings with the chosen I/O mode and strategies (tune_strategy.adopted), and the
+    measurements and the reasons as comments."""
     lines = [
         f"# numapore: tuned on {record['host']} ({record['measured']}), from {base_file}.",
         f"# I/O mode: {record['io_mode']}: {record['why']}",
+        *tuner.wall_comments(record.get("walls", {}), record.get("estimates", {})),
     ]
-    estimates = record.get("estimates", {})
-    for mode, cells in record.get("walls", {}).items():
-        if cells:
-            whole = ", ".join(f"{w:.0f} s" for w in estimates.get(mode, []))
-            lines.append(
-                f"#   {mode}: " + ", ".join(f"{w:.2f} s" for w in cells)
-                + (f" on the slice; the whole run, estimated: {whole}" if whole else "")
-            )  # fmt: skip
     if record.get("slice"):
         s = record["slice"]
         lines.append(
@@ -390,19 +302,20 @@ def host_yaml(base: Mapping[str, Any], record: Mapping[str, Any], base_file: str
             f"({s['files']} signal files); tuning took {record.get('seconds', 0):.1f} s"
         )
     lines.append(f"# Strategies: {record.get('strategies_why', '')}")
-    lines.append("# Copy into config/hosts/<hostname>.yaml to run so without tuning.")
-    return "\n".join(lines) + "\n" + yaml.safe_dump(data, sort_keys=False)
+    chosen = {
+        "io_mode": record["io_mode"],
+        "description": f"tuned by numapore on {record['measured']} (from: {base_file})",
+    }
+    return tuner.adoptable(tune_strategy.adopted(base, record), chosen, lines)
 
 
 def add_to_record(run_record: Path, tuning_record: Path) -> None:
     """Add the tuning behind a step's I/O mode to its job's run record (the provenance page
     shows it): the tuning file, when it was measured, the choice, the reason and the walls."""
-    record = json.loads(run_record.read_text())
-    tuned = json.loads(tuning_record.read_text())
-    record["tuning"] = {"record": str(tuning_record)} | {
-        k: tuned.get(k) for k in ("measured", "io_mode", "why", "walls", "estimates", "slice")
-    }
-    run_record.write_text(json.dumps(record, indent=2) + "\n")
+    fields = ("measured", "io_mode", "why", "walls", "estimates", "slice")
+    tuner.add_to_run_record(
+        run_record, "tuning", tuning_record, lambda tuned: {k: tuned.get(k) for k in fields}
+    )
 
 
 def group_names(path: str | os.PathLike) -> list[tuple[str, bool]]:
@@ -598,31 +511,30 @@ def tune(
     fast5-pool's readers; call_jobs: the run's call jobs of the sample). Returns the record's
     measured part: the probe, the cells, the walls per mode on the slice and their estimates
     for the whole run, the chosen mode (None: not measured), why, and the slice."""
-    cut = cut_at(first_reads)
-    probe = measure_mode(cut, BASELINE, cut.workdir / "probe", run_calls, processes)
-    log(f"tuning: first cell, {BASELINE} on {cut.count} of {cut.total} reads: {probe}")
     plan = order(candidates, repeats)
-    want, sized = slice_size(
-        probe["wall_s"], cut.count, cut.total, len(plan), share, min_measurable
+
+    def probe(cut: Slice) -> dict[str, float]:
+        return measure_mode(cut, BASELINE, cut.workdir / "probe", run_calls, processes)
+
+    cut, parts, want, sized = IO.first_cell(
+        cut_at, first_reads, probe, len(plan), share, min_measurable, log
     )
-    log(f"tuning: {sized}")
-    result = {"probe": {"reads": cut.count, **probe}, "sizing": sized}
+    result = {"probe": {"reads": cut.count, **parts}, "sizing": sized}
     if not want:
         return result | {"walls": {}, "cells": [], "io_mode": None, "why": sized, "slice": cut}
     if want > cut.count:
         cut = cut_at(want)
-    cells, walls, estimates = [], {m: [] for m in candidates}, {m: [] for m in candidates}
     files = len(cut.files)
-    for mode, repeat in plan:
+
+    def measure(mode: str, repeat: int) -> dict[str, float]:
         parts = measure_mode(cut, mode, cut.workdir / f"{mode}.r{repeat}", run_calls, processes)
         run_s = whole_run_seconds(
             parts, cut.count, files, cut.total, total_files or files, processes, call_jobs
         )
-        parts["run_s"] = round(run_s, 1)
-        cells.append({"io_mode": mode, "repeat": repeat, **parts})
-        walls[mode].append(parts["wall_s"])
-        estimates[mode].append(parts["run_s"])
-        log(f"tuning: {mode} repeat {repeat} on {cut.count} reads: {parts}")
+        return parts | {"run_s": round(run_s, 1)}
+
+    cells, walls = IO.run_cells(candidates, repeats, measure, log, f" on {cut.count} reads")
+    estimates = {m: [c["run_s"] for c in cells if c["io_mode"] == m] for m in candidates}
     chosen, why = decide(walls, min_measurable, estimates)
     return result | {
         "cells": cells, "walls": walls, "estimates": estimates, "io_mode": chosen, "why": why,
