@@ -7,7 +7,6 @@ plan's notes."""
 from __future__ import annotations
 
 import os
-import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -83,12 +82,9 @@ def host_tuning(plan: RunPlan, main_process: bool) -> dict[str, Any] | None:
     if strategy_steps:
         key["strategies"] = strategy_steps
     files = tuning.tuning_files(name=plan.tuning_name)
-    reuse, why = tuning.cached(files["record"], key)
-    if settings["mode"] == "again":
-        why = "tune=again: measuring anew"
-    elif reuse is not None:
-        why += f"; I/O mode {reuse['io_mode']} ({reuse['why']})"
-    elif settings["check_payback"] and len(candidates) > 1 and not strategy_steps:
+    reuse, why, again = tuning.IO.cache(files["record"], key, settings["mode"])
+    measuring = settings["mode"] != "again" and reuse is None
+    if measuring and settings["check_payback"] and len(candidates) > 1 and not strategy_steps:
         # Before any job: a sample too small for any I/O mode to save what measuring costs
         # runs the host file's mode, with no tuning job. Only when no strategy is tuned either.
         # Timed once, by the main process: a job's process (a cluster job parses the workflow
@@ -123,8 +119,7 @@ def host_tuning(plan: RunPlan, main_process: bool) -> dict[str, Any] | None:
         "settings": settings,
         "strategy_steps": strategy_steps,
         "strategies_why": strategies_why,
-        # tune=again: a param that differs from the last run's, so Snakemake runs it again.
-        "again": time.time_ns() if settings["mode"] == "again" else 0,
+        "again": again,  # tune=again: a new value each run, so Snakemake runs the job again
     }
 
 
@@ -189,11 +184,7 @@ def pileup_tuning(
         "slice": {k: settings[k] for k in ("repeats", "share")},
     }
     files = tune_pileup.files(name=plan.tuning_name)
-    reuse, why = tuning.cached(files["record"], key)
-    if settings["mode"] == "again":
-        why = "tune=again: measuring anew"
-    elif reuse is not None:
-        why += f"; {tune_pileup.label(list(tune_pileup.chosen(reuse).values()))} ({reuse['why']})"
+    _, why, again = tune_pileup.PILEUP.cache(files["record"], key, settings["mode"])
     _say(plan, main_process, f"pileup: {why}")
     return {
         "sample": name,
@@ -205,7 +196,7 @@ def pileup_tuning(
         "key": key,
         "files": files,
         "settings": settings,
-        "again": time.time_ns() if settings["mode"] == "again" else 0,
+        "again": again,
     }
 
 
