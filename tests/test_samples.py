@@ -10,6 +10,7 @@ from snakemake.utils import validate
 
 from numapore.inputs.schema import check_sheet
 from numapore.signal.fast5 import list_fast5
+from numapore.workflow.layout import SIMULATED
 from numapore.inputs.sheet import (
     InputError,
     check_signal,
@@ -104,7 +105,7 @@ def test_duplicate_samples_and_clashing_reference_names(inputs):
 
 def test_simulated_samples_join_the_sheets(inputs):
     path = sheet(inputs, "s1\tf5\treads.fastq\tref.fa")
-    simulated = simulated_samples({"sim": {"reference": "ref.fa"}}, inputs)
+    simulated = simulated_samples({"sim": {"reference": "ref.fa"}}, inputs, Path(SIMULATED))
     assert simulated["sim"].reads == Path("results/simulated/sim/reads.fastq")
     assert simulated["sim"].signal == (Path("results/simulated/sim/fast5_multi"),)
     both = combine_samples(load_samples(read_sheet(path), path, inputs), simulated, path)
@@ -115,8 +116,10 @@ def test_simulated_samples_join_the_sheets(inputs):
     with pytest.raises(InputError, match="no samples"):
         combine_samples(load_samples(read_sheet(empty), empty, inputs), {}, empty)
     with pytest.raises(InputError, match="simulate.bad: reference .* does not exist"):
-        simulated_samples({"bad": {"reference": "nope.fa"}}, inputs)
-    modbam = simulated_samples({"m": {"reference": "ref.fa", "kind": "modbam"}}, inputs)["m"]
+        simulated_samples({"bad": {"reference": "nope.fa"}}, inputs, Path(SIMULATED))
+    modbam = simulated_samples(
+        {"m": {"reference": "ref.fa", "kind": "modbam"}}, inputs, Path(SIMULATED)
+    )["m"]
     assert (modbam.kind, modbam.signal) == ("modbam", ())
     assert modbam.reads == Path("results/simulated/m/reads.modbam.bam")
 
@@ -247,7 +250,9 @@ def test_group_column_parsed_and_a_malformed_group_named(inputs):
     path.write_text("sample\tsignal\treads\treference\tgroup\n" + "\n".join(rows) + "\n")
     samples = load_samples(read_sheet(path), path, inputs)
     assert [s.group for s in samples.values()] == ["tumour", "normal", "tumour", ""]
-    simulated = simulated_samples({"sim": {"reference": "ref.fa", "group": "normal"}}, inputs)
+    simulated = simulated_samples(
+        {"sim": {"reference": "ref.fa", "group": "normal"}}, inputs, Path(SIMULATED)
+    )
     both = combine_samples(samples, simulated, path)
     assert sample_groups(both) == {"tumour": ["t1", "t2"], "normal": ["n1", "sim"]}
     schema = yaml.safe_load((REPO / "workflow/schemas/samples.schema.yaml").read_text())

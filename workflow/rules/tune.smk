@@ -15,8 +15,8 @@ checkpoint tune_host:
         reference=lambda wc: jobs.reference_fasta(PLAN, TUNE["sample"]),
         index=lambda wc: PLAN.aligner_index_files(TUNE["sample"], PLAN.aligner),
     output:
-        record=tuning.tuning_files(name=TUNING_NAME)["record"],
-        host=tuning.tuning_files(name=TUNING_NAME)["host"],
+        record=tuning.tuning_files(layout.TUNING, TUNING_NAME)["record"],
+        host=tuning.tuning_files(layout.TUNING, TUNING_NAME)["host"],
     log:
         f"results/logs/tune_host/{TUNING_NAME}.log",
     benchmark:
@@ -60,8 +60,8 @@ checkpoint tune_pileup:
         reference=lambda wc: jobs.reference_fasta(PLAN, TUNE_PILEUP["sample"]),
         host=tuning_plans.tuned_pileup_base(PLAN),
     output:
-        record=tune_pileup.files(name=TUNING_NAME)["record"],
-        host=tune_pileup.files(name=TUNING_NAME)["host"],
+        record=tune_pileup.files(layout.TUNING, TUNING_NAME)["record"],
+        host=tune_pileup.files(layout.TUNING, TUNING_NAME)["host"],
     log:
         f"results/logs/tune_pileup/{TUNING_NAME}.log",
     benchmark:

@@ -44,7 +44,7 @@ def label(setting: Sequence[int]) -> str:
     return f"{regions} region{'s' * (regions > 1)} x {threads} thread{'s' * (threads > 1)}"
 
 
-def files(folder: str = "results/tuning", name: str = "") -> dict[str, str]:
+def files(folder: str, name: str = "") -> dict[str, str]:
     """The pileup's tuning record (JSON) and its adoptable host file (YAML), beside host
     tuning's (numapore.compare.tuning.tuning_files; name: tuning_name()): <name>.pileup.json,
     <name>.pileup.yaml."""

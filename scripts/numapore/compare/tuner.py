@@ -146,7 +146,7 @@ class Tuner:
     show: Callable[[Mapping[str, Any]], str] = str
     said: Callable[[Mapping[str, Any]], str] = str
 
-    def files(self, folder: str | os.PathLike = "results/tuning", name: str = "") -> dict[str, str]:
+    def files(self, folder: str | os.PathLike, name: str = "") -> dict[str, str]:
         """The tuning record (JSON, read by the run) and the adoptable host file (YAML), named
         `name` (tuning_name(); default host_name()) and the tuner's suffix."""
         stem = f"{folder}/{name or host_name()}{self.suffix}"

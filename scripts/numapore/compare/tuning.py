@@ -68,7 +68,7 @@ IO = tuner.Tuner(
 )
 
 
-def tuning_files(folder: str | os.PathLike = "results/tuning", name: str = "") -> dict[str, str]:
+def tuning_files(folder: str | os.PathLike, name: str = "") -> dict[str, str]:
     """The tuning record (JSON, read by the run) and the adoptable host file (YAML), named
     `name` (tuning_name(); default host_name())."""
     return IO.files(folder, name)

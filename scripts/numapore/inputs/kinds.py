@@ -14,17 +14,17 @@ from dataclasses import dataclass, field
 
 from numapore.base.errors import InputError
 
-# How a kind's reads are staged under results/{sample}/reads/ (rules/reads.smk), by name.
+# How a kind's reads are staged (rules/reads.smk; where: numapore.workflow.layout.staged_reads_of).
 STAGINGS = {
     # checked, and staged once per signal format nanopolish reads (fast5 or blow5): its read
     # index beside them names where each read's signal is (rule stage_reads)
-    "basecalls": "results/{sample}/reads/{signal}/{sample}.{fmt}",
+    "basecalls",
     # the records of a modBAM as FASTQ whose headers carry MM/ML/MN, for the aligner to copy
     # into its records; the read ids, counts and untagged reads beside them for the accounting
     # (numapore.inputs.modbam_reads, rule stage_modbam_reads)
-    "tagged": "results/{sample}/reads/modbam/{sample}.fastq",
+    "tagged",
     # checked, pairs side by side (rules stage_short_reads, stage_paired_reads)
-    "short_reads": "results/{sample}/reads/{layout}/{name}.{fmt}",
+    "short_reads",
 }
 
 # The steps a kind can run (workflow stage names).
@@ -82,18 +82,6 @@ class InputKind:
         """Whether its reads carry their modification calls (MM/ML) through staging into the
         aligner's records, with the staging's counts and read ids for the accounting."""
         return self.staging == "tagged"
-
-    def staged_reads(self, sample: str, fmt: str, paired: bool, signal: str) -> str:
-        """The path of a sample's staged reads (R1 of pairs), as its staging writes them (fmt:
-        the staged format; signal: the format nanopolish reads the signal from, fast5 or
-        blow5, for kinds that stage per signal format)."""
-        return STAGINGS[self.staging].format(
-            sample=sample,
-            fmt=fmt,
-            signal=signal,
-            layout="paired" if paired else "single",
-            name=f"{sample}.1" if paired else sample,
-        )
 
     def minimap2_preset(self, settings: dict[str, dict]) -> str:
         """minimap2's -x for this kind, index and alignment alike: the configured one where the

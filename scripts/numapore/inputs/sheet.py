@@ -389,14 +389,14 @@ def check_staged_input(sample: Sample, kind: InputKind, key: str) -> None:
         check_reads(sample.reads, key)
 
 
-def simulated_samples(simulate: dict[str, dict], base: Path) -> dict[str, Sample]:
-    """Samples the simulator makes (config `simulate:`), at their paths under results/: raw
+def simulated_samples(simulate: dict[str, dict], base: Path, folder: Path) -> dict[str, Sample]:
+    """Samples the simulator makes (config `simulate:`), at their paths in folder/<name>: raw
     signal and its basecalls (kind signal, the default), or an unaligned modBAM (kind modbam)."""
     samples = {}
     for name, settings in simulate.items():
         reference = base / settings["reference"]
         check_reference(reference, f"config simulate.{name}")
-        out = Path("results/simulated") / name
+        out = folder / name
         kind = KINDS[settings.get("kind", DEFAULT_KIND)]
         if not kind.needs_signal:  # the simulator's basecalled modBAM
             samples[name] = Sample(

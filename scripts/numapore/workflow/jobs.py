@@ -27,7 +27,8 @@ def staged_reads(plan: RunPlan, name: str, io_mode: str) -> str:
     headers; a short sample's checked reads (R1 of pairs)."""
     sample = plan.samples[name]
     signal = IO_MODES[io_mode].signal_format
-    return sample.input_kind.staged_reads(sample.name, sample.reads_format, sample.paired, signal)
+    staging = sample.input_kind.staging
+    return layout.staged_reads_of(staging, name, sample.reads_format, sample.paired, signal)
 
 
 def staged_reads2(plan: RunPlan, name: str) -> list[str] | str:

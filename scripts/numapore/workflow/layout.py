@@ -26,6 +26,17 @@ def reference_index_prefix(ref: str = "{ref}", aligner: str = A) -> str:
 # ---- reads
 
 
+def staged_reads_of(staging: str, sample: str, fmt: str, paired: bool, signal: str) -> str:
+    """A sample's staged reads (R1 of pairs) as its kind's staging (numapore.inputs.kinds
+    STAGINGS) writes them: basecalls once per signal format nanopolish reads ('fast5',
+    'blow5'), a modBAM's records as tagged FASTQ, short reads single or paired."""
+    if staging == "basecalls":
+        return staged_reads(sample, signal, fmt)
+    if staging == "tagged":
+        return modbam_staging(sample, "fastq")
+    return paired_reads(sample, 1, fmt) if paired else staged_reads(sample, "single", fmt)
+
+
 def staged_reads(sample: str = S, kind: str = "{signal}", fmt: str = "{fmt}") -> str:
     """A sample's reads as staged: kind 'fast5' or 'blow5' (nanopolish's read index beside them
     points at that signal), 'modbam' (FASTQ with the tags in the headers), 'single'; 'paired'
@@ -125,10 +136,13 @@ def cohort_table(ref: str = "{ref}", aligner: str = A, motif: str = M, suffix: s
 # ---- simulated samples
 
 
+SIMULATED = f"{RESULTS}/simulated"
+
+
 def simulated(sample: str = S, name: str = "truth.tsv") -> str:
     """A simulated sample's files: 'truth.tsv', 'regions.bed', 'reads.fastq',
     'reads.modbam.bam', 'fast5_multi'."""
-    return f"{RESULTS}/simulated/{sample}/{name}"
+    return f"{SIMULATED}/{sample}/{name}"
 
 
 # ---- reports
@@ -164,6 +178,11 @@ def dmr_shard(contrast: str = "{contrast}", shard: str = "{shard}", suffix: str 
 def dss_summary(shard: str = "{shard}") -> str:
     """DSS's summary of one shard's tests."""
     return f"{RESULTS}/dmr/shards/{shard}.dss.txt"
+
+
+# ---- host tuning's records and adoptable host files (numapore.compare.tuning, tune_pileup)
+
+TUNING = f"{RESULTS}/tuning"
 
 
 # ---- the strategy comparison

@@ -283,7 +283,7 @@ def load_run_samples(config: dict[str, Any], schemas: Path, workdir: Path):
     table = read_checked_sheet(sheet, yaml.safe_load((schemas / "samples.schema.yaml").read_text()))
     validate(table, schema=str(schemas / "samples.schema.yaml"))
     from_sheet = load_samples(table, sheet, workdir)
-    simulated = simulated_samples(config["simulate"], workdir)
+    simulated = simulated_samples(config["simulate"], workdir, Path(layout.SIMULATED))
     samples = combine_samples(from_sheet, simulated, sheet)
     return samples, from_sheet, simulated
 

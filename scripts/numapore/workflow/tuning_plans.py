@@ -15,6 +15,7 @@ from numapore.compare import tune_pileup, tune_strategy, tuning
 from numapore.compare.measure import MIN_MEASURABLE_S
 from numapore.execution.io_modes import check_run as check_io_mode
 from numapore.execution.versions import tool_versions
+from numapore.workflow import layout
 
 if TYPE_CHECKING:
     from numapore.workflow.plan import RunPlan
@@ -81,7 +82,7 @@ def host_tuning(plan: RunPlan, main_process: bool) -> dict[str, Any] | None:
     ) | {"slice": {k: settings[k] for k in ("reads", "repeats", "share")}}
     if strategy_steps:
         key["strategies"] = strategy_steps
-    files = tuning.tuning_files(name=plan.tuning_name)
+    files = tuning.tuning_files(layout.TUNING, plan.tuning_name)
     reuse, why, again = tuning.IO.cache(files["record"], key, settings["mode"])
     measuring = settings["mode"] != "again" and reuse is None
     if measuring and settings["check_payback"] and len(candidates) > 1 and not strategy_steps:
@@ -183,7 +184,7 @@ def pileup_tuning(
         "candidates": [tune_pileup.label(c) for c in candidates],
         "slice": {k: settings[k] for k in ("repeats", "share")},
     }
-    files = tune_pileup.files(name=plan.tuning_name)
+    files = tune_pileup.files(layout.TUNING, plan.tuning_name)
     _, why, again = tune_pileup.PILEUP.cache(files["record"], key, settings["mode"])
     _say(plan, main_process, f"pileup: {why}")
     return {
@@ -205,4 +206,4 @@ def tuned_pileup_base(plan: RunPlan) -> str:
     <host>.yaml) when it runs, else the run's."""
     if plan.tune is None:
         return plan.host_file
-    return tuning.tuning_files(name=plan.tuning_name)["host"]
+    return tuning.tuning_files(layout.TUNING, plan.tuning_name)["host"]
