@@ -77,7 +77,7 @@ if workflow.is_main_process:
         say([_line], _level)
 
 # The names the rules use.
-SAMPLES, HOST, HOST_FILE, RUN_CORES = PLAN.samples, PLAN.host, PLAN.host_file, PLAN.cores
+SAMPLES, HOST_FILE, RUN_CORES = PLAN.samples, PLAN.host_file, PLAN.cores
 TUNE, TUNE_PILEUP, TUNING_NAME = PLAN.tune, PLAN.tune_pileup, PLAN.tuning_name
 TUNED_STEP = tuning_plans.tuned_step(PLAN)
 DMR_CONTRASTS, COMPARE_CELLS = PLAN.contrasts, PLAN.compare_cells
@@ -86,9 +86,7 @@ WILDCARD_PATTERNS_DMR = PLAN.contrast_pattern()
 REFERENCES = PLAN.references
 ONE_CALL_SHARD, ONE_ALIGN_SHARD = PLAN.one_call_shard, PLAN.one_align_shard
 STAGING_STREAMS = PLAN.staging_streams
-# A step not scattered names its one shard '1-of-1' in its logs, as a scattered run's shards.
-CALL_SHARD = "1-of-1" if ONE_CALL_SHARD else "{shard}"
-ALIGN_SHARD = "1-of-1" if ONE_ALIGN_SHARD else "{shard}"
+CALL_SHARD, ALIGN_SHARD = PLAN.job_shard("methylation"), PLAN.job_shard("alignment")
 DMR_SHARDS = PLAN.shard_ids("dmr")
 MULTIQC_REPORT, COMPARISON_REPORT = layout.MULTIQC_REPORT, layout.COMPARISON_REPORT
 # The threads of the one-thread steps that mostly read files (nanopolish index, the signal
@@ -214,16 +212,6 @@ def haplotype_pileup_inputs(wildcards):
     return {k: inputs[k] for k in ("bam", "bai", "reference")}
 
 
-def sample_param(attribute):
-    """A params function: an attribute of the job's sample, as a string for paths."""
-
-    def value(wildcards):
-        found = getattr(SAMPLES[wildcards.sample], attribute)
-        return str(found) if isinstance(found, Path) else found
-
-    return value
-
-
 def kind_param(attribute):
     """A params function: what the job's sample's input kind says (numapore.inputs.kinds)."""
     return lambda wildcards: getattr(SAMPLES[wildcards.sample].input_kind, attribute)
@@ -249,17 +237,17 @@ def alignment_reports_threads(wildcards):
 
 def io_processes(wildcards, threads):
     """FAST5 reader processes (conversion, fast5-pool): the host's io_processes, else threads."""
-    return HOST.io_processes or threads
+    return PLAN.host.io_processes or threads
 
 
 def cluster_cpus(step):
     """Slurm cpus_per_task of a heavy step's jobs: every CPU of the host when it owns the node."""
-    return lambda wildcards, threads: job_cpus(HOST, step, threads)
+    return lambda wildcards, threads: job_cpus(PLAN.host, step, threads)
 
 
 def cluster_node(step):
     """Slurm slurm_extra of a heavy step's jobs: --exclusive when it must own the node."""
-    return lambda wildcards: node_request(HOST, step)
+    return lambda wildcards: node_request(PLAN.host, step)
 
 
 def hidden_temp(wildcards, output):

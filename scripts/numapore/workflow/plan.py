@@ -99,6 +99,12 @@ class RunPlan:
         """The alignment not scattered: the align job makes and finishes the sample's BAM."""
         return self.config["scatter"]["alignment"] == 1
 
+    def job_shard(self, step: str) -> str:
+        """The shard in the names of a step's job logs: '1-of-1' when the step is not
+        scattered (its one job names itself as a scattered run's shards do), else the
+        wildcard."""
+        return "{shard}" if self.config["scatter"][step] > 1 else "1-of-1"
+
     @property
     def staging_streams(self) -> bool:
         """Whether a modBAM sample's staged reads stream into its one align job through a
