@@ -24,10 +24,10 @@ except ImportError as _err:
 os.environ.update(NUMAPORE_SOURCE=str(Path(workflow.basedir).parent))
 from numapore.execution.cluster import job_cpus, node_request  # noqa: E402
 from numapore.compare.cells import Cell, compared_sample, matrix, measured_steps  # noqa: E402
-from numapore.methylation.calls import llr_probability  # noqa: E402
+from numapore.nanopolish.calls import llr_probability  # noqa: E402
 from numapore.methylation.motifs import MOTIFS  # noqa: E402
 from numapore.methylation.dmr import plan as plan_contrasts  # noqa: E402
-from numapore.methylation.pileup_settings import SettingsError, check_settings  # noqa: E402
+from numapore.pileup.settings import SettingsError, check_settings  # noqa: E402
 from numapore.execution.hosts import (  # noqa: E402
     config_overrides,
     describe_overrides,
@@ -730,7 +730,7 @@ def cohort_tables(aligner):
 def pileup_settings(wildcards):
     """The pileup: settings of a job: config pileup: with the job's motif; for nanopolish's calls
     the threshold `auto` keeps nanopolish's meaning: the probability of an LLR of
-    methylation.call_threshold (numapore.methylation.calls.llr_probability)."""
+    methylation.call_threshold (numapore.nanopolish.calls.llr_probability)."""
     settings = {**config["pileup"], "motif": wildcards.motif}
     called = SAMPLES[wildcards.sample].input_kind.runs("call_methylation")
     if called and settings["filter_threshold"] == "auto":

@@ -88,4 +88,4 @@ checkpoint tune_pileup:
             SimpleNamespace(sample=TUNE_PILEUP["sample"], motif=TUNE_PILEUP["motif"])
         ),
     script:
-        "../../scripts/tune_pileup.py"
+        "../../scripts/tune_pileup_checkpoint.py"
