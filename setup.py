@@ -28,7 +28,7 @@ setup(
     cffi_modules=[
         "scripts/numapore/signal/svbzd_build.py:ffibuilder",
         "scripts/numapore/signal/fast5_core_build.py:ffibuilder",
-        "scripts/numapore/methylation/calls_core_build.py:ffibuilder",
-        "scripts/numapore/methylation/pileup_core_build.py:ffibuilder",
+        "scripts/numapore/nanopolish/calls_core_build.py:ffibuilder",
+        "scripts/numapore/pileup/core_build.py:ffibuilder",
     ],
 )

@@ -37,7 +37,7 @@ apt_packages=(samtools minimap2 bwa bowtie2 snap-aligner nanopolish numactl tabi
     # VBZ-compressed FAST5; tombo's R9.4 pore models for the demo's simulated raw signal
     libvbz-hdf-plugin0 tombo
     # numapore's compiled svb-zd encoder, FAST5 reader and pileup core (C through cffi:
-    # numapore/signal/svbzd_build.py, fast5_core_build.py, methylation/pileup_core_build.py; the
+    # numapore/signal/svbzd_build.py, fast5_core_build.py, pileup/core_build.py; the
     # FAST5 reader links HDF5, libdeflate, zlib; the pileup core's BAM reader libdeflate)
     gcc python3-dev libhdf5-dev libdeflate-dev zlib1g-dev pkg-config
     # FUSE for the comparison's emulated slow storage (numapore.compare.slowfs: fusermount3)

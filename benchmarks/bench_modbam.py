@@ -1,4 +1,4 @@
-"""modBAM tagging (numapore.methylation.modbam.tag_alignments) timed on a BAM and its call table:
+"""modBAM tagging (numapore.nanopolish.modbam.tag_alignments) timed on a BAM and its call table:
 this tree's compiled path and Python path, and another tree's scripts/ if given (a checkout
 before a change), run alternately, each run in a fresh process; medians printed, and whether the
 outputs sorted as the rule sorts them (samtools sort --no-PG) are the same bytes.
@@ -25,7 +25,7 @@ import sys, time
 from pathlib import Path
 tree, bam, calls, motif, out, scratch, path = sys.argv[1:]
 sys.path.insert(0, tree)
-from numapore.methylation import modbam
+from numapore.nanopolish import modbam
 from numapore.methylation.motifs import MOTIFS
 if path == "python":
     modbam.COMPILED = False

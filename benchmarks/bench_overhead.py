@@ -216,7 +216,7 @@ def modbam_by_hand(work: Path, inputs: Inputs, threads: int) -> dict[str, Timing
     """Primary records to FASTQ with their tags, aligned keeping them (the kind's minimap2
     options) and sorted, indexed, piled up with the workflow's default pileup options, the
     bedMethyl bgzipped and indexed."""
-    from numapore.methylation.pileup_settings import pileup_arguments
+    from numapore.pileup.settings import pileup_arguments
 
     shutil.copy(inputs.path("reference"), work / "genome.fa")
     settings = yaml.safe_load((REPO / "config" / "config.yaml").read_text())["pileup"]

@@ -204,7 +204,7 @@ def commands(tools, compat, options, bam, ref, out_dir, t):
     """(name, command, output file) of each tool for one case at t threads: numapore, and each
     modkit of the case's semantics."""
     common = [str(bam), "--ref", str(ref), "--threads", str(t), *shlex.split(options)]
-    ours = [sys.executable, "-m", "numapore.methylation.pileup_cli", "--quiet"]
+    ours = [sys.executable, "-m", "numapore.pileup.cli", "--quiet"]
     out = out_dir / f"numapore.{compat}.{t}.bed"
     runs = [("numapore", [*ours, common[0], str(out), *common[1:], "--modkit-compat", compat], out)]
     for version, path in tools:
@@ -259,7 +259,7 @@ def bench_tune(name: str, bam: Path, ref: Path, args) -> None:
 
     from numapore.compare import tune_pileup
     from numapore.compare.measure import MIN_MEASURABLE_S
-    from numapore.methylation.pileup_settings import pileup_arguments
+    from numapore.pileup.settings import pileup_arguments
 
     config = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
     settings = {**config["pileup"], "motif": "cpg"}

@@ -130,7 +130,7 @@ def write_calls(path: Path, rows: int, reads: int, sites: int, seed: int = 14) -
 
 STEPS = {
     "frequency": (
-        "from numapore.methylation.frequency import frequency_outputs;"
+        "from numapore.nanopolish.frequency import frequency_outputs;"
         "from numapore.methylation.motifs import MOTIFS;"
         "frequency_outputs(Path(a[0]), MOTIFS['cpg'], 2.0, False, Path(a[1]))"
     ),
@@ -146,7 +146,7 @@ STEPS = {
     ),
     "modbam": (
         "from numapore.methylation.motifs import MOTIFS;"
-        "from numapore.methylation.modbam import tag_alignments;"
+        "from numapore.nanopolish.modbam import tag_alignments;"
         "tag_alignments(Path(a[0]), Path(a[1]), MOTIFS['cpg'], Path(a[2]), Path(a[3]))"
     ),
 }

@@ -5,7 +5,7 @@ from pathlib import Path
 
 from numapore.base.atomic import atomic_output
 from numapore.base.rulelog import redirect_to_log
-from numapore.methylation.frequency import frequency_outputs
+from numapore.nanopolish.frequency import frequency_outputs
 from numapore.methylation.motifs import MOTIFS
 
 smk = snakemake  # noqa: F821 (injected by the script directive)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from numapore.base.atomic import atomic_outputs, scratch_dir
 from numapore.methylation.motifs import MOTIFS
-from numapore.methylation.modbam import tag_alignments
+from numapore.nanopolish.modbam import tag_alignments
 from numapore.base.rulelog import redirect_to_log
 
 smk = snakemake  # noqa: F821 (injected by the script directive)

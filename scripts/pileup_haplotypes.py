@@ -6,9 +6,9 @@ import sys
 from dataclasses import replace
 
 from numapore.base.rulelog import redirect_to_log
-from numapore.methylation import pileup_cli
-from numapore.methylation.pileup import PileupError
-from numapore.methylation.pileup_settings import modkit_command, pileup_arguments
+from numapore.pileup import cli as pileup_cli
+from numapore.pileup.engine import PileupError
+from numapore.pileup.settings import modkit_command, pileup_arguments
 
 smk = snakemake  # noqa: F821 (injected by the script directive)
 redirect_to_log(smk)

@@ -11,7 +11,7 @@ import pytest
 import forked_snakemake
 import yaml
 
-from numapore.methylation import frequency as methylation
+from numapore.nanopolish import frequency as methylation
 from numapore.methylation.motifs import MOTIFS
 from modkit_golden import check_modkit_golden  # noqa: F401 (the golden files' check)
 from project import snakemake_command, write_project

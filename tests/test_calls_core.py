@@ -16,8 +16,9 @@ import pytest
 from conftest import MOTIF_NAMES, REPO, reference_output
 from test_methylation import CALLS, table
 
-from numapore.methylation import bgzf, calls_core, frequency, modbam
-from numapore.methylation.calls import CALL_COLUMNS, llr_to_ml
+from numapore.methylation import bgzf
+from numapore.nanopolish import calls_core, frequency, modbam
+from numapore.nanopolish.calls import CALL_COLUMNS, llr_to_ml
 from numapore.methylation.motifs import MOTIFS
 
 ROWS = CALLS + [
@@ -43,7 +44,7 @@ def run(tmp_path: Path, compiled: bool, split: bool, motif: str = "cpg") -> tupl
 
 
 def test_compiled_core_is_built() -> None:
-    """./setup.sh builds numapore.methylation._calls_core on this machine."""
+    """./setup.sh builds numapore.nanopolish._calls_core on this machine."""
     assert calls_core.lib is not None and calls_core.ENABLED
     assert modbam.COMPILED  # with the modBAM tagging in it
 

@@ -157,7 +157,7 @@ def test_unusual_file_is_left_to_the_python_reader(f2s_dir: Path) -> None:
 
 def test_shared_declarations_come_from_the_c_sources() -> None:
     """Both compiled modules' shared C types are read from their sources' cffi markers."""
-    from numapore.methylation import calls_core_build
+    from numapore.nanopolish import calls_core_build
     from numapore.signal import fast5_core_build
     from numapore.base.compiled import shared_declarations
 

@@ -14,9 +14,9 @@ import pytest
 from conftest import MOTIF_NAMES, REPO, check_modkit_golden, numapore_output, reference_output
 from reference_tools import reference_frequency_script
 
-from numapore.methylation.calls import CALL_COLUMNS, llr_to_ml
-from numapore.methylation.frequency import frequency_outputs
-from numapore.methylation.modbam import AlignedBlocks, mm_ml, tag_alignments
+from numapore.nanopolish.calls import CALL_COLUMNS, llr_to_ml
+from numapore.nanopolish.frequency import frequency_outputs
+from numapore.nanopolish.modbam import AlignedBlocks, mm_ml, tag_alignments
 from numapore.methylation.motifs import MOTIFS
 
 OUT = "results/ecoli/methylation/ecoli.minimap2"

@@ -38,7 +38,7 @@ from numapore.inputs import modbam_reads
 from numapore.inputs.modbam_reads import MN_MISMATCH, NO_TAGS, StagedReads, stage_modbam_reads
 from numapore.inputs.readids import READ_ID_TABLE, read_id_column
 from numapore.inputs.sheet import load_samples, read_sheet
-from numapore.methylation.pileup import READ_LISTING_HEADER, write_read_listing
+from numapore.pileup.engine import READ_LISTING_HEADER, write_read_listing
 from numapore.report.accounting import NA, ModbamAccountingInputs, account_modbam
 
 # The accounting's reasons for records left out, and for reads staged.

@@ -23,9 +23,9 @@ from shared_runs import keep_output, shared_run
 
 from numapore.inputs.phasing import check_vcf_contigs
 from numapore.inputs.sheet import InputError, check_phased_samples, load_samples, read_sheet
-from numapore.methylation import pileup_cli
+from numapore.pileup import cli as pileup_cli
 from numapore.methylation.cohort import cohort_frame, cohort_lines, header_line
-from numapore.methylation.pileup_settings import SettingsError, check_settings, pileup_arguments
+from numapore.pileup.settings import SettingsError, check_settings, pileup_arguments
 from numapore.simulate.reads import SimConfig, simulate
 
 DH10B = REPO / "resources" / "ecoli_dh10b.fa"

@@ -18,8 +18,9 @@ import pytest
 import forked_snakemake
 from conftest import REPO, SHARED
 
-from numapore.methylation import pileup as engine
-from numapore.methylation import pileup_cli, pileup_common
+from numapore.pileup import engine
+from numapore.pileup import cli as pileup_cli
+from numapore.pileup import common as pileup_common
 from numapore.methylation.bedmethyl import read_bedmethyl
 
 SUITE = SHARED / "data" / "modkit_pileup"
@@ -155,7 +156,7 @@ def test_read_listing_is_samtools_primary_alignments(compiled, monkeypatch):
     import io
 
     if compiled:
-        assert engine.ENABLED, "numapore.methylation._pileup_core is not built: pip install -e ."
+        assert engine.ENABLED, "numapore.pileup._pileup_core is not built: pip install -e ."
     monkeypatch.setattr(pileup_common, "ENABLED", compiled)
     assert len(ALIGNED_INPUTS) >= 5
     for bam in ALIGNED_INPUTS:
@@ -334,7 +335,7 @@ def test_both_paths_every_case(compiled, monkeypatch):
     import io
 
     if compiled:  # the install builds it on this machine: a run without it is a failure
-        assert engine.ENABLED, "numapore.methylation._pileup_core is not built: pip install -e ."
+        assert engine.ENABLED, "numapore.pileup._pileup_core is not built: pip install -e ."
     monkeypatch.setattr(pileup_common, "ENABLED", compiled)
     monkeypatch.chdir(SUITE)
     parser = argparse.ArgumentParser()
@@ -405,9 +406,9 @@ def test_bam_reader_is_pysams(tmp_path, monkeypatch):
     intervals left to the pysam loops)."""
     import io
 
-    from numapore.methylation import pileup_reader
+    from numapore.pileup import reader as pileup_reader
 
-    assert engine.ENABLED, "numapore.methylation._pileup_core is not built: pip install -e ."
+    assert engine.ENABLED, "numapore.pileup._pileup_core is not built: pip install -e ."
     bams = []
     for type_a in (False, True):
         odd = tmp_path / f"odd{int(type_a)}.bam"

@@ -125,7 +125,7 @@ def test_common_route_imports_neither_numpy_nor_pysam(tmp_path):
     a small pileup's memory): the suite's cases of that route, in one fresh interpreter, write
     modkit's bytes with neither in sys.modules at the end."""
     cases = load_cases()
-    script = ["import sys", "from numapore.methylation import pileup_cli"]
+    script = ["import sys", "from numapore.pileup import cli as pileup_cli"]
     for name in COMMON_ROUTE:
         case = cases[name]
         reference = [] if case["reference"] == "-" else ["--ref", case["reference"]]
@@ -345,7 +345,9 @@ def test_both_paths_every_case(compiled, monkeypatch):
     import argparse
     import io
 
-    from numapore.methylation import pileup, pileup_cli, pileup_common
+    from numapore.pileup import cli as pileup_cli
+    from numapore.pileup import common as pileup_common
+    from numapore.pileup import engine as pileup
 
     monkeypatch.setattr(pileup_common, "ENABLED", compiled)
     monkeypatch.chdir(SUITE)
@@ -376,7 +378,7 @@ WORKFLOW_SETTINGS = {
 def test_workflow_settings_under_06_run_as_modkit(tmp_path):
     """pileup.modkit "0.6": the workflow's CpG options (--motif CG 0, combined strands) write
     modkit 0.6.1's file of the same sites (its --cpg --modified-bases 5mC 5hmC run)."""
-    from numapore.methylation.pileup_settings import pileup_arguments
+    from numapore.pileup.settings import pileup_arguments
 
     case = load_cases()["cpg_combine_strands_threshold_0.7"]
     settings = dict(WORKFLOW_SETTINGS, modkit="0.6")
@@ -389,7 +391,7 @@ def test_workflow_settings_under_06_run_as_modkit(tmp_path):
 
 @pytest.mark.parametrize("key, value", [("ignore", "h"), ("edge_filter", "50")])
 def test_workflow_04_setting_refused_under_06(key, value):
-    from numapore.methylation.pileup_settings import SettingsError, check_settings
+    from numapore.pileup.settings import SettingsError, check_settings
 
     check_settings(dict(WORKFLOW_SETTINGS, **{key: value}, modkit="0.4"))
     with pytest.raises(SettingsError, match=f'pileup.{key}: .* set pileup.modkit: "0.4"'):
@@ -400,8 +402,8 @@ def test_empty_pileup_names_the_filter_and_its_value(tmp_path):
     """A pileup that writes nothing because a filter removed every read (or call) names that
     filter and its value: a filter threshold, 0.4's edge filter, and the workflow's
     mapping-quality filter (nanopolish's)."""
-    from numapore.methylation.pileup_settings import emptying_filter, filter_setting
-    from numapore.methylation.pileup_settings import pileup_arguments
+    from numapore.pileup.settings import emptying_filter, filter_setting
+    from numapore.pileup.settings import pileup_arguments
     from numapore.report.empty import no_calls_reason, no_rows_reason
 
     case = load_cases()["cpg_combine_strands_threshold_0.7"]

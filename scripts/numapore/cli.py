@@ -16,7 +16,7 @@ from numapore import __version__
 
 # name: (module with main(argv, prog), one line of help)
 SUBCOMMANDS = {
-    "pileup": ("numapore.methylation.pileup_cli", "modBAM to bedMethyl, as modkit pileup does"),
+    "pileup": ("numapore.pileup.cli", "modBAM to bedMethyl, as modkit pileup does"),
     "convert": ("numapore.signal.convert", "convert FAST5 raw signal to SLOW5/BLOW5"),
     "simulate": ("numapore.simulate.reads", "simulate reads with signal and methylation truth"),
     "accuracy": ("numapore.methylation.accuracy", "score methylation calls against a truth"),

@@ -282,7 +282,7 @@ rule pileup:
     params:
         settings=ask(jobs.pileup_settings, "sample", "motif"),
     script:
-        "../../scripts/pileup.py"
+        "../../scripts/pileup_bedmethyl.py"
 
 
 # pileup.phased: the bedMethyl of the records with HP:i:1 and of those with HP:i:2, as modkit
@@ -313,7 +313,7 @@ rule pileup_haplotypes:
 
 # A share of the pileup (scatter.pileup > 1, or the host file's or the tuning's pileup regions:
 # common.smk's pileup_setting): the rows of consecutive regions of the genome
-# (numapore.methylation.pileup_cli.shard_regions); rule pileup concatenates them in order.
+# (numapore.pileup.cli.shard_regions); rule pileup concatenates them in order.
 rule pileup_shard:
     input:
         unpack(pileup_inputs),
@@ -332,7 +332,7 @@ rule pileup_shard:
     params:
         settings=ask(jobs.pileup_settings, "sample", "motif"),
     script:
-        "../../scripts/pileup.py"
+        "../../scripts/pileup_bedmethyl.py"
 
 
 # The cohort table: per reference and motif, every sample's bedMethyl as one table of sites x

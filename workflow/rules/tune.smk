@@ -82,4 +82,4 @@ checkpoint tune_pileup:
         jobs=lambda wc: TUNE_PILEUP["jobs"],
         pileup=lambda wc: jobs.pileup_settings(PLAN, TUNE_PILEUP["sample"], TUNE_PILEUP["motif"]),
     script:
-        "../../scripts/tune_pileup.py"
+        "../../scripts/tune_pileup_checkpoint.py"

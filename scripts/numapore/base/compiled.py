@@ -18,8 +18,8 @@ PURE_PYTHON_ENV = "NUMAPORE_PURE_PYTHON"
 MODULES = {
     "svb-zd encoder": "numapore.signal._svbzd",
     "FAST5 reader": "numapore.signal._fast5_core",
-    "call-table core": "numapore.methylation._calls_core",
-    "pileup core": "numapore.methylation._pileup_core",
+    "call-table core": "numapore.nanopolish._calls_core",
+    "pileup core": "numapore.pileup._pileup_core",
 }
 
 

@@ -337,7 +337,7 @@ PILEUP = tuner.Tuner(
 def cell_main(argv: Sequence[str]) -> int:
     """A cell's process: `python -m numapore.compare.tune_pileup REGIONS_JSON IN.bam OUT.bed
     OPTIONS...`, the pileup of those regions (a scatter share's, as rule pileup_shard runs)."""
-    from numapore.methylation import pileup_cli
+    from numapore.pileup import cli as pileup_cli
 
     regions = json.loads(argv[0])
     if not regions:  # an empty share: no rows, as a shard job without regions writes

@@ -13,6 +13,7 @@ if TYPE_CHECKING:  # pandas only where a sheet is read: jobs import reads_format
 
 from numapore.base.errors import InputError
 from numapore.inputs.kinds import DEFAULT_KIND, KINDS, MODBAM_SUFFIXES, InputKind, infer_kind
+from numapore.inputs.modbam_reads import has_mod_tags
 from numapore.inputs.phasing import vcf_sample
 from numapore.inputs.schema import check_sheet
 from numapore.inputs.seqcheck import open_text
@@ -222,7 +223,7 @@ def check_modbam_reads(path: Path, key: str) -> None:
     if not header.startswith("@"):
         raise InputError(f"{key}: reads file {path} does not start with '@' as FASTQ should")
     tags = header.split()[1:]
-    if not any(t.startswith(("MM:Z:", "Mm:Z:")) for t in tags):
+    if not has_mod_tags([t.encode() for t in tags]):
         raise InputError(
             f"{key}: reads file {path}: the first read's header carries no MM/ML tags (a FASTQ "
             "that lost them?); write it with dorado --emit-fastq or samtools fastq -T MM,ML,MN"

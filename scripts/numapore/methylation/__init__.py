@@ -1,2 +1,3 @@
-"""What is made of nanopolish's calls: motifs, per-site frequency, bedMethyl, modBAM tags and the
-accuracy against a simulated truth."""
+"""Methylation as tables: the motifs, the bedMethyl format, the cohort table, DMRs, and the
+accuracy against a simulated truth (the pileup engine is numapore.pileup; what is made of
+nanopolish's calls, numapore.nanopolish)."""

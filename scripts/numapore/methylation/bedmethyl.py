@@ -4,7 +4,7 @@ N_other_mod, N_delete, N_fail, N_diff, N_nocall), tabs everywhere or (modkit 0.4
 `--mixed-delim`) single spaces between columns 10 to 18, an optional header line (`#` first in
 modkit 0.6.1), and a reader.
 
-numapore.methylation.pileup writes through format_row; tests and downstream code read through
+numapore.pileup.engine writes through format_row; tests and downstream code read through
 read_bedmethyl.
 """
 
@@ -55,6 +55,12 @@ def f32(x: float) -> float:
     return _F32.unpack(_F32.pack(x))[0]
 
 
+def code_key(code: str) -> tuple:
+    """modkit's order of modification codes, that of its rows (derived Ord of ModCodeRepr):
+    one-letter codes by character, then ChEBI numbers by value."""
+    return (1, int(code), "") if code.isdigit() else (0, 0, code)
+
+
 def percent_modified(n_mod: int, valid_cov: int) -> str:
     """modkit's percent column: (n_mod as f32 / cov as f32) * 100f32, printed with two decimals
     (correctly rounded, as Rust's {:.2} does)."""
@@ -79,7 +85,7 @@ def format_row(row: BedMethylRow, mixed_delim: bool = False) -> str:
 def rows_text(chrom: str, rows, mixed_delim: bool = False) -> str:
     """The pileup's one writer of rows in Python: the lines of rows given as (start, strand,
     name, valid_cov, n_mod, n_canonical, n_other_mod, n_delete, n_fail, n_diff, n_nocall)
-    on chrom (pileup_text.c's put_row writes the same lines)."""
+    on chrom (numapore.pileup's text.c, put_row, writes the same lines)."""
     out = []
     for pos, strand, name, cov, n_mod, *counts in rows:
         row = BedMethylRow(chrom, pos, name, strand, cov, percent_modified(n_mod, cov), n_mod,

@@ -20,7 +20,7 @@ from pathlib import Path
 from numapore.base import compiled
 
 # calls_core.c's libdeflate block writer, loaded alone: calls_core.py imports polars and numpy
-_core = compiled.load("numapore.methylation._calls_core")
+_core = compiled.load("numapore.nanopolish._calls_core")
 ENABLED = _core is not None  # tests switch it off to compare both compressors
 BGZF_BLOCK = 0xFF00  # htslib's BGZF_BLOCK_SIZE: text bytes per block
 BGZF_EOF = bytes.fromhex("1f8b08040000000000ff0600424302001b0003000000000000000000")

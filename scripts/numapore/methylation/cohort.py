@@ -23,7 +23,7 @@ from pathlib import Path
 
 import polars as pl
 
-from numapore.methylation.bedmethyl import COLOUR, COLUMNS, percent_modified
+from numapore.methylation.bedmethyl import COLOUR, COLUMNS, code_key, percent_modified
 from numapore.methylation.bgzf import write_indexed_bed
 
 COUNTS = ["n_mod", "n_canonical", "n_other_mod", "n_delete", "n_fail", "n_diff", "n_nocall"]
@@ -72,12 +72,6 @@ def read_sample(path: Path, index: int) -> pl.DataFrame:
         pl.col("name").str.split(",").list.first().alias("code"),
         "strand", "valid", *COUNTS, sample=pl.lit(index, pl.Int32),
     )  # fmt: skip
-
-
-def code_key(code: str) -> tuple[int, int]:
-    """modkit's order of modification codes (derived Ord of ModCodeRepr): one-letter codes by
-    character, then ChEBI numbers by value."""
-    return (0, ord(code)) if len(code) == 1 else (1, int(code))
 
 
 def cohort_frame(beds: Sequence[tuple[str, Path]], contigs: Sequence[str]) -> pl.DataFrame:

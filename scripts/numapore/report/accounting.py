@@ -33,8 +33,8 @@ import polars as pl
 import pysam
 
 from numapore.base.errors import AccountingError
-from numapore.methylation.frequency import table_blocks
-from numapore.methylation.pileup import NOT_PRIMARY_MAPPED, carries_calls
+from numapore.nanopolish.frequency import table_blocks
+from numapore.pileup.engine import NOT_PRIMARY_MAPPED, carries_calls
 from numapore.base.atomic import atomic_output
 from numapore.signal.census import Fast5Census, fast5_census, pod5_census, read_census
 from numapore.inputs.modbam_reads import StagedReads
@@ -123,7 +123,7 @@ def modbam_called_read_names(modbam: str | os.PathLike) -> pl.Series:
                 rec.query_name
                 for rec in handle.fetch(until_eof=True)
                 if not (rec.is_secondary or rec.is_supplementary)
-                and (rec.has_tag("MM") or rec.has_tag("Mm"))
+                and carries_calls(rec, tagged=True)
             )
             found = rows_frame(((n,) for n in names), {"read_id": pl.String})["read_id"]
     except (OSError, ValueError) as err:

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from numapore.execution.aligners import ALIGNERS
 from numapore.execution.io_modes import IO_MODES, modes_reading
 from numapore.inputs.sheet import signal_files
-from numapore.methylation.calls import llr_probability
+from numapore.nanopolish.calls import llr_probability
 from numapore.workflow import layout
 
 if TYPE_CHECKING:

@@ -268,8 +268,8 @@ def check_settings(
     from snakemake.utils import validate
 
     from numapore.inputs.schema import check_config
-    from numapore.methylation.pileup_settings import SettingsError
-    from numapore.methylation.pileup_settings import check_settings as check_pileup
+    from numapore.pileup.settings import SettingsError
+    from numapore.pileup.settings import check_settings as check_pileup
 
     schema = yaml.safe_load((schemas / "config.schema.yaml").read_text())
     check_config(config, schema, list(configfiles), given)

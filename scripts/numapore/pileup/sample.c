@@ -1,0 +1,98 @@
+/* The compiled pileup core, part 5 of 5: the estimated threshold's sample (core_build.py
+ * compiles core.c, calls.c, tally.c, text.c, sample.c,
+ * bam_core.c and bam_records.c as one unit, in that order: each part uses the types and
+ * functions of the parts before it). A record's most likely probability per canonical base, as
+ * modkit samples them to estimate the threshold (bam_core.c's sampler calls sample_read_ops for
+ * its records). */
+
+/* One record's sampled probabilities (the most likely state's, per canonical base) appended to
+ * c->values (ReadIdsToBaseModProbs for one record, without --include-positions); aligned: the
+ * forward positions to keep (NULL: all). Returns 1 if it gave any, 0 if not, <0 on error. */
+static int sample_read_ops(pu_ctx *c, int reverse, const char *seq, int64_t n, const char *mm,
+                           const uint8_t *ml, int64_t nml, const int64_t *ops,
+                           const int64_t *lens, int64_t nops);
+
+int pu_sample_read(pu_ctx *c, int reverse, const char *seq, int64_t n, const char *mm,
+                   const uint8_t *ml, int64_t nml, const char *cigar, int64_t ncig_max) {
+    if (!cigar) return sample_read_ops(c, reverse, seq, n, mm, ml, nml, NULL, NULL, 0);
+    int64_t *ops = malloc((ncig_max + 1) * 2 * sizeof(int64_t)), *lens = ops + ncig_max + 1;
+    int64_t nops = parse_cigar(NULL, cigar, 0, ops, lens);
+    int rc = sample_read_ops(c, reverse, seq, n, mm, ml, nml, ops, lens, nops);
+    free(ops);
+    return rc;
+}
+
+/* pu_sample_read over the CIGAR's operations (ops NULL: every position; nops < 0: a CIGAR
+ * that does not parse, no position aligned) */
+static int sample_read_ops(pu_ctx *c, int reverse, const char *seq, int64_t n, const char *mm,
+                           const uint8_t *ml, int64_t nml, const int64_t *ops,
+                           const int64_t *lens, int64_t nops) {
+    scratch_t *s = get_scratch(c, n);
+    prepare(c, s, reverse, seq, n);
+    int rc = read_tables(c, s, n, mm, ml, nml);
+    if (rc == SKIP_CODES) return -1;
+    if (rc) return 0;
+    if (c->edge_on && (n <= c->edge_start || n <= c->edge_end)) return 0;
+    uint8_t *aligned = NULL;
+    if (ops) {
+        /* only the forward positions aligned to the reference (M, =, X) */
+        aligned = s->gflags;
+        memset(aligned, 0, n);
+        int64_t q = 0;
+        for (int64_t k = 0; k < nops; k++) {
+            if (ops[k] == 0 || ops[k] == 7 || ops[k] == 8) {
+                for (int64_t i = 0; i < lens[k] && q + i < n; i++)
+                    aligned[reverse ? n - 1 - (q + i) : q + i] = 1;
+                q += lens[k];
+            } else if (ops[k] == 1 || ops[k] == 4) {
+                q += lens[k];
+            }
+        }
+    }
+    int added = 0;
+    for (int st = 0; st < 2; st++)
+        for (int b = 0; b < 4; b++) {
+            table_t *t = &s->t[st][b];
+            if (!t->exists) continue;
+            int slots[PU_MAXC], no = table_order(c, t, slots), ig = ignore_slot(c, t);
+            int tb = st == 0 ? b : 3 - b;
+            int got = 0;
+            const int32_t *bp = s->base_pos[b]; /* the table's positions (read_tables) */
+            for (int64_t k = 0; k < s->nbase[b]; k++) {
+                int64_t q = bp[k];
+                if (!((t->flags[q] & 1) && edge_keeps(c, q, n) && (!aligned || aligned[q]))) continue;
+                float pr[PU_MAXC];
+                unsigned pres;
+                probs_at(t, slots, no, ig, q, pr, &pres);
+                float total = 0.0f, mx = -INFINITY;
+                int any = 0;
+                for (int j = 0; j < no; j++)
+                    if ((pres >> j) & 1) {
+                        total = total + pr[j];
+                        if (!any || pr[j] > mx) mx = pr[j];
+                        any = 1;
+                    }
+                float can = 1.0f - total;
+                float v = any && mx > can ? mx : can;
+                if (c->nvalues[tb] >= c->cap_values[tb]) {
+                    c->cap_values[tb] = c->cap_values[tb] * 2 + 4096;
+                    c->values[tb] = grow(c->values[tb], c->cap_values[tb] * sizeof(float));
+                }
+                c->values[tb][c->nvalues[tb]++] = v;
+                got = 1;
+            }
+            added |= got;
+        }
+    return added;
+}
+
+static int float_cmp(const void *a, const void *b) {
+    float x = *(const float *)a, y = *(const float *)b;
+    return (x > y) - (x < y);
+}
+
+/* the sampled values of a canonical base sorted ascending (the estimate's percentile reads
+ * them in place: millions of floats, too many for Python objects) */
+void pu_sort_values(pu_ctx *c, int base) {
+    qsort(c->values[base], c->nvalues[base], sizeof(float), float_cmp);
+}

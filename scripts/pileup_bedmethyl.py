@@ -1,0 +1,106 @@
+"""Rules pileup and pileup_shard: a modBAM's calls piled up into bedMethyl (numapore pileup,
+modkit's semantics): the whole, bgzipped and indexed, or a scatter shard's regions as text; the
+equivalent modkit command goes to the log. Both also write the pileup's read listing (each
+mapped primary record once), which the read accounting reads instead of the BAM."""
+
+import json
+import shutil
+import sys
+from pathlib import Path
+
+import pysam
+
+from numapore.base.atomic import atomic_output, atomic_outputs
+from numapore.base.errors import empty_sample
+from numapore.base.rulelog import redirect_to_log
+from numapore.compare.tune_pileup import chosen, label
+from numapore.pileup import cli as pileup_cli
+from numapore.pileup.engine import READ_LISTING_HEADER, carries_calls, write_read_listing
+from numapore.methylation.bgzf import write_indexed_bed
+from numapore.pileup.modkit_versions import MODKIT_VERSIONS
+from numapore.pileup.settings import modkit_command, modkit_version
+from numapore.pileup.settings import emptying_filter, filter_setting, pileup_arguments
+from numapore.report.empty import no_calls_reason, no_rows_reason
+
+
+def has_calls(bam: str) -> bool:
+    """Whether any record of the modBAM carries modification tags (read until the first)."""
+    with pysam.AlignmentFile(bam, check_sq=False) as handle:
+        return any(carries_calls(rec, tagged=True) for rec in handle.fetch(until_eof=True))
+
+
+smk = snakemake  # noqa: F821 (injected by the script directive)
+redirect_to_log(smk)
+arguments = pileup_arguments(smk.params.settings, str(smk.input.reference), smk.threads)
+bam = smk.input.bam
+if "text" in smk.output.keys():  # a scatter shard: its regions' rows, in genome order
+    shard, shards = map(int, smk.wildcards.shard.split("-of-"))
+    regions = pileup_cli.shard_regions(bam, shard, shards)
+    print(f"shard {shard} of {shards}: regions {', '.join(regions) or 'none'}")
+    if regions and has_calls(bam):
+        arguments += ["--read-listing", smk.output.reads]
+        status = pileup_cli.run(pileup_cli.parse([bam, smk.output.text, *arguments]), regions)
+        sys.exit(status)
+    Path(smk.output.text).write_text("")
+    with atomic_output(smk.output.reads) as tmp, open(tmp, "w") as listing:
+        listing.write(READ_LISTING_HEADER)
+        write_read_listing(bam, listing, regions)
+    sys.exit(0)
+sample, motif = smk.wildcards.sample, smk.wildcards.motif
+allowed = smk.config["allow_empty_samples"]  # the config, not a param: no rerun when it changes
+plain = str(Path(smk.output.bed).with_suffix(""))
+version = MODKIT_VERSIONS[modkit_version(smk.params.settings)]
+print(f"modkit semantics: {version}")
+if smk.input.get("tuning"):  # the split and threads host tuning chose (tune_pileup)
+    tuned = json.loads(Path(smk.input.tuning).read_text())
+    setting = label(list(chosen(tuned).values()))
+    print(f"pileup setting by host tuning ({smk.input.tuning}): {setting}: {tuned['why']}")
+print(f"equivalent modkit command: {modkit_command(bam, plain, arguments)}")
+outputs = [smk.output.bed, smk.output.tbi, smk.output.reads]
+with atomic_outputs(outputs) as (bed_gz, _tbi, listing):
+    # bed_gz is written with its index bed_gz.tbi, which is _tbi (temporary names keep the
+    # final ones' suffixes); the text is a temporary file beside them, or the shards' texts.
+    shards = [Path(p) for p in smk.input.get("shards", [])]
+    text = bed_gz.with_name(bed_gz.name + ".bed")
+    try:
+        called = bool(shards) or has_calls(bam)
+        if not called:  # nanopolish called no read: nothing to pile up
+            # A modBAM of nanopolish's calls (common.smk's pileup_inputs): its reads passed
+            # methylation.min_mapping_quality (the config, not a param: no rerun)
+            nanopolish = bam.endswith(".modbam.bam")
+            min_mapq = smk.config["methylation"]["min_mapping_quality"] if nanopolish else None
+            empty_sample(sample, no_calls_reason(bam, motif, min_mapq), allowed)
+            text.write_text("")
+            with open(listing, "w") as handle:
+                handle.write(READ_LISTING_HEADER)
+                write_read_listing(bam, handle)
+        elif not shards:
+            status = pileup_cli.main([bam, str(text), *arguments, "--read-listing", str(listing)])
+            if status:
+                sys.exit(status)  # the pileup said why, on the log
+        else:  # the shards' listings, each after its header line
+            with open(listing, "w") as handle:
+                handle.write(READ_LISTING_HEADER)
+                for part in smk.input.shard_listings:
+                    with open(part) as shard_listing:
+                        shard_listing.readline()
+                        shutil.copyfileobj(shard_listing, handle)
+        rows = 0
+
+        def chunks():
+            """The text of every part in order, a block at a time, counting its rows."""
+            global rows
+            for part in shards or [text]:
+                with open(part, "rb") as handle:
+                    while block := handle.read(4 << 20):
+                        rows += block.count(b"\n")
+                        yield block
+
+        write_indexed_bed(bed_gz, chunks())
+        print(f"{rows} bedMethyl rows")
+        if rows == 0 and called:  # the calls all fell to the filters: which one
+            key = emptying_filter(bam, arguments)
+            setting = filter_setting(key, smk.params.settings, smk.config) if key else None
+            empty_sample(sample, no_rows_reason(bam, motif, setting), allowed)
+    finally:
+        text.unlink(missing_ok=True)
