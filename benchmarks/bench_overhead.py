@@ -216,13 +216,14 @@ def modbam_by_hand(work: Path, inputs: Inputs, threads: int) -> dict[str, Timing
     """Primary records to FASTQ with their tags, aligned keeping them (the kind's minimap2
     options) and sorted, indexed, piled up with the workflow's default pileup options, the
     bedMethyl bgzipped and indexed."""
-    from numapore.pileup.settings import pileup_arguments
+    from numapore.pileup.settings import numapore_arguments
+    from numapore.workflow.jobs import options_of
 
     shutil.copy(inputs.path("reference"), work / "genome.fa")
     settings = yaml.safe_load((REPO / "config" / "config.yaml").read_text())["pileup"]
     pileup = shlex.join(
         [sys.executable, "-m", "numapore", "pileup", "aln.bam", "calls.bed",
-         *pileup_arguments(settings, "genome.fa", threads)]
+         *numapore_arguments(options_of(settings, "genome.fa", threads))]
     )  # fmt: skip
     return {
         "fastq+align+sort": timed(

@@ -259,11 +259,13 @@ def bench_tune(name: str, bam: Path, ref: Path, args) -> None:
 
     from numapore.compare import tune_pileup
     from numapore.compare.measure import MIN_MEASURABLE_S
-    from numapore.pileup.settings import pileup_arguments
+    from numapore.pileup.settings import numapore_arguments
+    from numapore.workflow.jobs import options_of
 
     config = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
     settings = {**config["pileup"], "motif": "cpg"}
-    arguments = pileup_arguments(settings, str(ref), 1)[:-2]  # each setting gives its threads
+    # each setting gives its threads
+    arguments = numapore_arguments(options_of(settings, str(ref)))[:-2]
     cores = args.cores or os.cpu_count() or 1
     candidates, _ = tune_pileup.candidates(1, cores, cores)
     with pysam.AlignmentFile(str(bam)) as handle:

@@ -6,6 +6,7 @@ mapped primary record once), which the read accounting reads instead of the BAM.
 import json
 import shutil
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pysam
@@ -18,8 +19,8 @@ from numapore.pileup import cli as pileup_cli
 from numapore.pileup.engine import READ_LISTING_HEADER, carries_calls, write_read_listing
 from numapore.methylation.bgzf import write_indexed_bed
 from numapore.pileup.modkit_versions import MODKIT_VERSIONS
-from numapore.pileup.settings import modkit_command, modkit_version
-from numapore.pileup.settings import emptying_filter, filter_setting, pileup_arguments
+from numapore.pileup.settings import emptying_filter, filter_setting, modkit_command
+from numapore.pileup.settings import numapore_arguments
 from numapore.report.empty import no_calls_reason, no_rows_reason
 
 
@@ -31,16 +32,15 @@ def has_calls(bam: str) -> bool:
 
 smk = snakemake  # noqa: F821 (injected by the script directive)
 redirect_to_log(smk)
-arguments = pileup_arguments(smk.params.settings, str(smk.input.reference), smk.threads)
+options = replace(smk.params.options, threads=smk.threads)  # the run's plan decided the rest
 bam = smk.input.bam
 if "text" in smk.output.keys():  # a scatter shard: its regions' rows, in genome order
     shard, shards = map(int, smk.wildcards.shard.split("-of-"))
     regions = pileup_cli.shard_regions(bam, shard, shards)
     print(f"shard {shard} of {shards}: regions {', '.join(regions) or 'none'}")
     if regions and has_calls(bam):
-        arguments += ["--read-listing", smk.output.reads]
-        status = pileup_cli.run(pileup_cli.parse([bam, smk.output.text, *arguments]), regions)
-        sys.exit(status)
+        shard_outputs = pileup_cli.Outputs(smk.output.text, read_listing=smk.output.reads)
+        sys.exit(pileup_cli.run_options(bam, shard_outputs, options, regions))
     Path(smk.output.text).write_text("")
     with atomic_output(smk.output.reads) as tmp, open(tmp, "w") as listing:
         listing.write(READ_LISTING_HEADER)
@@ -49,13 +49,13 @@ if "text" in smk.output.keys():  # a scatter shard: its regions' rows, in genome
 sample, motif = smk.wildcards.sample, smk.wildcards.motif
 allowed = smk.config["allow_empty_samples"]  # the config, not a param: no rerun when it changes
 plain = str(Path(smk.output.bed).with_suffix(""))
-version = MODKIT_VERSIONS[modkit_version(smk.params.settings)]
+version = MODKIT_VERSIONS[options.compat]
 print(f"modkit semantics: {version}")
 if smk.input.get("tuning"):  # the split and threads host tuning chose (tune_pileup)
     tuned = json.loads(Path(smk.input.tuning).read_text())
     setting = label(list(chosen(tuned).values()))
     print(f"pileup setting by host tuning ({smk.input.tuning}): {setting}: {tuned['why']}")
-print(f"equivalent modkit command: {modkit_command(bam, plain, arguments)}")
+print(f"equivalent modkit command: {modkit_command(bam, plain, numapore_arguments(options))}")
 outputs = [smk.output.bed, smk.output.tbi, smk.output.reads]
 with atomic_outputs(outputs) as (bed_gz, _tbi, listing):
     # bed_gz is written with its index bed_gz.tbi, which is _tbi (temporary names keep the
@@ -75,7 +75,8 @@ with atomic_outputs(outputs) as (bed_gz, _tbi, listing):
                 handle.write(READ_LISTING_HEADER)
                 write_read_listing(bam, handle)
         elif not shards:
-            status = pileup_cli.main([bam, str(text), *arguments, "--read-listing", str(listing)])
+            whole = pileup_cli.Outputs(str(text), read_listing=str(listing))
+            status = pileup_cli.run_options(bam, whole, options)
             if status:
                 sys.exit(status)  # the pileup said why, on the log
         else:  # the shards' listings, each after its header line
@@ -99,8 +100,8 @@ with atomic_outputs(outputs) as (bed_gz, _tbi, listing):
         write_indexed_bed(bed_gz, chunks())
         print(f"{rows} bedMethyl rows")
         if rows == 0 and called:  # the calls all fell to the filters: which one
-            key = emptying_filter(bam, arguments)
-            setting = filter_setting(key, smk.params.settings, smk.config) if key else None
+            key = emptying_filter(bam, options)
+            setting = filter_setting(key, options, smk.config) if key else None
             empty_sample(sample, no_rows_reason(bam, motif, setting), allowed)
     finally:
         text.unlink(missing_ok=True)

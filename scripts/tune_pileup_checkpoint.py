@@ -10,7 +10,7 @@ from numapore.base.atomic import scratch_dir
 from numapore.base.rulelog import redirect_to_log
 from numapore.compare import tune_pileup, tuner
 from numapore.compare.measure import MIN_MEASURABLE_S
-from numapore.pileup.settings import pileup_arguments
+from numapore.pileup.settings import numapore_arguments
 
 smk = snakemake  # noqa: F821 (injected by the script directive)
 redirect_to_log(smk)
@@ -29,8 +29,8 @@ def log(line):
     print(line, file=sys.stderr, flush=True)
 
 
-# The run's options but its threads (each candidate's own): pileup_arguments ends with them.
-arguments = pileup_arguments(p.pileup, str(smk.input.reference), 1)[:-2]
+# The run's options but its threads (each candidate's own): numapore_arguments ends with them.
+arguments = numapore_arguments(p.pileup)[:-2]
 with scratch_dir(smk.output.record) as work:
     measured = tune_pileup.tune(
         str(smk.input.bam), arguments, candidates, smk.threads, p.jobs, settings["repeats"],

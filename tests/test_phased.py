@@ -25,7 +25,8 @@ from numapore.inputs.phasing import check_vcf_contigs
 from numapore.inputs.sheet import InputError, check_phased_samples, load_samples, read_sheet
 from numapore.pileup import cli as pileup_cli
 from numapore.methylation.cohort import cohort_frame, cohort_lines, header_line
-from numapore.pileup.settings import SettingsError, check_settings, pileup_arguments
+from numapore.pileup.settings import SettingsError, check_settings, numapore_arguments
+from numapore.workflow.jobs import options_of
 from numapore.simulate.reads import SimConfig, simulate
 
 DH10B = REPO / "resources" / "ecoli_dh10b.fa"
@@ -233,7 +234,7 @@ def test_haplotype_bedmethyl_equal_the_pileups_phased_output(phased_run, tmp_pat
     reference = phased_run / "results/references/hap1/hap1.fa"
     for sample, bam in (("tagged", "tagged.minimap2.bam"),
                         ("vcftagged", "vcftagged.minimap2.haplotagged.bam")):  # fmt: skip
-        arguments = pileup_arguments({**PILEUP}, str(reference), 2)
+        arguments = numapore_arguments(options_of({**PILEUP}, str(reference), 2))
         out = tmp_path / sample
         bam_path = phased_run / f"results/{sample}/align/{bam}"
         assert pileup_cli.main([str(bam_path), str(out), *arguments, "--phased", "--bgzf"]) == 0

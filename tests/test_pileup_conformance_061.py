@@ -378,11 +378,12 @@ WORKFLOW_SETTINGS = {
 def test_workflow_settings_under_06_run_as_modkit(tmp_path):
     """pileup.modkit "0.6": the workflow's CpG options (--motif CG 0, combined strands) write
     modkit 0.6.1's file of the same sites (its --cpg --modified-bases 5mC 5hmC run)."""
-    from numapore.pileup.settings import pileup_arguments
+    from numapore.pileup.settings import numapore_arguments
+    from numapore.workflow.jobs import options_of
 
     case = load_cases()["cpg_combine_strands_threshold_0.7"]
     settings = dict(WORKFLOW_SETTINGS, modkit="0.6")
-    arguments = pileup_arguments(settings, case["reference"], 2)
+    arguments = numapore_arguments(options_of(settings, case["reference"], 2))
     out = tmp_path / "out.bed"
     result = run_pileup(case["input"], out, *arguments)
     assert result.returncode == 0, result.stderr
@@ -402,26 +403,27 @@ def test_empty_pileup_names_the_filter_and_its_value(tmp_path):
     """A pileup that writes nothing because a filter removed every read (or call) names that
     filter and its value: a filter threshold, 0.4's edge filter, and the workflow's
     mapping-quality filter (nanopolish's)."""
-    from numapore.pileup.settings import emptying_filter, filter_setting
-    from numapore.pileup.settings import pileup_arguments
+    from numapore.pileup.settings import emptying_filter, filter_setting, numapore_arguments
+    from numapore.workflow.jobs import options_of
     from numapore.report.empty import no_calls_reason, no_rows_reason
 
     case = load_cases()["cpg_combine_strands_threshold_0.7"]
     bam, reference = str(SUITE / case["input"]), str(SUITE / case["reference"])
     config = {"pileup": {"filter_threshold": 1.0}, "methylation": {"call_threshold": 2.5}}
     settings = dict(WORKFLOW_SETTINGS, modkit="0.6", filter_threshold=1.0)
-    arguments = pileup_arguments(settings, reference, 1)
+    options = options_of(settings, reference)
     out = tmp_path / "out.bed"
-    assert run_pileup(bam, out, *arguments).returncode == 0 and out.read_bytes() == b""
-    key = emptying_filter(bam, arguments)
-    assert no_rows_reason(bam, "cpg", filter_setting(key, settings, config)) == (
+    assert run_pileup(bam, out, *numapore_arguments(options)).returncode == 0
+    assert out.read_bytes() == b""
+    key = emptying_filter(bam, options)
+    assert no_rows_reason(bam, "cpg", filter_setting(key, options, config)) == (
         f"pileup.filter_threshold: 1.0 removed every cpg call of its modBAM {bam}: its "
         "bedMethyl would be empty"
     )
     # 0.4's edge filter: a read left without calls is skipped; a pileup whose reads all are
     # stops with one line
     settings = dict(WORKFLOW_SETTINGS, modkit="0.4", edge_filter="100000")
-    result = run_pileup(bam, out, *pileup_arguments(settings, reference, 1))
+    result = run_pileup(bam, out, *numapore_arguments(options_of(settings, reference)))
     assert result.returncode == 1 and result.stderr.startswith(
         f"numapore: {bam}: --edge-filter 100000 removed every call of every read (read "
     ), result.stderr

@@ -280,7 +280,7 @@ rule pileup:
         "../../envs/python.yaml"
     threads: pileup_threads
     params:
-        settings=ask(jobs.pileup_settings, "sample", "motif"),
+        options=ask(jobs.pileup_options, "sample", "motif"),
     script:
         "../../scripts/pileup_bedmethyl.py"
 
@@ -306,7 +306,7 @@ rule pileup_haplotypes:
         "../../envs/python.yaml"
     threads: RUN_CORES
     params:
-        settings=ask(jobs.pileup_settings, "sample", "motif"),
+        options=ask(jobs.pileup_options, "sample", "motif"),
     script:
         "../../scripts/pileup_haplotypes.py"
 
@@ -330,7 +330,7 @@ rule pileup_shard:
         "../../envs/python.yaml"
     threads: pileup_threads
     params:
-        settings=ask(jobs.pileup_settings, "sample", "motif"),
+        options=ask(jobs.pileup_options, "sample", "motif"),
     script:
         "../../scripts/pileup_bedmethyl.py"
 

@@ -80,6 +80,6 @@ checkpoint tune_pileup:
         again=lambda wc: TUNE_PILEUP["again"],
         sample=lambda wc: TUNE_PILEUP["sample"],
         jobs=lambda wc: TUNE_PILEUP["jobs"],
-        pileup=lambda wc: jobs.pileup_settings(PLAN, TUNE_PILEUP["sample"], TUNE_PILEUP["motif"]),
+        pileup=lambda wc: jobs.pileup_options(PLAN, TUNE_PILEUP["sample"], TUNE_PILEUP["motif"]),
     script:
         "../../scripts/tune_pileup_checkpoint.py"

@@ -14,7 +14,7 @@ import itertools
 import os
 import sys
 from contextlib import ExitStack
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from numapore.pileup import engine
 from numapore.pileup.modkit_versions import DEFAULT_VERSION, MODKIT_VERSIONS, ONLY_04
@@ -230,39 +230,68 @@ def check_reads(in_bam: str, stats: engine.Stats, edge_filter: str | None = None
             )
 
 
-def output_files(args: argparse.Namespace) -> list[tuple[str, int | None]]:
-    """The bedMethyl files to write, each with the haplotype it counts (None: all records):
-    OUT, or with --phased modkit 0.6.1's three files in the folder OUT."""
-    if not args.phased:
-        return [(args.out_bed, None)]
-    suffix = "bed.gz" if args.bgzf else "bedmethyl"
-    prefix = f"{args.prefix}_" if args.prefix else ""
-    return [
-        (os.path.join(args.out_bed, f"{prefix}{name}.{suffix}"), haplotype)
-        for name, haplotype in (("combined", None), ("hp1", 1), ("hp2", 2))
-    ]
+@dataclass(frozen=True)
+class Outputs:
+    """What a pileup writes: its bedMethyl (- for stdout; with phased, the folder of modkit
+    0.6.1's three files, named with prefix), BGZF with a tabix index (bgzf), and the listing of
+    its mapped primary records (read_listing)."""
+
+    out_bed: str
+    read_listing: str | None = None
+    phased: bool = False
+    bgzf: bool = False
+    prefix: str | None = None
+
+    def files(self) -> list[tuple[str, int | None]]:
+        """The bedMethyl files to write, each with the haplotype it counts (None: all
+        records): out_bed, or with phased the three files in the folder out_bed."""
+        if not self.phased:
+            return [(self.out_bed, None)]
+        suffix = "bed.gz" if self.bgzf else "bedmethyl"
+        prefix = f"{self.prefix}_" if self.prefix else ""
+        return [
+            (os.path.join(self.out_bed, f"{prefix}{name}.{suffix}"), haplotype)
+            for name, haplotype in (("combined", None), ("hp1", 1), ("hp2", 2))
+        ]
 
 
 def run(args: argparse.Namespace, regions: list[str] | None = None) -> int:
-    """Run the pileup (of the regions only, when given: a scatter's share); 0, or 1 after one
-    `numapore: ` line on stderr."""
+    """Run the pileup of the parsed command line (of the regions only, when given: a
+    scatter's share); 0, or 1 after one `numapore: ` line on stderr."""
     try:
         options = options_from_args(args)
-        outputs = output_files(args)
-        for out_bed, haplotype in outputs:
+    except engine.PileupError as err:
+        engine.eprint(f"numapore: {err}")
+        return 1
+    outputs = Outputs(args.out_bed, args.read_listing, args.phased, args.bgzf, args.prefix)
+    return run_options(args.in_bam, outputs, options, regions, args.quiet)
+
+
+def run_options(
+    in_bam: str,
+    outputs: Outputs,
+    options: engine.Options,
+    regions: list[str] | None = None,
+    quiet: bool = False,
+) -> int:
+    """Run the pileup of in_bam with the engine's options (of the regions only, when given);
+    0, or 1 after one `numapore: ` line on stderr."""
+    try:
+        for out_bed, haplotype in outputs.files():
             result = write_pileup(
-                args, out_bed, replace(options, haplotype=haplotype), regions, haplotype is None
-            )
+                in_bam, outputs, out_bed, replace(options, haplotype=haplotype), regions,
+                haplotype is None,
+            )  # fmt: skip
     except engine.PileupError as err:
         engine.eprint(f"numapore: {err}")
         return 1
     except OSError as err:
-        engine.eprint(f"numapore: {err.filename or args.out_bed}: {err.strerror}")
+        engine.eprint(f"numapore: {err.filename or outputs.out_bed}: {err.strerror}")
         return 1
     except KeyboardInterrupt:
         engine.eprint("numapore: interrupted")
         return 1
-    if not args.quiet:
+    if not quiet:
         st = result.stats
         skipped = ", ".join(f"{n} {SKIP_REASONS.get(k, k)}" for k, n in sorted(st.skipped.items()))
         engine.eprint(
@@ -273,16 +302,18 @@ def run(args: argparse.Namespace, regions: list[str] | None = None) -> int:
     return 0
 
 
-def write_pileup(args, out_bed: str, options, regions, check: bool) -> engine.Result:
+def write_pileup(
+    in_bam: str, outputs: Outputs, out_bed: str, options, regions, check: bool
+) -> engine.Result:
     """The one bedMethyl writer: the pileup's text to out_bed (- for stdout; BGZF with its
-    tabix index for --bgzf), written under a temporary name and renamed when complete; check:
-    refuse a pileup whose reads were all skipped."""
+    tabix index for outputs.bgzf), written under a temporary name and renamed when complete;
+    check: refuse a pileup whose reads were all skipped."""
     tmp = listing_tmp = None
     try:
         with ExitStack() as files:
             listing = None
-            if args.read_listing:
-                listing_tmp = part_file(args.read_listing)
+            if outputs.read_listing:
+                listing_tmp = part_file(outputs.read_listing)
                 listing = files.enter_context(open(listing_tmp, "w", buffering=1 << 20))
                 listing.write(engine.READ_LISTING_HEADER)
             if out_bed in ("-", "stdout"):
@@ -290,11 +321,11 @@ def write_pileup(args, out_bed: str, options, regions, check: bool) -> engine.Re
             else:
                 tmp = part_file(out_bed)
                 out = files.enter_context(open(tmp, "w", buffering=1 << 20))
-            result = engine.pileup(args.in_bam, out, options, regions, listing)
+            result = engine.pileup(in_bam, out, options, regions, listing)
         if check:
-            check_reads(args.in_bam, result.stats, args.edge_filter)
+            check_reads(in_bam, result.stats, options.edge_filter)
         sys.stdout.flush()
-        if args.bgzf:
+        if outputs.bgzf:
             # imported here: its thread pool and pysam's tabix are a tenth of a pileup's memory
             from numapore.methylation.bgzf import write_indexed_bed
 
@@ -303,7 +334,7 @@ def write_pileup(args, out_bed: str, options, regions, check: bool) -> engine.Re
                 write_indexed_bed(compressed, iter(lambda: text.read(4 << 20), b""))
             os.replace(compressed + ".tbi", out_bed + ".tbi")
             os.replace(compressed, tmp)
-        for part, final in ((tmp, out_bed), (listing_tmp, args.read_listing)):
+        for part, final in ((tmp, out_bed), (listing_tmp, outputs.read_listing)):
             if part is not None:
                 os.replace(part, final)
         tmp = listing_tmp = None

@@ -1,14 +1,18 @@
-"""The workflow's `pileup:` settings as `numapore pileup` options, and the modkit command line
-they equal (the options have modkit's names, so a user can run modkit on the same modBAM and
-compare)."""
+"""The workflow's `pileup:` settings checked against the modkit semantics they ask for, the
+engine's options as `numapore pileup` arguments and the modkit command line they equal (the
+options have modkit's names, so a user can run modkit on the same modBAM and compare), and the
+setting that emptied a pileup. The settings become the engine's options in the run's plan
+(numapore.workflow.jobs.pileup_options)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from shlex import join
 from typing import Any
 
 from numapore.methylation.motifs import MOTIFS
+from numapore.pileup.common import Options
 from numapore.pileup.modkit_versions import DEFAULT_VERSION, MODKIT_VERSIONS, ONLY_04
 
 # A character class of a motif pattern as its IUPAC code (modkit's --motif takes IUPAC).
@@ -69,82 +73,66 @@ def check_settings(settings: Mapping[str, Any]) -> None:
                 )
 
 
-def pileup_arguments(settings: Mapping[str, Any], reference: str, threads: int) -> list[str]:
-    """`numapore pileup` options (after IN.bam OUT.bed) for the config's pileup: settings,
-    with the semantics pileup.modkit names. SettingsError for a 0.4-only setting under 0.6."""
-    check_settings(settings)
-    version = modkit_version(settings)
-    args = ["--modkit-compat", version, "--ref", reference]
-    motif = settings["motif"]
-    if motif == "cpg" and version == "0.6":  # --cpg needs --modified-bases in 0.6
-        args += ["--motif", "CG", "0"]
-    elif motif == "cpg":
+def numapore_arguments(options: Options) -> list[str]:
+    """The `numapore pileup` options (after IN.bam OUT.bed) that give these options: with
+    --modkit-compat, modkit's names (modkit_command drops numapore's own)."""
+    args = ["--modkit-compat", options.compat, "--ref", str(options.reference)]
+    if options.cpg:
         args.append("--cpg")
-    elif motif != "any":
-        sequence, offset = modkit_motif(motif)
+    for sequence, offset in options.motifs:
         args += ["--motif", sequence, str(offset)]
-    if settings["combine_strands"] and motif != "any":
+    if options.combine_strands:
         args.append("--combine-strands")
-    if settings["filter_threshold"] == "auto":  # modkit takes one of the two
-        args += ["--filter-percentile", str(settings["filter_percentile"])]
-    else:
-        args += ["--filter-threshold", str(settings["filter_threshold"])]
-    if settings["ignore"]:
-        args += ["--ignore", settings["ignore"]]
-    if settings["edge_filter"]:
-        args += ["--edge-filter", settings["edge_filter"]]
-    return args + ["--threads", str(threads)]
+    for threshold in options.filter_threshold or []:
+        args += ["--filter-threshold", threshold]
+    if not options.filter_threshold:  # modkit takes one of the two
+        args += ["--filter-percentile", str(options.filter_percentile)]
+    if options.ignore:
+        args += ["--ignore", options.ignore]
+    if options.edge_filter:
+        args += ["--edge-filter", options.edge_filter]
+    return args + ["--threads", str(options.threads)]
 
 
-# The pileup: settings that remove calls, each with its numapore pileup option
+# The pileup: settings that remove calls, each with the options that leave it out
 FILTERS = {
-    "edge_filter": ("--edge-filter",),
-    "ignore": ("--ignore",),
-    "filter_threshold": ("--filter-threshold", "--filter-percentile"),
+    "edge_filter": {"edge_filter": None},
+    "ignore": {"ignore": None},
+    # left out, modkit would estimate a threshold: pass every call
+    "filter_threshold": {"filter_threshold": None, "no_filtering": True},
 }
 
 
-def emptying_filter(bam: str, arguments: Sequence[str]) -> str | None:
+def emptying_filter(bam: str, options: Options) -> str | None:
     """Which pileup: setting (a FILTERS key) removed every call of a pileup that wrote no row
-    with these arguments (pileup_arguments'): the first whose option, left out, gives rows;
-    None if none does. Runs the pileup again, once per filter given (an empty pileup's cost)."""
+    with these options: the first whose option, left out, gives rows; None if none does. Runs
+    the pileup again, once per filter set (an empty pileup's cost)."""
     import os
 
     from numapore.pileup import engine
-    from numapore.pileup import cli
 
-    for key, options in FILTERS.items():
-        kept, given = [], False
-        words = iter(arguments)
-        for word in words:
-            if word in options:
-                given = True
-                next(words)
-            else:
-                kept.append(word)
-        if not given:
+    for key, relaxed in FILTERS.items():
+        if key != "filter_threshold" and not getattr(options, key):
             continue
-        if key == "filter_threshold":  # left out, modkit estimates one: pass every call
-            kept.append("--no-filtering")
-        relaxed = cli.options_from_args(cli.parse([bam, os.devnull, *kept]))
         with open(os.devnull, "w") as out:
-            if engine.pileup(bam, out, relaxed).stats.rows:
+            if engine.pileup(bam, out, replace(options, **relaxed)).stats.rows:
                 return key
     return None
 
 
-def filter_setting(key: str, settings: Mapping[str, Any], config: Mapping[str, Any]) -> str:
-    """The config's setting behind a FILTERS key, with its value, for a job's settings
-    (common.smk's pileup_settings: filter_threshold auto became nanopolish's call threshold)."""
+def filter_setting(key: str, options: Options, config: Mapping[str, Any]) -> str:
+    """The config's setting behind a FILTERS key, with its value, for a job's options (with
+    filter_threshold auto, a nanopolish sample's threshold is its calls' own)."""
+    settings = config["pileup"]
     if key != "filter_threshold":
         return f"pileup.{key}: {settings[key]}"
-    if config["pileup"]["filter_threshold"] != "auto":
+    if settings["filter_threshold"] != "auto":
         return f"pileup.filter_threshold: {settings['filter_threshold']}"
-    if settings["filter_threshold"] == "auto":
+    if not options.filter_threshold:
         return f"pileup.filter_percentile: {settings['filter_percentile']}"
     return (
         f"methylation.call_threshold: {config['methylation']['call_threshold']} (as "
-        f"pileup.filter_threshold: auto, the probability {settings['filter_threshold']})"
+        f"pileup.filter_threshold: auto, the probability {options.filter_threshold[0]})"
     )
 
 

@@ -6,12 +6,15 @@ from __future__ import annotations
 
 import functools
 from pathlib import Path
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from numapore.execution.aligners import ALIGNERS
 from numapore.execution.io_modes import IO_MODES, modes_reading
 from numapore.inputs.sheet import signal_files
 from numapore.nanopolish.calls import llr_probability
+from numapore.pileup.common import Options
+from numapore.pileup.settings import check_settings, modkit_motif, modkit_version
 from numapore.workflow import layout
 
 if TYPE_CHECKING:
@@ -214,16 +217,49 @@ def pileup_bam(plan: RunPlan, name: str, aligner: str, motif: str) -> str:
     return layout.bam(name, aligner)
 
 
-def pileup_settings(plan: RunPlan, name: str, motif: str) -> dict[str, Any]:
-    """The pileup: settings of a job: config pileup: with the job's motif; for nanopolish's calls
-    the threshold `auto` keeps nanopolish's meaning: the probability of an LLR of
-    methylation.call_threshold."""
-    settings = {**plan.config["pileup"], "motif": motif}
+def pileup_options(plan: RunPlan, name: str, motif: str) -> Options:
+    """The engine's options of a sample's pileup of a motif (its job sets the threads): for
+    nanopolish's calls the threshold `auto` keeps nanopolish's meaning, the probability of an
+    LLR of methylation.call_threshold."""
     called = plan.samples[name].input_kind.runs("call_methylation")
-    if called and settings["filter_threshold"] == "auto":
-        call_threshold = plan.config["methylation"]["call_threshold"]
-        settings["filter_threshold"] = llr_probability(call_threshold)
-    return settings
+    call_threshold = plan.config["methylation"]["call_threshold"]
+    probability = llr_probability(call_threshold) if called else None
+    return options_of(
+        {**plan.config["pileup"], "motif": motif}, reference_fasta(plan, name), 1, probability
+    )
+
+
+def options_of(
+    settings: Mapping[str, Any], reference: str, threads: int = 1, called: float | None = None
+) -> Options:
+    """The engine's options for pileup: settings with a motif (a config's pileup: and the
+    job's motif), with the semantics pileup.modkit names; every setting decided here, once:
+    filter_threshold auto is a calling's own threshold (called) where there is one, else
+    modkit's estimate at filter_percentile. SettingsError for a 0.4-only setting under 0.6."""
+    check_settings(settings)
+    version = modkit_version(settings)
+    motif = settings["motif"]
+    motifs = []
+    if motif == "cpg" and version == "0.6":  # --cpg needs --modified-bases in 0.6
+        motifs = [("CG", 0)]
+    elif motif not in ("cpg", "any"):
+        motifs = [modkit_motif(motif)]
+    threshold = settings["filter_threshold"]
+    if threshold == "auto" and called is not None:
+        threshold = called
+    estimated = {"filter_percentile": float(settings["filter_percentile"])}
+    return Options(
+        **(estimated if threshold == "auto" else {}),
+        compat=version,
+        reference=reference,
+        cpg=motif == "cpg" and version != "0.6",
+        motifs=motifs,
+        combine_strands=bool(settings["combine_strands"]) and motif != "any",
+        filter_threshold=None if threshold == "auto" else [str(threshold)],
+        ignore=settings["ignore"] or None,
+        edge_filter=settings["edge_filter"] or None,
+        threads=threads,
+    )
 
 
 def pileup_inputs(

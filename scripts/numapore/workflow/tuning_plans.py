@@ -6,7 +6,9 @@ plan's notes."""
 
 from __future__ import annotations
 
+import json
 import os
+from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -180,7 +182,8 @@ def pileup_tuning(
         "format": tune_pileup.FORMAT,
         "numapore": numapore_version,
         "modbam": str(Path(bam).absolute()),
-        "settings": jobs.pileup_settings(plan, name, motif),
+        # as the record's JSON holds it (tuples as lists), so that an equal key compares equal
+        "settings": json.loads(json.dumps(asdict(jobs.pileup_options(plan, name, motif)))),
         "candidates": [tune_pileup.label(c) for c in candidates],
         "slice": {k: settings[k] for k in ("repeats", "share")},
     }
