@@ -33,7 +33,8 @@ from numapore.execution.cluster import job_cpus, node_request  # noqa: E402
 from numapore.inputs.phasing import vcf_sample  # noqa: E402
 from numapore.inputs.schema import did_you_mean  # noqa: E402
 from numapore.workflow import closing, jobs, layout, outputs, tuning_plans  # noqa: E402
-from numapore.workflow.plan import RunPlan, build as build_plan  # noqa: E402
+from numapore.workflow.build import build as build_plan  # noqa: E402
+from numapore.workflow.plan import RunPlan  # noqa: E402
 
 
 # Snakemake prints `Shell command: None` for every job of a script rule (no shell command)

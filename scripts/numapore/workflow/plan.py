@@ -2,46 +2,21 @@
 cores, before any job. It holds every decision of the run (the samples, the host with the
 command line's overrides, the I/O mode, both tunings, the pileup's options, the DMR contrasts,
 the cohort tables, the comparison's cells) and checks every setting, raising one InputError
-line for the first that cannot run. The workflow's common.smk only asks it; a test can build
-it without Snakemake."""
+line for the first that cannot run (numapore.workflow.build makes it). The workflow's
+common.smk only asks it; a test can build it without Snakemake."""
 
 from __future__ import annotations
 
-import os
-from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from numapore.base.errors import InputError
-from numapore.base.workdir import results_folder_problem
-from numapore.compare.cells import compared_sample, matrix, measured_steps
+from numapore.compare.cells import compared_sample, measured_steps
 from numapore.execution.aligners import ALIGNERS
-from numapore.execution.hosts import (
-    HostConfig,
-    config_overrides,
-    describe_overrides,
-    host_path,
-    load_host_config,
-    startup_check,
-    with_overrides,
-)
-from numapore.execution.io_modes import check_run as check_io_mode
-from numapore.execution.tools import check_minimap2_preset
-from numapore.execution.topology import NumaError
+from numapore.execution.hosts import HostConfig
 from numapore.inputs.kinds import DEFAULT_KIND, KINDS
-from numapore.inputs.sheet import (
-    Sample,
-    check_aligner,
-    check_phased_samples,
-    combine_samples,
-    load_samples,
-    read_checked_sheet,
-    sample_groups,
-    simulated_samples,
-)
+from numapore.inputs.sheet import Sample
 from numapore.methylation.dmr import Contrast
-from numapore.methylation.dmr import plan as plan_contrasts
 from numapore.methylation.motifs import MOTIFS
 from numapore.workflow import layout
 
@@ -243,190 +218,3 @@ class RunPlan:
         name = self.config["compare"]["sample"] or next(iter(self.samples), "")
         kind = self.samples[name].kind if name in self.samples else DEFAULT_KIND
         return measured_steps(self.config["compare"]["steps"], kind)
-
-
-def normalise(config: dict[str, Any], given: Mapping[str, Any]) -> None:
-    """The config's shorthand as its one meaning, in place: the demo off (`simulate: none`,
-    empty, or `--config simulate={}`, given: the command line's config) and `tune` as a word
-    (`--config tune=on` or an unquoted on/off in YAML read as a boolean)."""
-    if config.get("simulate") in ("none", None) or given.get("simulate") == {}:
-        config["simulate"] = {}
-    if isinstance(config.get("tune"), bool):
-        config["tune"] = "on" if config["tune"] else "off"
-
-
-def check_settings(
-    config: dict[str, Any],
-    schemas: Path,
-    configfiles: Sequence[Path],
-    given: Mapping[str, Any],
-) -> None:
-    """The config checked: one InputError line for an unknown key (with the closest known one)
-    or a refused value, naming the file and line or --config; then Snakemake's validation,
-    which sets the defaults; then the pileup's settings against its modkit semantics."""
-    import yaml
-    from snakemake.utils import validate
-
-    from numapore.inputs.schema import check_config
-    from numapore.pileup.settings import SettingsError
-    from numapore.pileup.settings import check_settings as check_pileup
-
-    schema = yaml.safe_load((schemas / "config.schema.yaml").read_text())
-    check_config(config, schema, list(configfiles), given)
-    validate(config, schema=str(schemas / "config.schema.yaml"))  # sets the defaults
-    try:
-        check_pileup(config["pileup"])
-    except SettingsError as err:
-        raise InputError(str(err)) from None
-
-
-def load_run_samples(config: dict[str, Any], schemas: Path, workdir: Path):
-    """The run's samples, the sheet's and the simulated ones (config simulate:), checked."""
-    import yaml
-    from snakemake.utils import validate
-
-    sheet = Path(config["samples"])
-    table = read_checked_sheet(sheet, yaml.safe_load((schemas / "samples.schema.yaml").read_text()))
-    validate(table, schema=str(schemas / "samples.schema.yaml"))
-    from_sheet = load_samples(table, sheet, workdir)
-    simulated = simulated_samples(config["simulate"], workdir, Path(layout.SIMULATED))
-    samples = combine_samples(from_sheet, simulated, sheet)
-    return samples, from_sheet, simulated
-
-
-def load_config(files: Sequence[Path], given: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """The config as Snakemake makes it for the workflow: the files' in order, each over the
-    ones before (nested keys merged), then the command line's --config (given) over them."""
-    import yaml
-    from snakemake.utils import update_config
-
-    config: dict[str, Any] = {}
-    for path in files:
-        update_config(config, yaml.safe_load(Path(path).read_text(encoding="utf-8-sig")) or {})
-    update_config(config, dict(given or {}))
-    return config
-
-
-def build(
-    config: dict[str, Any],
-    *,
-    schemas: Path,
-    configfiles: Sequence[Path] = (),
-    given: Mapping[str, Any] | None = None,
-    cores: int = 1,
-    executor: str = "",
-    threads_given: Sequence[str] = (),
-    main_process: bool = True,
-    workdir: Path | None = None,
-) -> RunPlan:
-    """The run's plan (config: Snakemake's, normalised and defaulted in place; schemas: the
-    workflow's schemas/; configfiles and given: the config's files and --config, for the
-    messages; cores: the run's; executor: the executor plugin's name; threads_given: the rules
-    whose threads the command line or a profile sets; main_process: the run's own process, not
-    a job's). InputError for the first setting or input that cannot run."""
-    from numapore.compare import tuning
-    from numapore.workflow import tuning_plans
-
-    given = dict(given or {})
-    workdir = workdir or Path.cwd()
-    normalise(config, given)
-    check_settings(config, schemas, configfiles, given)
-    # Before Snakemake makes results/.snakemake (its shadow prefix) and fails with a traceback.
-    problem = results_folder_problem(Path(layout.RESULTS))
-    if problem:
-        raise InputError(problem)
-    try:
-        samples, from_sheet, simulated = load_run_samples(config, schemas, workdir)
-        if config["pileup"]["phased"]:  # haplotags come with a modBAM's reads, or its VCF
-            check_phased_samples(samples.values())
-        # The host file: config/hosts/ of the working directory (the user's own), else the
-        # shipped one. Its NUMA layout must exist on this machine before any job starts; jobs
-        # sent to a cluster check it on their node instead: the submitting host only reads it.
-        host_file = str(host_path(config["host"]).absolute())
-        if main_process and config["host_check"] == "jobs":
-            file_host = load_host_config(host_file)
-        else:
-            file_host = startup_check(host_file)[0]
-        overrides = config_overrides(config)
-        host = with_overrides(file_host, overrides)
-        check_io_mode(host.io_mode, samples.values(), config, host_file)
-        if config["aligner"] == "minimap2":  # a preset the user chose (the kinds say which)
-            for setting in {s.input_kind.minimap2_preset_setting for s in samples.values()} - {""}:
-                section, key = setting.split(".")
-                check_minimap2_preset(config[section][key], f"config {setting}")
-        check_aligner(samples.values(), config["aligner"])
-    except (NumaError, ValueError) as err:
-        raise InputError(str(err)) from None
-    plan = RunPlan(
-        config=config,
-        samples=samples,
-        groups=sample_groups(samples),
-        host_file=host_file,
-        host=host,
-        file_host=file_host,
-        cores=cores,
-    )
-    plan.notes.append(("info", f"numapore: host file {host_file} (I/O mode {host.io_mode})"))
-    if overrides:
-        what = describe_overrides(file_host, overrides)
-        plan.notes.append(("info", f"numapore: the command line overrides the host file: {what}"))
-    if from_sheet and simulated:
-        demo = ", ".join(f"'{name}'" for name in simulated)
-        plan.notes.append(
-            (
-                "info",
-                f"numapore: also running the demo sample{'s' * (len(simulated) > 1)} {demo} "
-                "(config simulate:); --config simulate=none turns it off",
-            )
-        )
-    plan.notes += [("warning", f"numapore: {n}") for s in samples.values() for n in s.notes]
-    plan.tuning_name = tuning.tuning_name(config, executor)
-    if main_process:
-        os.environ[tuning.NAME_ENV] = plan.tuning_name
-    try:
-        plan.tune = tuning_plans.host_tuning(plan, main_process)
-        plan.tune_pileup = tuning_plans.pileup_tuning(plan, set(threads_given), main_process)
-    except ValueError as err:
-        raise InputError(str(err)) from None
-    plan_dmr_contrasts(plan)
-    plan.compare_cells = [
-        cell.name
-        for cell in matrix({**config["compare"], "steps": plan.compare_steps()}, plan.aligner)
-    ]
-    return plan
-
-
-def plan_dmr_contrasts(plan: RunPlan) -> None:
-    """The contrasts of config dmr:, checked (numapore.methylation.dmr.plan), into the plan."""
-    from numapore.workflow import outputs
-
-    config = plan.config
-    motif = config["pileup"]["motif"]
-
-    def haplotype_bedmethyl(sample: str) -> tuple[str, str]:
-        return tuple(
-            layout.methylation(sample, plan.aligner, motif, f".{hp}.bedmethyl.gz")
-            for hp in ("hp1", "hp2")
-        )
-
-    def not_phased(sample: str) -> str:
-        kind = plan.samples[sample].input_kind
-        if not config["pileup"].get("phased", False):
-            return "pileup.phased is false (no per-haplotype bedMethyl files)"
-        if not kind.stages_tagged_reads:
-            return f"its reads (kind {plan.samples[sample].kind}) carry no haplotags (HP tags)"
-        simulated = config["simulate"].get(sample)
-        if simulated is not None and not simulated.get("haplotagged", 0):
-            return f"simulate.{sample}.haplotagged is 0: its reads carry no HP tags"
-        return ""
-
-    contrasts = plan_contrasts(
-        config["dmr"],
-        plan.groups,
-        lambda sample: outputs.run_output(plan, "bedmethyl", sample, plan.aligner),
-        {s: plan.samples[s].reference_name for s in plan.samples},
-        haplotype_bedmethyl,
-        not_phased,
-    )
-    plan.contrasts = {c.name: c for c in contrasts}
-    plan.notes += [("info", f"numapore: {n}") for c in contrasts for n in c.notes]
