@@ -125,7 +125,7 @@ def test_aligner_registry_names_its_index_and_the_schema_agrees():
 
 
 def test_the_compared_sample_is_checked_in_the_package(tmp_path):
-    """Which sample a comparison benchmarks, and why it cannot (was common.smk's logic)."""
+    """Which sample a comparison benchmarks, and why it cannot (the plan's compare_sample)."""
     fast5 = Sample("f", (tmp_path / "f5",), tmp_path / "r.fastq", tmp_path / "ref.fa")
     pod5 = Sample("p", (tmp_path / "x.pod5",), tmp_path / "r.fastq", tmp_path / "ref.fa", "pod5")
     short = Sample("s", (), tmp_path / "r.fastq", tmp_path / "ref.fa", "", kind="short")

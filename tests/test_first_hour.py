@@ -21,8 +21,7 @@ from conftest import FEW_READS, REPO, host_file, run_workflow, shortest_reads
 
 from numapore.base.errors import InputError
 from numapore.execution.hosts import HostConfig, HostConfigError, config_overrides, with_overrides
-from numapore.inputs.schema import check_config
-from numapore.inputs.sheet import read_checked_sheet
+from numapore.workflow import plan
 from project import snakemake_command, write_project
 
 
@@ -183,31 +182,22 @@ def test_byte_order_mark_is_accepted(tmp_path, ecoli_dir):
     assert "Shell command: minimap2 -x map-ont" in out  # the index, a shell rule
 
 
-# The variants below go through the checks the workflow runs while it is read
-# (workflow/rules/common.smk), called here as it calls them: the dry runs above show that a
-# problem they find ends the run with its one `numapore:` line, from the sheet, the config file
+# The variants below build the run's plan as the workflow builds it while it is read
+# (numapore.workflow.plan.build, from workflow/rules/common.smk): the dry runs above show that a
+# problem it finds ends the run with its one `numapore:` line, from the sheet, the config file
 # and --config.
 
+SCHEMAS = REPO / "workflow" / "schemas"
 
-def sheet_problem(work: Path, monkeypatch) -> str:
-    """The `numapore:` line of the sheet's first problem, found by read_checked_sheet as the
-    workflow calls it from work (the sheet named relative to it, as config samples:)."""
+
+def plan_problem(work: Path, monkeypatch, **command_line) -> str:
+    """The `numapore:` line of the first problem the run's plan finds in work: its
+    config/config.yaml with these --config values over it, and the sheet it names."""
     monkeypatch.chdir(work)
-    schema = yaml.safe_load((REPO / "workflow/schemas/samples.schema.yaml").read_text())
+    files = [Path("config/config.yaml")]
+    config = plan.load_config(files, command_line)
     with pytest.raises(InputError) as err:
-        read_checked_sheet(Path("config/samples.tsv"), schema)
-    return f"numapore: {err.value}"
-
-
-def config_problem(work: Path, monkeypatch, **command_line) -> str:
-    """The `numapore:` line of the config's first problem, found by check_config as the
-    workflow calls it: work's config/config.yaml with these --config values over it."""
-    monkeypatch.chdir(work)
-    config_file = Path("config/config.yaml")
-    config = {**yaml.safe_load(config_file.read_text()), **command_line}
-    schema = yaml.safe_load((REPO / "workflow/schemas/config.schema.yaml").read_text())
-    with pytest.raises(InputError) as err:
-        check_config(config, schema, [config_file], command_line)
+        plan.build(config, schemas=SCHEMAS, configfiles=files, given=command_line)
     return f"numapore: {err.value}"
 
 
@@ -215,14 +205,14 @@ def test_spaces_instead_of_tabs(tmp_path, ecoli_dir, monkeypatch):
     work = write_project(tmp_path, [ecoli(ecoli_dir)])
     sheet = work / "config" / "samples.tsv"
     sheet.write_text(sheet.read_text().replace("\t", "    "))
-    assert sheet_problem(work, monkeypatch) == (
+    assert plan_problem(work, monkeypatch) == (
         "numapore: sample sheet config/samples.tsv, line 1: the sheet must be tab-separated; "
         "this line has no tab, its fields are separated by spaces"
     )
     # The header tab-separated, a row with spaces: the same reason, on the row's line.
     lines = sheet.read_text().splitlines()
     sheet.write_text(lines[0].replace("    ", "\t") + "\n" + "\n".join(lines[1:]) + "\n")
-    assert sheet_problem(work, monkeypatch) == (
+    assert plan_problem(work, monkeypatch) == (
         "numapore: sample sheet config/samples.tsv, line 2: the sheet must be tab-separated; "
         "this line has no tab, its fields are separated by spaces"
     )
@@ -231,12 +221,12 @@ def test_spaces_instead_of_tabs(tmp_path, ecoli_dir, monkeypatch):
 def test_bad_aligner_name(tmp_path, ecoli_dir, monkeypatch):
     work = write_project(tmp_path, [ecoli(ecoli_dir)], {"aligner": "minimap"})
     line = (work / "config/config.yaml").read_text().splitlines().index("aligner: minimap") + 1
-    assert config_problem(work, monkeypatch) == (
+    assert plan_problem(work, monkeypatch) == (
         f"numapore: config/config.yaml, line {line}: aligner: 'minimap' is not one of "
         "['minimap2', 'bwa', 'bowtie2', 'snap']; did you mean `minimap2`?"
     )
     work = write_project(tmp_path / "cli", [ecoli(ecoli_dir)])
-    assert config_problem(work, monkeypatch, aligner="bwa2") == (
+    assert plan_problem(work, monkeypatch, aligner="bwa2") == (
         "numapore: --config aligner=bwa2: 'bwa2' is not one of ['minimap2', 'bwa', 'bowtie2', "
         "'snap']; did you mean `bwa`?"
     )

@@ -243,7 +243,7 @@ def test_equal_fast5_names_get_distinct_links(tmp_path):
 def test_group_column_parsed_and_a_malformed_group_named(inputs):
     """The optional group column (issue 43): each sample's group, the run's groups in sample
     order; a malformed value is one line naming the sheet, line and column (the schema's check,
-    as common.smk runs it before any job)."""
+    as the run's plan runs it before any job)."""
     path = inputs / "samples.tsv"
     rows = ["t1\tf5\treads.fastq\tref.fa\ttumour", "n1\tf5\treads.fastq\tref.fa\tnormal"]
     rows += ["t2\tf5\treads.fastq\tref.fa\ttumour", "x\tf5\treads.fastq\tref.fa\t"]

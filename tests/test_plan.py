@@ -1,0 +1,621 @@
+"""The run's plan (numapore.workflow), built without Snakemake from the shipped config and each
+.test/ config as `--configfile` layers them: what the default target makes, the pileup's
+settings per sample, the DMR contrasts and cohort tables, the comparison's cells, both tunings
+and their lines, the wildcard patterns and the results' paths the other tests name literally;
+and the one `numapore:` line of each common mistake. Pure and fast: no job runs."""
+
+from __future__ import annotations
+
+import itertools
+import math
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+from project import REPO
+from runs_modbam_short import as_the_clone
+
+from numapore.base.errors import InputError
+from numapore.compare import tuning
+from numapore.execution.hosts import host_path
+from numapore.workflow import jobs, layout, outputs, plan, tuning_plans
+
+SCHEMAS = REPO / "workflow" / "schemas"
+TUNING_NAME = "testhost"  # the tuning files' name, whatever the machine's
+ONE_NODE = "nothing to tune: one node (every strategy runs as none does)"
+# A host of one NUMA node of its own (host_check: jobs: the file is read, not checked against
+# this machine), and the shipped two-socket one: the tunings' plans whatever this machine is.
+ONE_NODE_HOST = {
+    "description": "one node",
+    "topology": {"nodes": [{"id": 0, "cpus": "0-1", "memory_mib": 4096, "distances": [10]}]},
+    "io_mode": "fast5",
+}
+
+
+@pytest.fixture
+def clone(tmp_path, monkeypatch, dh10b):
+    """A folder laid out as the clone (its sheet too), the working directory; the tuning files
+    named TUNING_NAME, and the environment the plan sets restored after the test."""
+    as_the_clone(tmp_path)
+    shutil.copy(REPO / "config" / "samples.tsv", tmp_path / "config" / "samples.tsv")
+    (tmp_path / "one-node.yaml").write_text(yaml.safe_dump(ONE_NODE_HOST))
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv(tuning.NAME_ENV, TUNING_NAME)
+    monkeypatch.setenv(tuning.PAYBACK_ENV, "")  # recorded, so that teardown removes it
+    monkeypatch.delenv(tuning.PAYBACK_ENV)
+    return tmp_path
+
+
+def run_plan(*configfiles: str, cores: int = 2, threads_given=(), **given) -> plan.RunPlan:
+    """The plan of config/config.yaml with these config files over it and --config given, as
+    the workflow builds it in the working directory."""
+    files = [Path("config/config.yaml"), *map(Path, configfiles)]
+    config = plan.load_config(files, given)
+    return plan.build(
+        config,
+        schemas=SCHEMAS,
+        configfiles=files,
+        given=given,
+        cores=cores,
+        threads_given=threads_given,
+    )
+
+
+def host_note(found: plan.RunPlan) -> tuple[str, str]:
+    return ("info", f"numapore: host file {found.host_file} (I/O mode {found.io_mode})")
+
+
+# ----------------------------------------------------------------------------------------------
+# What the default target makes, per config.
+
+
+def signal_sample_outputs(s: str, motifs=("cpg",), aligner="minimap2") -> list[str]:
+    """A simulated signal sample's files: the alignment and its QC, the read accounting, per
+    motif nanopolish's calls, frequency, bedMethyl and modBAM, the CpG accuracy (its truth is
+    known), and the report: four figures and the accuracy's."""
+    run = f"results/{s}/methylation/{s}.{aligner}"
+    per_motif = [
+        f"{run}.{m}{suffix}"
+        for m in motifs
+        for suffix in (".calls.tsv", ".frequency.tsv", ".bedmethyl.gz.tbi", ".modbam.bam.bai")
+    ]
+    return [
+        *alignment_outputs(s, aligner),
+        f"results/{s}/{s}.{aligner}.accounting.tsv",
+        *per_motif,
+        f"{run}.cpg.accuracy.tsv",
+        *report(s, aligner, "alignment_qc.png", "methylation.png", "accounting.png"),
+        *report(s, aligner, "provenance.html", "accuracy.png"),
+    ]
+
+
+def modbam_sample_outputs(s: str, phased: bool = False) -> list[str]:
+    """A simulated modBAM sample's files: the alignment and its QC, the pileup's CpG bedMethyl,
+    what staging counted, (phased) the bedMethyl per haplotype, the CpG accuracy, the read
+    accounting, and the report (no accuracy figure: that one reads nanopolish's calls)."""
+    run = f"results/{s}/methylation/{s}.minimap2.cpg"
+    haplotypes = [f"{run}.{hp}.bedmethyl.gz{i}" for hp in ("hp1", "hp2") for i in ("", ".tbi")]
+    return [
+        *alignment_outputs(s, "minimap2"),
+        f"{run}.bedmethyl.gz.tbi",
+        f"results/{s}/{s}.staged.tsv",
+        *(haplotypes if phased else []),
+        f"{run}.accuracy.tsv",
+        f"results/{s}/{s}.minimap2.accounting.tsv",
+        *report(s, "minimap2", "alignment_qc.png", "methylation.png", "accounting.png"),
+        *report(s, "minimap2", "provenance.html"),
+    ]
+
+
+def alignment_outputs(s: str, aligner: str) -> list[str]:
+    return [
+        f"results/{s}/align/{s}.{aligner}{x}" for x in (".bam.bai", ".stats.txt", ".summary.tsv")
+    ]
+
+
+def report(s: str, aligner: str, *names: str) -> list[str]:
+    return [f"results/{s}/report/{s}.{aligner}.{name}" for name in names]
+
+
+MULTIQC = "results/multiqc/numapore_multiqc.html"
+# A contrast's files: its merged tables' indexes, the report's figure and table, the score.
+DMR_FILES = (".sites.tsv.gz.tbi", ".dmrs.bed.gz.tbi", ".dmrs.png", ".top_dmrs.html", ".score.tsv")
+
+
+def test_default_config_runs_the_signal_demo(clone):
+    """The shipped config: the sheet has no sample, the demo is a simulated FAST5 sample that
+    nanopolish calls (CpG), scored against its truth; one sample: no cohort table, no DMR."""
+    found = run_plan()
+    assert list(found.samples) == ["demo"] and found.groups == {}
+    demo = found.samples["demo"]
+    assert demo.kind == "signal" and demo.signal_format == "fast5"
+    assert found.references == {"ecoli_dh10b": clone / "resources" / "ecoli_dh10b.fa"}
+    assert outputs.final_outputs(found) == [*signal_sample_outputs("demo"), MULTIQC]
+    assert (
+        found.cohort_tables() == [] and found.contrasts == {} and outputs.dmr_outputs(found) == []
+    )
+    assert found.host_file == str(host_path("auto").absolute())
+    assert found.notes == [host_note(found)]
+    assert found.tune is None and found.tune_pileup is None  # tune: "off"
+    assert found.sample_motifs(demo) == ["cpg"] and found.scored("demo")
+    assert outputs.multiqc_inputs(found) == {
+        "stats": ["results/demo/align/demo.minimap2.stats.txt"],
+        "flagstat": ["results/demo/align/demo.minimap2.flagstat.txt"],
+        "custom": [
+            "results/multiqc/numapore_accounting_mqc.tsv",
+            "results/multiqc/numapore_methylation_mqc.tsv",
+        ],
+    }
+    # A second motif: its four files; the accuracy and the report stay CpG's.
+    both = run_plan(methylation={"motifs": ["cpg", "gpc"]})
+    assert outputs.final_outputs(both) == [*signal_sample_outputs("demo", ("cpg", "gpc")), MULTIQC]
+
+
+def test_signal_config_is_the_demos_shape(clone):
+    """.test/config-signal.yaml changes the demo's size only: the same files."""
+    found = run_plan(".test/config-signal.yaml")
+    assert found.config["simulate"]["demo"]["reads"] == 100
+    assert outputs.final_outputs(found) == [*signal_sample_outputs("demo"), MULTIQC]
+
+
+def test_modbam_config(clone):
+    """.test/config-modbam.yaml: the demo as a modBAM, piled up (its reads' own calls), scored,
+    with its staging's counts and read accounting."""
+    found = run_plan(".test/config-modbam.yaml")
+    assert list(found.samples) == ["demo"] and found.samples["demo"].kind == "modbam"
+    assert outputs.final_outputs(found) == [*modbam_sample_outputs("demo"), MULTIQC]
+    assert outputs.run_output(found, "modbam", "demo", "minimap2") == (
+        "results/demo/align/demo.minimap2.bam"
+    )
+    assert (
+        jobs.pileup_bam(found, "demo", "minimap2", "cpg") == "results/demo/align/demo.minimap2.bam"
+    )
+
+
+def test_short_config(clone):
+    """.test/config-short.yaml: the demo off, two short samples of the sheet (pairs and single
+    reads) aligned by bwa; short reads get the alignment's QC and provenance only."""
+    found = run_plan(".test/config-short.yaml")
+    assert found.config["simulate"] == {} and found.aligner == "bwa"
+    assert list(found.samples) == ["pe", "se"]
+    assert [s.paired for s in found.samples.values()] == [True, False]
+    expected = [
+        *[
+            path
+            for s in ("pe", "se")
+            for path in alignment_outputs(s, "bwa")
+            + report(s, "bwa", "alignment_qc.png", "provenance.html")
+        ],
+        MULTIQC,
+    ]
+    assert outputs.final_outputs(found) == expected
+    assert all(found.marks_duplicates(s) for s in ("pe", "se"))
+    assert found.bwa_batch("pe") == 10_000_000
+    assert outputs.multiqc_runs(found) == {"pe.bwa": {}, "se.bwa": {}}
+    assert jobs.reads_shard(found, "pe", "1-of-1", "fast5", 2) == (
+        "results/pe/reads/paired/pe.2.fastq.gz"
+    )
+    assert jobs.reads_shard(found, "se", "1-of-1", "fast5", 2) == []
+    # The comparison benchmarks the first sample, in its alignment only: 2 aligners x 4
+    # strategies x 2 thread counts x 2 repeats.
+    assert found.compare_steps() == ["alignment"] and len(found.compare_cells) == 32
+
+
+def test_groups_config_contrasts_and_cohort(clone):
+    """.test/config-groups.yaml: five simulated modBAM samples on one window, phased (HP tags);
+    the demo has no group. Its DMR contrasts: case vs control (two samples a side), case1's
+    haplotypes; both scored (every sample simulated with group and allele-specific regions);
+    one cohort table of the five samples."""
+    found = run_plan(".test/config-groups.yaml")
+    names = ["demo", "case1", "case2", "control1", "control2"]
+    assert list(found.samples) == names
+    assert found.groups == {"case": ["case1", "case2"], "control": ["control1", "control2"]}
+    assert list(found.contrasts) == ["case_vs_control", "case1_hp1_vs_hp2"]
+    groups, haplotypes = found.contrasts.values()
+    bed = "results/{0}/methylation/{0}.minimap2.cpg{1}.bedmethyl.gz"
+    assert (groups.kind, groups.label1, groups.label2) == ("groups", "case", "control")
+    assert (groups.group1, groups.group2) == (("case1", "case2"), ("control1", "control2"))
+    assert groups.sources == {s: bed.format(s, "") for s in names[1:]}
+    assert groups.reference == "ecoli_window" and groups.notes == ()
+    assert (haplotypes.kind, haplotypes.group1, haplotypes.group2) == (
+        "haplotypes",
+        ("case1_hp1",),
+        ("case1_hp2",),
+    )
+    assert haplotypes.sources == {
+        "case1_hp1": bed.format("case1", ".hp1"),
+        "case1_hp2": bed.format("case1", ".hp2"),
+    }
+    assert groups.settings == haplotypes.settings
+    assert groups.settings["smoothing"] is True and groups.settings["delta"] == 0.1
+    assert found.notes == [
+        host_note(found),
+        (
+            "info",
+            "numapore: config dmr.contrasts[1] (case1_hp1_vs_hp2): haplotype 1 vs 2 of sample "
+            "'case1' (one sample per side): tested with smoothing, neighbouring CpGs standing in "
+            "for replicates (its p-values say nothing of the variation between individuals)",
+        ),
+    ]
+    assert found.contrast_pattern() == "case_vs_control|case1_hp1_vs_hp2"
+    for name in found.contrasts:
+        assert jobs.dmr_truth(found, name) == "results/simulated/case1/regions.bed"
+    dmr = [f"results/dmr/{c}/{c}{suffix}" for c in found.contrasts for suffix in DMR_FILES]
+    assert outputs.dmr_outputs(found) == dmr
+    cohort = "results/cohort/ecoli_window/cohort.minimap2.cpg.bed.gz.tbi"
+    assert found.cohort_samples("ecoli_window", "cpg") == names
+    assert found.cohort_tables() == [cohort]
+    assert jobs.cohort_inputs(found, "ecoli_window", "minimap2", "cpg") == {
+        "beds": [bed.format(s, "") for s in names],
+        "fai": "results/references/ecoli_window/ecoli_window.fa.fai",
+    }
+    per_sample = [p for s in names for p in modbam_sample_outputs(s, phased=True)]
+    assert outputs.final_outputs(found) == [*per_sample, *dmr, cohort, MULTIQC]
+    assert len(outputs.final_outputs(found)) == 5 * 15 + 2 * 5 + 1 + 1
+    assert outputs.multiqc_inputs(found)["custom"][-1] == "results/multiqc/numapore_dmr_mqc.tsv"
+    assert jobs.dmr_counts_inputs(found, "case1_hp1_vs_hp2")["tbi"] == [
+        bed.format("case1", f".{hp}") + ".tbi" for hp in ("hp1", "hp2")
+    ]
+
+
+def compare_cells(aligners, strategies, io_modes, threads, repeats, methylation_aligner):
+    """Every cell's name: the alignment's per aligner (no I/O mode: 'na'), the methylation's
+    (with the run's aligner's alignments) per I/O mode."""
+    combos = itertools.product(strategies, threads, range(1, repeats + 1))
+    cells = set()
+    for strategy, t, r in combos:
+        cells |= {f"alignment.{a}.{strategy}.na.t{t}.r{r}" for a in aligners}
+        cells |= {f"methylation.{methylation_aligner}.{strategy}.{io}.t{t}.r{r}" for io in io_modes}
+    return cells
+
+
+def test_comparison_cells(clone):
+    """The shipped compare: section: 2 aligners x 4 strategies x 2 thread counts x 2 repeats
+    alignment cells (32) and 4 strategies x 3 I/O modes x 2 x 2 methylation cells (48);
+    .test/config-compare.yaml's: 1 x 2 x 1 x 2 (4) and 2 x 3 x 1 x 2 (12). Each repeat's cells
+    all run before the next repeat's."""
+    strategies = ["none", "interleave", "localalloc", "instances"]
+    io_modes = ["fast5", "fast5-pool", "slow5"]
+    shipped = run_plan()
+    assert shipped.compare_steps() == ["alignment", "methylation"]
+    expected = compare_cells(["minimap2", "bwa"], strategies, io_modes, [1, 2], 2, "minimap2")
+    assert len(shipped.compare_cells) == 80 and set(shipped.compare_cells) == expected
+    found = run_plan(".test/config-compare.yaml")
+    assert found.compare_sample().name == "demo"
+    expected = compare_cells(["minimap2"], ["none", "instances"], io_modes, [2], 2, "minimap2")
+    assert len(found.compare_cells) == 16 and set(found.compare_cells) == expected
+    assert all(c.endswith(".r1") for c in found.compare_cells[:8])
+    assert found.compare_cells != sorted(found.compare_cells)  # a shuffle (seed 7)
+    assert jobs.compare_cell_files(found, "record") == [
+        f"results/compare/cells/{c}.run.json" for c in found.compare_cells
+    ]
+    # compare.reads 12: the cells read the demo's first reads and their alignments.
+    reads = "results/demo/reads/{}/demo.fastq"
+    assert jobs.compare_cell_inputs(found, "fast5") == {
+        "reads": "results/compare/input/demo.fastq",
+        "genome": "results/references/ecoli_dh10b/ecoli_dh10b.fa",
+        "index_minimap2": ["results/references/ecoli_dh10b/minimap2/ecoli_dh10b.map-ont.mmi"],
+        "bam": "results/compare/input/demo.minimap2.bam",
+        "bai": "results/compare/input/demo.minimap2.bam.bai",
+        **{
+            f"signal_{mode}": [reads.format(folder), reads.format(folder) + ".index.readdb"]
+            for mode, folder in [("fast5", "fast5"), ("fast5-pool", "fast5"), ("slow5", "blow5")]
+        },
+        "blow5": "results/demo/signal/demo.blow5",
+    }
+
+
+# ----------------------------------------------------------------------------------------------
+# The pileup's settings per sample (kept together: they become typed options later).
+
+
+def test_pileup_settings_per_sample(clone):
+    """config pileup: with the job's motif; `filter_threshold: auto` of nanopolish's calls is
+    the probability of an LLR of methylation.call_threshold (1 / (1 + e^-LLR)), a modBAM's
+    stays auto (modkit's estimate), a number stays that number."""
+    base = {
+        "modkit": "0.6",
+        "motif": "cpg",
+        "combine_strands": True,
+        "filter_percentile": 0.1,
+        "ignore": "",
+        "edge_filter": "",
+        "phased": False,
+    }
+    signal = run_plan()
+    settings = jobs.pileup_settings(signal, "demo", "cpg")
+    assert settings == {**base, "filter_threshold": pytest.approx(1 / (1 + math.exp(-2.0)))}
+    assert jobs.pileup_settings(signal, "demo", "gpc")["motif"] == "gpc"
+    assert signal.config["pileup"]["filter_threshold"] == "auto"  # the config is left as it was
+    other = run_plan(methylation={"call_threshold": 1.5})
+    assert jobs.pileup_settings(other, "demo", "cpg")["filter_threshold"] == pytest.approx(
+        1 / (1 + math.exp(-1.5))
+    )
+    given = run_plan(pileup={"filter_threshold": 0.7})
+    assert jobs.pileup_settings(given, "demo", "cpg")["filter_threshold"] == 0.7
+    modbam = run_plan(".test/config-modbam.yaml")
+    assert jobs.pileup_settings(modbam, "demo", "cpg") == {**base, "filter_threshold": "auto"}
+    phased = run_plan(".test/config-groups.yaml")
+    assert jobs.pileup_settings(phased, "case1", "cpg") == {
+        **base,
+        "filter_threshold": "auto",
+        "phased": True,
+    }
+
+
+# ----------------------------------------------------------------------------------------------
+# The tunings: tune on / off, an I/O mode on the command line, hosts of one and two nodes.
+
+
+def pileup_note(why: str) -> tuple[str, str]:
+    return ("info", f"numapore: tuning: pileup: {why}")
+
+
+def tuning_note(line: str) -> tuple[str, str]:
+    return ("info", f"numapore: tuning: {line}")
+
+
+def test_tuning_plans_on_one_node(clone):
+    """tune on, a host of one node: the demo's I/O modes are measured (its FAST5 can be read
+    in each), no strategy; the pileup's three settings on 2 cores, on the demo's modBAM of
+    nanopolish's calls. tune off: no plan."""
+    assert run_plan(host="one-node.yaml", host_check="jobs").tune is None
+    found = run_plan(host="one-node.yaml", host_check="jobs", tune="on")
+    files = {
+        "record": f"results/tuning/{TUNING_NAME}.json",
+        "host": f"results/tuning/{TUNING_NAME}.yaml",
+    }
+    assert found.tune["sample"] == "demo"
+    assert found.tune["candidates"] == ["fast5", "fast5-pool", "slow5"]
+    assert found.tune["strategy_steps"] == [] and found.tune["strategies_why"] == ONE_NODE
+    assert found.tune["files"] == files and found.tune["again"] == 0
+    assert tuning_plans.tuned_step(found) == "methylation"
+    pileup = found.tune_pileup
+    assert pileup["sample"] == "demo" and pileup["motif"] == "cpg" and pileup["jobs"] == 1
+    assert pileup["bam"] == "results/demo/methylation/demo.minimap2.cpg.modbam.bam"
+    assert pileup["candidates"] == [(1, 2), (1, 1), (2, 1)]  # regions x threads
+    assert pileup["key"]["settings"] == jobs.pileup_settings(found, "demo", "cpg")
+    assert pileup["key"]["modbam"] == str(clone / pileup["bam"])
+    assert pileup["files"]["record"] == f"results/tuning/{TUNING_NAME}.pileup.json"
+    assert tuning_plans.untuned_pileup(found) == {"regions": 1, "threads": 2}
+    assert tuning_plans.tuned_pileup_base(found) == files["host"]
+    assert found.notes == [
+        host_note(found),
+        tuning_note(f"strategies: {ONE_NODE}"),
+        tuning_note(
+            f"nothing measured yet: no results/tuning/{TUNING_NAME}.json; the sample's files "
+            "are made by the run: measuring"
+        ),
+        pileup_note(f"nothing measured yet: no results/tuning/{TUNING_NAME}.pileup.json"),
+    ]
+    # `--config tune=on` or an unquoted on in YAML: a boolean, read as on.
+    assert run_plan(host="one-node.yaml", host_check="jobs", tune=True).config["tune"] == "on"
+
+
+def test_io_mode_on_the_command_line_leaves_nothing_to_tune_on_one_node(clone):
+    found = run_plan(host="one-node.yaml", host_check="jobs", tune="on", io_mode="slow5")
+    assert found.io_mode == "slow5" and found.file_host.io_mode == "fast5"
+    assert found.tune is None and found.tune_pileup is not None
+    assert found.host_overrides("io_mode", "strategy.methylation") == {
+        "overrides": {"io_mode": "slow5"}
+    }
+    assert found.host_overrides("strategy.alignment") == {}
+    assert found.notes == [
+        host_note(found),
+        (
+            "info",
+            "numapore: the command line overrides the host file: I/O mode slow5 (the host "
+            "file's: fast5)",
+        ),
+        tuning_note(f"nothing to tune: --config io_mode=slow5 is given; {ONE_NODE}"),
+        pileup_note(f"nothing measured yet: no results/tuning/{TUNING_NAME}.pileup.json"),
+    ]
+
+
+def test_tuning_plans_on_two_nodes(clone):
+    """The shipped two-socket host: both steps' strategies are tuned, the I/O modes too unless
+    the command line gives one; with the calling's strategy given too, the tuning job is the
+    alignment's."""
+    two = {"host": "xeon-2socket", "host_check": "jobs", "tune": "on"}
+    found = run_plan(**two)
+    assert found.tune["strategy_steps"] == ["alignment", "methylation"]
+    assert found.tune["candidates"] == ["fast5", "fast5-pool", "slow5"]
+    assert found.notes[1:3] == [
+        tuning_note("strategies: the alignment's and the methylation's measured on the first "
+                    "reads of sample 'demo'"),
+        tuning_note(f"nothing measured yet: no results/tuning/{TUNING_NAME}.json"),
+    ]  # fmt: skip
+    found = run_plan(**two, io_mode="fast5", strategy_methylation="none")
+    assert found.tune["candidates"] == [] and found.tune["strategy_steps"] == ["alignment"]
+    assert tuning_plans.tuned_step(found) == "alignment"
+    assert found.notes[1:4] == [
+        (
+            "info",
+            "numapore: the command line overrides the host file: I/O mode fast5 (the host "
+            "file's: slow5), methylation strategy none (the host file's: interleave)",
+        ),
+        tuning_note("strategies: the alignment's measured on the first reads of sample 'demo'"),
+        tuning_note("I/O mode: nothing to tune: --config io_mode=fast5 is given"),
+    ]
+    # Short reads: no raw signal, the alignment's strategies on the first sample; no pileup.
+    short = run_plan(".test/config-short.yaml", **two)
+    assert short.tune["sample"] == "pe" and short.tune["candidates"] == []
+    assert short.tune_pileup is None
+    assert short.notes[-1] == pileup_note("nothing to tune: no sample runs the pileup")
+
+
+def test_pileup_tuning_with_nothing_to_tune(clone):
+    one_core = run_plan(tune="on", cores=1)
+    assert one_core.tune_pileup is None
+    assert one_core.notes[-1] == pileup_note(
+        "nothing to tune: on 1 core every setting runs as 1 region x 1 thread does"
+    )
+    given = run_plan(tune="on", threads_given=["pileup", "align"])
+    assert given.tune_pileup is None
+    assert given.notes[-1] == pileup_note(
+        "nothing to tune: the pileup's threads are given (set-threads: pileup)"
+    )
+    modbam = run_plan(
+        ".test/config-modbam.yaml", host="one-node.yaml", host_check="jobs", tune="on"
+    )
+    assert modbam.tune is None  # no raw signal, one node
+    assert modbam.tune_pileup["bam"] == "results/demo/align/demo.minimap2.bam"
+    assert modbam.notes[1] == tuning_note(f"nothing to tune: no sample has raw signal; {ONE_NODE}")
+
+
+# ----------------------------------------------------------------------------------------------
+# Wildcard patterns and the results' paths the other tests name literally.
+
+
+def test_wildcard_patterns(clone):
+    found = run_plan(".test/config-groups.yaml")
+    patterns = found.wildcard_patterns()
+    assert patterns["aligner"] == "minimap2|bwa|bowtie2|snap"
+    assert patterns["motif"] == "cpg|gpc|dam|dcm|any"
+    assert patterns["preset"] == r"map\-hifi|map\-ont|sr"  # the kinds' minimap2 presets
+    for name, matching, not_matching in [
+        ("sample", ["case1", "control-2", "Demo_1"], ["_x", "a.b", "case 1"]),
+        ("shard", ["1-of-1", "12-of-40"], ["1of2", "x-of-2"]),
+        ("fmt", ["fasta", "fastq.gz"], ["fa", "bam"]),
+        ("cell", ["alignment.minimap2.none.na.t1.r1"], ["Alignment"]),
+    ]:
+        assert all(re.fullmatch(patterns[name], m) for m in matching), name
+        assert not any(re.fullmatch(patterns[name], m) for m in not_matching), name
+    modbams = "demo|case1|case2|control1|control2"
+    assert found.samples_running("pileup") == modbams == found.simulated_of_kind("modbam")
+    assert found.samples_running("call_methylation") == "(?!)"  # matches nothing
+    assert re.fullmatch("(?!)", "demo") is None and re.fullmatch("(?!)", "") is None
+    assert found.samples_with_phased_vcf() == "(?!)"
+    signal = run_plan()
+    assert signal.samples_running("raw_signal") == "demo"
+    assert signal.samples_with_signal_format("fast5") == "demo"
+    assert signal.samples_with_signal_format("blow5") == "(?!)"
+    assert signal.contrast_pattern() == "(?!)"
+    assert signal.shard_ids("alignment") == ["1-of-1"]
+    assert signal.shard_ids("pileup", 3) == ["1-of-3", "2-of-3", "3-of-3"]
+
+
+def test_layout_paths_are_those_the_tests_name():
+    """The paths of the layout against the literal ones of the other tests (a renamed output
+    shows here first); called without values, Snakemake's wildcards stay in place."""
+    assert layout.bam("ecoli", "minimap2") == "results/ecoli/align/ecoli.minimap2.bam"
+    assert layout.bam("pe", "snap", ".summary.tsv") == "results/pe/align/pe.snap.summary.tsv"
+    assert layout.methylation("ecoli", "minimap2", "cpg", ".calls.tsv") == (
+        "results/ecoli/methylation/ecoli.minimap2.cpg.calls.tsv"
+    )
+    assert layout.accounting("x", "minimap2") == "results/x/x.minimap2.accounting.tsv"
+    assert layout.staged_counts("x") == "results/x/x.staged.tsv"
+    assert layout.blow5("ecoli", ".idx") == "results/ecoli/signal/ecoli.blow5.idx"
+    assert layout.staged_reads("small", "fast5", "fasta") == "results/small/reads/fast5/small.fasta"
+    assert layout.reference_fasta("region") == "results/references/region/region.fa"
+    assert layout.report_file("ssm1", "minimap2", "methylation.png") == (
+        "results/ssm1/report/ssm1.minimap2.methylation.png"
+    )
+    assert layout.simulated("case1", "regions.bed") == "results/simulated/case1/regions.bed"
+    assert layout.dmr("case_vs_control", ".score.tsv") == (
+        "results/dmr/case_vs_control/case_vs_control.score.tsv"
+    )
+    assert layout.cohort_table("hap1", "minimap2", "cpg", ".tbi") == (
+        "results/cohort/hap1/cohort.minimap2.cpg.bed.gz.tbi"
+    )
+    assert layout.MULTIQC_REPORT == "results/multiqc/numapore_multiqc.html"
+    assert layout.multiqc_custom("dmr") == "results/multiqc/numapore_dmr_mqc.tsv"
+    assert layout.COMPARISON_REPORT == "results/compare/report.md"
+    assert layout.compare_file("recommended-host.yaml") == "results/compare/recommended-host.yaml"
+    assert layout.log("pileup", "clean.minimap2.cpg.log") == (
+        "results/logs/pileup/clean.minimap2.cpg.log"
+    )
+    assert layout.bam() == "results/{sample}/align/{sample}.{aligner}.bam"
+    assert layout.methylation(suffix=".bedmethyl.gz") == (
+        "results/{sample}/methylation/{sample}.{aligner}.{motif}.bedmethyl.gz"
+    )
+    assert layout.methylation_shard(motif=None, suffix=".bam") == (
+        "results/{sample}/methylation/shards/{sample}.{aligner}.{shard}.bam"
+    )
+
+
+# ----------------------------------------------------------------------------------------------
+# The common mistakes: one line each, as the workflow prints it (`numapore: <line>`); the same
+# lines the dry runs of test_first_hour.py, test_dmr.py and test_phased.py assert.
+
+NOT_AN_ALIGNER = "is not one of ['minimap2', 'bwa', 'bowtie2', 'snap']"
+MISTAKES = {
+    "unknown-key": (
+        {"mine.yaml": "alignr: bwa\n"},
+        {},
+        "numapore: mine.yaml, line 1: unknown config key 'alignr'; did you mean `aligner`?",
+    ),
+    "unknown-key-on-the-command-line": (
+        {},
+        {"scatter": {"alignmnt": 2}},
+        "numapore: --config scatter=...: unknown config key 'scatter.alignmnt'; did you mean "
+        "`alignment`?",
+    ),
+    "aligner-minimap": (
+        {"mine.yaml": "aligner: minimap\n"},
+        {},
+        f"numapore: mine.yaml, line 1: aligner: 'minimap' {NOT_AN_ALIGNER}; did you mean "
+        "`minimap2`?",
+    ),
+    "aligner-on-the-command-line": (
+        {},
+        {"aligner": "bwa2"},
+        f"numapore: --config aligner=bwa2: 'bwa2' {NOT_AN_ALIGNER}; did you mean `bwa`?",
+    ),
+    "dmr-group-no-sample-has": (
+        {
+            ".test/config-groups.yaml": None,
+            "mine.yaml": "dmr:\n  contrasts: [{groups: [case, controls]}]\n",
+        },
+        {},
+        "numapore: config dmr.contrasts[0] (case_vs_controls): no sample has group 'controls' "
+        "(the sheet's group column, or simulate.<name>.group); did you mean `control`?",
+    ),
+    "tuning-sample-not-a-sample": (
+        {},
+        {"tune": "on", "tuning": {"sample": "nope"}},
+        "numapore: config tuning.sample: 'nope' is not a raw-signal sample (those: demo)",
+    ),
+    "tuning-sample-not-a-sample-of-the-sheet": (
+        {".test/config-short.yaml": None},
+        {"tune": "on", "host": "xeon-2socket", "host_check": "jobs", "tuning": {"sample": "x"}},
+        "numapore: config tuning.sample: 'x' is not a sample of the sheet (those: pe, se)",
+    ),
+    # The schema's enum refuses it first (pileup_settings.check_settings would say it too).
+    "pileup-modkit-0.5": (
+        {"mine.yaml": 'pileup:\n  modkit: "0.5"\n'},
+        {},
+        "numapore: mine.yaml, line 2: pileup.modkit: '0.5' is not one of ['0.6', '0.4']; did "
+        "you mean `0.6`?",
+    ),
+    "pileup-modkit-0.5-on-the-command-line": (
+        {},
+        {"pileup": {"modkit": "0.5"}},
+        "numapore: --config pileup=...: pileup.modkit: '0.5' is not one of ['0.6', '0.4']; did "
+        "you mean `0.6`?",
+    ),
+    "phased-under-0.4": (
+        {"mine.yaml": 'pileup:\n  modkit: "0.4"\n  phased: true\n'},
+        {},
+        "numapore: pileup.phased: true is modkit 0.6.1's pileup --phased; set "
+        "pileup.modkit: \"0.6\" (it is '0.4')",
+    ),
+    "0.4-setting-under-0.6": (
+        {},
+        {"pileup": {"ignore": "h"}},
+        "numapore: pileup.ignore: 'h' is modkit 0.4's --ignore; set pileup.modkit: \"0.4\" or "
+        "leave it empty",
+    ),
+}
+
+
+@pytest.mark.parametrize("files, given, message", MISTAKES.values(), ids=MISTAKES.keys())
+def test_mistake_is_one_line(clone, files, given, message):
+    for name, text in files.items():
+        if text is not None:
+            Path(name).write_text(text)
+    with pytest.raises(InputError) as err:
+        run_plan(*files, **given)
+    assert f"numapore: {err.value}" == message
