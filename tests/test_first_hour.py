@@ -21,7 +21,7 @@ from conftest import FEW_READS, REPO, host_file, run_workflow, shortest_reads
 
 from numapore.base.errors import InputError
 from numapore.execution.hosts import HostConfig, HostConfigError, config_overrides, with_overrides
-from numapore.workflow import plan
+from numapore.workflow import build
 from project import snakemake_command, write_project
 
 
@@ -183,7 +183,7 @@ def test_byte_order_mark_is_accepted(tmp_path, ecoli_dir):
 
 
 # The variants below build the run's plan as the workflow builds it while it is read
-# (numapore.workflow.plan.build, from workflow/rules/common.smk): the dry runs above show that a
+# (numapore.workflow.build.build, from workflow/rules/common.smk): the dry runs above show that a
 # problem it finds ends the run with its one `numapore:` line, from the sheet, the config file
 # and --config.
 
@@ -195,9 +195,9 @@ def plan_problem(work: Path, monkeypatch, **command_line) -> str:
     config/config.yaml with these --config values over it, and the sheet it names."""
     monkeypatch.chdir(work)
     files = [Path("config/config.yaml")]
-    config = plan.load_config(files, command_line)
+    config = build.load_config(files, command_line)
     with pytest.raises(InputError) as err:
-        plan.build(config, schemas=SCHEMAS, configfiles=files, given=command_line)
+        build.build(config, schemas=SCHEMAS, configfiles=files, given=command_line)
     return f"numapore: {err.value}"
 
 

@@ -7,9 +7,11 @@ and the one `numapore:` line of each common mistake. Pure and fast: no job runs.
 from __future__ import annotations
 
 import itertools
+import json
 import math
 import re
 import shutil
+from dataclasses import asdict, replace
 from pathlib import Path
 
 import pytest
@@ -20,7 +22,9 @@ from runs_modbam_short import as_the_clone
 from numapore.base.errors import InputError
 from numapore.compare import tuning
 from numapore.execution.hosts import host_path
-from numapore.workflow import jobs, layout, outputs, plan, tuning_plans
+from numapore.pileup.common import Options
+from numapore.workflow import build, jobs, layout, outputs, tuning_plans
+from numapore.workflow.plan import RunPlan
 
 SCHEMAS = REPO / "workflow" / "schemas"
 TUNING_NAME = "testhost"  # the tuning files' name, whatever the machine's
@@ -48,12 +52,12 @@ def clone(tmp_path, monkeypatch, dh10b):
     return tmp_path
 
 
-def run_plan(*configfiles: str, cores: int = 2, threads_given=(), **given) -> plan.RunPlan:
+def run_plan(*configfiles: str, cores: int = 2, threads_given=(), **given) -> RunPlan:
     """The plan of config/config.yaml with these config files over it and --config given, as
     the workflow builds it in the working directory."""
     files = [Path("config/config.yaml"), *map(Path, configfiles)]
-    config = plan.load_config(files, given)
-    return plan.build(
+    config = build.load_config(files, given)
+    return build.build(
         config,
         schemas=SCHEMAS,
         configfiles=files,
@@ -63,7 +67,7 @@ def run_plan(*configfiles: str, cores: int = 2, threads_given=(), **given) -> pl
     )
 
 
-def host_note(found: plan.RunPlan) -> tuple[str, str]:
+def host_note(found: RunPlan) -> tuple[str, str]:
     return ("info", f"numapore: host file {found.host_file} (I/O mode {found.io_mode})")
 
 
@@ -308,41 +312,37 @@ def test_comparison_cells(clone):
 
 
 # ----------------------------------------------------------------------------------------------
-# The pileup's settings per sample (kept together: they become typed options later).
+# The pileup's options per sample: the engine's own, every setting decided in the plan.
 
 
-def test_pileup_settings_per_sample(clone):
-    """config pileup: with the job's motif; `filter_threshold: auto` of nanopolish's calls is
-    the probability of an LLR of methylation.call_threshold (1 / (1 + e^-LLR)), a modBAM's
-    stays auto (modkit's estimate), a number stays that number."""
-    base = {
-        "modkit": "0.6",
-        "motif": "cpg",
-        "combine_strands": True,
-        "filter_percentile": 0.1,
-        "ignore": "",
-        "edge_filter": "",
-        "phased": False,
-    }
+def test_pileup_options_per_sample(clone):
+    """config pileup: as the engine's options for the job's motif: `filter_threshold: auto` of
+    nanopolish's calls is the probability of an LLR of methylation.call_threshold (1 / (1 +
+    e^-LLR)), a modBAM's is modkit's estimate at filter_percentile, a number stays that number;
+    CpG under 0.6 semantics is the motif CG 0, combined strands."""
+    reference = "results/references/ecoli_dh10b/ecoli_dh10b.fa"
+    base = Options(compat="0.6", reference=reference, motifs=[("CG", 0)], combine_strands=True)
     signal = run_plan()
-    settings = jobs.pileup_settings(signal, "demo", "cpg")
-    assert settings == {**base, "filter_threshold": pytest.approx(1 / (1 + math.exp(-2.0)))}
-    assert jobs.pileup_settings(signal, "demo", "gpc")["motif"] == "gpc"
+    called = jobs.pileup_options(signal, "demo", "cpg")
+    assert float(called.filter_threshold[0]) == pytest.approx(1 / (1 + math.exp(-2.0)))
+    assert called == replace(base, filter_threshold=called.filter_threshold)
+    gpc = jobs.pileup_options(signal, "demo", "gpc")
+    assert gpc.motifs == [("GC", 1)] and gpc.filter_threshold == called.filter_threshold
     assert signal.config["pileup"]["filter_threshold"] == "auto"  # the config is left as it was
     other = run_plan(methylation={"call_threshold": 1.5})
-    assert jobs.pileup_settings(other, "demo", "cpg")["filter_threshold"] == pytest.approx(
-        1 / (1 + math.exp(-1.5))
-    )
+    [threshold] = jobs.pileup_options(other, "demo", "cpg").filter_threshold
+    assert float(threshold) == pytest.approx(1 / (1 + math.exp(-1.5)))
     given = run_plan(pileup={"filter_threshold": 0.7})
-    assert jobs.pileup_settings(given, "demo", "cpg")["filter_threshold"] == 0.7
+    assert jobs.pileup_options(given, "demo", "cpg").filter_threshold == ["0.7"]
     modbam = run_plan(".test/config-modbam.yaml")
-    assert jobs.pileup_settings(modbam, "demo", "cpg") == {**base, "filter_threshold": "auto"}
+    assert jobs.pileup_options(modbam, "demo", "cpg") == replace(base, filter_percentile=0.1)
+    old = run_plan(".test/config-modbam.yaml", pileup={"modkit": "0.4", "ignore": "h"})
+    assert jobs.pileup_options(old, "demo", "cpg") == replace(
+        base, compat="0.4", motifs=[], cpg=True, ignore="h"
+    )
     phased = run_plan(".test/config-groups.yaml")
-    assert jobs.pileup_settings(phased, "case1", "cpg") == {
-        **base,
-        "filter_threshold": "auto",
-        "phased": True,
-    }
+    window = "results/references/ecoli_window/ecoli_window.fa"
+    assert jobs.pileup_options(phased, "case1", "cpg") == replace(base, reference=window)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -376,7 +376,8 @@ def test_tuning_plans_on_one_node(clone):
     assert pileup["sample"] == "demo" and pileup["motif"] == "cpg" and pileup["jobs"] == 1
     assert pileup["bam"] == "results/demo/methylation/demo.minimap2.cpg.modbam.bam"
     assert pileup["candidates"] == [(1, 2), (1, 1), (2, 1)]  # regions x threads
-    assert pileup["key"]["settings"] == jobs.pileup_settings(found, "demo", "cpg")
+    options = jobs.pileup_options(found, "demo", "cpg")
+    assert pileup["key"]["settings"] == json.loads(json.dumps(asdict(options)))
     assert pileup["key"]["modbam"] == str(clone / pileup["bam"])
     assert pileup["files"]["record"] == f"results/tuning/{TUNING_NAME}.pileup.json"
     assert tuning_plans.untuned_pileup(found) == {"regions": 1, "threads": 2}
