@@ -15,7 +15,7 @@ smk = snakemake  # noqa: F821 (injected by the script directive)
 redirect_to_log(smk)
 bam = Path(smk.output.bam)
 reads2 = Path(smk.input.reads2) if smk.input.get("reads2") else None  # pairs' R2 (kind short)
-# The file of read ids the check counts; none when a modBAM sample's reads stream in (common.smk).
+# The file of read ids the check counts; none when a modBAM sample's reads stream in (the plan's staging_streams).
 counted = Path(smk.input.counted) if smk.input.get("counted") else None
 host = load_host_config(smk.params.host, overrides=smk.params.get("overrides"))
 tuned = smk.params.get("tuned_strategy")  # host tuning's choice (config tune), if measured
@@ -39,7 +39,7 @@ run_alignment(
 )
 if tuned is not None:  # the strategies were tuned: the tuning behind the strategy, recorded
     tune_strategy.add_to_record(Path(smk.log.record), Path(smk.input.tuning))
-if "summary" in smk.output.keys():  # the sample's BAM (common.smk: ONE_ALIGN_SHARD)
+if "summary" in smk.output.keys():  # the sample's BAM (the plan's one_align_shard)
     finish_sample_bam(
         bam, {key: Path(path) for key, path in smk.output.items()}, smk.threads, sys.stderr,
         reads=counted, sample=smk.wildcards.sample, aligner=smk.wildcards.aligner,

@@ -65,7 +65,7 @@ with atomic_outputs(outputs) as (bed_gz, _tbi, listing):
     try:
         called = bool(shards) or has_calls(bam)
         if not called:  # nanopolish called no read: nothing to pile up
-            # A modBAM of nanopolish's calls (common.smk's pileup_inputs): its reads passed
+            # A modBAM of nanopolish's calls (numapore.workflow.jobs.pileup_bam): its reads passed
             # methylation.min_mapping_quality (the config, not a param: no rerun)
             nanopolish = bam.endswith(".modbam.bam")
             min_mapq = smk.config["methylation"]["min_mapping_quality"] if nanopolish else None

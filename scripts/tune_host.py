@@ -82,7 +82,7 @@ with scratch_dir(smk.output.record) as work, signal_storage() as mount:
         log(f"tuning: slice of {cut.count} of {cut.total} reads, {len(cut.files)} files")
         return cut
 
-    if not candidates:  # the I/O mode is not tuned (common.smk: tuning_plan)
+    if not candidates:  # the I/O mode is not tuned (numapore.workflow.tuning_plans.host_tuning)
         record |= {"io_mode": p.io_mode, "why": "not tuned (no raw signal, or given)"}
     elif len(candidates) < 2:
         record |= {"io_mode": candidates[0], "why": "the only I/O mode that reads the signal"}
@@ -103,7 +103,7 @@ with scratch_dir(smk.output.record) as work, signal_storage() as mount:
             record["io_mode"] = p.io_mode
     log(f"tuning: I/O mode {record['io_mode']}: {record['why']}")
     lines = []
-    if "alignment" in p.strategy_steps:  # more than one NUMA node (common.smk: tuning_plan)
+    if "alignment" in p.strategy_steps:  # more than one NUMA node (numapore.workflow.tuning_plans.host_tuning)
         block = tune_strategy.tune_alignment(
             host, p.aligner, p.index, [Path(f) for f in smk.input.index], Path(smk.input.reads),
             smk.threads, work / "alignment", settings, MIN_MEASURABLE_S, kind=p.kind, log=log,

@@ -21,7 +21,7 @@ rule signal_census:
     conda:
         "../../envs/python.yaml"
     # One thread reading every FAST5/POD5 file's layout: beside the alignment, as nanopolish
-    # index (common.smk: HOLDS_NO_CORE).
+    # index (HOLDS_NO_CORE).
     threads: HOLDS_NO_CORE
     params:
         signal_format=lambda wc: SAMPLES[wc.sample].signal_format,
@@ -41,7 +41,7 @@ rule read_accounting:
     conda:
         "../../envs/python.yaml"
     # One thread reading the reads, the BAM and the calls: beside the steps after the calls,
-    # which hold every core (common.smk: HOLDS_NO_CORE). A modbam sample's reads the pileup's
+    # which hold every core (HOLDS_NO_CORE). A modbam sample's reads the pileup's
     # read listing instead of the BAM, after the pileup.
     threads: HOLDS_NO_CORE
     params:

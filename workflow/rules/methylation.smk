@@ -9,7 +9,7 @@
 rule fast5_to_blow5:
     input:
         signal=lambda wc: [str(p) for p in SAMPLES[wc.sample].signal],
-        reference=ask(jobs.reference_fasta, "sample"),  # checked first (common.smk: reference_fasta)
+        reference=ask(jobs.reference_fasta, "sample"),  # checked first
     output:
         blow5=layout.blow5(),
         index=layout.blow5(suffix=".idx"),
@@ -35,7 +35,7 @@ rule fast5_to_blow5:
 rule pod5_to_blow5:
     input:
         signal=lambda wc: [str(p) for p in SAMPLES[wc.sample].signal],
-        reference=ask(jobs.reference_fasta, "sample"),  # checked first (common.smk: reference_fasta)
+        reference=ask(jobs.reference_fasta, "sample"),  # checked first
     output:
         blow5=layout.blow5(),
         index=layout.blow5(suffix=".idx"),
@@ -62,7 +62,7 @@ rule pod5_to_blow5:
 rule link_blow5:
     input:
         signal=lambda wc: [str(p) for p in SAMPLES[wc.sample].signal],
-        reference=ask(jobs.reference_fasta, "sample"),  # checked first (common.smk: reference_fasta)
+        reference=ask(jobs.reference_fasta, "sample"),  # checked first
     output:
         blow5=layout.blow5(),
         index=layout.blow5(suffix=".idx"),
@@ -84,7 +84,7 @@ rule link_blow5:
 rule link_fast5_files:
     input:
         signal=lambda wc: jobs.fast5_inputs(PLAN, wc.sample)["files"],
-        reference=ask(jobs.reference_fasta, "sample"),  # checked first (common.smk: reference_fasta)
+        reference=ask(jobs.reference_fasta, "sample"),  # checked first
     output:
         directory(layout.fast5_links()),
     log:
@@ -116,7 +116,7 @@ rule nanopolish_index:
     conda:
         "../../envs/nanopolish.yaml"
     # One thread, mostly reading (the reads, then every FAST5): beside the alignment, holding no
-    # core (common.smk: HOLDS_NO_CORE).
+    # core (HOLDS_NO_CORE).
     threads: HOLDS_NO_CORE
     params:
         reads=lambda wc: str(SAMPLES[wc.sample].reads),

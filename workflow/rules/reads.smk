@@ -7,7 +7,7 @@
 rule stage_reads:
     input:
         lambda wc: SAMPLES[wc.sample].reads,
-        reference=ask(jobs.reference_fasta, "sample"),  # checked first (common.smk: reference_fasta)
+        reference=ask(jobs.reference_fasta, "sample"),  # checked first
     output:
         layout.staged_reads(),
     log:
@@ -113,7 +113,7 @@ rule split_paired_reads:
 # FASTQ whose headers carry MM/ML/MN, for the aligners to copy into their records
 # (numapore.inputs.modbam_reads). When one align job reads them, they go to it through a named
 # pipe, as `samtools fastq | minimap2` by hand: both jobs run together and the reads are never
-# written (common.smk: STAGING_STREAMS); the job then holds no core beside the aligner's. The
+# written (the plan's staging_streams); the job then holds no core beside the aligner's. The
 # counts and the reads staged without calls (and why) go to the read accounting, with the reads'
 # ids, which would otherwise take a second pass. The reference's index tells whether an aligned
 # input was aligned to it.
@@ -144,7 +144,7 @@ rule stage_modbam_reads:
 
 
 # The comparison's cells read a modBAM sample's staged reads again and again: a file, staged for
-# it alone when the sample's staging streams into its align job (common.smk: STAGING_STREAMS).
+# it alone when the sample's staging streams into its align job (the plan's staging_streams).
 use rule stage_modbam_reads as stage_compared_modbam_reads with:
     output:
         reads=layout.compare_input("staged/{sample}.fastq"),

@@ -2,7 +2,7 @@
 # (`snakemake --report results/report.html` after a run; captions in workflow/report/), each
 # figure with the numbers it shows beside it (.data.json); and one MultiQC report over every
 # sample (samtools stats/flagstat plus numapore's accounting and methylation summaries).
-# The run outputs they read are named in common.smk (run_output).
+# The run outputs they read: numapore.workflow.outputs.run_output.
 
 
 rule report_alignment_qc:
