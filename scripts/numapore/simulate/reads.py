@@ -41,7 +41,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import gzip
 import hashlib
 import json
 import multiprocessing as mp
@@ -57,6 +56,7 @@ import h5py
 import numpy as np
 import pysam
 
+from numapore.base.textfiles import open_maybe_gzip
 from numapore.simulate.modbam import ModCallModel, ModRead, cpg_calls, mm_tag, modbam_record
 from numapore.simulate.truth import TruthSettings, apply, layout, truth_bed
 from numapore.simulate.poremodel import (
@@ -186,10 +186,9 @@ class Reference:
 
 def read_fasta(path: Path) -> dict[str, bytes]:
     """Read a (optionally gzipped) FASTA into {name: upper-case sequence bytes}."""
-    opener = gzip.open if str(path).endswith(".gz") else open
     seqs: dict[str, list[bytes]] = {}
     name = None
-    with opener(path, "rb") as fh:
+    with open_maybe_gzip(path, "rb") as fh:
         for line in fh:
             line = line.strip()
             if line.startswith(b">"):
