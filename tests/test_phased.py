@@ -27,7 +27,8 @@ from numapore.methylation import pileup_cli
 from numapore.methylation.bedmethyl import read_bedmethyl
 from numapore.methylation.cohort import cohort_frame, cohort_lines, header_line
 from numapore.methylation.pileup_settings import SettingsError, check_settings, pileup_arguments
-from numapore.simulate.reads import SimConfig, simulate
+from numapore.simulate.read_model import SimConfig
+from numapore.simulate.reads import simulate
 
 DH10B = REPO / "resources" / "ecoli_dh10b.fa"
 WINDOW = (1_000_000, 1_030_000)  # of DH10B, as .test/config-modbam.yaml's demo
