@@ -53,6 +53,8 @@ from typing import Any
 import numpy as np
 import pysam
 
+from numapore.signal.slow5 import FAST5_AUX_FIELDS, check_compression, encode_record
+from numapore.signal.slow5_files import Slow5Writer
 from numapore.simulate.modbam import ModRead, modbam_record
 from numapore.simulate.poremodel import CPG_MODEL, STANDARD_MODEL, PoreModel, load_pore_model
 from numapore.simulate.read_model import (
@@ -71,7 +73,6 @@ from numapore.simulate.read_model import (
 from numapore.simulate.signal_files import (
     read_group_attrs,
     single_fast5_name,
-    slow5_module,
     slow5_record,
     write_multi_fast5,
     write_single_fast5,
@@ -148,13 +149,12 @@ def _run_batch(batch: int) -> Batch:
     blobs = []
     if "blow5" in cfg.formats:
         # Encode (compress) here, in parallel; the main process only appends the bytes.
-        slow5 = slow5_module()
         blobs = [
             (
                 r.read_id,
-                slow5.encode_record(
+                encode_record(
                     slow5_record(r),
-                    slow5.FAST5_AUX_FIELDS,
+                    FAST5_AUX_FIELDS,
                     "blow5",
                     cfg.blow5_record_compression,
                     cfg.blow5_signal_compression,
@@ -196,7 +196,7 @@ def simulate(
     if bad:
         raise ValueError(f"unknown output formats {sorted(bad)}; choose from {FORMATS}")
     if "blow5" in cfg.formats:
-        slow5_module().check_compression(cfg.blow5_record_compression, cfg.blow5_signal_compression)
+        check_compression(cfg.blow5_record_compression, cfg.blow5_signal_compression)
     cfg.mod_model().check()
     ref = Reference(read_fasta(reference))
     if cfg.region is not None and cfg.region[0] not in ref.seqs:
@@ -222,14 +222,13 @@ def simulate(
             tr = stack.enter_context(open(out / "truth.tsv", "w"))
             tr.write("\t".join(TRUTH_COLUMNS) + "\n")
         if "blow5" in cfg.formats:
-            slow5 = slow5_module()
             blow5 = stack.enter_context(
-                slow5.Slow5Writer(
+                Slow5Writer(
                     out / "reads.blow5",
                     "blow5",
                     cfg.blow5_record_compression,
                     cfg.blow5_signal_compression,
-                    slow5.FAST5_AUX_FIELDS,
+                    FAST5_AUX_FIELDS,
                 )
             )
             blow5.add_read_group(read_group_attrs(cfg))

@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import uuid
 from pathlib import Path
-from typing import Any
 
 import h5py
 import numpy as np
 
+from numapore.signal.slow5 import Record
 from numapore.simulate.read_model import SimConfig, SimRead
 
 _SCALAR = h5py.h5s.create(h5py.h5s.SCALAR)
@@ -149,21 +149,9 @@ def write_multi_fast5(path: Path, reads: list[SimRead], cfg: SimConfig) -> None:
                 first = g
 
 
-def slow5_module() -> Any:
-    """Return the numapore.signal.slow5 module (BLOW5 writer, written separately) or raise."""
-    try:
-        from numapore.signal import slow5
-    except ImportError as e:
-        raise RuntimeError("BLOW5 output needs numapore.signal.slow5, which is missing") from e
-    for name in ("Record", "Slow5Writer", "encode_record", "FAST5_AUX_FIELDS", "check_compression"):
-        if not hasattr(slow5, name):
-            raise RuntimeError(f"numapore.signal.slow5 lacks {name}: cannot write BLOW5")
-    return slow5
-
-
-def slow5_record(read: SimRead) -> Any:
+def slow5_record(read: SimRead) -> Record:
     """Return a read as a numapore.signal.slow5.Record with the aux fields slow5tools writes."""
-    return slow5_module().Record(
+    return Record(
         read_id=read.read_id,
         read_group=0,
         digitisation=read.digitisation,
