@@ -179,20 +179,18 @@ def pandas_frame(path: str | os.PathLike) -> pd.DataFrame:
 
 
 def polars_frame(path: str | os.PathLike, columns: Sequence[str] = NAMES) -> pl.DataFrame:
-    """Columns (numapore's names, given in SCHEMA's order) of a tab-delimited bedMethyl file,
-    plain or gzip/BGZF (`#` lines skipped), as a polars frame: the whole file parsed in one call,
-    for genome-scale files. Raises polars' errors for what is not a bedMethyl."""
+    """Columns (numapore's names) of a tab-delimited bedMethyl file, plain or gzip/BGZF (`#`
+    lines skipped), as a polars frame: the whole file parsed in one call, for genome-scale files.
+    Raises polars' errors for what is not a bedMethyl."""
     import polars as pl
 
-    if list(columns) != sorted(columns, key=INDEX.__getitem__):
-        raise ValueError(f"bedMethyl columns out of the file's order: {', '.join(columns)}")
     kinds = {name: pl.Int64 if TYPES[name] is int else pl.String for name in columns}
     with open_maybe_gzip(path, "rb") as handle:
         data = handle.read()
     if not data.strip():
         return pl.DataFrame(schema=kinds)
-    return pl.read_csv(
-        data, separator="\t", has_header=False, comment_prefix="#",
-        columns=[INDEX[name] for name in columns], new_columns=list(columns),
+    table = pl.read_csv(
+        data, separator="\t", has_header=False, new_columns=NAMES, comment_prefix="#",
         schema_overrides=kinds,
     )  # fmt: skip
+    return table.select(columns)
