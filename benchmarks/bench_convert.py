@@ -72,7 +72,7 @@ def breakdown(fast5: Path, files: int = 448) -> list[tuple[str, float]]:
 
     import h5py
 
-    from numapore.signal.convert import conform_aux
+    from numapore.signal.convert_worker import conform_aux
     from numapore.signal.fast5 import read_fast5
     from numapore.signal.slow5 import encode_record_binary, svb_zd_encode
 

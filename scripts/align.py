@@ -15,7 +15,7 @@ smk = snakemake  # noqa: F821 (injected by the script directive)
 redirect_to_log(smk)
 bam = Path(smk.output.bam)
 reads2 = Path(smk.input.reads2) if smk.input.get("reads2") else None  # pairs' R2 (kind short)
-# The file of read ids the check counts; none when a modBAM sample's reads stream in (the plan's staging_streams).
+# The file of read ids the check counts; none when a modBAM sample's reads stream in.
 counted = Path(smk.input.counted) if smk.input.get("counted") else None
 host = load_host_config(smk.params.host, overrides=smk.params.get("overrides"))
 tuned = smk.params.get("tuned_strategy")  # host tuning's choice (config tune), if measured

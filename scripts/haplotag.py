@@ -4,7 +4,6 @@ records as their primary. WhatsHap reads a bgzipped, indexed VCF: a copy is made
 output, and removed. Runs as `python -m whatshap` of this job's own Python (the conda env's, or
 numapore's environment, where requirements.txt pins it)."""
 
-import gzip
 import os
 import shlex
 import subprocess
@@ -14,14 +13,14 @@ from pathlib import Path
 import pysam
 import whatshap
 
+from numapore.base.textfiles import open_maybe_gzip
+
 smk = snakemake  # noqa: F821 (injected by the script directive)
 out = Path(smk.output.bam)
 tmp = out.with_name(f".{out.name}.part")
 vcf = out.with_name(f".{out.name}.vcf")
 with open(smk.log[0], "w") as log:
-    with open(smk.input.vcf, "rb") as raw:
-        compressed = raw.read(2) == b"\x1f\x8b"
-    with (gzip.open if compressed else open)(smk.input.vcf, "rb") as src, open(vcf, "wb") as dst:
+    with open_maybe_gzip(smk.input.vcf, "rb") as src, open(vcf, "wb") as dst:
         while block := src.read(1 << 20):
             dst.write(block)
     pysam.tabix_index(str(vcf), preset="vcf", force=True)  # vcf.gz and its .tbi

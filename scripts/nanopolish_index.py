@@ -13,7 +13,7 @@ from pathlib import Path
 from numapore.signal.hdf5plugin import vbz_plugin_env
 from numapore.base.atomic import scratch_dir
 from numapore.base.rulelog import redirect_to_log
-from numapore.signal.slow5 import blow5_problem
+from numapore.signal.slow5_files import blow5_problem
 from numapore.execution.tools import nanopolish_index_command, name_blow5_in_readdb
 from numapore.report.empty import check_reads_have_signal
 

@@ -4,7 +4,8 @@ basecalls, or an unaligned modBAM) and their methylation truth."""
 from pathlib import Path
 
 from numapore.base.rulelog import redirect_to_log
-from numapore.simulate.reads import SimConfig, parse_region, simulate
+from numapore.simulate.read_model import SimConfig
+from numapore.simulate.reads import parse_region, simulate
 
 smk = snakemake  # noqa: F821 (injected by the script directive)
 redirect_to_log(smk)

@@ -103,7 +103,9 @@ with scratch_dir(smk.output.record) as work, signal_storage() as mount:
             record["io_mode"] = p.io_mode
     log(f"tuning: I/O mode {record['io_mode']}: {record['why']}")
     lines = []
-    if "alignment" in p.strategy_steps:  # more than one NUMA node (numapore.workflow.tuning_plans.host_tuning)
+    if (
+        "alignment" in p.strategy_steps
+    ):  # more than one NUMA node (numapore.workflow.tuning_plans.host_tuning)
         block = tune_strategy.tune_alignment(
             host, p.aligner, p.index, [Path(f) for f in smk.input.index], Path(smk.input.reads),
             smk.threads, work / "alignment", settings, MIN_MEASURABLE_S, kind=p.kind, log=log,

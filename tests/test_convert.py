@@ -19,6 +19,7 @@ import pyslow5
 import pytest
 
 from numapore.signal import convert as convert_mod
+from numapore.signal import convert_worker
 from numapore.signal import slow5
 from numapore.signal.convert import ConversionError, convert
 from numapore.signal.fast5 import Fast5Error, list_fast5, read_fast5, read_layout
@@ -27,11 +28,10 @@ from numapore.signal.slow5 import (
     FAST5_AUX_FIELDS,
     AuxField,
     Record,
-    blow5_problem,
     check_nanopolish_compatible,
     format_double,
-    write_slow5,
 )
+from numapore.signal.slow5_files import blow5_problem, write_slow5
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -595,10 +595,10 @@ def test_duplicate_read_ids(f2s_dir: Path, tmp_path: Path) -> None:
     assert [r["read_id"][-2:] for r in blow5_reads(out)] == ["d5", "d1", "d2"]
 
 
-REAL_PROCESS = convert_mod._process
+REAL_PROCESS = convert_worker.process_task
 
 
-def crash_on_sss2(task: convert_mod._Task) -> convert_mod._Result:
+def crash_on_sss2(task: convert_worker.Task) -> convert_worker.Result:
     """Worker stand-in that dies of a segfault, as Debian's HDF5 does, on one file."""
     if "sss2" in task.path:
         faulthandler.disable()  # pytest's handler would print the worker's stack in the log
@@ -612,7 +612,7 @@ def test_file_that_crashes_its_reader_is_a_bad_file(
 ) -> None:
     """A file that kills every reader process is refused by name (fail) or listed (skip); the
     other files, in the dead worker's batch or beside it, still give the same output."""
-    monkeypatch.setattr(convert_mod, "_process", crash_on_sss2)
+    monkeypatch.setattr(convert_worker, "process_task", crash_on_sss2)
     if convert_mod._pool_context().get_start_method() != "fork":
         pytest.fail("the patched worker only reaches forked processes")
     folder = f2s_dir / "raw/single-fast5"
@@ -627,7 +627,7 @@ def test_file_that_crashes_its_reader_is_a_bad_file(
         f"{folder / 'sss2.fast5'}\t.\tunreadable FAST5 (reading it crashed the reader process)"
     ]
     others = [f for f in list_fast5([folder]) if f.name != "sss2.fast5"]
-    monkeypatch.setattr(convert_mod, "_process", REAL_PROCESS)
+    monkeypatch.setattr(convert_worker, "process_task", REAL_PROCESS)
     convert(others, tmp_path / "others.blow5", **kw)
     assert out.read_bytes() == (tmp_path / "others.blow5").read_bytes()
 

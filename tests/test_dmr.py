@@ -20,6 +20,7 @@ from runs_modbam_short import as_the_clone
 from shared_runs import shared_run
 
 from numapore.methylation import dmr
+from numapore.simulate import read_model
 from numapore.simulate import reads as sim
 from numapore.simulate.truth import TruthSettings, layout
 
@@ -214,7 +215,7 @@ def test_simulated_truth_regions_and_haplotags(tmp_path):
         same, other = r.fractions(False), r.fractions(True)
         gap = abs(same[0] - same[1]) if r.kind == "asm" else abs(same[0] - other[0])
         assert gap == pytest.approx(0.8)
-    cfg = sim.SimConfig(
+    cfg = read_model.SimConfig(
         n_reads=400, seed=3, mean_length=3000, sd_length=1000, region=window,
         formats=("modbam", "truth", "regions"), truth_seed=7, group_regions=5, asm_regions=4,
         truth_length=1000, truth_difference=0.8, haplotagged=0.8,
@@ -229,11 +230,11 @@ def test_simulated_truth_regions_and_haplotags(tmp_path):
     share = sum(t is not None for t in tags) / len(tags)
     assert 0.74 < share < 0.86
     assert {t for t in tags if t} == {(1, window[1] + 1), (2, window[1] + 1)}
-    ref = sim.Reference(sim.read_fasta(REPO / "resources" / "ecoli_dh10b.fa"))
+    ref = read_model.Reference(read_model.read_fasta(REPO / "resources" / "ecoli_dh10b.fa"))
     asm = [r for r in regions if r.kind == "asm"]
     methylated = {1: [0, 0], 2: [0, 0]}  # haplotype -> [methylated CpGs, CpGs] in asm1
     for i in range(400):
-        mol = sim.draw_molecule(np.random.default_rng([cfg.seed, i]), ref, cfg)
+        mol = read_model.draw_molecule(np.random.default_rng([cfg.seed, i]), ref, cfg)
         inside = (mol.cpg_positions >= asm[0].start) & (mol.cpg_positions < asm[0].end)
         methylated[mol.haplotype][0] += int(mol.methylated[inside].sum())
         methylated[mol.haplotype][1] += int(inside.sum())

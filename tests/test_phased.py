@@ -24,10 +24,12 @@ from shared_runs import keep_output, shared_run
 from numapore.inputs.phasing import check_vcf_contigs
 from numapore.inputs.sheet import InputError, check_phased_samples, load_samples, read_sheet
 from numapore.pileup import cli as pileup_cli
+from numapore.methylation.bedmethyl import read_bedmethyl
 from numapore.methylation.cohort import cohort_frame, cohort_lines, header_line
 from numapore.pileup.settings import SettingsError, check_settings, numapore_arguments
 from numapore.workflow.jobs import options_of
-from numapore.simulate.reads import SimConfig, simulate
+from numapore.simulate.read_model import SimConfig
+from numapore.simulate.reads import simulate
 
 DH10B = REPO / "resources" / "ecoli_dh10b.fa"
 WINDOW = (1_000_000, 1_030_000)  # of DH10B, as .test/config-modbam.yaml's demo
@@ -259,10 +261,8 @@ def test_cohort_table_of_the_run(phased_run):
     assert lines[0].endswith("valid_tagged\tmod_tagged\tvalid_vcftagged\tmod_vcftagged")
     own = {}
     for s in SAMPLES:
-        text = gzip.decompress((phased_run / f"{methylation(s)}.bedmethyl.gz").read_bytes())
-        for line in text.decode().splitlines():
-            f = line.split("\t")
-            own[(s, f[0], f[1], f[3], f[5])] = (int(f[9]), int(f[11]))
+        for r in read_bedmethyl(phased_run / f"{methylation(s)}.bedmethyl.gz"):
+            own[(s, r.chrom, str(r.start), r.name, r.strand)] = (r.valid_cov, r.n_mod)
     assert len(lines) - 1 == len({k[1:] for k in own})
     for line in lines[1:]:
         f = line.split("\t")
@@ -396,9 +396,11 @@ def test_cohort_table_equals_modkit_bedmethyl_merge(case, inputs, sizes):
     # Each sample's valid and mod columns are its own file's (0 0 where it has no row).
     own = {}
     for name, path in beds:
-        for line in path.read_text().splitlines():
-            f = line.split("\t")
-            own[(name, f[0], f[1], f[3].split(",")[0], f[5])] = [int(f[9]), int(f[11])]
+        for r in read_bedmethyl(path):
+            own[(name, r.chrom, str(r.start), r.name.split(",")[0], r.strand)] = [
+                r.valid_cov,
+                r.n_mod,
+            ]
     for line in ours[1:]:
         f = line.rstrip("\n").split("\t")
         expected = [n for s in samples for n in own.get((s, f[0], f[1], f[3], f[5]), [0, 0])]

@@ -584,7 +584,7 @@ MISTAKES = {
         {"tune": "on", "host": "xeon-2socket", "host_check": "jobs", "tuning": {"sample": "x"}},
         "numapore: config tuning.sample: 'x' is not a sample of the sheet (those: pe, se)",
     ),
-    # The schema's enum refuses it first (pileup_settings.check_settings would say it too).
+    # The schema's enum refuses it first (numapore.pileup.settings.check_settings would say it too).
     "pileup-modkit-0.5": (
         {"mine.yaml": 'pileup:\n  modkit: "0.5"\n'},
         {},

@@ -22,7 +22,7 @@ from conftest import primary_mapped
 from tables import read_table
 
 from numapore.methylation.accuracy import roc_auc
-from numapore.methylation.bedmethyl import read_bedmethyl
+from numapore.methylation.bedmethyl import pandas_frame
 from numapore.execution.launch import Process, run_processes
 from numapore.report.figures import read_fates, roc_curve, row_label, samtools_stats
 from numapore.base.rulelog import LogAndTerminal
@@ -101,7 +101,7 @@ def test_methylation_figure_matches_the_bedmethyl_and_modbam(report_run, sample)
     work, _ = report_run
     data = figure_data(work, sample, "methylation")
     name = f"methylation/{sample}.{ALIGNER}.cpg"
-    bed = pd.DataFrame(read_bedmethyl(out(work, sample, f"{name}.bedmethyl.gz")))
+    bed = pandas_frame(out(work, sample, f"{name}.bedmethyl.gz"))
     assert data["codes"] == ["m"] and data["sites"]["m"] == len(bed) > 0
     assert sum(data["fraction_modified"]["m"]["counts"]) == (bed["valid_cov"] > 0).sum()
     reads, per_read = modbam_ml(out(work, sample, f"{name}.modbam.bam"))
@@ -200,9 +200,7 @@ def test_multiqc_report_matches_samtools_and_the_accounting(report_run):
         assert nonzero(raw["multiqc_numapore_accounting_plot"][name]) == nonzero(fates)
         column = fates_plot["samples"].index(name)
         assert nonzero({c["name"]: c["data"][column] for c in fates_plot["cats"]}) == nonzero(fates)
-        bed = pd.DataFrame(
-            read_bedmethyl(out(work, sample, f"methylation/{name}.cpg.bedmethyl.gz"))
-        )
+        bed = pandas_frame(out(work, sample, f"methylation/{name}.cpg.bedmethyl.gz"))
         reads, per_read = modbam_ml(out(work, sample, f"methylation/{name}.cpg.modbam.bam"))
         meth = raw["multiqc_numapore_methylation_table"][name]
         assert (meth["5mC calls"], meth["5mC sites"]) == (sum(per_read), len(bed))

@@ -20,6 +20,7 @@ import pandas as pd
 from numapore.methylation import accuracy
 
 from numapore.simulate import poremodel
+from numapore.simulate import read_model
 from numapore.simulate import reads as sim
 
 NANOOK = Path("/usr/share/doc/nanook/examples/data.tar.gz")
@@ -128,11 +129,11 @@ def test_pore_model_levels_and_cpg_shifts(model: poremodel.PoreModel) -> None:
 
 def test_methylation_fraction_pattern() -> None:
     """The per-site pattern has fully, un- and partially methylated sites, deterministically."""
-    f = sim.methylation_fraction(np.arange(0, 100_000, 7))
+    f = read_model.methylation_fraction(np.arange(0, 100_000, 7))
     assert f.min() == 0.0 and f.max() == 1.0
     assert 0.1 < (f == 0).mean() < 0.3 and 0.1 < (f == 1).mean() < 0.3
     assert 0.4 < ((f > 0) & (f < 1)).mean() < 0.8
-    assert np.array_equal(f, sim.methylation_fraction(np.arange(0, 100_000, 7)))
+    assert np.array_equal(f, read_model.methylation_fraction(np.arange(0, 100_000, 7)))
 
 
 # ---------------------------------------------------------------------------- simulator
@@ -140,13 +141,13 @@ def test_methylation_fraction_pattern() -> None:
 
 def test_simulate_read_truth_and_signal(dh10b: Path, model: poremodel.PoreModel) -> None:
     """A read is its reference slice, its truth lists its CpGs, its signal is R9.4-like."""
-    ref = sim.Reference(sim.read_fasta(dh10b))
-    cfg = sim.SimConfig(seed=3, mean_length=3000, sd_length=1000, error_rate=0.06)
+    ref = read_model.Reference(read_model.read_fasta(dh10b))
+    cfg = read_model.SimConfig(seed=3, mean_length=3000, sd_length=1000, error_rate=0.06)
     strands = set()
     for i in range(12):
-        r = sim.simulate_read(ref, model, cfg, i)
+        r = read_model.simulate_read(ref, model, cfg, i)
         fwd = ref.seqs[r.chromosome][r.start : r.end]
-        want = fwd if r.strand == "+" else sim.reverse_complement(fwd)
+        want = fwd if r.strand == "+" else read_model.reverse_complement(fwd)
         assert r.sequence.encode() == want
         strands.add(r.strand)
         # Every CG of the read is one truth CpG (CG is its own reverse complement).
@@ -164,10 +165,10 @@ def test_simulate_read_truth_and_signal(dh10b: Path, model: poremodel.PoreModel)
 
 def test_error_rate_changes_only_the_fastq(dh10b: Path, model: poremodel.PoreModel) -> None:
     """Basecalling errors are drawn last: the molecule, truth and signal stay the same."""
-    ref = sim.Reference(sim.read_fasta(dh10b))
-    clean = sim.SimConfig(seed=4, mean_length=2000, sd_length=300)
-    a = sim.simulate_read(ref, model, clean, 3)
-    b = sim.simulate_read(ref, model, dataclasses.replace(clean, error_rate=0.1), 3)
+    ref = read_model.Reference(read_model.read_fasta(dh10b))
+    clean = read_model.SimConfig(seed=4, mean_length=2000, sd_length=300)
+    a = read_model.simulate_read(ref, model, clean, 3)
+    b = read_model.simulate_read(ref, model, dataclasses.replace(clean, error_rate=0.1), 3)
     assert a.called == a.sequence and b.called != b.sequence and a.sequence == b.sequence
     assert np.array_equal(a.signal, b.signal) and np.array_equal(a.methylated, b.methylated)
     assert (a.read_id, a.channel, a.offset) == (b.read_id, b.channel, b.offset)
@@ -175,7 +176,7 @@ def test_error_rate_changes_only_the_fastq(dh10b: Path, model: poremodel.PoreMod
 
 def test_outputs_deterministic_across_processes(dh10b: Path, tmp_path: Path) -> None:
     """Same seed gives byte-identical outputs with 1 or 2 processes; another seed differs."""
-    cfg = sim.SimConfig(
+    cfg = read_model.SimConfig(
         n_reads=12,
         seed=11,
         mean_length=1500,
@@ -199,7 +200,7 @@ def test_outputs_deterministic_across_processes(dh10b: Path, tmp_path: Path) -> 
 
 def test_fast5_structure_and_consistency(dh10b: Path, tmp_path: Path) -> None:
     """Single- and multi-read FAST5 have ONT's layout and agree with FASTQ and truth."""
-    cfg = sim.SimConfig(n_reads=6, seed=5, mean_length=2000, sd_length=500, reads_per_file=4)
+    cfg = read_model.SimConfig(n_reads=6, seed=5, mean_length=2000, sd_length=500, reads_per_file=4)
     sim.simulate(dh10b, tmp_path, cfg, progress=False)
     fastq = _read_fastq(tmp_path / "reads.fastq")
     assert len(fastq) == 6
@@ -207,7 +208,7 @@ def test_fast5_structure_and_consistency(dh10b: Path, tmp_path: Path) -> None:
     assert truth[0].split("\t") == list(sim.TRUTH_COLUMNS)
     rows = [line.split("\t") for line in truth[1:]]
     assert {r[0] for r in rows} == set(fastq)
-    ref = sim.read_fasta(dh10b)
+    ref = read_model.read_fasta(dh10b)
     for _rid, chrom, pos, strand, meth in rows:
         assert ref[chrom][int(pos) : int(pos) + 2] == b"CG" and strand in "+-" and meth in "01"
     for rid, seq in fastq.items():  # error-free FASTQ: one truth row per CG of the read
@@ -257,7 +258,7 @@ def test_blow5_matches_fast5(dh10b: Path, tmp_path: Path) -> None:
     """BLOW5 (through numapore.signal.slow5) holds the same reads and signal as the multi-read
     FAST5."""
     pyslow5 = pytest.importorskip("pyslow5")
-    cfg = sim.SimConfig(
+    cfg = read_model.SimConfig(
         n_reads=5, seed=8, mean_length=1500, sd_length=300, formats=("fastq", "multi", "blow5")
     )
     sim.simulate(dh10b, tmp_path, cfg, progress=False)
@@ -328,7 +329,7 @@ def _call_methylation(ref: Path, out: Path, fast5: Path, threads: int = 2) -> Pa
 
 def test_nanopolish_recovers_simulated_methylation(dh10b: Path, tmp_path: Path) -> None:
     """nanopolish calls >= 90% of 200 simulated reads (multi-read FAST5), AUC >= 0.85."""
-    cfg = sim.SimConfig(
+    cfg = read_model.SimConfig(
         n_reads=200,
         seed=2024,
         mean_length=4000,
@@ -348,7 +349,7 @@ def test_nanopolish_recovers_simulated_methylation(dh10b: Path, tmp_path: Path) 
 
 def test_nanopolish_reads_single_fast5(dh10b: Path, tmp_path: Path) -> None:
     """nanopolish indexes and calls reads from the single-read FAST5 files too."""
-    cfg = sim.SimConfig(
+    cfg = read_model.SimConfig(
         n_reads=8,
         seed=99,
         mean_length=3000,
@@ -371,7 +372,7 @@ def test_converted_fast5_equals_simulator_blow5(dh10b: Path, tmp_path: Path, fas
 
     from numapore.signal.convert import convert
 
-    cfg = sim.SimConfig(
+    cfg = read_model.SimConfig(
         n_reads=12, seed=5, mean_length=1500, sd_length=300, reads_per_file=5,
         formats=("fastq", fast5_kind, "blow5"),
     )  # fmt: skip
@@ -436,13 +437,15 @@ def test_modbam_calls_read_back(dh10b: Path, tmp_path: Path, mode: str, codes: s
     """The unaligned modBAM holds each read's basecalls and, read back with pysam's
     modified_bases, exactly the simulator's calls (read positions, ML bytes; 5hmC too when
     asked for) at CpG Cs; its truth is the signal reads' truth (the same molecules)."""
-    cfg = sim.SimConfig(
+    cfg = read_model.SimConfig(
         n_reads=8, seed=7, mean_length=3000, sd_length=800, error_rate=0.03, reads_per_file=3,
         formats=("modbam", "truth"), mod_mode=mode, mod_codes=codes,
     )  # fmt: skip
-    ref = sim.Reference(sim.read_fasta(dh10b))
+    ref = read_model.Reference(read_model.read_fasta(dh10b))
     sim.simulate(dh10b, tmp_path / "m", cfg, processes=2, progress=False)
-    expected = {r.read_id: r for r, _ in (sim.basecalled_read(ref, cfg, i) for i in range(8))}
+    expected = {
+        r.read_id: r for r, _ in (read_model.basecalled_read(ref, cfg, i) for i in range(8))
+    }
     calls = cpgs = 0
     with pysam.AlignmentFile(str(tmp_path / "m" / "reads.modbam.bam"), check_sq=False) as bam:
         records = list(bam)
@@ -491,9 +494,9 @@ def test_modbam_calls_are_calibrated(dh10b: Path) -> None:
     calibrated on balanced data: chi-square over 8 bins of p below its 0.1% point; a model 30%
     too sharp scores ~40), the AUC is Phi(s / sqrt 2) and a call is right with probability
     Phi(s / 2) at sharpness s."""
-    ref = sim.Reference(sim.read_fasta(dh10b))
-    cfg = sim.SimConfig(seed=9, mean_length=3000, sd_length=500, error_rate=0.02)
-    reads = [sim.basecalled_read(ref, cfg, i)[0] for i in range(60)]
+    ref = read_model.Reference(read_model.read_fasta(dh10b))
+    cfg = read_model.SimConfig(seed=9, mean_length=3000, sd_length=500, error_rate=0.02)
+    reads = [read_model.basecalled_read(ref, cfg, i)[0] for i in range(60)]
     p = np.concatenate([(r.ml + 0.5) / 256 for r in reads])  # the middle of each ML bin
     truth = np.concatenate([r.call_truth for r in reads])
     assert p.size > 10_000 and 0.3 < truth.mean() < 0.7

@@ -108,13 +108,10 @@ def cache_key(
 def count_reads(path: str | os.PathLike) -> int:
     """The records of a FASTQ (4 lines each) or FASTA (a '>' line each) file, gzipped or not,
     counted in bytes without parsing (a run's DAG counts the tuned sample's reads)."""
-    import gzip
+    from numapore.base.textfiles import open_maybe_gzip
 
-    with open(path, "rb") as raw:
-        gzipped = raw.read(2) == b"\x1f\x8b"
-    opener = gzip.open if gzipped else open
     lines = headers = 0
-    with opener(path, "rb") as handle:
+    with open_maybe_gzip(path, "rb") as handle:
         first = handle.read(1)
         fasta, last = first == b">", first
         headers += fasta

@@ -5,21 +5,18 @@ the prepared reference's index, before the alignment."""
 
 from __future__ import annotations
 
-import gzip
 import re
 from pathlib import Path
 
 from numapore.base.errors import InputError
+from numapore.base.textfiles import open_maybe_gzip
 
 CONTIG_LINE = re.compile(r"##contig=<ID=([^,>]+)(?:.*?[,<]length=(\d+))?")
 
 
 def vcf_lines(path: Path):
     """The lines of a VCF, plain or gzip/bgzip-compressed (told by its first bytes)."""
-    with open(path, "rb") as raw:
-        compressed = raw.read(2) == b"\x1f\x8b"
-    opener = gzip.open if compressed else open
-    with opener(path, "rt", encoding="utf-8", errors="replace") as handle:
+    with open_maybe_gzip(path, "rt", encoding="utf-8", errors="replace") as handle:
         yield from handle
 
 

@@ -10,14 +10,14 @@ from pathlib import Path
 import pysam
 
 from numapore.base.atomic import atomic_outputs
+from numapore.base.textfiles import open_maybe_gzip
 from numapore.inputs.sheet import InputError
 from numapore.inputs.seqcheck import check_sequences, write_normalised
 
 
 def contig_names(fasta: Path) -> list[str]:
     """The contig names of a (possibly gzip-compressed) FASTA file, in file order."""
-    opener = gzip.open if fasta.suffix == ".gz" else open
-    with opener(fasta, "rt") as handle:
+    with open_maybe_gzip(fasta, "rt") as handle:
         return [line[1:].split(maxsplit=1)[0] for line in handle if line.startswith(">")]
 
 

@@ -24,9 +24,9 @@ from typing import TextIO
 
 from numapore.base.atomic import atomic_output
 from numapore.base.errors import InputError
+from numapore.base.textfiles import is_gzip, open_maybe_gzip
 
 PIECE = 1 << 16  # longest piece of a line held in memory at once
-GZIP_MAGIC = b"\x1f\x8b"
 # IUPAC nucleotide codes; U (RNA) gets its own reason.
 BASES = "ACGTNRYKMSWBDHV"
 NOT_A_BASE = str.maketrans("", "", BASES + BASES.lower())
@@ -56,20 +56,18 @@ class SequenceCheck:
 def open_text(path: Path) -> TextIO:
     """Open a FASTA/FASTQ file as text with universal line ends; its compression must match its
     name (tools choose gzip by the .gz suffix)."""
-    with open(path, "rb") as raw:
-        magic = raw.read(2)
+    compressed = is_gzip(path)
     named_gz = path.name.lower().endswith(".gz")
-    if magic == GZIP_MAGIC and not named_gz:
+    if compressed and not named_gz:
         raise InputError(
             f"{path}: is gzip-compressed but its name does not end in .gz; rename it "
             f"to {path.name}.gz"
         )
-    if named_gz and magic != GZIP_MAGIC:
+    if named_gz and not compressed:
         raise InputError(
             f"{path}: its name ends in .gz but it is not gzip-compressed; remove the .gz suffix"
         )
-    raw = gzip.open(path, "rb") if named_gz else open(path, "rb")
-    return io.TextIOWrapper(raw, encoding="latin-1", newline=None)
+    return io.TextIOWrapper(open_maybe_gzip(path, "rb"), encoding="latin-1", newline=None)
 
 
 def line_pieces(handle: TextIO) -> Iterator[tuple[int, str, bool]]:

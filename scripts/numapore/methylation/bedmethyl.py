@@ -2,32 +2,67 @@
 score, strand, start, end, colour, N_valid_cov, percent modified, N_mod, N_canonical,
 N_other_mod, N_delete, N_fail, N_diff, N_nocall), tabs everywhere or (modkit 0.4.4's
 `--mixed-delim`) single spaces between columns 10 to 18, an optional header line (`#` first in
-modkit 0.6.1), and a reader.
+modkit 0.6.1); its one writer and its one reader.
 
-numapore.pileup.engine writes through format_row; tests and downstream code read through
-read_bedmethyl.
+The columns are stated once (SCHEMA: modkit's header name, numapore's name, type); every reader
+of the package goes through this module:
+
+    read_bedmethyl(path)                 # rows (BedMethylRow), plain or gzip/BGZF
+    fetch_rows(path, chrom, start, end)  # rows of a region (bgzipped, tabix-indexed)
+    pandas_frame(path)                   # the rows as a pandas frame (BedMethylRow's columns)
+    polars_frame(path, columns)          # chosen columns as a polars frame (genome scale)
+
+numapore.pileup.engine writes through rows_text / format_row.
 """
 
 from __future__ import annotations
 
-import gzip
 import os
 import struct
-from collections.abc import Iterator
-from typing import NamedTuple
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING, NamedTuple
 
-COLUMNS = [
-    "chrom", "chromStart", "chromEnd", "name", "score", "strand", "thickStart", "thickEnd",
-    "color", "valid_coverage", "percent_modified", "count_modified", "count_canonical",
-    "count_other_mod", "count_delete", "count_fail", "count_diff", "count_nocall",
-]  # fmt: skip
+from numapore.base.textfiles import open_maybe_gzip
+
+if TYPE_CHECKING:
+    import pandas as pd
+    import polars as pl
+
+# The columns in order: modkit's --header name, numapore's name (a row's field, a frame's
+# column), type. end, score, thickStart, thickEnd and color are not in a row: modkit writes them
+# as start + 1, N_valid_cov, start, start + 1 and COLOUR.
+SCHEMA: tuple[tuple[str, str, type], ...] = (
+    ("chrom", "chrom", str),
+    ("chromStart", "start", int),
+    ("chromEnd", "end", int),
+    ("name", "name", str),
+    ("score", "score", int),
+    ("strand", "strand", str),
+    ("thickStart", "thick_start", int),
+    ("thickEnd", "thick_end", int),
+    ("color", "colour", str),
+    ("valid_coverage", "valid_cov", int),
+    ("percent_modified", "percent", str),
+    ("count_modified", "n_mod", int),
+    ("count_canonical", "n_canonical", int),
+    ("count_other_mod", "n_other_mod", int),
+    ("count_delete", "n_delete", int),
+    ("count_fail", "n_fail", int),
+    ("count_diff", "n_diff", int),
+    ("count_nocall", "n_nocall", int),
+)
+COLUMNS = [header for header, _, _ in SCHEMA]  # modkit's header names
+NAMES = [name for _, name, _ in SCHEMA]
+INDEX = {name: i for i, name in enumerate(NAMES)}
+TYPES = {name: kind for _, name, kind in SCHEMA}
 HEADER_LINE = "\t".join(COLUMNS) + "\n"  # modkit's --header (alias --with-header)
 COLOUR = "255,0,0"
 _F32 = struct.Struct("<f")
 
 
 class BedMethylRow(NamedTuple):
-    """One bedMethyl row; percent is the text modkit writes (two decimals of a float32)."""
+    """One bedMethyl row (the columns that are not written from others, SCHEMA); percent is the
+    text modkit writes (two decimals of a float32)."""
 
     chrom: str
     start: int
@@ -47,6 +82,13 @@ class BedMethylRow(NamedTuple):
     def end(self) -> int:
         """The half-open end (a row is one base)."""
         return self.start + 1
+
+
+# Where a row's fields are in a line (the counts are the last seven columns).
+_CHROM, _START, _NAME, _STRAND, _VALID, _PERCENT = (
+    INDEX[name] for name in ("chrom", "start", "name", "strand", "valid_cov", "percent")
+)
+_COUNTS = slice(INDEX["n_mod"], INDEX["n_nocall"] + 1)
 
 
 def f32(x: float) -> float:
@@ -99,21 +141,62 @@ def parse_line(line: str) -> BedMethylRow:
     parts = line.rstrip("\n").split("\t")
     if len(parts) == 10:  # mixed: the last tab-separated field holds columns 10-18
         parts = parts[:9] + parts[9].split(" ")
-    if len(parts) != 18:
+    if len(parts) != len(SCHEMA):
         raise ValueError(f"bedMethyl line has {len(parts)} columns, not 18: {line.rstrip()!r}")
-    counts = [int(x) for x in parts[9:10] + parts[11:18]]
     return BedMethylRow(
-        parts[0], int(parts[1]), parts[3], parts[5], counts[0], parts[10], *counts[1:]
-    )
+        parts[_CHROM], int(parts[_START]), parts[_NAME], parts[_STRAND], int(parts[_VALID]),
+        parts[_PERCENT], *map(int, parts[_COUNTS]),
+    )  # fmt: skip
+
+
+def is_header(line: str) -> bool:
+    """Whether a file's first line is modkit's header line (`--header`, `#` first in 0.6.1)."""
+    return line.startswith(("chrom\tchromStart", "#chrom\tchromStart"))
 
 
 def read_bedmethyl(path: str | os.PathLike) -> Iterator[BedMethylRow]:
     """The rows of a bedMethyl file, plain or gzip/BGZF-compressed (a header line, if any, is
     skipped)."""
-    opener = gzip.open if str(path).endswith(".gz") else open
-    with opener(path, "rt") as handle:
+    with open_maybe_gzip(path, "rt") as handle:
         for number, line in enumerate(handle, 1):
-            if number == 1 and line.startswith(("chrom\tchromStart", "#chrom\tchromStart")):
+            if number == 1 and is_header(line):
                 continue
             if line.strip():
                 yield parse_line(line)
+
+
+def fetch_rows(path: str, chrom: str, start: int, end: int) -> Iterator[BedMethylRow]:
+    """The rows of a bgzipped, tabix-indexed bedMethyl in [start, end) of chrom (none when the
+    index has no such contig)."""
+    import pysam
+
+    with pysam.TabixFile(path) as tabix:
+        if chrom not in tabix.contigs:
+            return
+        for line in tabix.fetch(chrom, max(0, start), end):
+            yield parse_line(line)
+
+
+def pandas_frame(path: str | os.PathLike) -> pd.DataFrame:
+    """A bedMethyl file's rows (read_bedmethyl) as a pandas frame, BedMethylRow's columns."""
+    import pandas as pd
+
+    return pd.DataFrame(read_bedmethyl(path), columns=BedMethylRow._fields)
+
+
+def polars_frame(path: str | os.PathLike, columns: Sequence[str] = NAMES) -> pl.DataFrame:
+    """Columns (numapore's names) of a tab-delimited bedMethyl file, plain or gzip/BGZF (`#`
+    lines skipped), as a polars frame: the whole file parsed in one call, for genome-scale files.
+    Raises polars' errors for what is not a bedMethyl."""
+    import polars as pl
+
+    kinds = {name: pl.Int64 if TYPES[name] is int else pl.String for name in columns}
+    with open_maybe_gzip(path, "rb") as handle:
+        data = handle.read()
+    if not data.strip():
+        return pl.DataFrame(schema=kinds)
+    table = pl.read_csv(
+        data, separator="\t", has_header=False, new_columns=NAMES, comment_prefix="#",
+        schema_overrides=kinds,
+    )  # fmt: skip
+    return table.select(columns)

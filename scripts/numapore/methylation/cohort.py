@@ -17,13 +17,12 @@ table. A `#` header line names the columns (modkit's with `--header`, then the s
 
 from __future__ import annotations
 
-import gzip
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import polars as pl
 
-from numapore.methylation.bedmethyl import COLOUR, COLUMNS, code_key, percent_modified
+from numapore.methylation.bedmethyl import COLOUR, COLUMNS, code_key, percent_modified, polars_frame
 from numapore.methylation.bgzf import write_indexed_bed
 
 COUNTS = ["n_mod", "n_canonical", "n_other_mod", "n_delete", "n_fail", "n_diff", "n_nocall"]
@@ -47,30 +46,15 @@ def header_line(samples: Sequence[str]) -> str:
 def read_sample(path: Path, index: int) -> pl.DataFrame:
     """A bedMethyl file's rows (gzip/BGZF or plain; `#` lines skipped): the site, the code of its
     name column, the eight counts, and the sample's index."""
-    with open(path, "rb") as handle:
-        compressed = handle.read(2) == b"\x1f\x8b"
-    with (gzip.open if compressed else open)(path, "rb") as handle:
-        data = handle.read()
-    names = ["chrom", "start", "end", "name", "score", "strand", "t1", "t2", "colour", "valid",
-             "percent", *COUNTS]  # fmt: skip
-    if not data.strip():
-        return pl.DataFrame(schema={"chrom": pl.String, "start": pl.Int64, "end": pl.Int64,
-                                    "code": pl.String, "strand": pl.String,
-                                    **{c: pl.Int64 for c in ["valid", *COUNTS]},
-                                    "sample": pl.Int32})  # fmt: skip
+    columns = ["chrom", "start", "end", "name", "strand", "valid_cov", *COUNTS]
     try:
-        table = pl.read_csv(
-            data, separator="\t", has_header=False, new_columns=names, comment_prefix="#",
-            schema_overrides={"chrom": pl.String, "name": pl.String, "strand": pl.String,
-                              "start": pl.Int64, "end": pl.Int64, "valid": pl.Int64,
-                              **{c: pl.Int64 for c in COUNTS}},
-        )  # fmt: skip
+        table = polars_frame(path, columns)
     except pl.exceptions.PolarsError as err:
         raise CohortError(f"{path}: not a bedMethyl file: {err}") from err
     return table.select(
         "chrom", "start", "end",
         pl.col("name").str.split(",").list.first().alias("code"),
-        "strand", "valid", *COUNTS, sample=pl.lit(index, pl.Int32),
+        "strand", pl.col("valid_cov").alias("valid"), *COUNTS, sample=pl.lit(index, pl.Int32),
     )  # fmt: skip
 
 

@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from numapore.base.errors import InputError
+from numapore.base.textfiles import open_maybe_gzip
 
 # config dmr: keys DSS's functions take, as a contrast may override them
 DSS_KEYS = (
@@ -321,11 +322,8 @@ def dmr_lines(shards: Sequence[str], label1: str, label2: str) -> list[str]:
 def read_bed(path: str | Path, kind: str | None = None) -> list[tuple[str, int, int]]:
     """The regions of a BED (gzip allowed; '#' lines skipped): truth BEDs of the simulator
     filtered by kind (its 5th column) when given."""
-    import gzip
-
-    opener = gzip.open if str(path).endswith(".gz") else open
     out = []
-    with opener(path, "rt") as handle:
+    with open_maybe_gzip(path, "rt") as handle:
         for line in handle:
             if line.startswith("#") or not line.strip():
                 continue

@@ -20,8 +20,8 @@ import matplotlib
 
 matplotlib.use("Agg")  # files only, no display
 import matplotlib.pyplot as plt  # noqa: E402
-import pysam  # noqa: E402
 
+from numapore.methylation.bedmethyl import fetch_rows  # noqa: E402
 from numapore.report.comparison_plots import save  # noqa: E402
 from numapore.report.figures import write_mqc_tsv  # noqa: E402
 from numapore.report.provenance import write_html, write_json  # noqa: E402
@@ -47,14 +47,10 @@ def top_dmrs(rows: Sequence[Sequence[str]], n: int) -> list[Sequence[str]]:
 def site_fractions(bedmethyl: str, code: str, chrom: str, start: int, end: int):
     """(positions, fractions modified) of a bedMethyl's sites of a code in a region."""
     positions, fractions = [], []
-    with pysam.TabixFile(bedmethyl) as tabix:
-        if chrom not in tabix.contigs:
-            return positions, fractions
-        for line in tabix.fetch(chrom, max(0, start), end):
-            f = line.split("\t")
-            if f[3] == code and int(f[9]) > 0:
-                positions.append(int(f[1]))
-                fractions.append(int(f[11]) / int(f[9]))
+    for row in fetch_rows(bedmethyl, chrom, start, end):
+        if row.name == code and row.valid_cov > 0:
+            positions.append(row.start)
+            fractions.append(row.n_mod / row.valid_cov)
     return positions, fractions
 
 

@@ -10,12 +10,12 @@ says it again.
 
 from __future__ import annotations
 
-import gzip
 import os
 from dataclasses import dataclass
 from pathlib import Path
 
 from numapore.base.errors import ALLOW_EMPTY, empty_sample
+from numapore.base.textfiles import open_maybe_gzip
 
 # The readers of read ids (polars) and of the accounting's inputs (h5py, pysam) are imported by
 # the two functions that need them: the workflow imports this module when it starts, every
@@ -123,7 +123,7 @@ def _is_empty(main: Path) -> bool:
     """Whether a main output holds nothing: a bedMethyl without rows, an alignment check
     with no read mapped."""
     if main.name.endswith(".bedmethyl.gz"):
-        with gzip.open(main, "rb") as handle:
+        with open_maybe_gzip(main, "rb") as handle:
             return not handle.read(1)
     return _table(main)[0]["primary_mapped"] == "0"
 

@@ -25,7 +25,7 @@ import pysam
 matplotlib.use("Agg")  # files only, no display
 import matplotlib.pyplot as plt  # noqa: E402
 
-from numapore.methylation.bedmethyl import BedMethylRow, read_bedmethyl  # noqa: E402
+from numapore.methylation.bedmethyl import pandas_frame  # noqa: E402
 from numapore.base.atomic import atomic_output  # noqa: E402
 from numapore.report.comparison_plots import save  # noqa: E402
 from numapore.report.provenance import write_html, write_json  # noqa: E402
@@ -202,9 +202,7 @@ def modbam_calls(bam: str | os.PathLike) -> dict[str, Any]:
 def bedmethyl_frame(path: str | os.PathLike) -> pd.DataFrame:
     """A bedMethyl file's rows (numapore.methylation.bedmethyl reads it) with the fraction
     modified of each (N_mod / N_valid_cov)."""
-    import pandas as pd
-
-    rows = pd.DataFrame(read_bedmethyl(path), columns=BedMethylRow._fields)
+    rows = pandas_frame(path)
     rows["fraction"] = rows["n_mod"] / rows["valid_cov"].where(rows["valid_cov"] > 0)
     return rows
 

@@ -38,8 +38,9 @@ CLI::
         [--to blow5|slow5] [-c zlib|zstd|none] [-s none|svb-zd] [-p K] \\
         [--on-bad-fast5 fail|skip] [--allow-duplicate-ids] [--no-index] [--quiet]
 
-Why one ~600-line module: the pool, the batching, the output order, bad-file handling and
-the progress line all act on one converter state (_Converter); split, they would hand it round.
+Here: the parent's side (the pool, the batching, the output order, bad-file handling and the
+progress line, all on one converter state, _Converter); a worker's task is
+numapore.signal.convert_worker's.
 """
 
 from __future__ import annotations
@@ -47,7 +48,6 @@ from __future__ import annotations
 import argparse
 import multiprocessing
 import os
-import struct
 import sys
 import threading
 import time
@@ -55,26 +55,31 @@ from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, TextIO
 
 import h5py
 
 from numapore.base.atomic import atomic_output
-from numapore.signal.fast5 import Fast5Error, list_fast5, read_fast5
-from numapore.signal.fast5_core import core_reader
+from numapore.signal.convert_worker import (
+    BadRead,
+    Result,
+    Task,
+    encode_read,
+    merge_aux_fields,
+    process_batch,
+)
+from numapore.signal.fast5 import list_fast5
 from numapore.signal.slow5 import (  # noqa: F401 - check_nanopolish_compatible is re-exported
     RECORD_COMPRESSIONS,
     SIGNAL_COMPRESSIONS,
     AuxField,
     Fast5Read,
     check_nanopolish_compatible,
-    Slow5Writer,
     check_compression,
-    encode_record,
-    format_from_path,
 )
+from numapore.signal.slow5_files import Slow5Writer, format_from_path
 
 STDERR: Any = object()  # default progress stream: sys.stderr as it is at call time (logs)
 SLICE_READS = 256  # read groups per task for multi-read files (bounds memory in flight)
@@ -135,144 +140,6 @@ class ConversionError(Exception):
     """Conversion stopped on bad input (on_bad_fast5='fail'); the message names file and reason."""
 
 
-@dataclass(frozen=True)
-class _Task:
-    """One unit of work: a file (or a slice of its read groups) and how to encode it."""
-
-    path: str
-    start: int
-    stop: int | None
-    fmt: str
-    record_compression: str
-    signal_compression: str
-    aux_fields: tuple[AuxField, ...] | None
-    read_groups: dict[str, int]
-    compiled: bool = True  # False: read_fast5 only (a retry after a reader process died)
-
-
-@dataclass
-class _Result:
-    """A worker's answer: encoded (read_id, blob, samples) or decoded reads, and problems."""
-
-    task: _Task
-    error: str | None = None
-    groups: int = 1
-    encoded: list[tuple[str, bytes, int]] = field(default_factory=list)
-    decoded: list[Fast5Read] = field(default_factory=list)
-    rejected: list[tuple[str, str]] = field(default_factory=list)
-
-
-class BadRead(ValueError):
-    """A read the output cannot hold without losing something; str() is the reason."""
-
-
-def merge_aux_fields(reads: Sequence[Fast5Read]) -> tuple[AuxField, ...]:
-    """The output columns: every aux field of the reads, each new one placed after the field
-    that precedes it in the first read carrying it (slow5tools' order for its suite)."""
-    merged: list[AuxField] = []
-    names: set[str] = set()
-    for read in reads:
-        previous = -1
-        for aux in read.aux_fields:
-            if aux.name in names:
-                previous = next(i for i, f in enumerate(merged) if f.name == aux.name)
-                continue
-            previous += 1
-            merged.insert(previous, aux)
-            names.add(aux.name)
-    return tuple(merged)
-
-
-def conform_aux(read: Fast5Read, schema: Sequence[AuxField]) -> dict[str, Any]:
-    """Map a read's aux values onto the output columns; BadRead if one cannot be kept."""
-    own = {f.name: f for f in read.aux_fields}
-    dropped = set(own) - {f.name for f in schema}
-    if dropped:
-        raise BadRead(
-            f"aux field(s) {', '.join(sorted(dropped))} not in the output's columns "
-            "(taken from the first file's reads); convert this file separately"
-        )
-    values: dict[str, Any] = {}
-    for out in schema:
-        value = read.record.aux.get(out.name)
-        src = own.get(out.name)
-        # Same labels in another order (or a label the header lacks) -> map by label.
-        if (
-            value is not None
-            and out.type == "enum"
-            and src is not None
-            and src.labels != out.labels
-        ):
-            label = src.labels[value] if value < len(src.labels) else None
-            if label not in out.labels:
-                raise BadRead(f"{out.name} label {label!r} is not in the output's enum")
-            value = out.labels.index(label)
-        elif value is not None and src is not None and src.type != out.type:
-            lossy = isinstance(value, float) and out.type not in ("float", "double", "char*")
-            if out.type == "enum" or src.type == "enum" or lossy:
-                raise BadRead(f"{out.name} is {src.type} here but {out.type} in the output")
-        values[out.name] = value
-    return values
-
-
-def _encode(read: Fast5Read, rg: int, schema: Sequence[AuxField], task: _Task) -> bytes:
-    """Encode one read for the output; BadRead when a value cannot be kept exactly."""
-    values = conform_aux(read, schema)
-    rec = replace(read.record, read_group=rg, aux=values)
-    try:
-        blob = encode_record(
-            rec, schema, task.fmt, task.record_compression, task.signal_compression
-        )
-    except (ValueError, TypeError, OverflowError, struct.error) as err:
-        raise BadRead(f"a value its output column cannot hold ({err})") from err
-    return blob
-
-
-def _process_batch(tasks: list[_Task]) -> list[_Result]:
-    """Worker entry point: the results of a batch of tasks, in order."""
-    return [_process(task) for task in tasks]
-
-
-def _process(task: _Task) -> _Result:
-    """Worker entry point: read a FAST5 file (slice) and encode its reads when possible."""
-    reader = task.compiled and core_reader(
-        task.fmt,
-        task.record_compression,
-        task.signal_compression,
-        task.aux_fields,
-        task.read_groups,
-    )
-    got = reader.read(task.path, task.start, task.stop) if reader else None
-    if got is not None:  # the compiled reader; None: a file it leaves to the Python reader
-        return _Result(task, groups=got.groups, encoded=got.encoded, decoded=got.decoded)
-    result = _Result(task)
-    try:
-        contents = read_fast5(task.path, task.start, task.stop, task.read_groups.keys())
-    except Fast5Error as err:
-        result.error = err.reason
-        return result
-    except Exception as err:  # noqa: BLE001 - an unexpected library error is still bad input
-        result.error = f"unreadable FAST5 ({type(err).__name__}: {err})"
-        return result
-    result.groups = contents.groups
-    result.rejected = contents.rejected
-    known = task.aux_fields is not None and all(
-        r.run_id in task.read_groups for r in contents.reads
-    )
-    if not known:
-        # The parent decides the header for this run / the output columns: send reads back.
-        result.decoded = contents.reads
-        return result
-    for read in contents.reads:
-        try:
-            blob = _encode(read, task.read_groups[read.run_id], task.aux_fields, task)
-        except BadRead as err:
-            result.rejected.append((read.record.read_id, str(err)))
-            continue
-        result.encoded.append((read.record.read_id, blob, len(read.record.signal)))
-    return result
-
-
 class _Converter:
     """Parent-side state: the writer, output columns, read groups, seen read ids, report."""
 
@@ -302,10 +169,10 @@ class _Converter:
         # Per file: convert only its first N read groups (a slice of the reads: host tuning).
         self.stops: Mapping[str, int] = {}
 
-    def task(self, path: str, start: int = 0, stop: int | None = None) -> _Task:
+    def task(self, path: str, start: int = 0, stop: int | None = None) -> Task:
         """Build a task carrying what is known so far about the output."""
         w = self.writer
-        return _Task(
+        return Task(
             path,
             start,
             stop,
@@ -316,7 +183,7 @@ class _Converter:
             dict(self.read_groups),
         )
 
-    def batch(self, todo: deque[str]) -> list[_Task]:
+    def batch(self, todo: deque[str]) -> list[Task]:
         """Take the next files off todo as one worker task list (see BATCH_FILES): the tasks
         share one copy of what is known, so it is pickled once per batch. One file while the
         output's columns are unknown (its reads come back decoded for the parent to encode)."""
@@ -342,7 +209,7 @@ class _Converter:
         else:
             self.report.reads_skipped += 1
 
-    def handle(self, result: _Result) -> None:
+    def handle(self, result: Result) -> None:
         """Write one worker result (in input order)."""
         path = result.task.path
         if result.error is not None:
@@ -388,9 +255,9 @@ class _Converter:
         rg = self.read_groups.get(read.run_id)
         if rg is None:
             # Check the read first: a rejected read must not leave its run in the header.
-            blob = _encode(read, len(self.writer.read_groups), self.schema, self.task(""))
+            blob = encode_read(read, len(self.writer.read_groups), self.schema, self.task(""))
             rg = self.read_groups[read.run_id] = self.writer.add_read_group(read.header)
-        return blob or _encode(read, rg, self.schema, self.task(""))
+        return blob or encode_read(read, rg, self.schema, self.task(""))
 
     def write(self, read_id: str, blob: bytes, samples: int) -> None:
         """Append one encoded record (its id is then taken)."""
@@ -424,7 +291,7 @@ class _Converter:
             flush=True,
         )
 
-    def slices(self, result: _Result) -> list[tuple[int, int]]:
+    def slices(self, result: Result) -> list[tuple[int, int]]:
         """Remaining read-group slices of a multi-read file after its first slice."""
         end = self.stop(result.task.path, result.groups)
         if result.error is not None or result.task.start != 0 or end <= SLICE_READS:
@@ -436,7 +303,7 @@ class _Converter:
         window = 2 * processes  # batches in flight: keeps workers busy, bounds memory
         todo = deque(files)
         # Batches in input order: a future of a batch's results, or results already in hand.
-        pending: deque[tuple[list[_Task], Future | list[_Result]]] = deque()
+        pending: deque[tuple[list[Task], Future | list[Result]]] = deque()
         # A process pool that notices dead workers: a crash inside HDF5 must not hang us.
         pool = ProcessPoolExecutor(processes, mp_context=_pool_context())
         try:
@@ -445,7 +312,7 @@ class _Converter:
                 # workers can encode only once they know them.
                 while todo and len(pending) < window and (self.schema is not None or not pending):
                     tasks = self.batch(todo)
-                    pending.append((tasks, pool.submit(_process_batch, tasks)))
+                    pending.append((tasks, pool.submit(process_batch, tasks)))
                 tasks, batch = pending.popleft()
                 try:
                     results = batch if isinstance(batch, list) else batch.result()
@@ -466,7 +333,7 @@ class _Converter:
                         # slice, before the rest of its batch.
                         path = result.task.path
                         slice_tasks = [self.task(path, start, stop) for start, stop in slices]
-                        more = [([t], pool.submit(_process_batch, [t])) for t in slice_tasks]
+                        more = [([t], pool.submit(process_batch, [t])) for t in slice_tasks]
                         rest = results[i + 1 :]
                         more += [(tasks[i + 1 :], rest)] if rest else []
                         pending.extendleft(reversed(more))
@@ -478,28 +345,28 @@ class _Converter:
 
 
 def _resubmit(
-    pool: ProcessPoolExecutor, tasks: list[_Task], batch: Future | list[_Result]
-) -> Future | list[_Result]:
+    pool: ProcessPoolExecutor, tasks: list[Task], batch: Future | list[Result]
+) -> Future | list[Result]:
     """A pending batch after its pool broke: its results if it finished, else a new future."""
     if isinstance(batch, list):
         return batch
     if batch.done() and not batch.cancelled() and batch.exception() is None:
         return batch.result()
-    return pool.submit(_process_batch, tasks)
+    return pool.submit(process_batch, tasks)
 
 
-def _isolated(tasks: list[_Task]) -> list[_Result]:
+def _isolated(tasks: list[Task]) -> list[Result]:
     """Results of a batch whose worker died: read_fast5 (h5py's HDF5) reads it again in a fresh
     process, one file per process once that dies too; a file that still kills it is bad input."""
     retry = [replace(t, compiled=False) for t in tasks]
     with ProcessPoolExecutor(1, mp_context=_pool_context()) as pool:
         try:
-            return pool.submit(_process_batch, retry).result()
+            return pool.submit(process_batch, retry).result()
         except BrokenProcessPool:
             pass
     if len(tasks) > 1:
         return [result for task in tasks for result in _isolated([task])]
-    return [_Result(tasks[0], error="unreadable FAST5 (reading it crashed the reader process)")]
+    return [Result(tasks[0], error="unreadable FAST5 (reading it crashed the reader process)")]
 
 
 def _file_size(path: str) -> int:

@@ -17,14 +17,8 @@ from pathlib import Path
 
 import numpy as np
 
-from numapore.signal.slow5 import (
-    FAST5_AUX_FIELDS,
-    SIGNAL_COMPRESSIONS,
-    AuxField,
-    Record,
-    Slow5Writer,
-    blow5_problem,
-)
+from numapore.signal.slow5 import FAST5_AUX_FIELDS, SIGNAL_COMPRESSIONS, AuxField, Record
+from numapore.signal.slow5_files import Slow5Writer, blow5_problem
 
 # The byte of a BLOW5 header holding its signal compression (after magic, version, record
 # compression and the read group count).

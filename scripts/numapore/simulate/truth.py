@@ -13,7 +13,7 @@ Levels. Inside a region every CpG has one of two methylated fractions, lo and lo
 samples whose group does not differ and the other in those whose group does (`group_differs`);
 which of the two is the baseline is drawn per region. An allele-specific region has one level on
 haplotype 1 and the other on haplotype 2 (drawn per region). Outside them the fraction is the
-simulator's smooth pattern (numapore.simulate.reads.methylation_fraction), the same on both
+simulator's smooth pattern (numapore.simulate.read_model.methylation_fraction), the same on both
 haplotypes and in every group.
 
 Haplotypes. With allele-specific regions or haplotags asked for, each molecule comes from
@@ -60,7 +60,7 @@ class TruthRegion:
 
 @dataclass(frozen=True)
 class TruthSettings:
-    """What the region layout depends on (numapore.simulate.reads.SimConfig's truth fields)."""
+    """What the region layout depends on (numapore.simulate.read_model.SimConfig's truth fields)."""
 
     seed: int
     group_regions: int
