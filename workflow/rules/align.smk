@@ -52,7 +52,7 @@ rule merge_alignment_shards:
     input:
         shards=lambda wc: expand(
             layout.bam_shard(),
-            shard=shard_ids("alignment"),
+            shard=PLAN.shard_ids("alignment"),
             **wc,
         ),
         counted=counted_reads,

@@ -32,8 +32,7 @@ from numapore.execution.aligners import ALIGNERS  # noqa: E402
 from numapore.execution.cluster import job_cpus, node_request  # noqa: E402
 from numapore.inputs.phasing import vcf_sample  # noqa: E402
 from numapore.inputs.schema import did_you_mean  # noqa: E402
-from numapore.workflow import closing, jobs, layout, outputs, tuning_plans  # noqa: E402
-from numapore.workflow.build import build as build_plan  # noqa: E402
+from numapore.workflow import build, closing, jobs, layout, outputs, tuning_plans  # noqa: E402
 from numapore.workflow.plan import RunPlan  # noqa: E402
 
 
@@ -61,7 +60,7 @@ def say(lines, level="warning"):
 
 
 try:
-    PLAN = build_plan(
+    PLAN = build.build(
         config,
         schemas=Path(workflow.basedir) / "schemas",
         configfiles=[Path(f) for f in workflow.configfiles],
@@ -80,11 +79,9 @@ if workflow.is_main_process:
 # The names the rules use.
 SAMPLES, HOST_FILE, RUN_CORES = PLAN.samples, PLAN.host_file, PLAN.cores
 TUNE, TUNE_PILEUP, TUNING_NAME = PLAN.tune, PLAN.tune_pileup, PLAN.tuning_name
-TUNED_STEP = tuning_plans.tuned_step(PLAN)
 DMR_CONTRASTS, COMPARE_CELLS = PLAN.contrasts, PLAN.compare_cells
-WILDCARD_PATTERNS = PLAN.wildcard_patterns()
-WILDCARD_PATTERNS_DMR = PLAN.contrast_pattern()
-REFERENCES = PLAN.references
+WILDCARD_PATTERNS, WILDCARD_PATTERNS_DMR = PLAN.wildcard_patterns(), PLAN.contrast_pattern()
+REFERENCES, TUNED_STEP = PLAN.references, tuning_plans.tuned_step(PLAN)
 ONE_CALL_SHARD, ONE_ALIGN_SHARD = PLAN.one_call_shard, PLAN.one_align_shard
 STAGING_STREAMS = PLAN.staging_streams
 CALL_SHARD, ALIGN_SHARD = PLAN.job_shard("methylation"), PLAN.job_shard("alignment")
@@ -94,7 +91,6 @@ MULTIQC_REPORT, COMPARISON_REPORT = layout.MULTIQC_REPORT, layout.COMPARISON_REP
 # census, samtools stats, the read accounting): none held, so they run beside the heavy step
 # that holds every core rather than before or after it. Their one thread shares the cores.
 HOLDS_NO_CORE = 0
-shard_ids = PLAN.shard_ids
 
 
 # ---- what only a finished tuning knows (checkpoints tune_host, tune_pileup)
@@ -339,17 +335,13 @@ if workflow.is_main_process:
     except OSError as err:
         raise write_error(err)
     if _stale_locks:
-        say(
-            [
-                "numapore: removed the lock files of a killed run: "
-                + ", ".join(map(str, _stale_locks))
-            ]
-        )
+        _stale = ", ".join(map(str, _stale_locks))
+        say([f"numapore: removed the lock files of a killed run: {_stale}"])
 
 
 def check_results_writable():
-    """Before any job starts: stop, naming the folder and the reason, when results/ cannot be
-    written (read-only, full)."""
+    """Before any job starts: stop, naming the folder and why, when the results folder cannot
+    be written (read-only, full)."""
     try:
         check_writable(Path(layout.RESULTS))
     except OSError as err:

@@ -136,7 +136,7 @@ rule split_alignments:
         temp(
             expand(
                 layout.methylation_shard(motif=None, suffix=".bam"),
-                shard=shard_ids("methylation"),
+                shard=PLAN.shard_ids("methylation"),
                 allow_missing=True,
             )
         ),
@@ -192,7 +192,7 @@ rule merge_methylation_calls:
     input:
         lambda wc: expand(
             layout.methylation_shard(suffix=".calls.tsv"),
-            shard=shard_ids("methylation"),
+            shard=PLAN.shard_ids("methylation"),
             **wc,
         ),
     output:

@@ -60,7 +60,7 @@ rule split_reads:
         temp(
             expand(
                 layout.reads_shard(),
-                shard=shard_ids("alignment"),
+                shard=PLAN.shard_ids("alignment"),
                 allow_missing=True,
             )
         ),
@@ -86,14 +86,14 @@ rule split_paired_reads:
         reads=temp(
             expand(
                 layout.reads_shard(mate=".1"),
-                shard=shard_ids("alignment"),
+                shard=PLAN.shard_ids("alignment"),
                 allow_missing=True,
             )
         ),
         reads2=temp(
             expand(
                 layout.reads_shard(mate=".2"),
-                shard=shard_ids("alignment"),
+                shard=PLAN.shard_ids("alignment"),
                 allow_missing=True,
             )
         ),
