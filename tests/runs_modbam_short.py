@@ -6,7 +6,8 @@ list, before it starts a run of its own.
 
 - modbam_test_run: .test/config-modbam.yaml as a user runs it (the simulated demo modBAM), with
   modkit's unaligned test modBAM beside it as sample 'unmapped', aligned with bwa and bowtie2,
-  and a real PacBio HiFi read as sample 'hifi' (kind hifi, minimap2).
+  and a real PacBio HiFi read as sample 'hifi' (kind hifi, minimap2), and again with the tags
+  older PacBio software wrote (Mm/Ml, no mode character) as sample 'hifi_old'.
 - modbam_baseline_run: modkit's test modBAMs and variants made from them (modbam_variants),
   minimap2, strategy none; their accounting, report figures and MultiQC's custom content; and
   the strategy comparison of one of them (its staged file of its own).
@@ -51,9 +52,28 @@ HIFI_OUTPUTS = [
     "results/hifi/methylation/hifi.minimap2.cpg.bedmethyl.gz",
     "results/hifi/hifi.minimap2.accounting.tsv",
 ]
+HIFI_OLD_OUTPUTS = [x.replace("hifi", "hifi_old") for x in HIFI_OUTPUTS]
 # bwa's -K in the short-read runs (config short_reads.bwa_batch_bases): two batches of the
 # pairs' 2.2 M bases, so a split run cuts them (the default 10 M would need five times the pairs).
 SHORT_TEST_BATCH = 1_500_000
+
+
+def old_style_tags(source: Path, out: Path) -> Path:
+    """source's records with the tags PacBio's primrose and older SMRT Link wrote: Mm/Ml, and
+    no mode character (`C+m,...`: implicit, as the SAM specification reads it)."""
+    with (
+        pysam.AlignmentFile(str(source), check_sq=False) as src,
+        pysam.AlignmentFile(str(out), "wb", template=src) as dst,
+    ):
+        for rec in src:
+            mm, ml = rec.get_tag("MM"), rec.get_tag("ML")
+            rec.set_tag("MM", None)
+            rec.set_tag("ML", None)
+            # '.' and '?' occur in MM as mode characters only
+            rec.set_tag("Mm", mm.replace("?", "").replace(".", ""), "Z")
+            rec.set_tag("Ml", ml)
+            dst.write(rec)
+    return out
 
 
 def as_the_clone(work: Path) -> Path:
@@ -87,20 +107,24 @@ def modbam_outputs(sample: str, aligner: str) -> list[str]:
 def modbam_test_run(tmp_path_factory) -> Path:
     """.test/config-modbam.yaml (the demo as a simulated modBAM, minimap2) with modkit's
     unaligned modBAM beside it as sample 'unmapped', which bwa and then bowtie2 align in the
-    same folder, and the HiFi read as sample 'hifi' (minimap2's map-hifi)."""
+    same folder, and the HiFi read as sample 'hifi' (minimap2's map-hifi), and with old-style
+    tags as sample 'hifi_old'."""
 
     def make(work: Path) -> None:
         as_the_clone(work)
+        old_tags = old_style_tags(HIFI_BAM, work / "hifi_old_tags.bam")
         (work / "config" / "samples.tsv").write_text(
             "sample\tkind\treads\treference\n"
             f"unmapped\t\t{MODKIT_SUITE['unmapped']}\t{LADDER}\n"
             f"hifi\thifi\t{HIFI_BAM}\t{HIFI_REFERENCE}\n"
+            f"hifi_old\thifi\t{old_tags}\t{HIFI_REFERENCE}\n"
         )
         demo = [
             *modbam_outputs("demo", "minimap2"),
             "results/demo/methylation/demo.minimap2.cpg.accuracy.tsv",
             "results/demo/demo.minimap2.accounting.tsv",
             *HIFI_OUTPUTS,
+            *HIFI_OLD_OUTPUTS,
         ]
         # Targets first: --configfile and --config take every word after them. A modBAM
         # sample's staging is a pipe into one align job: one aligner of unmapped per run.

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pysam
 import pytest
-from runs_modbam_short import HIFI_BAM, HIFI_OUTPUTS
+from runs_modbam_short import HIFI_BAM, HIFI_OLD_OUTPUTS, HIFI_OUTPUTS
 
 # The modbam route's checks, kept with the pileup's semantics there (test_modbam_kind.py).
 from test_modbam_kind import calls_by_read, logged_pileup, pileup_again
@@ -58,3 +58,23 @@ def test_bedmethyl_is_the_pileup_of_the_output_bam(hifi_run: Path, tmp_path: Pat
     )  # fmt: skip
     assert again and gzip.decompress((hifi_run / BEDMETHYL).read_bytes()) == again
     assert "staging\treads with MM/ML tags\t1" in (hifi_run / ACCOUNTING).read_text()
+
+
+def test_old_style_tags_go_through_to_bedmethyl(hifi_run: Path, tmp_path: Path) -> None:
+    """The read with the tags older PacBio software wrote (sample 'hifi_old': Mm/Ml, no mode
+    character, which the SAM specification and modkit 0.6.1 read as implicit) is staged,
+    realigned with the same calls under its tags and piled up to its bedMethyl, the pileup
+    job's own (its unlisted Cs are canonical calls now, so its estimated threshold is not
+    hifi's)."""
+    bam, bedmethyl, accounting = HIFI_OLD_OUTPUTS
+    with pysam.AlignmentFile(str(hifi_run / bam)) as handle:
+        tags = [(r.has_tag("MM"), r.get_tag("Mm")[:4]) for r in handle if not r.is_secondary]
+    assert tags and all(t == (False, "C+m,") for t in tags), tags
+    assert calls_by_read(hifi_run / bam) == calls_by_read(HIFI_BAM)
+    ours = gzip.decompress((hifi_run / bedmethyl).read_bytes())
+    again = pileup_again(
+        hifi_run / bam, logged_pileup(hifi_run, "hifi_old", "minimap2"), tmp_path / "again.bed",
+        cwd=hifi_run,
+    )  # fmt: skip
+    assert ours and again == ours
+    assert "staging\treads with MM/ML tags\t1" in (hifi_run / accounting).read_text()

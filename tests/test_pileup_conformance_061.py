@@ -176,11 +176,11 @@ def bases_skipped_by_061(bam: Path) -> list[tuple[int, str, str]]:
 
 
 def check_skipped_base_and_n_diff(case, out: Path, tmp_path: Path) -> None:
-    """A and E: numapore writes modkit 0.4.4's file (which follows the spec and the docs here);
-    modkit 0.6.1's differs from it only by (A) the implicit canonical calls of the bases it
-    skips, restored here from the BAM, and (E) N_diff + N_fail: they gain the reads with a valid
-    call on the other primary base (and A's skipped bases of other types)."""
-    assert out.read_bytes() == (OLD_SUITE / "expected" / SPEC_FILES[case["case"]]).read_bytes()
+    """A and E: modkit 0.6.1's file differs from numapore's only by (A) the implicit canonical
+    calls of the bases it skips, restored here from the BAM, and (E) N_diff: numapore's counts
+    the reads with a valid call on the other primary base (and A's skipped bases of other
+    types). Every other column is equal, N_fail included: a failed call on the other primary
+    base is N_diff in both."""
     ours, modkit = rows_by_key(out), rows_by_key(SUITE / case["expected"])
     assert ours.keys() == modkit.keys()
     # dorado's tags, A+a.;C+h.;C+m.: A and C are implicit, G and T carry no calls
@@ -196,17 +196,15 @@ def check_skipped_base_and_n_diff(case, out: Path, tmp_path: Path) -> None:
         _, start, code, strand = key
         lost = lost_calls[(start, strand, base_of[code])]
         restored_rows += lost > 0
+        other = "h" if base_of[code] == "A" else "a"
+        other_key = (key[0], start, other, strand)
+        other_valid = int(ours[other_key][9]) if other_key in ours else 0
         fixed = list(theirs)
         fixed[4] = fixed[9] = str(int(theirs[9]) + lost)
         fixed[12] = str(int(theirs[12]) + lost)
         fixed[10] = percent_modified(int(theirs[11]), int(fixed[9]))
-        mine = ours[key]
-        assert fixed[:15] + fixed[17:] == mine[:15] + mine[17:], (key, theirs, mine)
-        other = "h" if base_of[code] == "A" else "a"
-        other_valid = int(ours[(key[0], start, other, strand)][9]) if (
-            key[0], start, other, strand) in ours else 0  # fmt: skip
-        gained = int(mine[15]) + int(mine[16]) - int(theirs[15]) - int(theirs[16])
-        assert gained == other_valid + lost_no_calls[(start, strand)], (key, theirs, mine)
+        fixed[16] = str(int(theirs[16]) + other_valid + lost_no_calls[(start, strand)])
+        assert fixed == ours[key], (key, theirs, ours[key])
     assert restored_rows == 6  # the rows at 110, 117, 130 and 134 (the README's table)
 
 

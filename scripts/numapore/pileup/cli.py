@@ -286,7 +286,7 @@ def run_options(
         engine.eprint(f"numapore: {err}")
         return 1
     except OSError as err:
-        engine.eprint(f"numapore: {err.filename or outputs.out_bed}: {err.strerror}")
+        engine.eprint(f"numapore: {err.filename or outputs.out_bed}: {err.strerror or err}")
         return 1
     except KeyboardInterrupt:
         engine.eprint("numapore: interrupted")

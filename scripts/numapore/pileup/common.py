@@ -140,6 +140,13 @@ class Options:
         """Whether modkit 0.6.1's semantics apply (not 0.4.4's)."""
         return self.compat != "0.4"
 
+    @property
+    def reads_implicit(self) -> bool:
+        """Whether an MM entry without a mode ('.' or '?') is read as implicit, as the SAM
+        specification and modkit 0.6.1 read it; modkit 0.4.4 skips such a read unless
+        --force-allow-implicit."""
+        return self.modern or self.force_allow_implicit
+
     def numeric(self) -> tuple[str | None, bool, bool]:
         """(code to ignore, combine mods, combine strands) after --preset traditional."""
         if self.preset == "traditional":

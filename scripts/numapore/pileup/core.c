@@ -18,10 +18,10 @@
 
 /* cffi: begin */
 /* PU_MAXC: mod codes in one run (more: pileup.py's Python path); PU_K: features per position
- * and strand at most, 10 + 4 * PU_MAXC (delete, fail, no call x 4, canonical x 4, code x base;
- * an interval's rows hold pu_ctx.k of them, its codes') */
+ * and strand at most, 13 + 4 * PU_MAXC (delete, fail x 4, no call x 4, canonical x 4, code x
+ * base; an interval's rows hold pu_ctx.k of them, its codes') */
 #define PU_MAXC 8
-#define PU_K 42
+#define PU_K 45
 
 typedef struct {
     /* settings (set by Python before use) */
@@ -34,6 +34,8 @@ typedef struct {
     int ignore; /* code index redistributed (--ignore), -1 none */
     int edge_on, edge_start, edge_end, edge_inverted;
     int force_allow;
+    int fail_by_base; /* modkit 0.6.1: a failed call is N_fail of its base's rows, N_diff of the
+                         others' (0.4.4: N_fail of every row there) */
     /* the code registry: codes met, in order (letters or ChEBI numbers) */
     int ncodes;
     char codes[PU_MAXC][12];
@@ -41,7 +43,7 @@ typedef struct {
     /* the interval */
     int64_t start, length;
     int32_t *counts;      /* nrows x 2 x k */
-    int k;                /* features per position and strand: 10 + 4 x the codes it holds */
+    int k;                /* features per position and strand: 13 + 4 x the codes it holds */
     int32_t *diff;        /* 64 keys x (nrows + 1), allocated as keys appear */
     uint64_t keys_used;   /* which of the 64 (strand, base, code) keys have a diff array */
     uint8_t *observed;    /* nrows x 2 x 4 code bit masks, from diff */
@@ -60,6 +62,10 @@ typedef struct {
     void *scratch;
 } pu_ctx;
 /* cffi: end */
+
+/* a position and strand's features (pu_ctx.k of them): deletions, then per base (A, C, G, T)
+ * failed calls, no calls and canonical calls, then per code one per base */
+enum { F_DELETE = 0, F_FAIL = 1, F_NOCALL = 5, F_CANON = 9, F_CODES = 13 };
 
 enum { SKIP_OK = 0, SKIP_MISSING, SKIP_ML_SHORT, SKIP_MM, SKIP_CONFLICT, SKIP_EMPTY,
        SKIP_IMPLICIT, SKIP_CODES };
@@ -194,7 +200,7 @@ int pu_code(pu_ctx *c, const char *code) {
     int i = c->ncodes++;
     snprintf(c->codes[i], sizeof c->codes[i], "%s", code);
     for (int b = 0; b < 4; b++) c->code_thr[b][i] = threshold_for(c, b, code);
-    if (c->counts && 10 + 4 * c->ncodes > c->k) widen(c, 10 + 4 * c->ncodes);
+    if (c->counts && F_CODES + 4 * c->ncodes > c->k) widen(c, F_CODES + 4 * c->ncodes);
     return i;
 }
 

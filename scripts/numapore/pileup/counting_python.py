@@ -34,6 +34,9 @@ from numapore.pileup.inputs import usable
 from numapore.pileup.regions import Chunk, combine_strand_rows, position_masks
 
 CORE_DEFER = 7  # core.c's SKIP_CODES: the chunk goes to the Python path
+# core.c's features of a position and strand: deletions, then per base (A, C, G, T) failed
+# calls, no calls and canonical calls, then per code one per base
+DELETES, FAILS, NOCALLS, CANONICALS, CODES = 0, 1, 5, 9, 13
 
 
 CORE_KINDS = {1: "missing", 2: "ml_short", 3: "mm", 4: "conflict", 5: "empty", 6: "implicit"}
@@ -99,7 +102,7 @@ class PythonCounter:
             if not any(t.has.any() for t in tables.values()):
                 raise ReadError("empty", "no modified base information")
             implicit = any(t.mode == "" for t in tables.values())
-            if implicit and not self.w.options.force_allow_implicit:
+            if implicit and not self.w.options.reads_implicit:
                 raise ReadError("implicit", f"MM {mm.split(';')[0][:12]!r} has no mode ('.'/'?')")
         except ReadError as err:
             stats.skipped[err.kind] = stats.skipped.get(err.kind, 0) + 1
@@ -182,7 +185,7 @@ class PythonCounter:
         ncodes = max(ctx.ncodes, 1)
         k = ctx.k
         counts = np.frombuffer(ffi.buffer(ctx.counts, length * 2 * k * 4), dtype=np.int32)
-        counts = counts.reshape(length, 2, k)[:, :, : 10 + 4 * ncodes].astype(np.int64)
+        counts = counts.reshape(length, 2, k)[:, :, : CODES + 4 * ncodes].astype(np.int64)
         bits = np.frombuffer(ffi.buffer(ctx.observed, length * 8), dtype=np.uint8)
         bits = bits.reshape(length, 2, 4)
         observed = ((bits[..., None] >> np.arange(ncodes, dtype=np.uint8)) & 1).astype(bool)
@@ -232,9 +235,9 @@ class PythonCounter:
             pc = rc.pos[qf] if rc.pos is not None else np.full(len(q), NO_CALL, np.int16)
             nc = rc.neg[qf] if rc.neg is not None else np.full(len(q), NO_CALL, np.int16)
             none = (pc == NO_CALL) & (nc == NO_CALL)
-            # kinds: 0 delete, 1 filtered, 2+b no call, 6+b canonical, 10+4k+b mod code k
+            # the features of DELETES ... CODES, as core.c tallies them
             feat_pos.append(r[none] * 2 + strand)
-            feat_kind.append(2 + base[none])
+            feat_kind.append(NOCALLS + base[none])
             for calls, tally, primary in ((pc, strand, base), (nc, 1 - strand, 3 - base)):
                 has = calls != NO_CALL
                 if not has.any():
@@ -242,17 +245,19 @@ class PythonCounter:
                 c = calls[has].astype(np.int64)
                 p = primary[has]
                 kind = np.where(
-                    c == FILTERED, 1, np.where(c == CANONICAL, 6 + p, 10 + 4 * (c - 1) + p)
+                    c == FILTERED,
+                    FAILS + p,
+                    np.where(c == CANONICAL, CANONICALS + p, CODES + 4 * (c - 1) + p),
                 )
                 feat_pos.append(r[has] * 2 + (tally if np.isscalar(tally) else tally))
                 feat_kind.append(kind)
             d = d[(d >= start) & (d < end)] - start
             feat_pos.append(d * 2 + strand)
-            feat_kind.append(np.zeros(len(d), dtype=np.int64))
+            feat_kind.append(np.full(len(d), DELETES, dtype=np.int64))
         if not feat_pos:
             return "", stats
         ncodes = max(len(self.codes.codes), 1)
-        k = 10 + 4 * ncodes
+        k = CODES + 4 * ncodes
         flat = np.concatenate(feat_pos).astype(np.int64) * k + np.concatenate(feat_kind)
         counts = np.bincount(flat, minlength=length * 2 * k).reshape(length, 2, k)
         observed = self._observed(cover, start, length, ncodes)
@@ -309,20 +314,22 @@ class PythonCounter:
     ) -> list[tuple]:
         """The rows (modkit's FeatureVector::decode at each position), sorted by position,
         strand and code: (pos, strand, code, motif idx, cov, mod, canonical, other, delete,
-        fail, diff, nocall). counts: (length, 2, 10 + 4 ncodes); observed: (length, 2, 4,
-        ncodes) booleans."""
+        fail, diff, nocall). counts: (length, 2, CODES + 4 ncodes), core.c's features;
+        observed: (length, 2, 4, ncodes) booleans."""
         start = chunk.start
         length = counts.shape[0]
         allowed = allowed_mask(chunk, length)
-        delete, fail = counts[:, :, 0], counts[:, :, 1]
-        nocall = counts[:, :, 2:6]
-        canon = counts[:, :, 6:10]
-        mods = counts[:, :, 10:].reshape(length, 2, ncodes, 4)
+        delete = counts[:, :, DELETES]
+        fails = counts[:, :, FAILS:NOCALLS]
+        nocall = counts[:, :, NOCALLS:CANONICALS]
+        canon = counts[:, :, CANONICALS:CODES]
+        mods = counts[:, :, CODES:].reshape(length, 2, ncodes, 4)
         mod_total = mods.sum(axis=2)  # (L, 2, 4)
         calls = canon + mod_total
         all_calls = (nocall + calls).sum(axis=2)  # (L, 2)
         exists = (calls > 0) & allowed[:, :, None]
         rows = []
+        fail_by_base = self.w.options.modern
         if self.w.combine_mods:
             idx = np.argwhere(exists)
         else:
@@ -343,8 +350,13 @@ class PythonCounter:
                 n_mod = int(mods[p, s, int(item[3]), b])
                 n_other = total - n_mod
             n_diff = int(all_calls[p, s] - calls[p, s, b] - nocall[p, s, b])
-            values = (cov, n_mod, int(canon[p, s, b]), n_other, int(delete[p, s]),
-                      int(fail[p, s]), n_diff, int(nocall[p, s, b]))  # fmt: skip
+            if fail_by_base:  # 0.6.1: another base's failed call is N_diff
+                n_fail = int(fails[p, s, b])
+                n_diff += int(fails[p, s].sum()) - n_fail
+            else:
+                n_fail = int(fails[p, s].sum())
+            values = (cov, n_mod, int(canon[p, s, b]), n_other, int(delete[p, s]), n_fail,
+                      n_diff, int(nocall[p, s, b]))  # fmt: skip
             pos = start + p
             strand = "+-"[s]
             idxs = ids_for[s].get(pos) if ids_for is not None else None

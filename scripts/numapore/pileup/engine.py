@@ -43,7 +43,7 @@ from dataclasses import dataclass
 
 from numapore.methylation.bedmethyl import HEADER_LINE
 from numapore.pileup.common import NOT_PRIMARY_MAPPED, Options, PileupError, Stats
-from numapore.pileup.inputs import open_bam, open_fasta, read_listing_line
+from numapore.pileup.inputs import open_bam, open_fasta, read_listing_line, stale_index
 from numapore.pileup.thresholds import Caller, index_counts, make_caller
 from numapore.pileup.positions import make_motif, read_position_filter
 from numapore.pileup.regions import Chunk, parse_region, plan_chunks, select_chunks
@@ -64,6 +64,12 @@ def open_inputs(in_bam: str, options: Options):
     if "://" not in in_bam and not os.path.isfile(in_bam):  # htslib would print a line first
         raise PileupError(
             f"{in_bam}: " + ("a folder, not a BAM" if os.path.isdir(in_bam) else "no such file")
+        )
+    index = stale_index(in_bam)
+    if index is not None:
+        raise PileupError(
+            f"{in_bam}: its index {index} is older than the BAM and does not fit it (the BAM "
+            f"changed after it was indexed): index it again (samtools index {in_bam})"
         )
     try:
         bam = open_bam(in_bam)

@@ -16,6 +16,7 @@ import zlib
 from typing import NamedTuple
 
 PSEUDO_BIN = 37450  # the BAI's per-reference bin of mapped and unmapped counts
+BGZF_MAGIC = b"\x1f\x8b\x08\x04"  # how a BGZF block starts (gzip with an extra field)
 
 
 class IndexStats(NamedTuple):
@@ -122,6 +123,53 @@ def _read_bai_counts(data: bytes, n_ref: int):
         return None
     no_coor = struct.unpack_from("<Q", data, at)[0] if at + 8 <= len(data) else 0
     return mapped, unmapped, no_coor
+
+
+def stale_index(bam_path: str) -> str | None:
+    """The BAM's .bai when it is older than the BAM and does not fit it (one of its chunks
+    starts where the BAM has no BGZF block: the BAM was rewritten after it was indexed), else
+    None. An older index that fits is read, as htslib and modkit read it (a copy may write the
+    index first)."""
+    index = bai_path(bam_path)
+    if index is None or "://" in bam_path:
+        return None
+    try:
+        if os.path.getmtime(index) >= os.path.getmtime(bam_path):
+            return None
+        with open(index, "rb") as handle:
+            offsets = _bai_block_offsets(handle.read())
+        size = os.path.getsize(bam_path)
+        with open(bam_path, "rb") as bam:
+            for offset in offsets:
+                bam.seek(offset)
+                if offset >= size or bam.read(4) != BGZF_MAGIC:
+                    return index
+    except (OSError, struct.error):
+        return index
+    return None
+
+
+def _bai_block_offsets(data: bytes, most: int = 4096) -> list[int]:
+    """The BAM offsets of the BGZF blocks a BAI's chunks start in (at most `most`, evenly
+    spread over the sorted offsets)."""
+    if data[:4] != b"BAI\1":
+        raise struct.error("not a BAI")
+    (n_ref,) = struct.unpack_from("<i", data, 4)
+    at, offsets = 8, set()
+    for _ in range(n_ref):
+        (n_bin,) = struct.unpack_from("<i", data, at)
+        at += 4
+        for _ in range(n_bin):
+            bin_id, n_chunk = struct.unpack_from("<Ii", data, at)
+            if bin_id != PSEUDO_BIN:
+                for k in range(n_chunk):
+                    offsets.add(struct.unpack_from("<Q", data, at + 8 + 16 * k)[0] >> 16)
+            at += 8 + 16 * n_chunk
+        (n_intv,) = struct.unpack_from("<i", data, at)
+        at += 4 + 8 * n_intv
+    ordered = sorted(offsets)
+    step = max(len(ordered) // most, 1)
+    return ordered[::step]
 
 
 def open_bam(path: str):

@@ -107,7 +107,12 @@ def plan_chunks(bam, options: Options, fasta, pf: PositionFilter | None) -> list
     # without motifs the interval bounds change nothing in the output: cap the work unit
     step = options.interval_size if motifs else min(options.interval_size, WORK_SIZE)
     chunks = []
+    # a contig the FASTA lacks has no mapped reads (open_inputs refuses one that has): no
+    # rows, as modkit leaves out the contigs without mapped reads
+    in_fasta = set(fasta.references) if motifs else set()
     for tid, name, rec_start, rec_end in reference_records(bam, options, pf):
+        if motifs and name not in in_fasta:
+            continue
         pos = rec_start
         while pos < rec_end:
             end = min(pos + step, rec_end)

@@ -9,7 +9,7 @@
 int pu_begin(pu_ctx *c, int64_t start, int64_t length) {
     c->start = start;
     c->length = length;
-    c->k = 10 + 4 * (c->ncodes > 0 ? c->ncodes : 1);
+    c->k = F_CODES + 4 * (c->ncodes > 0 ? c->ncodes : 1);
     c->nrows = length;
     if (c->want) {
         c->rank = grow(c->rank, (size_t)(length + 1) * sizeof(int32_t));
@@ -94,6 +94,12 @@ int pu_add_read(pu_ctx *c, int reverse, int64_t ref_start, const char *cigar, in
     return rc;
 }
 
+/* the feature a call (FILTERED, CANONICAL or 1 + code) of a base counts in */
+static int call_feature(int call, int base) {
+    if (call == FILTERED) return F_FAIL + base;
+    return call == CANONICAL ? F_CANON + base : F_CODES + 4 * (call - 1) + base;
+}
+
 /* pu_add_read over the CIGAR's operations (0-8: MIDNSHP=X) and lengths (bam_core.c's reader
  * gives them from the record); nops < 0: a CIGAR that does not parse */
 static int add_read_ops(pu_ctx *c, int reverse, int64_t ref_start, const int64_t *ops,
@@ -142,18 +148,12 @@ static int add_read_ops(pu_ctx *c, int reverse, int64_t ref_start, const int64_t
                 int pc = has[0] ? s->calls[0][qf] : NO_CALL;
                 int nc = has[1] ? s->calls[1][qf] : NO_CALL;
                 if (pc == NO_CALL && nc == NO_CALL) {
-                    counts[(rr * 2 + strand) * stride + 2 + b]++;
+                    counts[(rr * 2 + strand) * stride + F_NOCALL + b]++;
                     continue;
                 }
-                if (pc != NO_CALL) {
-                    int kind = pc == FILTERED ? 1 : pc == CANONICAL ? 6 + b : 10 + 4 * (pc - 1) + b;
-                    counts[(rr * 2 + strand) * stride + kind]++;
-                }
-                if (nc != NO_CALL) {
-                    int pb = 3 - b;
-                    int kind = nc == FILTERED ? 1 : nc == CANONICAL ? 6 + pb : 10 + 4 * (nc - 1) + pb;
-                    counts[(rr * 2 + (1 - strand)) * stride + kind]++;
-                }
+                if (pc != NO_CALL) counts[(rr * 2 + strand) * stride + call_feature(pc, b)]++;
+                if (nc != NO_CALL)
+                    counts[(rr * 2 + (1 - strand)) * stride + call_feature(nc, 3 - b)]++;
             }
             q += len;
             r += len;
@@ -161,7 +161,7 @@ static int add_read_ops(pu_ctx *c, int reverse, int64_t ref_start, const int64_t
             int64_t a = r < start ? start - r : 0, bnd = r + len > end ? end - r : len;
             for (int64_t i = a; i < bnd; i++) {
                 int64_t row = row_of(c, r + i - start);
-                if (row >= 0) counts[(row * 2 + strand) * stride]++;
+                if (row >= 0) counts[(row * 2 + strand) * stride + F_DELETE]++;
             }
             r += len;
         } else if (op == 3) {
@@ -198,8 +198,8 @@ int64_t pu_rows_bound(pu_ctx *c, int combine_mods) {
     for (int64_t i = 0; i < c->nrows * 2; i++) {
         const int32_t *f = c->counts + i * c->k;
         for (int b = 0; b < 4; b++) {
-            int64_t calls = f[6 + b];
-            for (int k = 0; k < c->ncodes; k++) calls += f[10 + 4 * k + b];
+            int64_t calls = f[F_CANON + b];
+            for (int k = 0; k < c->ncodes; k++) calls += f[F_CODES + 4 * k + b];
             if (calls) rows += per;
         }
     }

@@ -35,8 +35,8 @@ static int rows_at(const pu_ctx *c, int64_t p, int s, int combine_mods, int *rco
     const int32_t *f = c->counts + (p * 2 + s) * c->k;
     int nr = 0;
     for (int b = 0; b < 4; b++) {
-        int64_t calls = f[6 + b];
-        for (int k = 0; k < c->ncodes; k++) calls += f[10 + 4 * k + b];
+        int64_t calls = f[F_CANON + b];
+        for (int k = 0; k < c->ncodes; k++) calls += f[F_CODES + 4 * k + b];
         if (!calls) continue;
         if (combine_mods) {
             rcode[nr] = -1 - b;
@@ -57,21 +57,23 @@ static int rows_at(const pu_ctx *c, int64_t p, int s, int combine_mods, int *rco
 static void row_values(const pu_ctx *c, int64_t p, int s, int code, int b, int64_t *v) {
     p = row_of(c, p); /* rows_at found rows there: p has a row */
     const int32_t *f = c->counts + (p * 2 + s) * c->k;
-    int64_t mods = 0, other_bases = 0;
-    for (int k = 0; k < c->ncodes; k++) mods += f[10 + 4 * k + b];
+    int64_t mods = 0, other_bases = 0, fails = 0, other_fails = 0;
+    for (int k = 0; k < c->ncodes; k++) mods += f[F_CODES + 4 * k + b];
     for (int ob = 0; ob < 4; ob++) {
+        fails += f[F_FAIL + ob];
         if (ob == b) continue;
-        other_bases += f[2 + ob] + f[6 + ob];
-        for (int k = 0; k < c->ncodes; k++) other_bases += f[10 + 4 * k + ob];
+        other_fails += f[F_FAIL + ob];
+        other_bases += f[F_NOCALL + ob] + f[F_CANON + ob];
+        for (int k = 0; k < c->ncodes; k++) other_bases += f[F_CODES + 4 * k + ob];
     }
-    v[0] = f[6 + b] + mods;
-    v[1] = code < 0 ? mods : f[10 + 4 * code + b];
-    v[2] = f[6 + b];
+    v[0] = f[F_CANON + b] + mods;
+    v[1] = code < 0 ? mods : f[F_CODES + 4 * code + b];
+    v[2] = f[F_CANON + b];
     v[3] = code < 0 ? 0 : mods - v[1];
-    v[4] = f[0];
-    v[5] = f[1];
-    v[6] = other_bases;
-    v[7] = f[2 + b];
+    v[4] = f[F_DELETE];
+    v[5] = c->fail_by_base ? f[F_FAIL + b] : fails;
+    v[6] = other_bases + (c->fail_by_base ? other_fails : 0);
+    v[7] = f[F_NOCALL + b];
 }
 
 static int key_cmp(const pu_ctx *c, int a, int b) {

@@ -128,7 +128,8 @@ def new_core(options: Options, caller: Caller | None):
     edge = options.edge()
     if edge is not None:
         ctx.edge_on, ctx.edge_start, ctx.edge_end, ctx.edge_inverted = 1, *edge
-    ctx.force_allow = options.force_allow_implicit
+    ctx.force_allow = options.reads_implicit
+    ctx.fail_by_base = options.modern
     return ctx
 
 

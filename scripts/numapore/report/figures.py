@@ -178,10 +178,11 @@ def modbam_calls(bam: str | os.PathLike) -> dict[str, Any]:
     per_read: list[int] = []
     with pysam.AlignmentFile(str(bam), check_sq=False) as handle:
         for rec in handle.fetch(until_eof=True):
-            if rec.is_secondary or rec.is_supplementary or not rec.has_tag("ML"):
+            ml_tag = "ML" if rec.has_tag("ML") else "Ml"  # Ml, Mm: the names before 2021
+            if rec.is_secondary or rec.is_supplementary or not rec.has_tag(ml_tag):
                 continue
             mm = rec.get_tag("MM") if rec.has_tag("MM") else rec.get_tag("Mm")
-            ml = np.asarray(rec.get_tag("ML"), dtype=np.int64)
+            ml = np.asarray(rec.get_tag(ml_tag), dtype=np.int64)
             at = 0
             for group in filter(None, mm.split(";")):
                 head, *deltas = group.split(",")
