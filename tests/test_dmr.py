@@ -29,6 +29,7 @@ NAME = "case_vs_control"
 PREFIX = f"results/dmr/{NAME}/{NAME}"
 HP = "case1_hp1_vs_hp2"  # haplotype 1 vs 2 of case1 (pileup.phased)
 HP_PREFIX = f"results/dmr/{HP}/{HP}"
+COHORT = "results/cohort/ecoli_window/cohort.minimap2.cpg.bed.gz"
 TARGETS = [
     f"{PREFIX}.sites.tsv.gz.tbi",
     f"{PREFIX}.dmrs.bed.gz.tbi",
@@ -38,6 +39,8 @@ TARGETS = [
     "results/multiqc/numapore_dmr_mqc.tsv",
     f"{HP_PREFIX}.dmrs.bed.gz.tbi",
     f"{HP_PREFIX}.score.tsv",
+    COHORT + ".tbi",  # filtered (the config's cohort:): test_cohort_table_filtered_as_configured
+    COHORT.replace(".bed.gz", ".samples.tsv"),
 ]
 SAMPLES = ["case1", "case2", "control1", "control2"]
 
@@ -337,3 +340,23 @@ def test_merge_keeps_dss_values_and_shard_order(tmp_path):
         "#chrom\tstart\tend\tCpGs\tmean_tumour\tmean_normal\tdifference\tareaStat\n",
         "c1\t100\t300\t12\t0.8\t0.2\t0.6\t55.5\n",
     ]
+
+
+def test_cohort_table_filtered_as_configured(groups_run):
+    """.test/config-groups.yaml's cohort: (min_samples 3, min_sample_coverage 3) over the five
+    samples' bedMethyl: the table keeps exactly the sites the definition keeps, computed row by
+    row from the bedMethyl files (test_cohort_filters.expected_sites); the log names modkit
+    0.6.4's equivalent merge; each sample's sites read and kept beside the table."""
+    from test_cohort_filters import expected_sites, table_sites
+
+    samples = ["demo", *SAMPLES]
+    beds = [(s, bedmethyl(groups_run, s)) for s in samples]
+    expected = expected_sites(beds, 3, 3)
+    assert table_sites(groups_run / COHORT) == expected and len(expected) > 100
+    assert len(expected) < len(expected_sites(beds, 1, 0))
+    log = (groups_run / "results/logs/cohort_table/ecoli_window.minimap2.cpg.log").read_text()
+    assert "--min-samples 3 --min-sample-coverage 3 (modkit 0.6.4)" in log
+    counts = (groups_run / COHORT.replace(".bed.gz", ".samples.tsv")).read_text().splitlines()
+    assert counts[0] == "sample\tsites_read\tsites_kept"
+    assert [line.split("\t")[0] for line in counts[1:]] == samples
+    assert all(0 < int(kept) <= int(read) for _, read, kept in (x.split("\t") for x in counts[1:]))

@@ -337,13 +337,15 @@ rule pileup_shard:
 
 # The cohort table: per reference and motif, every sample's bedMethyl as one table of sites x
 # samples (numapore.methylation.cohort): columns 1-18 what `modkit bedmethyl merge` writes from
-# the same files (counts summed), then each sample's valid coverage and modified count.
+# the same files (counts summed), then each sample's valid coverage and modified count; the
+# sites kept as config cohort: says; beside it, each sample's sites read and kept.
 rule cohort_table:
     input:
         unpack(ask(jobs.cohort_inputs, "ref", "aligner", "motif")),
     output:
         table=layout.cohort_table(),
         tbi=layout.cohort_table(suffix=".tbi"),
+        samples=layout.cohort_samples(),
     log:
         "results/logs/cohort_table/{ref}.{aligner}.{motif}.log",
     benchmark:
@@ -353,5 +355,6 @@ rule cohort_table:
     params:
         samples=lambda wc: PLAN.cohort_samples(wc.ref, wc.motif),
         groups=lambda wc: {s: SAMPLES[s].group for s in PLAN.cohort_samples(wc.ref, wc.motif)},
+        filters=lambda wc: PLAN.cohort_filters(wc.ref, wc.motif),
     script:
         "../../scripts/cohort_table.py"

@@ -181,11 +181,32 @@ def build(
     except ValueError as err:
         raise InputError(str(err)) from None
     plan_dmr_contrasts(plan)
+    check_cohort(plan)
     plan.compare_cells = [
         cell.name
         for cell in matrix({**config["compare"], "steps": plan.compare_steps()}, plan.aligner)
     ]
     return plan
+
+
+def check_cohort(plan: RunPlan) -> None:
+    """config cohort: a min_samples that is neither a number from 1 nor `all`, or that no
+    cohort table of the run has samples enough for (it would be empty)."""
+    given = plan.config["cohort"]["min_samples"]
+    if given != "all" and (isinstance(given, str) or given < 1):
+        fix = "; did you mean `all`?" if str(given).strip().lower() == "all" else ""
+        raise InputError(
+            f"config cohort.min_samples: {given!r} is neither a number of samples from 1 nor "
+            f"all{fix}"
+        )
+    for index in plan.cohort_tables():
+        ref, motif = Path(index).parent.name, Path(index).name.split(".")[2]
+        samples = plan.cohort_samples(ref, motif)
+        if given != "all" and given > len(samples):
+            raise InputError(
+                f"config cohort.min_samples: {given} is more than the {len(samples)} samples of "
+                f"the cohort table of {ref} ({motif}: {', '.join(samples)}): it would be empty"
+            )
 
 
 def plan_dmr_contrasts(plan: RunPlan) -> None:

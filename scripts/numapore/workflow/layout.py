@@ -133,6 +133,11 @@ def cohort_table(ref: str = "{ref}", aligner: str = A, motif: str = M, suffix: s
     return f"{RESULTS}/cohort/{ref}/cohort.{aligner}.{motif}.bed.gz{suffix}"
 
 
+def cohort_samples(ref: str = "{ref}", aligner: str = A, motif: str = M) -> str:
+    """Beside a cohort table: each sample's sites read and kept (config cohort:'s filters)."""
+    return f"{RESULTS}/cohort/{ref}/cohort.{aligner}.{motif}.samples.tsv"
+
+
 # ---- simulated samples
 
 

@@ -16,6 +16,7 @@ from numapore.execution.aligners import ALIGNERS
 from numapore.execution.hosts import HostConfig
 from numapore.inputs.kinds import DEFAULT_KIND, KINDS
 from numapore.inputs.sheet import Sample
+from numapore.methylation.cohort import Filters
 from numapore.methylation.dmr import Contrast
 from numapore.methylation.motifs import MOTIFS
 from numapore.workflow import layout
@@ -194,6 +195,14 @@ class RunPlan:
             for s in self.samples.values()
             if s.reference_name == ref and motif in self.sample_motifs(s)
         ]
+
+    def cohort_filters(self, ref: str, motif: str) -> Filters:
+        """The sites a cohort table keeps (config cohort:), min_samples `all` as its samples'
+        count."""
+        settings = self.config["cohort"]
+        given = settings["min_samples"]
+        count = len(self.cohort_samples(ref, motif)) if given == "all" else int(given)
+        return Filters(count, int(settings["min_sample_coverage"]))
 
     def cohort_tables(self) -> list[str]:
         """The cohort tables of the run (their indexes): per reference and motif shared by two
