@@ -349,7 +349,7 @@ def test_cohort_table_filtered_as_configured(groups_run):
     0.6.4's equivalent merge; each sample's sites read and kept beside the table."""
     from test_cohort_filters import expected_sites, table_sites
 
-    samples = ["demo", *SAMPLES]
+    samples = [*SAMPLES, "demo"]
     beds = [(s, bedmethyl(groups_run, s)) for s in samples]
     expected = expected_sites(beds, 3, 3)
     assert table_sites(groups_run / COHORT) == expected and len(expected) > 100

@@ -88,15 +88,27 @@ def load_run_samples(config: dict[str, Any], schemas: Path, workdir: Path):
 
 
 def load_config(files: Sequence[Path], given: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """The config as Snakemake makes it for the workflow: the files' in order, each over the
-    ones before (nested keys merged), then the command line's --config (given) over them."""
+    """The config as Snakemake makes it for the workflow, keys in its order: files[0] is the
+    workflow's own (the Snakefile's configfile:), the others the --configfile files; given the
+    command line's --config. Snakemake starts from the command line's (the --configfile files
+    merged in order, then --config), merges the workflow's file into it and the command line's
+    over that again: nested keys merged, the command line's keys first."""
+    import copy
+
     import yaml
     from snakemake.utils import update_config
 
-    config: dict[str, Any] = {}
-    for path in files:
-        update_config(config, yaml.safe_load(Path(path).read_text(encoding="utf-8-sig")) or {})
-    update_config(config, dict(given or {}))
+    def read(path: Path) -> dict[str, Any]:
+        return yaml.safe_load(Path(path).read_text(encoding="utf-8-sig")) or {}
+
+    command_line: dict[str, Any] = {}
+    for path in files[1:]:
+        update_config(command_line, read(path))
+    update_config(command_line, dict(given or {}))
+    config = copy.deepcopy(command_line)
+    if files:
+        update_config(config, read(files[0]))
+        update_config(config, command_line)
     return config
 
 
