@@ -96,7 +96,7 @@ def test_kind_against_the_header(tmp_path):
         ont = sheet([f"ont\t{reads}\t{LADDER}\thifi"])
         assert plan_error(samples=ont, **NO_DEMO) == (
             f"numapore: sample sheet {ont}, sample 'ont': kind hifi, but its reads file {reads} "
-            "has a Oxford Nanopore header (@RG PL:ONT): minimap2's map-hifi preset is for PacBio "
+            "has an Oxford Nanopore header (@RG PL:ONT): minimap2's map-hifi preset is for PacBio "
             "HiFi reads; give kind modbam (or no kind)"
         )
 
@@ -188,13 +188,13 @@ def test_phased_vcf_without_a_phased_genotype(tmp_path):
     one line before any job; one phased heterozygous genotype is enough."""
     columns = "sample\treads\treference\tkind\tphased_vcf"
     for genotypes, what in (
-        (["0/1", "1|1", "0/1"], "none of its 3 records has"),
-        ([], "it has no record, so no"),
+        (["0/1", "1|1", "0/1"], "none of its 3 records has a"),
+        ([], "it has no record, hence no"),
     ):
         path = vcf(tmp_path / "s.vcf", genotypes)
         rows = sheet([f"x\t{UNTAGGED_BAM}\t{LADDER}\tmodbam\t{path}"], columns)
         assert plan_error(samples=rows, **NO_DEMO) == (
-            f"numapore: sample sheet {rows}, line 2, sample 'x': phased VCF {path}: {what} a "
+            f"numapore: sample sheet {rows}, line 2, sample 'x': phased VCF {path}: {what} "
             "phased heterozygous genotype (GT 0|1) for sample 'S' (0/1 is unphased): WhatsHap "
             "would tag no read and the haplotype bedMethyl files would be empty; give the VCF a "
             "phasing wrote (whatshap phase)"

@@ -85,9 +85,9 @@ def check_phased_genotypes(path: Path, sample: str, key: str) -> None:
             position = keys.index("GT")
             if position < len(values) and is_phased_heterozygous(values[position]):
                 return
-    what = f"none of its {records} records has" if records else "it has no record, so no"
+    what = f"none of its {records} records has a" if records else "it has no record, hence no"
     raise InputError(
-        f"{key}: phased VCF {path}: {what} a phased heterozygous genotype (GT 0|1) for sample "
+        f"{key}: phased VCF {path}: {what} phased heterozygous genotype (GT 0|1) for sample "
         f"'{sample}' (0/1 is unphased): WhatsHap would tag no read and the haplotype bedMethyl "
         "files would be empty; give the VCF a phasing wrote (whatshap phase)"
     )

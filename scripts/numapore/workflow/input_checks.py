@@ -41,7 +41,8 @@ def check_platforms(plan: RunPlan) -> None:
             continue
         platform, evidence = header_platform(sample.reads)
         key = f"sample sheet {sheet}, sample '{sample.name}'"
-        said = f"its reads file {sample.reads} has a {platform} header ({evidence})"
+        article = "an" if platform[:1] in "AEIOU" else "a"
+        said = f"its reads file {sample.reads} has {article} {platform} header ({evidence})"
         if sample.kind == "hifi" and platform == ONT:
             raise InputError(
                 f"{key}: kind hifi, but {said}: minimap2's map-hifi preset is for PacBio HiFi "
