@@ -360,3 +360,29 @@ def test_cohort_table_filtered_as_configured(groups_run):
     assert counts[0] == "sample\tsites_read\tsites_kept"
     assert [line.split("\t")[0] for line in counts[1:]] == samples
     assert all(0 < int(kept) <= int(read) for _, read, kept in (x.split("\t") for x in counts[1:]))
+
+
+def test_a_side_without_calls_of_the_code_is_refused_before_dss(tmp_path):
+    """The counts job: a side whose bedMethyl files hold no valid call of dmr.code (haplotype 2
+    of reads WhatsHap could not tag) stops with one line naming the contrast, the side and its
+    files, before DSS; another code of the same files is refused too, the code they carry
+    passes."""
+    row = "c1\t{0}\t{1}\tm\t1\t+\t{0}\t{1}\t255,0,0\t4\t50.00\t2\t2\t0\t0\t0\t0\t0\n"
+    hp1, hp2 = tmp_path / "x.hp1.bedmethyl", tmp_path / "x.hp2.bedmethyl"
+    hp1.write_text(row.format(10, 11) + row.format(20, 21))
+    hp2.write_text("")
+    contrast = dmr.Contrast(
+        "x_hp1_vs_hp2", "haplotypes", "x hp1", "x hp2", ("x_hp1",), ("x_hp2",),
+        {"x_hp1": str(hp1), "x_hp2": str(hp2)},
+    )  # fmt: skip
+    out = [str(tmp_path / "counts.tsv")]
+    with pytest.raises(dmr.InputError) as err:
+        dmr.write_counts(contrast, "m", ["c1"], out)
+    assert str(err.value) == (
+        f"DMR contrast 'x_hp1_vs_hp2': x hp2 has no valid call of code 'm' (config dmr.code) in "
+        f"{hp2}: DSS would test no site"
+    )
+    hp2.write_text(row.format(10, 11))
+    with pytest.raises(dmr.InputError, match="x hp1 has no valid call of code 'h'"):
+        dmr.write_counts(contrast, "h", ["c1"], out)
+    assert dmr.write_counts(contrast, "m", ["c1"], out) == [["c1"]]

@@ -575,6 +575,13 @@ MISTAKES = {
         "numapore: config dmr.contrasts[0] (case_vs_controls): no sample has group 'controls' "
         "(the sheet's group column, or simulate.<name>.group); did you mean `control`?",
     ),
+    "dmr-code-in-modkit-vocabulary": (
+        {".test/config-groups.yaml": None, "mine.yaml": "dmr:\n  code: 5mC\n"},
+        {},
+        "numapore: config dmr.code: contrast 'case_vs_control': no call of code '5mC' in group "
+        "'case' (case1, case2 carry m: the MM tags' codes, which bedMethyl's column 4 names); 5mC "
+        "is code 'm': DSS would test no site",
+    ),
     "tuning-sample-not-a-sample": (
         {},
         {"tune": "on", "tuning": {"sample": "nope"}},

@@ -238,10 +238,12 @@ DEFAULT_KIND = "signal"
 MODBAM_SUFFIXES = (".bam", ".cram")
 
 
-def infer_kind(declared: str, signal: str, reads: str, key: str, reads2: str = "") -> str:
+def infer_kind(
+    declared: str, signal: str, reads: str, key: str, reads2: str = "", pacbio: bool = False
+) -> str:
     """The kind of a sheet row: its `kind` column when given, else short when it has a second
-    reads file (`reads2`), a modBAM when the reads are a BAM/CRAM, signal when it names raw
-    signal. InputError when it cannot be told."""
+    reads file (`reads2`), a modBAM when the reads are a BAM/CRAM (hifi when its header says
+    PacBio: pacbio), signal when it names raw signal. InputError when it cannot be told."""
     if declared:
         if declared not in KINDS:
             raise InputError(
@@ -256,7 +258,7 @@ def infer_kind(declared: str, signal: str, reads: str, key: str, reads2: str = "
     if reads2:
         return "short"
     if reads.lower().endswith(MODBAM_SUFFIXES):
-        return "modbam"
+        return "hifi" if pacbio else "modbam"
     if signal:
         return "signal"
     raise InputError(

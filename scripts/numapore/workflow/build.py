@@ -34,7 +34,7 @@ from numapore.inputs.sheet import (
     simulated_samples,
 )
 from numapore.methylation.dmr import plan as plan_contrasts
-from numapore.workflow import layout, outputs, tuning_plans
+from numapore.workflow import input_checks, layout, outputs, tuning_plans
 from numapore.workflow.plan import RunPlan
 
 
@@ -184,6 +184,7 @@ def build(
             )
         )
     plan.notes += [("warning", f"numapore: {n}") for s in samples.values() for n in s.notes]
+    input_checks.check_platforms(plan)
     plan.tuning_name = tuning.tuning_name(config, executor)
     if main_process:
         os.environ[tuning.NAME_ENV] = plan.tuning_name
@@ -194,6 +195,7 @@ def build(
         raise InputError(str(err)) from None
     plan_dmr_contrasts(plan)
     check_cohort(plan)
+    input_checks.check_dmr_codes(plan)
     plan.compare_cells = [
         cell.name
         for cell in matrix({**config["compare"], "steps": plan.compare_steps()}, plan.aligner)
@@ -241,7 +243,7 @@ def plan_dmr_contrasts(plan: RunPlan) -> None:
         simulated = config["simulate"].get(sample)
         if simulated is not None and not simulated.get("haplotagged", 0):
             return f"simulate.{sample}.haplotagged is 0: its reads carry no HP tags"
-        return ""
+        return input_checks.no_haplotags(plan, plan.samples[sample])
 
     contrasts = plan_contrasts(
         config["dmr"],
