@@ -222,3 +222,88 @@ def test_stats_stdout_and_bed3(tmp_path, capsys):
     lines = capsys.readouterr().out.splitlines()
     assert lines[0] == "#chrom\tstart\tend\tname\tstrand\tcount_m\tcount_valid_m\tpercent_m"
     assert lines[1].startswith("oligo_1512_adapters\t0\t156\t.\t.\t")
+
+
+BAM = SHARED / "data" / "modkit_pileup" / "inputs" / "bc_anchored_10_reads.sorted.bam"
+SAMPLING_MISTAKES = [
+    (["-n", "ten"], "invalid int value"),
+    (["-n", "0"], "must be positive"),
+    (["-f", "2"], "(0, 1]"),
+    (["-n", "5", "--no-sampling"], "exclude each other"),
+    (["--seed", "3"], "--seed needs --sampling-frac"),
+    (["--invert-edge-filter"], "needs --edge-filter"),
+    (["--edge-filter", "x"], "illegal --edge-filter"),
+    (["--ignore", "hm"], "not a modification code"),
+    (["--region", "nowhere"], "not in the BAM header"),
+    (["--include-bed", "x.bed"], "--include-bed: modkit's, not supported"),
+    (["--no-sampling", "--mappedonly"], "unrecognized arguments"),
+]
+
+
+@pytest.mark.parametrize(
+    "argv, says",
+    SAMPLING_MISTAKES
+    + [
+        (["--filter-threshold", "x"], "failed to parse threshold"),
+        (["--filter-threshold", "0.7", "--no-filtering"], "exclude each other"),
+        (["-p", "1.5"], "between 0 and 1"),
+        (["--mod-threshold", "h:0.8"], "--mod-threshold: modkit's, not supported"),
+        (["--filter-threshold", "Q:0.7"], "illegal per-base threshold"),
+    ],
+)
+def test_summary_mistakes(argv, says, capsys):
+    """Each mistake is one numapore: line naming it."""
+    assert summary.main([str(BAM), *argv]) != 0
+    assert says in one_line_error(capsys)
+
+
+@pytest.mark.parametrize(
+    "argv, says",
+    SAMPLING_MISTAKES
+    + [
+        (["-p", "0.1,x"], "give fractions"),
+        (["-p", "10,50"], "between 0 and 1"),
+        (["--hist"], "--hist needs -o DIR"),
+        (["--prefix", "s"], "need -o DIR"),
+        (["-o", str(BAM)], "not a folder"),
+        (["--dna-color", "C", "#0000FF"], "--dna-color: modkit's, not supported"),
+    ],
+)
+def test_sample_probs_mistakes(argv, says, capsys):
+    """Each mistake is one numapore: line naming it."""
+    assert sample_probs.main([str(BAM), *argv]) != 0
+    assert says in one_line_error(capsys)
+
+
+def test_modbam_bad_input(tmp_path, capsys):
+    """A missing BAM, a text file, a BAM without its index: one line each."""
+    text = tmp_path / "calls.bam"
+    text.write_text("not a bam\n")
+    unindexed = tmp_path / "copy.bam"
+    unindexed.write_bytes(BAM.read_bytes())
+    for bad, says in ((tmp_path / "no.bam", "No such file"), (text, "not a BAM"),
+                      (unindexed, "no .bai index")):  # fmt: skip
+        for command in (summary, sample_probs):
+            assert command.main([str(bad)]) == 1
+            assert says in one_line_error(capsys)
+
+
+def test_sample_probs_output_folder(tmp_path, capsys):
+    """-o writes PREFIX_thresholds.tsv, refuses to overwrite it without --force."""
+    folder = tmp_path / "probs"
+    argv = [str(BAM), "-o", str(folder), "--prefix", "s1", "--no-sampling"]
+    assert sample_probs.main(argv) == 0
+    table = (folder / "s1_thresholds.tsv").read_text()
+    assert table == (SUITE / "expected" / "sample_probs_default.txt").read_text()
+    assert sample_probs.main(argv) == 1
+    assert "--force" in one_line_error(capsys)
+    assert sample_probs.main([*argv, "--force"]) == 0
+
+
+def test_summary_same_at_any_threads(capsys):
+    """-t changes nothing (the sample's batches follow --sampling-threads)."""
+    outputs = set()
+    for threads in ("1", "2", "8"):
+        assert summary.main([str(BAM), "-t", threads, "-n", "4"]) == 0
+        outputs.add(capsys.readouterr().out)
+    assert len(outputs) == 1
