@@ -39,6 +39,8 @@ TARGETS = [
     "results/multiqc/numapore_dmr_mqc.tsv",
     f"{HP_PREFIX}.dmrs.bed.gz.tbi",
     f"{HP_PREFIX}.score.tsv",
+    "results/case1/tracks/case1.minimap2.cpg.all.m.bw",  # test_tracks_of_the_run
+    "results/case1/tracks/case1.minimap2.cpg.hp1.m.bw",
     COHORT + ".tbi",  # filtered (the config's cohort:): test_cohort_table_filtered_as_configured
     COHORT.replace(".bed.gz", ".samples.tsv"),
 ]
@@ -386,3 +388,30 @@ def test_a_side_without_calls_of_the_code_is_refused_before_dss(tmp_path):
     with pytest.raises(dmr.InputError, match="x hp1 has no valid call of code 'h'"):
         dmr.write_counts(contrast, "h", ["c1"], out)
     assert dmr.write_counts(contrast, "m", ["c1"], out) == [["c1"]]
+
+
+def test_tracks_of_the_run(groups_run):
+    """.test/config-groups.yaml's tracks (mod_codes [m]): case1's bigWig and its haplotype 1's
+    hold, per position, the percent modified of the bedMethyl's m rows, as modkit's bedmethyl
+    tobigwig computes it (float32(N_mod / N_valid_cov) * 100, in float32), every interval."""
+    import numpy as np
+    import pybigtools
+
+    from numapore.methylation.bedmethyl import read_bedmethyl
+
+    for part, suffix in (("all", ""), ("hp1", ".hp1")):
+        bed = groups_run / f"results/case1/methylation/case1.minimap2.cpg{suffix}.bedmethyl.gz"
+        expected = {
+            (r.chrom, r.start): float(np.float32(np.float32(r.n_mod / r.valid_cov) * 100))
+            for r in read_bedmethyl(bed)
+            if r.name.split(",")[0] == "m" and r.valid_cov > 0
+        }
+        track = groups_run / f"results/case1/tracks/case1.minimap2.cpg.{part}.m.bw"
+        with pybigtools.open(str(track)) as bw:
+            found = {
+                (chrom, start): value
+                for chrom in bw.chroms()
+                for start, end, value in bw.records(chrom)
+                if end == start + 1
+            }
+        assert found == expected and len(found) > 100, part

@@ -358,3 +358,23 @@ rule cohort_table:
         filters=lambda wc: PLAN.cohort_filters(wc.ref, wc.motif),
     script:
         "../../scripts/cohort_table.py"
+
+
+# bigWig tracks of the bedMethyl (config tracks:): per sample, motif and code set, and per
+# haplotype with pileup.phased; the values modkit's `bedmethyl tobigwig` writes
+# (numapore.modbam.tobigwig), the chromosome sizes from the reference's index.
+rule bigwig_track:
+    input:
+        unpack(ask(jobs.track_inputs, "sample", "aligner", "motif", "part")),
+    output:
+        layout.track(),
+    log:
+        "results/logs/bigwig_track/{sample}.{aligner}.{motif}.{part}.{codes}.log",
+    benchmark:
+        "results/benchmarks/bigwig_track/{sample}.{aligner}.{motif}.{part}.{codes}.tsv"
+    conda:
+        "../../envs/python.yaml"
+    params:
+        arguments=ask(jobs.track_arguments, "codes"),
+    script:
+        "../../scripts/bigwig_track.py"

@@ -196,11 +196,40 @@ def build(
     plan_dmr_contrasts(plan)
     check_cohort(plan)
     input_checks.check_dmr_codes(plan)
+    check_tracks(plan)
     plan.compare_cells = [
         cell.name
         for cell in matrix({**config["compare"], "steps": plan.compare_steps()}, plan.aligner)
     ]
     return plan
+
+
+# modkit 0.6's --modified-bases names, which --mod-codes does not take: their codes
+MODIFICATION_NAMES = {"5mc": "m", "5hmc": "h", "6ma": "a", "4mc": "21839", "5fc": "f", "5cac": "c"}
+
+
+def check_tracks(plan: RunPlan) -> None:
+    """config tracks.mod_codes: each entry codes (a letter or a ChEBI number) separated by
+    commas, no entry twice (one file each)."""
+    seen = set()
+    for i, entry in enumerate(plan.config["tracks"]["mod_codes"]):
+        where = f"config tracks.mod_codes[{i}]"
+        for code in str(entry).split(","):
+            name = MODIFICATION_NAMES.get(code.strip().lower())
+            if name:
+                raise InputError(
+                    f"{where}: {entry!r}: {code!r} is modkit's --modified-bases name; "
+                    f"its code is {name}"
+                )
+            if not (len(code) == 1 and code.isalpha() or code.isdigit()):
+                raise InputError(
+                    f"{where}: {entry!r} is not modification codes (a letter such as m, h, a, or "
+                    "a ChEBI number; several separated by commas, no spaces: h,m)"
+                )
+        codes = ",".join(sorted(str(entry).split(",")))
+        if codes in seen:
+            raise InputError(f"{where}: {entry!r} is given twice (the same track)")
+        seen.add(codes)
 
 
 def check_cohort(plan: RunPlan) -> None:

@@ -151,6 +151,8 @@ class RunPlan:
             "fmt": r"fast[aq](\.gz)?",
             "signal": "fast5|blow5",
             "cell": r"[a-z0-9.-]+",
+            "part": "all|hp1|hp2",
+            "codes": r"[A-Za-z0-9]+(_[A-Za-z0-9]+)*",
             "motif": "|".join([*MOTIFS, "any"]),
             "preset": "|".join(map(re.escape, presets)),
         }
@@ -195,6 +197,25 @@ class RunPlan:
             for s in self.samples.values()
             if s.reference_name == ref and motif in self.sample_motifs(s)
         ]
+
+    def track_codes(self) -> list[str]:
+        """The tracks' code sets (config tracks.mod_codes) as their files name them: 'h_m'."""
+        return [entry.replace(",", "_") for entry in self.config["tracks"]["mod_codes"]]
+
+    def tracks(self) -> list[str]:
+        """Every bigWig track of the run: per sample with a bedMethyl, per motif and code set;
+        per haplotype too with pileup.phased (samples whose reads carry their tags)."""
+        parts = ["all"]
+        out = []
+        for sample in self.samples.values():
+            phased = self.config["pileup"]["phased"] and sample.input_kind.stages_tagged_reads
+            for motif in self.sample_motifs(sample):
+                for part in parts + (["hp1", "hp2"] if phased else []):
+                    out += [
+                        layout.track(sample.name, self.aligner, motif, part, codes)
+                        for codes in self.track_codes()
+                    ]
+        return out
 
     def cohort_filters(self, ref: str, motif: str) -> Filters:
         """The sites a cohort table keeps (config cohort:), min_samples `all` as its samples'
