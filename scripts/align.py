@@ -11,7 +11,7 @@ from numapore.execution.shards import finish_sample_bam
 from numapore.execution.steps import run_alignment
 from numapore.base.errors import InputError
 from numapore.base.rulelog import redirect_to_log
-from numapore.inputs.modbam_reads import check_streamed_staging
+from numapore.inputs.modbam_reads import StagingFailed, check_streamed_staging
 from numapore.workflow import layout
 
 smk = snakemake  # noqa: F821 (injected by the script directive)
@@ -53,6 +53,8 @@ try:
         batch=smk.params.batch,
         keep=keep,
     )
+except StagingFailed as err:  # the staging's own numapore: line says why: only point at it
+    sys.exit(str(err))
 except InputError as err:  # one line, from the job that found it
     sys.exit(f"numapore: {err}")
 if tuned is not None:  # the strategies were tuned: the tuning behind the strategy, recorded

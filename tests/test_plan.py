@@ -123,6 +123,7 @@ def report(s: str, aligner: str, *names: str) -> list[str]:
     return [f"results/{s}/report/{s}.{aligner}.{name}" for name in names]
 
 
+PARTS = ("all", "hp1", "hp2")
 MULTIQC = "results/multiqc/numapore_multiqc.html"
 # A contrast's files: its merged tables' indexes, the report's figure and table, the score.
 DMR_FILES = (".sites.tsv.gz.tbi", ".dmrs.bed.gz.tbi", ".dmrs.png", ".top_dmrs.html", ".score.tsv")
@@ -257,8 +258,10 @@ def test_groups_config_contrasts_and_cohort(clone):
         "fai": "results/references/ecoli_window/ecoli_window.fa.fai",
     }
     per_sample = [p for s in names for p in modbam_sample_outputs(s, phased=True)]
-    assert outputs.final_outputs(found) == [*per_sample, *dmr, cohort, MULTIQC]
-    assert len(outputs.final_outputs(found)) == 5 * 15 + 2 * 5 + 1 + 1
+    # the config's tracks: [m] of every sample and (pileup.phased) its haplotypes
+    tracks = [f"results/{s}/tracks/{s}.minimap2.cpg.{part}.m.bw" for s in names for part in PARTS]
+    assert outputs.final_outputs(found) == [*per_sample, *tracks, *dmr, cohort, MULTIQC]
+    assert len(outputs.final_outputs(found)) == 5 * 15 + 5 * 3 + 2 * 5 + 1 + 1
     assert outputs.multiqc_inputs(found)["custom"][-1] == "results/multiqc/numapore_dmr_mqc.tsv"
     assert jobs.dmr_counts_inputs(found, "case1_hp1_vs_hp2")["tbi"] == [
         bed.format("case1", f".{hp}") + ".tbi" for hp in ("hp1", "hp2")

@@ -72,6 +72,7 @@ try:
     )
 except InputError as err:
     raise WorkflowError(f"numapore: {err}")
+os.environ.update(PLAN.environment)
 if workflow.is_main_process:
     for _level, _line in PLAN.notes:
         say([_line], _level)

@@ -68,6 +68,10 @@ class InputKind:
     # takes about 5 times the CPU seconds of level 1, for a file read once.
     rewrites_sorted_bam: bool = False
     minimap2_index: str = "map-ont"  # the preset minimap2's index is built with (its -x)
+    # The platform its reads' BAM/CRAM header names (numapore.inputs.bam_header: "PacBio",
+    # "Oxford Nanopore"); "" for kinds whose reads are not BAM/CRAM. A header naming another
+    # platform stops the run (numapore.workflow.input_checks).
+    platform: str = ""
     # The config key with which a user chooses minimap2's -x for this kind ("": minimap2_index).
     minimap2_preset_setting: str = ""
 
@@ -172,6 +176,7 @@ KINDS = {
             ),
             read_accounting=True,
             minimap2_preset_setting="modbam.minimap2_preset",
+            platform="Oxford Nanopore",
         ),
         InputKind(
             name="hifi",
@@ -197,6 +202,7 @@ KINDS = {
             ),
             read_accounting=True,
             minimap2_index="map-hifi",
+            platform="PacBio",
         ),
         InputKind(
             name="short",

@@ -460,12 +460,17 @@ def stage_modbam_reads(
     return staged
 
 
+class StagingFailed(InputError):
+    """The staging whose reads streamed into an align job failed (it said why, in its own
+    `numapore:` line): the align job keeps nothing and only points at it."""
+
+
 def check_streamed_staging(counts: Path, sample: str, log: str) -> None:
-    """InputError when the staging whose reads streamed into an align job failed: it writes its
+    """StagingFailed when the staging whose reads streamed into an align job failed: it writes its
     counts before the reads end (stage_modbam_reads' finish) and Snakemake removes them before it
     runs, so the reads' end without them is a failure, whose own line its log gives."""
     if not counts.is_file():
-        raise InputError(
+        raise StagingFailed(
             f"sample '{sample}': its alignment is not kept: the staging of its reads failed "
             f"(its log {log} says why)"
         )

@@ -5,7 +5,6 @@ the comparison's cells; InputError, one line, for the first setting or input tha
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -187,7 +186,7 @@ def build(
     input_checks.check_platforms(plan)
     plan.tuning_name = tuning.tuning_name(config, executor)
     if main_process:
-        os.environ[tuning.NAME_ENV] = plan.tuning_name
+        plan.environment[tuning.NAME_ENV] = plan.tuning_name
     try:
         plan.tune = tuning_plans.host_tuning(plan, main_process)
         plan.tune_pileup = tuning_plans.pileup_tuning(plan, set(threads_given), main_process)
@@ -204,10 +203,6 @@ def build(
     return plan
 
 
-# modkit 0.6's --modified-bases names, which --mod-codes does not take: their codes
-MODIFICATION_NAMES = {"5mc": "m", "5hmc": "h", "6ma": "a", "4mc": "21839", "5fc": "f", "5cac": "c"}
-
-
 def check_tracks(plan: RunPlan) -> None:
     """config tracks.mod_codes: each entry codes (a letter or a ChEBI number) separated by
     commas, no entry twice (one file each)."""
@@ -215,7 +210,7 @@ def check_tracks(plan: RunPlan) -> None:
     for i, entry in enumerate(plan.config["tracks"]["mod_codes"]):
         where = f"config tracks.mod_codes[{i}]"
         for code in str(entry).split(","):
-            name = MODIFICATION_NAMES.get(code.strip().lower())
+            name = input_checks.CODE_NAMES.get(code.strip().lower())
             if name:
                 raise InputError(
                     f"{where}: {entry!r}: {code!r} is modkit's --modified-bases name; "

@@ -7,12 +7,12 @@ from __future__ import annotations
 
 from numapore.base.errors import InputError
 from numapore.inputs.bam_header import (
-    ONT,
     PACBIO,
     first_records,
     header_platform,
     is_alignment_file,
 )
+from numapore.inputs.kinds import KINDS
 from numapore.inputs.sheet import Sample
 from numapore.methylation.motifs import MOTIFS
 from numapore.workflow.plan import RunPlan
@@ -22,6 +22,11 @@ from numapore.workflow.plan import RunPlan
 PACBIO_PRESETS = ("map-pb", "map-hifi")
 # Modification names of modkit's and the literature's vocabulary -> their MM code.
 CODE_NAMES = {"5mc": "m", "5hmc": "h", "6ma": "a", "5fc": "f", "5cac": "c", "4mc": "21839"}
+
+
+def kind_of(platform: str) -> str:
+    """The kind whose reads the platform writes (the kinds table)."""
+    return next(kind.name for kind in KINDS.values() if kind.platform == platform)
 
 
 def from_sheet(plan: RunPlan, sample: Sample) -> bool:
@@ -43,12 +48,16 @@ def check_platforms(plan: RunPlan) -> None:
         key = f"sample sheet {sheet}, sample '{sample.name}'"
         article = "an" if platform[:1] in "AEIOU" else "a"
         said = f"its reads file {sample.reads} has {article} {platform} header ({evidence})"
-        if sample.kind == "hifi" and platform == ONT:
+        expected = sample.input_kind.platform
+        if not expected or platform in ("", expected):
+            continue
+        if expected == PACBIO:
+            preset = sample.input_kind.minimap2_index
             raise InputError(
-                f"{key}: kind hifi, but {said}: minimap2's map-hifi preset is for PacBio HiFi "
-                "reads; give kind modbam (or no kind)"
+                f"{key}: kind {sample.kind}, but {said}: minimap2's {preset} preset is for "
+                f"PacBio HiFi reads; give kind {kind_of(platform)} (or no kind)"
             )
-        if sample.kind == "modbam" and platform == PACBIO:
+        if platform == PACBIO:
             preset = plan.minimap2_preset(sample)
             if preset not in PACBIO_PRESETS:
                 raise InputError(

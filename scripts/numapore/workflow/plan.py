@@ -40,6 +40,10 @@ class RunPlan:
     contrasts: dict[str, Contrast] = field(default_factory=dict)
     compare_cells: list[str] = field(default_factory=list)
     notes: list[tuple[str, str]] = field(default_factory=list)
+    # What the run's processes hand on to its jobs' (a cluster job parses the workflow again):
+    # set in the environment by the workflow, never by the plan's making (a test's process
+    # builds plans too).
+    environment: dict[str, str] = field(default_factory=dict)
 
     # ---- settings read everywhere
 
