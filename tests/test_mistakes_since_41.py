@@ -217,7 +217,7 @@ SCHEMA_SHEET = {
 }
 
 
-def sheet_line(clone: Path, column: str, value: str) -> str:
+def sheet_line(column: str, value: str) -> str:
     """The plan's line for a sheet of one modbam row with this column's value."""
     Path("empty.vcf").write_text("")
     Path("empty.bam").write_bytes(b"")
@@ -228,17 +228,19 @@ def sheet_line(clone: Path, column: str, value: str) -> str:
     return plan_line(samples="config/mine.tsv", simulate="none")
 
 
+@pytest.mark.usefixtures("clone")
 @pytest.mark.parametrize("column, value, reason", SHEET.values(), ids=SHEET.keys())
-def test_sheet_mistake(clone, column, value, reason):
-    assert sheet_line(clone, column, value) == (
-        "numapore: sample sheet config/mine.tsv, line 2, sample 'x': " + reason.format(tmp=clone)
+def test_sheet_mistake(tmp_path, column, value, reason):
+    assert sheet_line(column, value) == (
+        "numapore: sample sheet config/mine.tsv, line 2, sample 'x': " + reason.format(tmp=tmp_path)
     )
 
 
+@pytest.mark.usefixtures("clone")
 @pytest.mark.parametrize("column, value, name", SCHEMA_SHEET.values(), ids=SCHEMA_SHEET.keys())
-def test_sheet_value_of_the_wrong_form(clone, column, value, name):
+def test_sheet_value_of_the_wrong_form(column, value, name):
     """The schema's pattern, its description after it (one line)."""
-    line = sheet_line(clone, column, value)
+    line = sheet_line(column, value)
     assert line.startswith(
         f"numapore: sample sheet config/mine.tsv, line 2, column '{name}': '{value}' does not "
         "match "
@@ -285,14 +287,19 @@ CPGS = [i for i in range(len(SEQUENCE)) if SEQUENCE[i : i + 2] == "CG"]
 @pytest.fixture(scope="module")
 def small(tmp_path_factory) -> Path:
     """A folder with ref.fa, in.bam (6 reads, 5mC calls at every CpG, no HP tag) and its index,
-    the same BAM without an index, an empty file, a BED of another contig, a folder."""
+    the same BAM without an index, cut in half and without its end-of-file block (both with
+    its index), an empty file, a BED of another contig, a folder."""
     folder = tmp_path_factory.mktemp("pileup")
     write_reference(folder / "ref.fa", {"ctg": SEQUENCE})
     tag = "C+m?," + ",".join(["0"] * len(CPGS)) + ";"
     reads = [(f"r{i}", "ctg", 0, SEQUENCE, tag, [200 if i % 2 else 20] * len(CPGS))
              for i in range(6)]  # fmt: skip
     write_bam(folder / "in.bam", {"ctg": SEQUENCE}, reads)
-    (folder / "unindexed.bam").write_bytes((folder / "in.bam").read_bytes())
+    whole = (folder / "in.bam").read_bytes()
+    (folder / "unindexed.bam").write_bytes(whole)
+    for name, cut in (("cut.bam", whole[: len(whole) // 2]), ("unended.bam", whole[:-28])):
+        (folder / name).write_bytes(cut)
+        (folder / f"{name}.bai").write_bytes((folder / "in.bam.bai").read_bytes())
     (folder / "empty").write_text("")
     (folder / "other.bed").write_text("chr9\t0\t100\n")
     (folder / "folder").mkdir()
@@ -300,6 +307,10 @@ def small(tmp_path_factory) -> Path:
 
 
 REF = ["--ref", "ref.fa"]
+TRUNCATED = (
+    "truncated (it lacks the end-of-file block a complete BAM ends with): copy or download it "
+    "again in full"
+)
 PILEUP = {
     # was: exit 0, no row (every call below a threshold of 70)
     "filter-threshold-percent": (
@@ -412,6 +423,12 @@ PILEUP = {
                      "alignment data)"),  # fmt: skip
     "in-bam-a-fasta": (["IN", "ref.fa"], "ref.fa: no reference sequences in the header (align "
                        "the reads first)"),  # fmt: skip
+    # was: "numapore: out.bed: no BGZF EOF marker; file may be truncated" (the output named)
+    "in-bam-cut-short": (["IN", "cut.bam"], f"cut.bam: {TRUNCATED}"),
+    "in-bam-without-end-block": (
+        ["IN", "unended.bam", "--no-filtering"],
+        f"unended.bam: {TRUNCATED}",
+    ),
     "in-bam-without-index": (["IN", "unindexed.bam"], "unindexed.bam: no BAM index (.bai/.csi); "
                              "sort and index it (samtools index)"),  # fmt: skip
 }
