@@ -244,6 +244,10 @@ DEFAULT_KIND = "signal"
 MODBAM_SUFFIXES = (".bam", ".cram")
 
 
+# The kind a user may mean by a platform's name
+PLATFORM_KINDS = {"pacbio": "hifi", "ont": "modbam", "nanopore": "modbam", "illumina": "short"}
+
+
 def infer_kind(
     declared: str, signal: str, reads: str, key: str, reads2: str = "", pacbio: bool = False
 ) -> str:
@@ -252,8 +256,11 @@ def infer_kind(
     PacBio: pacbio), signal when it names raw signal. InputError when it cannot be told."""
     if declared:
         if declared not in KINDS:
+            meant = PLATFORM_KINDS.get(declared.lower(), declared.lower())
+            hint = f"; did you mean `{meant}`?" if meant in KINDS else ""
             raise InputError(
-                f"{key}: kind {declared!r} is not an input kind; kinds are {', '.join(KINDS)}"
+                f"{key}: kind {declared!r} is not an input kind; kinds are "
+                f"{', '.join(KINDS)}{hint}"
             )
         if reads2 and not KINDS[declared].paired:
             raise InputError(

@@ -403,6 +403,7 @@ def simulated_samples(simulate: dict[str, dict], base: Path, folder: Path) -> di
         check_reference(reference, f"config simulate.{name}")
         out = folder / name
         kind = KINDS[settings.get("kind", DEFAULT_KIND)]
+        check_simulated_truth(name, settings, kind.name)
         if not kind.needs_signal:  # the simulator's basecalled modBAM
             samples[name] = Sample(
                 name, (), out / "reads.modbam.bam", reference, signal_format="", kind=kind.name,
@@ -414,6 +415,22 @@ def simulated_samples(simulate: dict[str, dict], base: Path, folder: Path) -> di
                 group=settings.get("group", ""),
             )  # fmt: skip
     return samples
+
+
+def check_simulated_truth(name: str, settings: dict, kind: str) -> None:
+    """InputError for a simulate: setting that would make nothing: HP tags on reads that carry
+    no tags, a group that differs in no region."""
+    where = f"config simulate.{name}"
+    if settings.get("haplotagged", 0) and kind != "modbam":
+        raise InputError(
+            f"{where}.haplotagged: {settings['haplotagged']} is for kind modbam (its reads carry "
+            f"HP tags); {name} is a {kind} sample, whose calls carry none: set {where}.kind: modbam"
+        )
+    if settings.get("group_differs") and not settings.get("group_regions", 0):
+        raise InputError(
+            f"{where}.group_differs: true, but {where}.group_regions is 0: no region would "
+            "differ (give the number of DMRs, the same in every sample of the cohort)"
+        )
 
 
 def combine_samples(

@@ -64,6 +64,14 @@ def parse_float32(text: str, what: str) -> float:
         raise PileupError(f"failed to parse {what} {text!r}") from None
 
 
+def parse_probability(text: str, what: str) -> float:
+    """A pass threshold, a probability (a percentage is refused: no call would pass it)."""
+    value = parse_float32(text, what)
+    if not 0 <= value <= 1:
+        raise PileupError(f"{what} {text!r} is not a probability from 0 to 1 (70 % is 0.7)")
+    return value
+
+
 def parse_thresholds(raw: list[str], per_mod: dict[str, float]) -> Caller:
     """--filter-threshold values: one default and/or BASE:X per-base values."""
     default, per_base = None, {}
@@ -74,11 +82,11 @@ def parse_thresholds(raw: list[str], per_mod: dict[str, float]) -> Caller:
                 raise PileupError(f"illegal per-base threshold {item!r}, should be e.g. C:0.75")
             if BASE_INDEX[base[0]] in per_base:
                 raise PileupError(f"repeated threshold for base {base[0]}")
-            per_base[BASE_INDEX[base[0]]] = parse_float32(value, "threshold")
+            per_base[BASE_INDEX[base[0]]] = parse_probability(value, "threshold")
         else:
             if default is not None:
                 raise PileupError("default threshold given more than once")
-            default = parse_float32(item, "threshold")
+            default = parse_probability(item, "threshold")
     return Caller(per_base, per_mod, default or 0.0)
 
 
@@ -89,7 +97,12 @@ def parse_mod_thresholds(raw: list[str] | None) -> dict[str, float]:
         parts = item.split(":")
         if len(parts) != 2 or not parts[0]:
             raise PileupError(f"illegal per-mod threshold {item!r}, should be e.g. h:0.8")
-        out[parts[0] if len(parts[0]) == 1 else str(int(parts[0]))] = parse_float32(
+        if len(parts[0]) > 1 and not parts[0].isdigit():
+            raise PileupError(
+                f"illegal per-mod threshold {item!r}: its code is one letter or a ChEBI number "
+                "(5mC is m, 5hmC is h, 6mA is a), e.g. m:0.8"
+            )
+        out[parts[0] if len(parts[0]) == 1 else str(int(parts[0]))] = parse_probability(
             parts[1], "per-mod threshold"
         )
     return out
