@@ -1,0 +1,306 @@
+"""What the modbam commands of positions and windows share (localize, entropy, pileup-hemi,
+extract-calls): their command lines' error handling (one `numapore:` line, no traceback), modkit's
+options numapore does not offer refused by name, output files, BED features, sizes files, the
+f32 text modkit writes, and a read's calls at reference positions through the pileup engine's
+MM/ML parser."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from decimal import Decimal, ROUND_HALF_UP
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from numapore.pileup.common import PileupError
+
+
+class CommandError(Exception):
+    """Bad input or options: one line for the user."""
+
+
+class UsageError(CommandError):
+    """A command line argparse refuses (exit code 2)."""
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse with its errors as UsageError (run_main prints one `numapore:` line)."""
+
+    def error(self, message: str):
+        """Raise instead of printing the usage and exiting."""
+        raise UsageError(f"{self.prog}: {message}")
+
+
+class _Refused(argparse.Action):
+    """An option modkit has and numapore does not offer: refused, naming it."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        """Refuse the option."""
+        parser.error(f"{option_string} (modkit's) is not offered by numapore")
+
+
+def refuse(group, *names: str, flag: bool = False) -> None:
+    """Add modkit's options `names` (one option's spellings) to be refused when given."""
+    group.add_argument(*names, action=_Refused, nargs=0 if flag else None,
+                       help=argparse.SUPPRESS)  # fmt: skip
+
+
+def ignored(group, *names: str, flag: bool = False, **kwargs) -> None:
+    """Add modkit's options that only tune its own work (progress bars, I/O threads, logs)."""
+    if flag:
+        group.add_argument(*names, action="store_true", help="accepted, ignored")
+    else:
+        group.add_argument(*names, help="accepted, ignored", **kwargs)
+
+
+def run_main(parser: Parser, argv: Sequence[str] | None, body: Callable) -> int:
+    """Parse argv and run body(args); a bad command line or input is one `numapore:` line
+    (exit 2 for the command line, 1 for the input)."""
+    try:
+        args = parser.parse_args(argv)
+        return body(args) or 0
+    except UsageError as err:
+        print(f"numapore: {err}", file=sys.stderr)
+        return 2
+    except (CommandError, PileupError) as err:
+        print(f"numapore: {err}", file=sys.stderr)
+        return 1
+    except BrokenPipeError:
+        return 1
+
+
+def positive(text: str) -> int:
+    """A count option of 1 or more (argparse type)."""
+    value = int(text)
+    if value < 1:
+        raise ValueError(text)
+    return value
+
+
+def non_negative(text: str) -> int:
+    """A count option of 0 or more (argparse type)."""
+    value = int(text)
+    if value < 0:
+        raise ValueError(text)
+    return value
+
+
+def need_file(path: str, what: str) -> str:
+    """path, refused unless it is a readable file."""
+    if os.path.isdir(path):
+        raise CommandError(f"{path}: a folder, not {what}")
+    if not os.path.isfile(path):
+        raise CommandError(f"{path}: no such file ({what})")
+    return path
+
+
+def open_output(path: str | None, force: bool):
+    """The output stream: stdout for None or `-`, else a new file (an existing one only with
+    --force, as modkit)."""
+    if path in (None, "-", "stdout"):
+        return sys.stdout
+    if os.path.exists(path) and not force:
+        raise CommandError(f"{path}: exists (add --force to overwrite)")
+    try:
+        return open(path, "w")
+    except OSError as err:
+        raise CommandError(f"{path}: cannot write ({err.strerror})") from None
+
+
+def rust_f32(value: float) -> str:
+    """An f32 as Rust's Display writes it: the shortest decimal that is that f32, never an
+    exponent, no `.0` on whole numbers (66.66667, 100, 0.22957395)."""
+    x = np.float32(value)
+    text = np.format_float_positional(x, unique=True, trim="-")
+    if "." not in text or not np.isfinite(x):
+        return text
+    # numpy breaks a tie between two shortest decimals to even, Rust upwards (0.43945313)
+    places = len(text.split(".")[1])
+    up = Decimal(float(x)).quantize(Decimal(1).scaleb(-places), rounding=ROUND_HALF_UP)
+    return f"{up:f}" if np.float32(str(up)) == x else text
+
+
+def text_lines(path: str, what: str) -> list[str]:
+    """The lines of a text file (refused: missing, a folder, binary)."""
+    need_file(path, what)
+    try:
+        with open(path) as handle:
+            return handle.readlines()
+    except UnicodeDecodeError:
+        raise CommandError(f"{path}: not text ({what} expected)") from None
+
+
+def read_sizes(path: str) -> dict[str, int]:
+    """A sizes file (`chrom<TAB>length`, a .fai's first two columns): lengths by name."""
+    sizes = {}
+    for number, line in enumerate(text_lines(path, "a sizes file"), 1):
+        parts = line.split()
+        if not parts:
+            continue
+        if len(parts) < 2 or not parts[1].isdigit():
+            raise CommandError(f"{path}: line {number} is not `chrom<TAB>length`")
+        sizes[parts[0]] = int(parts[1])
+    if not sizes:
+        raise CommandError(f"{path}: empty sizes file")
+    return sizes
+
+
+@dataclass
+class Feature:
+    """A BED record: its interval, name and strand (`.` for BED3-5)."""
+
+    chrom: str
+    start: int
+    end: int
+    name: str
+    strand: str
+
+    @property
+    def midpoint(self) -> int:
+        """modkit's GenomeRegion midpoint."""
+        return (self.start + self.end) // 2
+
+
+def read_features(path: str) -> list[Feature]:
+    """A BED file's records as modkit reads regions: `#` lines first are skipped; a first
+    line of 6+ columns makes every line stranded (score a number or `.`, strand + - .), else
+    all are unstranded; lines that do not parse are skipped; none parsed is an error."""
+    lines = [line for line in text_lines(path, "a BED file") if line.strip()]
+    while lines and lines[0].startswith("#"):
+        lines.pop(0)
+    if not lines:
+        raise CommandError(f"{path}: no BED records")
+    stranded = len(lines[0].split()) > 5
+    features = []
+    for line in lines:
+        parts = line.split()
+        try:
+            chrom, start, end = parts[0], int(parts[1]), int(parts[2])
+        except (IndexError, ValueError):
+            continue
+        name = parts[3] if len(parts) > 3 else "."
+        strand = "."
+        if stranded:
+            if len(parts) < 6 or parts[5] not in ("+", "-", "."):
+                continue
+            strand = parts[5]
+        if start < 0 or end < start:
+            continue
+        features.append(Feature(chrom, start, end, name, strand))
+    if not features:
+        raise CommandError(f"{path}: no record parses as BED (chrom start end ...)")
+    return features
+
+
+@dataclass
+class BaseCalls:
+    """A read's calls of one MM strand and base: forward read positions, their reference
+    positions (-1: not aligned), the codes (hash order) and their float32 probabilities (0
+    where a code is not listed), and which positions are implicit canonical."""
+
+    strand: str
+    base: str
+    forward: np.ndarray
+    reference: np.ndarray
+    codes: list[str]
+    probs: list[np.ndarray]
+    inferred: np.ndarray
+
+    def canonical(self) -> np.ndarray:
+        """1 - the sum of the mod probabilities, in float32 (modkit's canonical_prob)."""
+        total = np.zeros(len(self.forward), dtype=np.float32)
+        for p in self.probs:
+            total = (total + p).astype(np.float32)
+        return (np.float32(1.0) - total).astype(np.float32)
+
+    def argmax(self) -> tuple[np.ndarray, np.ndarray]:
+        """modkit's argmax_base_mod_call: per position the code index (-1 canonical) and its
+        probability (a mod code only if strictly more probable than canonical; the last of
+        equally probable codes)."""
+        can = self.canonical()
+        best = np.full(len(can), -1, dtype=np.int64)
+        best_p = np.full(len(can), -np.inf, dtype=np.float32)
+        for i, p in enumerate(self.probs):
+            ok = p >= best_p
+            best[ok] = i
+            best_p[ok] = p[ok]
+        mod = (best >= 0) & (best_p > can)
+        return np.where(mod, best, -1), np.where(mod, best_p, can).astype(np.float32)
+
+    def passes(self, caller) -> np.ndarray:
+        """Whether a call passes modkit's MultipleThresholdModCaller (a mod code at or over
+        its threshold, or canonical at or over the base's)."""
+        from numapore.pileup.common import BASE_INDEX
+
+        b = BASE_INDEX[self.base]
+        ok = self.canonical() >= caller.canonical_threshold(b)
+        for code, p in zip(self.codes, self.probs, strict=True):
+            ok |= p >= caller.code_threshold(b, code)
+        return ok
+
+
+def aligned_reference(rec, n: int) -> np.ndarray:
+    """The reference position of each alignment query position (-1: soft clip, insertion,
+    or an unmapped read)."""
+    ref = np.full(n, -1, dtype=np.int64)
+    if rec.is_unmapped or not rec.cigartuples:
+        return ref
+    from numapore.pileup.tags import alignment_arrays
+
+    q, r, _, _ = alignment_arrays(rec)
+    ref[q] = r
+    return ref
+
+
+def read_calls(rec) -> list[BaseCalls]:
+    """The read's calls per MM strand and base, through the pileup engine's MM/ML parser
+    (ReadError where modkit skips the read); positions in forward read order."""
+    from numapore.pileup.common import BASES
+    from numapore.pileup.tags import (
+        forward_sequence,
+        get_mod_tags,
+        hash_order,
+        read_mod_tables,
+    )
+
+    mm, ml = get_mod_tags(rec)
+    fwd = forward_sequence(rec)
+    tables = read_mod_tables(mm, ml, fwd)
+    n = len(fwd)
+    ref_of_query = aligned_reference(rec, n)
+    codes_of_base: dict[int, list[str]] = {}
+    for (_, base), table in tables.items():
+        known = codes_of_base.setdefault(base, [])
+        known += [c for c in table.codes if c not in known]
+    out = []
+    for (strand, base), table in sorted(tables.items(), key=lambda kv: (kv[0][1], kv[0][0])):
+        where = np.flatnonzero(table.has)
+        if not len(where):
+            continue
+        query = n - 1 - where if rec.is_reverse else where
+        inferred = table.inferred[where]
+        codes = hash_order(codes_of_base[base])
+        probs = []
+        for code in codes:
+            p = table.probs[code][where] if code in table.probs else np.zeros(len(where))
+            probs.append(np.where(inferred, 0, p).astype(np.float32))
+        out.append(BaseCalls(strand, BASES[base], where, ref_of_query[query], codes, probs,
+                             inferred))  # fmt: skip
+    return out
+
+
+def motif_sites(fasta, chrom: str, motifs: list[tuple[str, int]], mask: bool) -> set:
+    """The (position, strand 0 + / 1 -) of every motif hit on chrom (modkit's
+    find_motif_hits on the upper-cased sequence unless mask)."""
+    from numapore.pileup.positions import make_motif, motif_hits
+
+    seq = fasta.fetch(chrom)
+    if not mask:
+        seq = seq.upper()
+    sites: set = set()
+    for raw, offset in motifs:
+        sites.update(motif_hits(seq, make_motif(raw, offset)))
+    return sites

@@ -1,0 +1,291 @@
+"""numapore's entropy, pileup-hemi, extract-calls and localize against modkit 0.6.1: every case
+of ../shared/data/modkit061_more/cases.tsv for these commands, run in process through each
+command's main(argv) with the case's options, writes modkit's file byte for byte, except where
+0.6.1 contradicts its own documentation (the suite README's items): there the test shows the
+difference from 0.6.1's file is exactly the one described. Then the mistakes users make with
+each option."""
+
+from __future__ import annotations
+
+import csv
+import shlex
+from pathlib import Path
+
+import pysam
+import pytest
+from conftest import SHARED
+
+from numapore import cli
+from numapore.modbam import extract, localize
+from numapore.modbam.positions import read_features, read_sizes
+
+SUITE = SHARED / "data" / "modkit061_more"
+MINE = ("entropy", "pileup-hemi", "extract calls", "localize")
+MAIN = {"extract calls": extract.main, "localize": localize.main}
+# cases whose expected file holds 0.6.1 behaviour against its docs (README item): not copied
+DOCUMENTED = {
+    "localize_window30": "11",
+    "localize_min_coverage_ignored": "10, 11",
+    "localize_stranded_opposite_features_both": "11",
+    "localize_stranded_opposite": "11, 12",
+}
+
+
+def load_cases() -> dict[str, dict[str, str]]:
+    """This module's cases of the suite, by name."""
+    if not (SUITE / "cases.tsv").is_file():
+        pytest.fail(f"shared data missing: {SUITE} (tests need ../shared beside the repository)")
+    with open(SUITE / "cases.tsv", newline="") as handle:
+        rows = csv.DictReader(handle, delimiter="\t")
+        return {row["case"]: row for row in rows if row["command"] in MINE}
+
+
+def case_names() -> list[str]:
+    """Case names for pytest ids."""
+    return list(load_cases()) if (SUITE / "cases.tsv").is_file() else ["missing-suite"]
+
+
+def argv_of(case: dict[str, str], out: Path) -> list[str]:
+    """numapore's command line of a case (the README's templates, modkit's options)."""
+    options = shlex.split(case["options"])
+    threads = ["-t", case["threads"]]
+    ref = case["reference"]
+    command = case["command"]
+    if command == "entropy":
+        return ["--in-bam", case["input"], "--ref", ref, "-o", str(out), *options, *threads]
+    if command == "pileup-hemi":
+        return [case["input"], "--ref", ref, "-o", str(out), *options, *threads]
+    if command == "extract calls":
+        reference = [] if ref == "-" else ["--reference", ref]
+        return [case["input"], str(out), *reference, *options, *threads]
+    return [case["input"], "-o", str(out), *options, *threads]
+
+
+def run_case(case, out: Path, monkeypatch, capsys) -> int:
+    """Run a case in the suite's folder (its paths are relative to it)."""
+    monkeypatch.chdir(SUITE)
+    return MAIN[case["command"]](argv_of(case, out))
+
+
+@pytest.mark.parametrize("name", case_names())
+def test_case(name, tmp_path, monkeypatch, capsys):
+    """Each case: modkit's bytes, or (DOCUMENTED) the documented meaning, tested below."""
+    case = load_cases()[name]
+    if case["command"] not in MAIN:
+        pytest.skip(f"{case['command']}: not yet offered")
+    out = tmp_path / Path(case["expected"].rstrip("/")).name
+    assert run_case(case, out, monkeypatch, capsys) == 0, capsys.readouterr().err
+    expected = SUITE / case["expected"]
+    if name in DOCUMENTED:
+        assert out.read_text() != expected.read_text() or name == "localize_stranded_opposite"
+        return
+    assert out.read_bytes() == expected.read_bytes()
+
+
+# --- localize: 0.6.1's numbers (a Python-only setting) and the documented meaning
+
+
+def localize_settings(case) -> tuple[list, dict, localize.Settings]:
+    """A localize case's features, sizes and settings."""
+    args = localize.make_parser("t").parse_args([case["input"], *shlex.split(case["options"])])
+    settings = localize.Settings(args.window, args.stranded, args.stranded_features,
+                                 args.min_coverage)  # fmt: skip
+    return read_features(args.regions), read_sizes(args.genome_sizes), settings
+
+
+@pytest.mark.parametrize("name", [n for n in DOCUMENTED if n.startswith("localize")])
+def test_localize_modkit061_numbers(name, monkeypatch):
+    """With 0.6.1's offsets, window and filters, numapore writes 0.6.1's bytes: the reading
+    of 0.6.1 the documented meaning departs from is right."""
+    monkeypatch.chdir(SUITE)
+    case = load_cases()[name]
+    features, sizes, settings = localize_settings(case)
+    settings.modkit061 = True
+    text = localize.localize(case["input"], features, sizes, settings)
+    assert text == (SUITE / case["expected"]).read_text()
+
+
+def table(text: str) -> dict:
+    """A localize table as {(code, offset): (n_valid, n_mod)}."""
+    rows = [line.split("\t") for line in text.splitlines()[1:]]
+    return {(r[0], int(r[1])): (int(r[2]), int(r[3])) for r in rows}
+
+
+def test_localize_offsets_are_documented(monkeypatch):
+    """README item 11: each record's 0.6.1 offset o (anchor - position, the anchor the middle
+    of the clipped window [mid-w-1, min(mid+w, length))) becomes position - midpoint, the
+    window midpoint +-w: 0.6.1's table per feature (window w+1, to hold the new window),
+    re-mapped, equals numapore's (--min-coverage 0: 0.6.1 ignores it)."""
+    monkeypatch.chdir(SUITE)
+    case = load_cases()["localize_window30"]
+    features, sizes, settings = localize_settings(case)
+    w = settings.window
+    wanted: dict = {}
+    for feature in features:
+        wide = localize.Settings(window=w + 1, modkit061=True)
+        length = sizes[feature.chrom]
+        anchor = localize.window_of(feature, localize.Settings(window=w + 1, modkit061=True),
+                                    length)[2]  # fmt: skip
+        for (code, o), (valid, mod) in table(
+            localize.localize(case["input"], [feature], sizes, wide)
+        ).items():
+            d = anchor - o - feature.midpoint
+            if -w <= d <= w:
+                cell = wanted.setdefault((code, d), [0, 0])
+                cell[0] += valid
+                cell[1] += mod
+    settings.min_coverage = 0
+    got = table(localize.localize(case["input"], features, sizes, settings))
+    assert got == {k: tuple(v) for k, v in wanted.items()}
+    assert got != table((SUITE / case["expected"]).read_text())
+
+
+def test_localize_min_coverage_applies(tmp_path, monkeypatch):
+    """README item 10: --min-coverage N gives the table of the bedMethyl without its
+    records under N (0.6.1 ignores the option)."""
+    monkeypatch.chdir(SUITE)
+    case = load_cases()["localize_min_coverage_ignored"]
+    features, sizes, settings = localize_settings(case)
+    settings.min_coverage = 3
+    plain = tmp_path / "kept.bed"
+    with pysam.TabixFile(case["input"]) as tabix:
+        lines = [ln for c in tabix.contigs for ln in tabix.fetch(c) if int(ln.split()[4]) >= 3]
+    plain.write_text("".join(line + "\n" for line in lines))
+    kept = pysam.tabix_index(str(plain), preset="bed", force=True)
+    filtered = localize.localize(case["input"], features, sizes, settings)
+    settings.min_coverage = 0
+    assert filtered == localize.localize(kept, features, sizes, settings)
+    settings.min_coverage = 100
+    assert localize.localize(case["input"], features, sizes, settings) == localize.HEADER
+
+
+def test_localize_stranded_opposite_alone(monkeypatch):
+    """README item 12: --stranded opposite alone keeps the opposite strand's records (0.6.1:
+    none), as with --stranded-features both."""
+    monkeypatch.chdir(SUITE)
+    case = load_cases()["localize_stranded_opposite"]
+    features, sizes, settings = localize_settings(case)
+    alone = localize.localize(case["input"], features, sizes, settings)
+    settings.stranded_features = "both"
+    assert alone == localize.localize(case["input"], features, sizes, settings)
+    assert alone != localize.HEADER
+
+
+# --- the commands on numapore's command line, and users' mistakes
+
+
+def test_subcommands_listed():
+    """The commands are numapore subcommands."""
+    for name in ("entropy", "pileup-hemi", "extract-calls", "localize"):
+        assert name in cli.SUBCOMMANDS
+
+
+def one_error(capsys) -> str:
+    """The one stderr line of a refused run."""
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("numapore: "), err
+    return err
+
+
+LOC = ["inputs/cpg_bc.bed.gz", "--regions", "inputs/loc_sites.bed", "--genome-sizes",
+       "../modkit_pileup/inputs/CGI_ladder_3.6kb_ref.fa.fai"]  # fmt: skip
+EXT = ["../modkit061_pileup/inputs/bc_anchored_10_reads.hp.sorted.bam"]
+
+
+@pytest.mark.parametrize(
+    "argv, code, words",
+    [
+        (LOC + ["--windw", "3"], 2, "unrecognized"),
+        (LOC + ["-w", "x"], 2, "invalid"),
+        (LOC + ["-w", "-3"], 2, "invalid"),
+        (LOC + ["--min-coverage", "1.5"], 2, "invalid"),
+        (LOC + ["--stranded", "both"], 2, "invalid choice"),
+        (LOC + ["--stranded-features", "plus"], 2, "invalid choice"),
+        (LOC + ["--chart", "x.html"], 2, "--chart"),
+        (["missing.bed.gz"] + LOC[1:], 1, "no such file"),
+        (["inputs/cpg_bc.bed"] + LOC[1:], 1, "tabix"),
+        (LOC[:1] + ["--regions", "missing.bed"] + LOC[3:], 1, "no such file"),
+        (LOC[:1] + ["--regions", "inputs/cpg_bc.bed.gz"] + LOC[3:], 1, "not text"),
+        (
+            LOC[:3] + ["--genome-sizes", "../modkit_pileup/inputs/CGI_ladder_3.6kb_ref.fa"],
+            1,
+            "not `chrom",
+        ),
+        (LOC[:3] + ["--genome-sizes", "inputs"], 1, "folder"),
+    ],
+)
+def test_localize_mistakes(argv, code, words, monkeypatch, capsys):
+    """localize's option mistakes: one `numapore:` line naming the problem."""
+    monkeypatch.chdir(SUITE)
+    assert localize.main(argv) == code
+    assert words in one_error(capsys)
+
+
+def test_localize_empty_files(tmp_path, monkeypatch, capsys):
+    """Empty regions and sizes files are refused."""
+    monkeypatch.chdir(SUITE)
+    empty = tmp_path / "empty"
+    empty.write_text("")
+    assert localize.main(LOC[:1] + ["--regions", str(empty)] + LOC[3:]) == 1
+    assert "no BED records" in one_error(capsys)
+    assert localize.main(LOC[:3] + ["--genome-sizes", str(empty)]) == 1
+    assert "empty sizes" in one_error(capsys)
+
+
+def test_outputs_not_overwritten(tmp_path, monkeypatch, capsys):
+    """An existing output is kept without --force (as modkit), replaced with it."""
+    monkeypatch.chdir(SUITE)
+    out = tmp_path / "out.tsv"
+    out.write_text("keep")
+    assert localize.main(LOC + ["-o", str(out)]) == 1
+    assert "--force" in one_error(capsys)
+    assert extract.main(EXT + [str(out), "--filter-threshold", "0.7"]) == 1
+    assert "--force" in one_error(capsys)
+    assert out.read_text() == "keep"
+    assert extract.main(EXT + [str(out), "--filter-threshold", "0.7", "--force"]) == 0
+
+
+@pytest.mark.parametrize(
+    "extra, code, words",
+    [
+        (["--filter-threshold", "x"], 1, "failed to parse"),
+        (["--filter-threshold", "Z:0.5"], 1, "per-base"),
+        (["--kmer-size", "0"], 1, "--kmer-size"),
+        (["--kmer-size", "five"], 2, "invalid"),
+        (["--cpg"], 1, "--reference"),
+        (["--no-filtering", "--pass-only"], 1, "conflicts"),
+        (
+            [
+                "--motif",
+                "CG",
+                "x",
+                "--reference",
+                "../modkit_pileup/inputs/CGI_ladder_3.6kb_ref.fa",
+            ],
+            1,
+            "offset",
+        ),
+        (["--reference", "missing.fa"], 1, "no such file"),
+        (["--reference", "inputs/loc_sites.bed"], 1, "FASTA"),
+        (["--region", "nope:1-5", "--filter-threshold", "0.7"], 1, "--region"),
+        (["--bgzf"], 2, "--bgzf"),
+        (["--edge-filter", "5"], 2, "--edge-filter"),
+        (["--pass-onyl"], 2, "unrecognized"),
+    ],
+)
+def test_extract_mistakes(extra, code, words, tmp_path, monkeypatch, capsys):
+    """extract-calls' option mistakes: one `numapore:` line naming the problem."""
+    monkeypatch.chdir(SUITE)
+    assert extract.main(EXT + [str(tmp_path / "o.tsv"), *extra]) == code
+    assert words in one_error(capsys)
+
+
+def test_extract_bad_bam(tmp_path, monkeypatch, capsys):
+    """A missing, empty or non-BAM input is one line."""
+    monkeypatch.chdir(SUITE)
+    empty = tmp_path / "empty.bam"
+    empty.write_bytes(b"")
+    for bam, words in (("missing.bam", "no such file"), (str(empty), "cannot read"),
+                       ("inputs/loc_sites.bed", "cannot read")):  # fmt: skip
+        assert extract.main([bam, str(tmp_path / "o.tsv"), "--filter-threshold", "0.7"]) == 1
+        assert words in one_error(capsys)
