@@ -16,12 +16,12 @@ import pytest
 from conftest import SHARED
 
 from numapore import cli
-from numapore.modbam import extract, localize
+from numapore.modbam import extract, hemi, localize
 from numapore.modbam.positions import read_features, read_sizes
 
 SUITE = SHARED / "data" / "modkit061_more"
 MINE = ("entropy", "pileup-hemi", "extract calls", "localize")
-MAIN = {"extract calls": extract.main, "localize": localize.main}
+MAIN = {"extract calls": extract.main, "localize": localize.main, "pileup-hemi": hemi.main}
 # cases whose expected file holds 0.6.1 behaviour against its docs (README item): not copied
 DOCUMENTED = {
     "localize_window30": "11",
@@ -266,6 +266,17 @@ def test_outputs_not_overwritten(tmp_path, monkeypatch, capsys):
             "offset",
         ),
         (["--reference", "missing.fa"], 1, "no such file"),
+        (
+            [
+                "--motif",
+                "CWGG",
+                "1",
+                "--reference",
+                "../modkit_pileup/inputs/CGI_ladder_3.6kb_ref.fa",
+            ],
+            1,
+            "A, C, G or T",
+        ),
         (["--reference", "inputs/loc_sites.bed"], 1, "FASTA"),
         (["--region", "nope:1-5", "--filter-threshold", "0.7"], 1, "--region"),
         (["--bgzf"], 2, "--bgzf"),
@@ -289,3 +300,70 @@ def test_extract_bad_bam(tmp_path, monkeypatch, capsys):
                        ("inputs/loc_sites.bed", "cannot read")):  # fmt: skip
         assert extract.main([bam, str(tmp_path / "o.tsv"), "--filter-threshold", "0.7"]) == 1
         assert words in one_error(capsys)
+
+
+REF = "../modkit_pileup/inputs/CGI_ladder_3.6kb_ref.fa"
+DUPLEX = "inputs/bc_anchored_10_reads.synthetic_duplex.bam"
+HEMI = [DUPLEX, "--ref", REF, "--cpg", "--filter-threshold", "0.7"]
+
+
+def test_hemi_contig_missing_from_fasta(tmp_path, monkeypatch, capsys):
+    """README item 9: a BAM header naming contigs the FASTA lacks (none of its reads map
+    there) finishes (0.6.1 logs an error over and over and never finishes): simplex reads,
+    no rows; a contig with reads that the FASTA lacks is refused in one line."""
+    monkeypatch.chdir(SUITE)
+    bam = ("../modkit_pileup/inputs/CG_5mC_20230207_1700_6A_PAG66026_3c0abf27_oligo_741_"
+           "adapters_modcalls_0th_sort_10_reads.bam")  # fmt: skip
+    out = tmp_path / "o.bed"
+    assert hemi.main([bam, "--ref", REF, "--cpg", "--filter-threshold", "0.7", "-o", str(out)]) == 0
+    assert out.read_text() == ""
+    other = "../modkit061_pileup/inputs/5mers_rand_ref_adapter_10.consensus.fa"
+    assert hemi.main([bam, "--ref", other, "--cpg", "--filter-threshold", "0.7"]) == 1
+    assert "no contig oligo_741_adapters (reads map to it)" in one_error(capsys)
+
+
+def test_hemi_threads_and_stdout(monkeypatch, capsys):
+    """Any -t gives the same rows; no -o writes them to stdout."""
+    monkeypatch.chdir(SUITE)
+    expected = (SUITE / "expected" / "hemi_synthetic_duplex_cpg.bed").read_text()
+    for threads in ("1", "3"):
+        assert hemi.main(HEMI + ["-t", threads]) == 0
+        assert capsys.readouterr().out == expected
+
+
+@pytest.mark.parametrize(
+    "argv, code, words",
+    [
+        (HEMI[:3] + ["--filter-threshold", "0.7"], 1, "--cpg and --motif"),
+        (HEMI + ["--motif", "CG", "0"], 1, "--cpg and --motif"),
+        (HEMI[:3] + ["--motif", "CA", "0"], 1, "palindromic"),
+        (HEMI[:3] + ["--motif", "CG", "first"], 1, "offset"),
+        (HEMI[:3] + ["--motif", "CG", "5"], 1, "offset"),
+        (HEMI[:3] + ["--motif", "CZ", "0"], 1, "IUPAC"),
+        ([DUPLEX, "--cpg"], 2, "required"),
+        ([DUPLEX, "--ref", "missing.fa", "--cpg"], 1, "no such file"),
+        ([DUPLEX, "--ref", "inputs/loc_sites.bed", "--cpg"], 1, "FASTA"),
+        (["missing.bam"] + HEMI[1:], 1, "no such file"),
+        (["inputs/cpg_bc.bed"] + HEMI[1:], 1, "cannot read as BAM"),
+        (HEMI + ["--region", "nope"], 1, "--region"),
+        (HEMI + ["--filter-threshold", "0.5"], 1, "more than once"),
+        (HEMI + ["-n", "many"], 2, "invalid"),
+        (HEMI + ["--max-depth", "10"], 2, "--max-depth"),
+        (HEMI + ["--combine-mods"], 2, "--combine-mods"),
+        (HEMI + ["--cgp"], 2, "unrecognized"),
+    ],
+)
+def test_hemi_mistakes(argv, code, words, monkeypatch, capsys):
+    """pileup-hemi's option mistakes: one `numapore:` line naming the problem."""
+    monkeypatch.chdir(SUITE)
+    assert hemi.main(argv) == code
+    assert words in one_error(capsys)
+
+
+def test_hemi_unindexed_bam(tmp_path, monkeypatch, capsys):
+    """An unindexed BAM is refused (pileup-hemi reads by region)."""
+    monkeypatch.chdir(SUITE)
+    bam = tmp_path / "copy.bam"
+    bam.write_bytes((SUITE / DUPLEX).read_bytes())
+    assert hemi.main([str(bam)] + HEMI[1:]) == 1
+    assert "no BAM index" in one_error(capsys)

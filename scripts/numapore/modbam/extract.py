@@ -21,11 +21,13 @@ import numpy as np
 
 from numapore.modbam.positions import (
     CommandError,
+    FILTERED,
     ignored,
     motif_sites,
     need_file,
     non_negative,
     open_output,
+    parse_motif,
     Parser,
     read_calls,
     refuse,
@@ -79,7 +81,9 @@ class CallWriter:
         self.args, self.caller, self.fasta = args, caller, fasta
         self.seqs = chrom_seqs
         self.motifs = motif_list(args)
-        self.sites: dict[str, set] = {}
+        self.sites: dict[str, dict] = {}
+        labels = [f"{raw},{offset}" for raw, offset in self.motifs]
+        self.labels = labels if args.motif else None  # --cpg alone: no motifs column
 
     def reference(self, chrom: str) -> str | None:
         """The reference sequence of chrom (None: no FASTA or not in it)."""
@@ -89,87 +93,109 @@ class CallWriter:
             self.seqs[chrom] = self.fasta.fetch(chrom)
         return self.seqs[chrom]
 
-    def motif_sites(self, chrom: str) -> set:
-        """The motif positions of chrom ((position, strand) pairs)."""
+    def motif_sites(self, chrom: str) -> dict:
+        """The motif hits of chrom ((position, strand) to motif indices)."""
         if chrom not in self.sites:
             have = self.fasta is not None and chrom in self.fasta.references
-            self.sites[chrom] = (
-                motif_sites(self.fasta, chrom, self.motifs, False) if have else set()
-            )
+            self.sites[chrom] = motif_sites(self.fasta, chrom, self.motifs, False) if have else {}
         return self.sites[chrom]
 
+    def motif_column(self, sites, ref_pos: int, strand: bool) -> str:
+        """With --motif, the last column: the motifs hitting the position (`;`-joined), `.`
+        for none (and, as modkit, for reference position 0)."""
+        if self.labels is None:
+            return ""
+        hits = sites.get((ref_pos, int(strand))) if sites and ref_pos > 0 else None
+        return "\t" + (";".join(self.labels[i] for i in hits) if hits else ".")
+
     def rows(self, rec) -> list[str]:
-        """The read's rows (none if modkit skips it)."""
+        """The read's rows (none if modkit skips it), by read position (reversed for a
+        reverse alignment, as modkit)."""
         from numapore.pileup.common import ReadError
 
         try:
             groups = read_calls(rec)
         except ReadError:
             return []
-        mapped = not rec.is_unmapped
-        chrom = rec.reference_name if mapped else "."
-        ref_seq = self.reference(chrom) if mapped else None
-        fwd_seq = rec.query_sequence or ""
-        quals = rec.query_qualities
-        if rec.is_reverse:
-            fwd_seq = fwd_seq.translate(COMPLEMENT)[::-1]
-            quals = quals[::-1] if quals is not None else None
-        n = len(fwd_seq)
-        clip_start, clip_end = soft_clips(rec)
-        strand = ("-" if rec.is_reverse else "+") if mapped else "."
-        a_start = rec.reference_start if mapped else -1
-        a_end = rec.reference_end if mapped else -1
-        tail = f"\t{clip_start}\t{clip_end}\t{a_start}\t{a_end}\t{n}\t"
-        size = self.args.kmer_size
-        sites = self.motif_sites(chrom) if self.motifs and mapped else None
+        read = ReadFacts(rec)
+        read.ref_seq = self.reference(read.chrom) if read.mapped else None
+        sites = self.motif_sites(read.chrom) if self.motifs and read.mapped else None
         calls = []
         for g in groups:
-            best, best_p = g.argmax()
-            fails = ~g.passes(self.caller) if self.caller is not None else np.zeros(len(best), bool)
-            mod_ref_strand = (g.strand == "-") ^ rec.is_reverse
-            primary = g.base.translate(COMPLEMENT) if g.strand == "-" else g.base
-            for i, fpos in enumerate(g.forward.tolist()):
-                ref_pos = int(g.reference[i])
-                if sites is not None and (
-                    ref_pos < 0 or (ref_pos, int(mod_ref_strand)) not in sites
-                ):
-                    continue
-                if ref_pos < 0 and (self.motifs or self.args.mapped_only or self.args.region):
-                    continue
-                fail = bool(fails[i])
-                if fail and self.args.pass_only:
-                    continue
-                code = g.codes[best[i]] if best[i] >= 0 else "-"
-                query_kmer = kmer(fwd_seq, fpos, size)
-                if g.strand == "-":
-                    query_kmer = query_kmer.translate(COMPLEMENT)[::-1]
-                ref_kmer = (
-                    kmer(ref_seq, ref_pos, size) if ref_seq is not None and ref_pos >= 0 else "."
-                )
-                within = mapped and clip_start <= fpos < n - clip_end
-                qual = quals[fpos] if quals is not None else 255
-                ref_strand_char = ("-" if mod_ref_strand else "+") if mapped else "."
-                calls.append(
-                    (
-                        fpos,
-                        f"{rec.query_name}\t{fpos}\t{ref_pos}\t{chrom}\t{g.strand}\t{strand}\t"
-                        f"{ref_strand_char}{tail}{rust_f32(best_p[i])}\t{code}\t{qual}\t{ref_kmer}\t"
-                        f"{query_kmer}\t{g.base}\t{primary}\t{str(fail).lower()}\t"
-                        f"{str(bool(g.inferred[i])).lower()}\t{str(within).lower()}\t{rec.flag}\n",
-                    )
-                )
+            calls += self.group_rows(read, g, sites)
         calls.sort(key=lambda c: c[0], reverse=bool(rec.is_reverse))
         return [text for _, text in calls]
 
+    def group_rows(self, read: ReadFacts, g, sites) -> list[tuple[int, str]]:
+        """(forward position, row) of one MM strand and base's calls."""
+        best, best_p = g.argmax()
+        if self.caller is None:
+            fails = np.zeros(len(best), dtype=bool)
+        else:
+            fails = g.calls(self.caller, g.base) == FILTERED
+        mod_ref_strand = (g.strand == "-") ^ read.rec.is_reverse
+        ref_mod_char = ("-" if mod_ref_strand else "+") if read.mapped else "."
+        primary = g.base.translate(COMPLEMENT) if g.strand == "-" else g.base
+        size = self.args.kmer_size
+        only_mapped = self.motifs or self.args.mapped_only or self.args.region
+        out = []
+        for i, fpos in enumerate(g.forward.tolist()):
+            ref_pos = int(g.reference[i])
+            if ref_pos < 0 and only_mapped:
+                continue
+            if sites is not None and (ref_pos, int(mod_ref_strand)) not in sites:
+                continue
+            fail = bool(fails[i])
+            if fail and self.args.pass_only:
+                continue
+            code = g.codes[best[i]] if best[i] >= 0 else "-"
+            query_kmer = kmer(read.fwd_seq, fpos, size)
+            if g.strand == "-":
+                query_kmer = query_kmer.translate(COMPLEMENT)[::-1]
+            ref_kmer = "."
+            if read.ref_seq is not None and ref_pos >= 0:
+                ref_kmer = kmer(read.ref_seq, ref_pos, size)
+            within = read.mapped and read.clip_start <= fpos < read.length - read.clip_end
+            qual = read.quals[fpos] if read.quals is not None else 255
+            flags = (fail, bool(g.inferred[i]), within)
+            out.append((fpos, (
+                f"{read.name}\t{fpos}\t{ref_pos}\t{read.chrom}\t{g.strand}\t{read.strand}\t"
+                f"{ref_mod_char}\t{read.alignment}\t{rust_f32(best_p[i])}\t{code}\t{qual}\t"
+                f"{ref_kmer}\t{query_kmer}\t{g.base}\t{primary}\t"
+                + "\t".join(str(f).lower() for f in flags)
+                + f"\t{read.flag}{self.motif_column(sites, ref_pos, mod_ref_strand)}\n"
+            )))  # fmt: skip
+        return out
+
+
+class ReadFacts:
+    """What every row of a read repeats: its name, contig, strand, clips, span, length."""
+
+    def __init__(self, rec):
+        """The facts of rec (forward sequence and qualities as sequenced)."""
+        self.rec = rec
+        self.name, self.flag = rec.query_name, rec.flag
+        self.mapped = not rec.is_unmapped
+        self.chrom = rec.reference_name if self.mapped else "."
+        self.ref_seq = None
+        self.fwd_seq = rec.query_sequence or ""
+        self.quals = rec.query_qualities
+        if rec.is_reverse:
+            self.fwd_seq = self.fwd_seq.translate(COMPLEMENT)[::-1]
+            self.quals = self.quals[::-1] if self.quals is not None else None
+        self.length = len(self.fwd_seq)
+        self.clip_start, self.clip_end = soft_clips(rec)
+        self.strand = ("-" if rec.is_reverse else "+") if self.mapped else "."
+        span = (rec.reference_start, rec.reference_end) if self.mapped else (-1, -1)
+        self.alignment = f"{self.clip_start}\t{self.clip_end}\t{span[0]}\t{span[1]}\t{self.length}"
+
 
 def motif_list(args) -> list[tuple[str, int]]:
-    """--motif and --cpg as (motif, offset) pairs."""
+    """--motif and --cpg as (motif, offset) pairs (--cpg's CG 0 last)."""
     motifs = []
     for raw, offset in args.motif or []:
-        try:
-            motifs.append((raw.upper(), int(offset)))
-        except ValueError:
-            raise CommandError(f"--motif {raw} {offset}: the offset is not a number") from None
+        motif = parse_motif(raw, offset)
+        motifs.append((motif.raw, motif.offset))
     if args.cpg and ("CG", 0) not in motifs:
         motifs.append(("CG", 0))
     return motifs
@@ -248,7 +274,8 @@ def run(args) -> int:
     out = open_output(args.out_path, args.force)
     try:
         if not args.no_headers:
-            out.write("\t".join(COLUMNS) + "\n")
+            motifs = ("motifs",) if args.motif else ()
+            out.write("\t".join(COLUMNS + motifs) + "\n")
         for rec in records(bam, args):
             out.writelines(writer.rows(rec))
     finally:

@@ -195,6 +195,9 @@ def read_features(path: str) -> list[Feature]:
     return features
 
 
+FILTERED = -2  # BaseCalls.calls' value of a call under its threshold
+
+
 @dataclass
 class BaseCalls:
     """A read's calls of one MM strand and base: forward read positions, their reference
@@ -230,16 +233,21 @@ class BaseCalls:
         mod = (best >= 0) & (best_p > can)
         return np.where(mod, best, -1), np.where(mod, best_p, can).astype(np.float32)
 
-    def passes(self, caller) -> np.ndarray:
-        """Whether a call passes modkit's MultipleThresholdModCaller (a mod code at or over
-        its threshold, or canonical at or over the base's)."""
+    def calls(self, caller, threshold_base: str) -> np.ndarray:
+        """modkit's MultipleThresholdModCaller.call per position, thresholds of
+        threshold_base: the code index of the most probable state at or over its threshold
+        (-1 canonical, canonical winning ties, else the last of equals), FILTERED if none."""
         from numapore.pileup.common import BASE_INDEX
 
-        b = BASE_INDEX[self.base]
-        ok = self.canonical() >= caller.canonical_threshold(b)
-        for code, p in zip(self.codes, self.probs, strict=True):
-            ok |= p >= caller.code_threshold(b, code)
-        return ok
+        b = BASE_INDEX[threshold_base]
+        best = np.full(len(self.forward), FILTERED, dtype=np.int64)
+        best_p = np.full(len(self.forward), -np.inf, dtype=np.float32)
+        for i, (code, p) in enumerate(zip(self.codes, self.probs, strict=True)):
+            ok = (p >= caller.code_threshold(b, code)) & (p >= best_p)
+            best[ok], best_p[ok] = i, p[ok]
+        can = self.canonical()
+        best[(can >= caller.canonical_threshold(b)) & (can >= best_p)] = -1
+        return best
 
 
 def aligned_reference(rec, n: int) -> np.ndarray:
@@ -292,15 +300,33 @@ def read_calls(rec) -> list[BaseCalls]:
     return out
 
 
-def motif_sites(fasta, chrom: str, motifs: list[tuple[str, int]], mask: bool) -> set:
-    """The (position, strand 0 + / 1 -) of every motif hit on chrom (modkit's
-    find_motif_hits on the upper-cased sequence unless mask)."""
+def motif_sites(fasta, chrom: str, motifs: list[tuple[str, int]], mask: bool) -> dict:
+    """The motif hits of chrom: (position, strand 0 + / 1 -) to the indices of the motifs
+    that hit there (modkit's find_motif_hits on the upper-cased sequence unless mask)."""
     from numapore.pileup.positions import make_motif, motif_hits
 
     seq = fasta.fetch(chrom)
     if not mask:
         seq = seq.upper()
-    sites: set = set()
-    for raw, offset in motifs:
-        sites.update(motif_hits(seq, make_motif(raw, offset)))
+    sites: dict = {}
+    for i, (raw, offset) in enumerate(motifs):
+        for hit in motif_hits(seq, make_motif(raw, offset)):
+            found = sites.setdefault(hit, [])
+            if i not in found:
+                found.append(i)
     return sites
+
+
+def parse_motif(raw: str, offset: str):
+    """--motif SEQ OFFSET as the pileup engine's Motif; refused as modkit refuses it (an
+    offset that is no number or past the motif, a modified base other than A, C, G, T)."""
+    from numapore.pileup.positions import make_motif
+
+    try:
+        at = int(offset)
+    except ValueError:
+        raise CommandError(f"--motif {raw} {offset}: the offset is not a number") from None
+    motif = make_motif(raw.upper(), at)
+    if motif.raw[at] not in "ACGT":
+        raise CommandError(f"--motif {raw} {offset}: the modified base must be A, C, G or T")
+    return motif

@@ -1,0 +1,271 @@
+"""`numapore pileup-hemi`: modkit 0.6.1's `pileup-hemi`, the two strands' calls of one molecule
+(a duplex read) paired at each motif position, counted per pattern:
+
+    numapore pileup-hemi IN.bam --ref FA (--cpg | --motif SEQ OFFSET) [-o OUT.bed] ...
+
+At each position of a palindromic motif's hits (CG 0: the C and the G, as modkit's mask), a
+read's pattern is its call at that position on its own strand and its call on the opposite
+strand's motif base (a duplex read reports it as e.g. `G-m` on the G): `first,second,primary
+base` in 5'->3' order, `-` canonical. One row per pattern seen at a position, 18 columns as
+pileup's bedMethyl (strand `.`): N_valid = pairs that pass, N_mod = pairs of this pattern,
+N_canonical = `-,-` pairs, N_other = pairs of another pattern, N_delete, N_fail (either call
+under its threshold), N_diff (pairs at another read base), N_nocall (no pair). Simplex reads
+have no pairs: no rows. QC failures, duplicates, secondary and supplementary records are not
+counted (as htslib's pileup in modkit).
+
+A contig of the BAM with mapped reads that the FASTA lacks is refused (0.6.1 logs an error
+for it over and over and never finishes: the suite README's item 9).
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+
+import numpy as np
+
+from numapore.methylation.bedmethyl import code_key, percent_modified
+from numapore.modbam.positions import (
+    CommandError,
+    FILTERED,
+    ignored,
+    motif_sites,
+    need_file,
+    non_negative,
+    open_output,
+    parse_motif,
+    Parser,
+    read_calls,
+    refuse,
+    run_main,
+)
+
+COMPLEMENT = {"A": "T", "C": "G", "G": "C", "T": "A"}
+SKIP_FLAGS = 0x4 | 0x100 | 0x200 | 0x400 | 0x800  # unmapped, secondary, QC fail, dup, suppl.
+NOCALL, FAIL = "nocall", "fail"
+
+
+class PositionCounts:
+    """One motif position's deletions and, per read base, its pairs by pattern."""
+
+    __slots__ = ("deletes", "by_base")
+
+    def __init__(self):
+        """Nothing counted."""
+        self.deletes = 0
+        self.by_base: dict[str, dict] = {}
+
+    def add(self, base: str, what) -> None:
+        """Count a pair (a pattern tuple), a FAIL or a NOCALL at read base base."""
+        counts = self.by_base.setdefault(base, {})
+        counts[what] = counts.get(what, 0) + 1
+
+    def rows(self, chrom: str, pos: int) -> list[str]:
+        """The position's rows, by base then pattern (canonical first, then codes)."""
+        out = []
+        for base in sorted(self.by_base):
+            counts = self.by_base[base]
+            patterns = {k: n for k, n in counts.items() if isinstance(k, tuple)}
+            if not patterns:
+                continue
+            n_diff = sum(
+                n
+                for other, c in self.by_base.items()
+                if other != base
+                for k, n in c.items()
+                if isinstance(k, tuple)
+            )
+            total = sum(patterns.values())
+            n_canonical = patterns.get(("-", "-"), 0)
+            for pattern in sorted(patterns, key=lambda p: tuple(map(pattern_key, p))):
+                n = patterns[pattern]
+                out.append(
+                    f"{chrom}\t{pos}\t{pos + 1}\t{pattern[0]},{pattern[1]},{base}\t{total}\t.\t"
+                    f"{pos}\t{pos + 1}\t255,0,0\t{total}\t{percent_modified(n, total)}\t{n}\t"
+                    f"{n_canonical}\t{total - n}\t{self.deletes}\t{counts.get(FAIL, 0)}\t"
+                    f"{n_diff}\t{counts.get(NOCALL, 0)}\n"
+                )
+        return out
+
+
+def pattern_key(code: str) -> tuple:
+    """modkit's order of a pattern's codes: canonical first, then the codes' order."""
+    return (0,) if code == "-" else (1, *code_key(code))
+
+
+def read_pairs(rec, caller, starts: list[int], offset: int, counts: dict) -> None:
+    """Add the read's pair (or failure, or no call) at each motif start it covers."""
+    from numapore.pileup.common import ReadError
+    from numapore.pileup.tags import alignment_arrays
+
+    try:
+        groups = read_calls(rec)
+    except ReadError:
+        return
+    table: dict[tuple[str, str], dict[int, str | None]] = {}
+    for g in groups:
+        threshold_base = COMPLEMENT[g.base] if g.strand == "-" else g.base
+        called = g.calls(caller, threshold_base)
+        labels = table.setdefault((g.strand, g.base), {})
+        for ref_pos, c in zip(g.reference.tolist(), called.tolist(), strict=True):
+            if ref_pos >= 0:
+                labels[ref_pos] = None if c == FILTERED else ("-" if c < 0 else g.codes[c])
+    q, r, deleted, _ = alignment_arrays(rec)
+    query_at = dict(zip(r.tolist(), q.tolist(), strict=True))
+    deleted = set(deleted.tolist())
+    seq = rec.query_sequence
+    lo, hi = np.searchsorted(starts, [rec.reference_start, rec.reference_end])
+    for pos in starts[lo:hi]:
+        cell = counts.get(pos)
+        if pos in deleted:
+            if cell is None:
+                cell = counts[pos] = PositionCounts()
+            cell.deletes += 1
+            continue
+        qpos = query_at.get(pos)
+        if qpos is None or seq[qpos] not in COMPLEMENT:
+            continue
+        base = seq[qpos]
+        if rec.is_reverse:
+            first_key, second_key = ("-", COMPLEMENT[base]), ("+", base)
+        else:
+            first_key, second_key = ("+", base), ("-", COMPLEMENT[base])
+        first = table.get(first_key, {})
+        second = table.get(second_key, {})
+        if cell is None:
+            cell = counts[pos] = PositionCounts()
+        if pos not in first or pos + offset not in second:
+            cell.add(base, NOCALL)
+        elif first[pos] is None or second[pos + offset] is None:
+            cell.add(base, FAIL)
+        else:
+            cell.add(base, (first[pos], second[pos + offset]))
+
+
+def make_caller(args):
+    """The threshold caller (given, none with --no-filtering, or estimated as numapore
+    pileup estimates it)."""
+    from numapore.pileup import thresholds
+    from numapore.pileup.common import Options
+
+    options = Options(
+        filter_threshold=args.filter_threshold, mod_thresholds=args.mod_thresholds,
+        no_filtering=args.no_filtering, filter_percentile=args.filter_percentile,
+        num_reads=args.num_reads, sampling_frac=args.sampling_frac, seed=args.seed,
+        region=args.region, sample_region=args.sample_region,
+        sampling_interval_size=args.sampling_interval_size,
+    )  # fmt: skip
+    return thresholds.make_caller(args.in_bam, options, None)
+
+
+def open_inputs(args):
+    """The BAM (indexed), the FASTA and the motif; refused as one line where bad."""
+    import pysam
+
+    need_file(args.in_bam, "a BAM")
+    try:
+        bam = pysam.AlignmentFile(args.in_bam, "rb", check_sq=False)
+    except (OSError, ValueError) as err:
+        raise CommandError(f"{args.in_bam}: cannot read as BAM ({err})") from None
+    if not bam.has_index():
+        raise CommandError(f"{args.in_bam}: no BAM index (.bai/.csi): samtools index it")
+    need_file(args.reference, "a FASTA")
+    try:
+        fasta = pysam.FastaFile(args.reference)
+    except (OSError, ValueError) as err:
+        raise CommandError(f"{args.reference}: cannot read as FASTA ({err})") from None
+    if args.cpg == bool(args.motif):
+        raise CommandError("give one of --cpg and --motif SEQ OFFSET")
+    motif = parse_motif(*(("CG", "0") if args.cpg else args.motif))
+    if not motif.palindrome:
+        raise CommandError(f"--motif {motif.raw}: not palindromic (pileup-hemi needs both strands)")
+    return bam, fasta, motif
+
+
+def spans(bam, fasta, region: str | None) -> list[tuple[str, int, int]]:
+    """The contigs (or region) to count, each with mapped reads in the FASTA."""
+    from numapore.pileup.regions import parse_region
+
+    if region:
+        try:
+            chrom, start, end = parse_region(region, bam)
+        except Exception as err:  # noqa: BLE001 - the engine's message names the region
+            raise CommandError(f"--region {region}: {err}") from None
+        targets = [(chrom, start, end)]
+    else:
+        mapped = {s.contig: s.mapped for s in bam.get_index_statistics()}
+        targets = [(n, 0, ln) for n, ln in zip(bam.references, bam.lengths, strict=True)
+                   if mapped.get(n)]  # fmt: skip
+    for chrom, _, _ in targets:
+        if chrom not in fasta.references:
+            raise CommandError(f"{fasta.filename.decode()}: no contig {chrom} (reads map to it)")
+    return targets
+
+
+def run(args) -> int:
+    """pileup-hemi with the parsed command line."""
+    bam, fasta, motif = open_inputs(args)
+    targets = spans(bam, fasta, args.region)
+    caller = make_caller(args)
+    offset = motif.reverse_offset - motif.offset
+    out = open_output(args.out_bed, True)
+    try:
+        for chrom, start, end in targets:
+            sites = motif_sites(fasta, chrom, [(motif.raw, motif.offset)], args.mask)
+            starts = sorted({p for p, _ in sites if start <= p < end})  # both strands' hits
+            counts: dict[int, PositionCounts] = {}
+            for rec in bam.fetch(chrom, start, end):
+                if not rec.flag & SKIP_FLAGS and rec.query_sequence:
+                    read_pairs(rec, caller, starts, offset, counts)
+            for pos in sorted(counts):
+                out.writelines(counts[pos].rows(chrom, pos))
+    finally:
+        if out is not sys.stdout:
+            out.close()
+    return 0
+
+
+def make_parser(prog: str) -> Parser:
+    """pileup-hemi's command line (modkit's options)."""
+    parser = Parser(prog=prog, description=__doc__.split("\n\n")[0])
+    parser.add_argument("in_bam", help="coordinate-sorted, indexed modBAM")
+    parser.add_argument("-o", "--out-bed", metavar="BED", help="default stdout")
+    parser.add_argument("--cpg", action="store_true")
+    parser.add_argument("--motif", nargs=2, metavar=("SEQ", "OFFSET"))
+    parser.add_argument("-r", "--ref", "--reference", dest="reference", required=True)
+    parser.add_argument("--region", help="chrom or chrom:start-end")
+    parser.add_argument("-k", "--mask", action="store_true", help="soft-masked bases skipped")
+    parser.add_argument("--filter-threshold", "--pass-threshold", action="append",
+                        metavar="X")  # fmt: skip
+    parser.add_argument("--mod-threshold", "--mod-thresholds", dest="mod_thresholds",
+                        action="append", metavar="CODE:X")  # fmt: skip
+    parser.add_argument("--no-filtering", action="store_true")
+    parser.add_argument("-p", "--filter-percentile", type=float, default=0.1)
+    parser.add_argument("-n", "--num-reads", type=non_negative, default=10_042)
+    parser.add_argument("-f", "--sampling-frac", type=float)
+    parser.add_argument("--seed", type=int)
+    parser.add_argument("--sample-region")
+    parser.add_argument("--sampling-interval-size", type=non_negative, default=1_000_000)
+    parser.add_argument("-t", "--threads", type=non_negative, default=4, help="accepted")
+    ignored(parser, "--suppress-progress", flag=True)
+    ignored(parser, "--only-tabs", flag=True)
+    ignored(parser, "--log-filepath", "--log")
+    ignored(parser, "-i", "--interval-size", type=non_negative)
+    ignored(parser, "--queue-size", type=non_negative)
+    ignored(parser, "--chunk-size", type=non_negative)
+    for option in ("--include-unmapped", "--force-allow-implicit", "--combine-mods",
+                   "--invert-edge-filter", "--mixed-delimiters"):  # fmt: skip
+        refuse(parser, option, flag=True)
+    for option in ("--max-depth", "--include-bed", "--include-positions", "--ignore",
+                   "--edge-filter"):  # fmt: skip
+        refuse(parser, option)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None, prog: str = "numapore pileup-hemi") -> int:
+    """Run `numapore pileup-hemi`."""
+    return run_main(make_parser(prog), argv, run)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
