@@ -16,18 +16,24 @@ import pytest
 from conftest import SHARED
 
 from numapore import cli
-from numapore.modbam import extract, hemi, localize
+from numapore.modbam import entropy, extract, hemi, localize
 from numapore.modbam.positions import read_features, read_sizes
 
 SUITE = SHARED / "data" / "modkit061_more"
 MINE = ("entropy", "pileup-hemi", "extract calls", "localize")
-MAIN = {"extract calls": extract.main, "localize": localize.main, "pileup-hemi": hemi.main}
+MAIN = {
+    "extract calls": extract.main,
+    "localize": localize.main,
+    "pileup-hemi": hemi.main,
+    "entropy": entropy.main,
+}
 # cases whose expected file holds 0.6.1 behaviour against its docs (README item): not copied
 DOCUMENTED = {
     "localize_window30": "11",
     "localize_min_coverage_ignored": "10, 11",
     "localize_stranded_opposite_features_both": "11",
     "localize_stranded_opposite": "11, 12",
+    "entropy_regions": "8",
 }
 
 
@@ -76,8 +82,7 @@ def test_case(name, tmp_path, monkeypatch, capsys):
     out = tmp_path / Path(case["expected"].rstrip("/")).name
     assert run_case(case, out, monkeypatch, capsys) == 0, capsys.readouterr().err
     expected = SUITE / case["expected"]
-    if name in DOCUMENTED:
-        assert out.read_text() != expected.read_text() or name == "localize_stranded_opposite"
+    if name in DOCUMENTED:  # the differences: the tests below
         return
     assert out.read_bytes() == expected.read_bytes()
 
@@ -367,3 +372,138 @@ def test_hemi_unindexed_bam(tmp_path, monkeypatch, capsys):
     bam.write_bytes((SUITE / DUPLEX).read_bytes())
     assert hemi.main([str(bam)] + HEMI[1:]) == 1
     assert "no BAM index" in one_error(capsys)
+
+
+# --- entropy: the regions' documented median and one-window rows (README item 8)
+
+CG10 = ("../modkit_pileup/inputs/CG_5mC_20230207_1700_6A_PAG66026_3c0abf27_oligo_741_"
+        "adapters_modcalls_0th_sort_10_reads.bam")  # fmt: skip
+
+
+def close_lines(got: str, want: str) -> None:
+    """Equal tables but for f32 values within 1e-6 (0.6.1 sums entropies in hash order, so
+    its last digit changes between runs: the case is `deterministic = no`)."""
+    got_rows = [line.split("\t") for line in got.splitlines()]
+    want_rows = [line.split("\t") for line in want.splitlines()]
+    assert len(got_rows) == len(want_rows), (got, want)
+    for a, b in zip(got_rows, want_rows, strict=True):
+        assert len(a) == len(b)
+        for x, y in zip(a, b, strict=True):
+            if x != y:
+                assert abs(float(x) - float(y)) <= 1e-6, (a, b)
+
+
+def run_regions(tmp_path, monkeypatch, modkit061: bool) -> Path:
+    """The entropy_regions case into a folder (modkit061: 0.6.1's median and rows)."""
+    monkeypatch.chdir(SUITE)
+    case = load_cases()["entropy_regions"]
+    out = tmp_path / "regions"
+    if modkit061:
+        documented = entropy.median
+        monkeypatch.setattr(entropy, "median", lambda values, modkit061: documented(values, True))
+    assert entropy.main(argv_of(case, out)) == 0
+    return out
+
+
+def test_entropy_regions_modkit061_rows(tmp_path, monkeypatch):
+    """With 0.6.1's median (unsorted) and no row for a one-window region, numapore writes
+    0.6.1's two files (entropies within its run-to-run last digit)."""
+    out = run_regions(tmp_path, monkeypatch, modkit061=True)
+    want = SUITE / "expected" / "entropy_regions"
+    for name in ("windows.bedgraph", "regions.bed"):
+        close_lines((out / name).read_text(), (want / name).read_text())
+
+
+def test_entropy_regions_documented(tmp_path, monkeypatch):
+    """README item 8: the whole_contig median is the median of its 4 windows (0.40604740,
+    not 0.6.1's 0.51566696 of them unsorted) and one_window gets a row of its one window;
+    every other cell is 0.6.1's."""
+    out = run_regions(tmp_path, monkeypatch, modkit061=False)
+    want = SUITE / "expected" / "entropy_regions"
+    windows = (want / "windows.bedgraph").read_text().splitlines()
+    close_lines((out / "windows.bedgraph").read_text(), "\n".join(windows))
+    whole, one = (line.split("\t") for line in (out / "regions.bed").read_text().splitlines())
+    expected = (want / "regions.bed").read_text().rstrip("\n").split("\t")
+    entropies = sorted(float(w.split("\t")[3]) for w in windows[:4])
+    assert float(expected[6]) == pytest.approx(0.51566696, abs=1e-7)
+    assert float(whole[6]) == pytest.approx((entropies[1] + entropies[2]) / 2, abs=1e-6)
+    assert whole[:6] + whole[7:] == expected[:6] + expected[7:]
+    last = windows[4].split("\t")
+    assert one[3] == "one_window" and one[5] == "+"
+    assert one[4] == one[6] == one[7] == one[8] == last[3]
+    assert one[9:] == [last[5], last[5], last[5], "1", "0"]
+
+
+def test_entropy_no_filtering_keeps_every_call(tmp_path, monkeypatch):
+    """README item 6: --no-filtering is --filter-threshold 0 (0.6.1 estimates a threshold
+    and applies it anyway, giving the default's output)."""
+    monkeypatch.chdir(SUITE)
+    outputs = {}
+    for label, extra in (("none", ["--no-filtering"]), ("zero", ["--filter-threshold", "0"]),
+                         ("estimated", [])):  # fmt: skip
+        out = tmp_path / f"{label}.bedgraph"
+        assert entropy.main(["--in-bam", CG10, "--ref", REF, "--cpg", "-o", str(out), *extra]) == 0
+        outputs[label] = out.read_text()
+    assert outputs["none"] == outputs["zero"] != outputs["estimated"]
+
+
+ENT = ["--in-bam", CG10, "--ref", "../modkit_pileup/inputs/CGI_ladder_3.6kb_ref.fa",
+       "--filter-threshold", "0.7"]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "extra, code, words",
+    [
+        (["--cpg", "-n", "0"], 2, "invalid"),
+        (["--cpg", "-w", "wide"], 2, "invalid"),
+        (["--cpg", "--min-coverage", "0"], 2, "invalid"),
+        (["--cpg", "--max-filtered-positions", "-1"], 2, "invalid"),
+        (["--cpg", "--filter-threshold", "high"], 2, "invalid"),
+        ([], 1, "--cpg, --motif"),
+        (["--cpg", "--combine-strands"], 1, "--cpg"),
+        (["--cpg", "--base", "C"], 1, "--cpg"),
+        (["--base", "C", "--combine-strands"], 1, "single base"),
+        (["--base", "Z"], 1, "--base Z"),
+        (["--motif", "CA", "0", "--combine-strands"], 1, "palindromic"),
+        (["--motif", "CG", "x"], 1, "offset"),
+        (["--cpg", "--regions", "inputs/regions_entropy.bed"], 1, "needs -o"),
+        (["--cpg", "--prefix", "p"], 1, "--prefix"),
+        (["--cpg", "--regions", "missing.bed", "-o", "x"], 1, "no such file"),
+        (["--cpg", "--regions", "inputs/cpg_bc.bed.gz", "-o", "x"], 1, "not text"),
+        (["--cpg", "--mod-threshold", "h"], 1, "per-mod"),
+        (["--cgp"], 2, "unrecognized"),
+    ],
+)
+def test_entropy_mistakes(extra, code, words, monkeypatch, capsys):
+    """entropy's option mistakes: one `numapore:` line naming the problem."""
+    monkeypatch.chdir(SUITE)
+    assert entropy.main(ENT + extra) == code
+    assert words in one_error(capsys)
+
+
+@pytest.mark.parametrize(
+    "argv, words",
+    [
+        (["--in-bam", "missing.bam", "--ref", REF, "--cpg"], "no such file"),
+        (["--in-bam", "inputs/cpg_bc.bed", "--ref", REF, "--cpg"], "cannot read as BAM"),
+        (["--in-bam", CG10, "--ref", "inputs/loc_sites.bed", "--cpg"], "FASTA"),
+        (["--in-bam", CG10, "--ref", "missing.fa", "--cpg"], "no such file"),
+    ],
+)
+def test_entropy_bad_inputs(argv, words, monkeypatch, capsys):
+    """Missing or wrong input files are one line."""
+    monkeypatch.chdir(SUITE)
+    assert entropy.main(argv + ["--filter-threshold", "0.7"]) == 1
+    assert words in one_error(capsys)
+
+
+def test_entropy_regions_empty_and_file_output(tmp_path, monkeypatch, capsys):
+    """An empty regions BED, and -o a file with --regions, are refused."""
+    monkeypatch.chdir(SUITE)
+    empty = tmp_path / "empty.bed"
+    empty.write_text("")
+    assert entropy.main(ENT + ["--cpg", "--regions", str(empty), "-o", str(tmp_path / "d")]) == 1
+    assert "no valid regions" in one_error(capsys)
+    assert entropy.main(ENT + ["--cpg", "--regions", "inputs/regions_entropy.bed", "-o",
+                               str(empty)]) == 1  # fmt: skip
+    assert "a file" in one_error(capsys)
