@@ -197,33 +197,25 @@ LOC = ["inputs/cpg_bc.bed.gz", "--regions", "inputs/loc_sites.bed", "--genome-si
 EXT = ["../modkit061_pileup/inputs/bc_anchored_10_reads.hp.sorted.bam"]
 
 
-@pytest.mark.parametrize(
-    "argv, code, words",
-    [
-        (LOC + ["--windw", "3"], 2, "unrecognized"),
-        (LOC + ["-w", "x"], 2, "invalid"),
-        (LOC + ["-w", "-3"], 2, "invalid"),
-        (LOC + ["--min-coverage", "1.5"], 2, "invalid"),
-        (LOC + ["--stranded", "both"], 2, "invalid choice"),
-        (LOC + ["--stranded-features", "plus"], 2, "invalid choice"),
-        (LOC + ["--chart", "x.html"], 2, "--chart"),
-        (["missing.bed.gz"] + LOC[1:], 1, "no such file"),
-        (["inputs/cpg_bc.bed"] + LOC[1:], 1, "tabix"),
-        (LOC[:1] + ["--regions", "missing.bed"] + LOC[3:], 1, "no such file"),
-        (LOC[:1] + ["--regions", "inputs/cpg_bc.bed.gz"] + LOC[3:], 1, "not text"),
-        (
-            LOC[:3] + ["--genome-sizes", "../modkit_pileup/inputs/CGI_ladder_3.6kb_ref.fa"],
-            1,
-            "not `chrom",
-        ),
-        (LOC[:3] + ["--genome-sizes", "inputs"], 1, "folder"),
-    ],
-)
-def test_localize_mistakes(argv, code, words, monkeypatch, capsys):
-    """localize's option mistakes: one `numapore:` line naming the problem."""
-    monkeypatch.chdir(SUITE)
-    assert localize.main(argv) == code
-    assert words in one_error(capsys)
+LOCALIZE_MISTAKES = [
+    (LOC + ["--windw", "3"], 2, "unrecognized"),
+    (LOC + ["-w", "x"], 2, "invalid"),
+    (LOC + ["-w", "-3"], 2, "invalid"),
+    (LOC + ["--min-coverage", "1.5"], 2, "invalid"),
+    (LOC + ["--stranded", "both"], 2, "invalid choice"),
+    (LOC + ["--stranded-features", "plus"], 2, "invalid choice"),
+    (LOC + ["--chart", "x.html"], 2, "--chart"),
+    (["missing.bed.gz"] + LOC[1:], 1, "no such file"),
+    (["inputs/cpg_bc.bed"] + LOC[1:], 1, "tabix"),
+    (LOC[:1] + ["--regions", "missing.bed"] + LOC[3:], 1, "no such file"),
+    (LOC[:1] + ["--regions", "inputs/cpg_bc.bed.gz"] + LOC[3:], 1, "not text"),
+    (
+        LOC[:3] + ["--genome-sizes", "../modkit_pileup/inputs/CGI_ladder_3.6kb_ref.fa"],
+        1,
+        "not `chrom",
+    ),
+    (LOC[:3] + ["--genome-sizes", "inputs"], 1, "folder"),
+]  # (argv, exit code, words of the message)
 
 
 def test_localize_empty_files(tmp_path, monkeypatch, capsys):
@@ -250,50 +242,42 @@ def test_outputs_not_overwritten(tmp_path, monkeypatch, capsys):
     assert extract.main(EXT + [str(out), "--filter-threshold", "0.7", "--force"]) == 0
 
 
-@pytest.mark.parametrize(
-    "extra, code, words",
-    [
-        (["--filter-threshold", "x"], 1, "failed to parse"),
-        (["--filter-threshold", "Z:0.5"], 1, "per-base"),
-        (["--kmer-size", "0"], 1, "--kmer-size"),
-        (["--kmer-size", "five"], 2, "invalid"),
-        (["--cpg"], 1, "--reference"),
-        (["--no-filtering", "--pass-only"], 1, "conflicts"),
-        (
-            [
-                "--motif",
-                "CG",
-                "x",
-                "--reference",
-                "../modkit_pileup/inputs/CGI_ladder_3.6kb_ref.fa",
-            ],
-            1,
-            "offset",
-        ),
-        (["--reference", "missing.fa"], 1, "no such file"),
-        (
-            [
-                "--motif",
-                "CWGG",
-                "1",
-                "--reference",
-                "../modkit_pileup/inputs/CGI_ladder_3.6kb_ref.fa",
-            ],
-            1,
-            "A, C, G or T",
-        ),
-        (["--reference", "inputs/loc_sites.bed"], 1, "FASTA"),
-        (["--region", "nope:1-5", "--filter-threshold", "0.7"], 1, "--region"),
-        (["--bgzf"], 2, "--bgzf"),
-        (["--edge-filter", "5"], 2, "--edge-filter"),
-        (["--pass-onyl"], 2, "unrecognized"),
-    ],
-)
-def test_extract_mistakes(extra, code, words, tmp_path, monkeypatch, capsys):
-    """extract-calls' option mistakes: one `numapore:` line naming the problem."""
-    monkeypatch.chdir(SUITE)
-    assert extract.main(EXT + [str(tmp_path / "o.tsv"), *extra]) == code
-    assert words in one_error(capsys)
+EXTRACT_MISTAKES = [
+    (["--filter-threshold", "x"], 1, "failed to parse"),
+    (["--filter-threshold", "Z:0.5"], 1, "per-base"),
+    (["--kmer-size", "0"], 1, "--kmer-size"),
+    (["--kmer-size", "five"], 2, "invalid"),
+    (["--cpg"], 1, "--reference"),
+    (["--no-filtering", "--pass-only"], 1, "conflicts"),
+    (
+        [
+            "--motif",
+            "CG",
+            "x",
+            "--reference",
+            "../modkit_pileup/inputs/CGI_ladder_3.6kb_ref.fa",
+        ],
+        1,
+        "offset",
+    ),
+    (["--reference", "missing.fa"], 1, "no such file"),
+    (
+        [
+            "--motif",
+            "CWGG",
+            "1",
+            "--reference",
+            "../modkit_pileup/inputs/CGI_ladder_3.6kb_ref.fa",
+        ],
+        1,
+        "A, C, G or T",
+    ),
+    (["--reference", "inputs/loc_sites.bed"], 1, "FASTA"),
+    (["--region", "nope:1-5", "--filter-threshold", "0.7"], 1, "--region"),
+    (["--bgzf"], 2, "--bgzf"),
+    (["--edge-filter", "5"], 2, "--edge-filter"),
+    (["--pass-onyl"], 2, "unrecognized"),
+]  # (options after IN.bam OUT, exit code, words)
 
 
 def test_extract_bad_bam(tmp_path, monkeypatch, capsys):
@@ -336,33 +320,25 @@ def test_hemi_threads_and_stdout(monkeypatch, capsys):
         assert capsys.readouterr().out == expected
 
 
-@pytest.mark.parametrize(
-    "argv, code, words",
-    [
-        (HEMI[:3] + ["--filter-threshold", "0.7"], 1, "--cpg and --motif"),
-        (HEMI + ["--motif", "CG", "0"], 1, "--cpg and --motif"),
-        (HEMI[:3] + ["--motif", "CA", "0"], 1, "palindromic"),
-        (HEMI[:3] + ["--motif", "CG", "first"], 1, "offset"),
-        (HEMI[:3] + ["--motif", "CG", "5"], 1, "offset"),
-        (HEMI[:3] + ["--motif", "CZ", "0"], 1, "IUPAC"),
-        ([DUPLEX, "--cpg"], 2, "required"),
-        ([DUPLEX, "--ref", "missing.fa", "--cpg"], 1, "no such file"),
-        ([DUPLEX, "--ref", "inputs/loc_sites.bed", "--cpg"], 1, "FASTA"),
-        (["missing.bam"] + HEMI[1:], 1, "no such file"),
-        (["inputs/cpg_bc.bed"] + HEMI[1:], 1, "cannot read as BAM"),
-        (HEMI + ["--region", "nope"], 1, "--region"),
-        (HEMI + ["--filter-threshold", "0.5"], 1, "more than once"),
-        (HEMI + ["-n", "many"], 2, "invalid"),
-        (HEMI + ["--max-depth", "10"], 2, "--max-depth"),
-        (HEMI + ["--combine-mods"], 2, "--combine-mods"),
-        (HEMI + ["--cgp"], 2, "unrecognized"),
-    ],
-)
-def test_hemi_mistakes(argv, code, words, monkeypatch, capsys):
-    """pileup-hemi's option mistakes: one `numapore:` line naming the problem."""
-    monkeypatch.chdir(SUITE)
-    assert hemi.main(argv) == code
-    assert words in one_error(capsys)
+HEMI_MISTAKES = [
+    (HEMI[:3] + ["--filter-threshold", "0.7"], 1, "--cpg and --motif"),
+    (HEMI + ["--motif", "CG", "0"], 1, "--cpg and --motif"),
+    (HEMI[:3] + ["--motif", "CA", "0"], 1, "palindromic"),
+    (HEMI[:3] + ["--motif", "CG", "first"], 1, "offset"),
+    (HEMI[:3] + ["--motif", "CG", "5"], 1, "offset"),
+    (HEMI[:3] + ["--motif", "CZ", "0"], 1, "IUPAC"),
+    ([DUPLEX, "--cpg"], 2, "required"),
+    ([DUPLEX, "--ref", "missing.fa", "--cpg"], 1, "no such file"),
+    ([DUPLEX, "--ref", "inputs/loc_sites.bed", "--cpg"], 1, "FASTA"),
+    (["missing.bam"] + HEMI[1:], 1, "no such file"),
+    (["inputs/cpg_bc.bed"] + HEMI[1:], 1, "cannot read as BAM"),
+    (HEMI + ["--region", "nope"], 1, "--region"),
+    (HEMI + ["--filter-threshold", "0.5"], 1, "more than once"),
+    (HEMI + ["-n", "many"], 2, "invalid"),
+    (HEMI + ["--max-depth", "10"], 2, "--max-depth"),
+    (HEMI + ["--combine-mods"], 2, "--combine-mods"),
+    (HEMI + ["--cgp"], 2, "unrecognized"),
+]  # (argv, exit code, words of the message)
 
 
 def test_hemi_unindexed_bam(tmp_path, monkeypatch, capsys):
@@ -451,34 +427,26 @@ ENT = ["--in-bam", CG10, "--ref", "../modkit_pileup/inputs/CGI_ladder_3.6kb_ref.
        "--filter-threshold", "0.7"]  # fmt: skip
 
 
-@pytest.mark.parametrize(
-    "extra, code, words",
-    [
-        (["--cpg", "-n", "0"], 2, "invalid"),
-        (["--cpg", "-w", "wide"], 2, "invalid"),
-        (["--cpg", "--min-coverage", "0"], 2, "invalid"),
-        (["--cpg", "--max-filtered-positions", "-1"], 2, "invalid"),
-        (["--cpg", "--filter-threshold", "high"], 2, "invalid"),
-        ([], 1, "--cpg, --motif"),
-        (["--cpg", "--combine-strands"], 1, "--cpg"),
-        (["--cpg", "--base", "C"], 1, "--cpg"),
-        (["--base", "C", "--combine-strands"], 1, "single base"),
-        (["--base", "Z"], 1, "--base Z"),
-        (["--motif", "CA", "0", "--combine-strands"], 1, "palindromic"),
-        (["--motif", "CG", "x"], 1, "offset"),
-        (["--cpg", "--regions", "inputs/regions_entropy.bed"], 1, "needs -o"),
-        (["--cpg", "--prefix", "p"], 1, "--prefix"),
-        (["--cpg", "--regions", "missing.bed", "-o", "x"], 1, "no such file"),
-        (["--cpg", "--regions", "inputs/cpg_bc.bed.gz", "-o", "x"], 1, "not text"),
-        (["--cpg", "--mod-threshold", "h"], 1, "per-mod"),
-        (["--cgp"], 2, "unrecognized"),
-    ],
-)
-def test_entropy_mistakes(extra, code, words, monkeypatch, capsys):
-    """entropy's option mistakes: one `numapore:` line naming the problem."""
-    monkeypatch.chdir(SUITE)
-    assert entropy.main(ENT + extra) == code
-    assert words in one_error(capsys)
+ENTROPY_MISTAKES = [
+    (["--cpg", "-n", "0"], 2, "invalid"),
+    (["--cpg", "-w", "wide"], 2, "invalid"),
+    (["--cpg", "--min-coverage", "0"], 2, "invalid"),
+    (["--cpg", "--max-filtered-positions", "-1"], 2, "invalid"),
+    (["--cpg", "--filter-threshold", "high"], 2, "invalid"),
+    ([], 1, "--cpg, --motif"),
+    (["--cpg", "--combine-strands"], 1, "--cpg"),
+    (["--cpg", "--base", "C"], 1, "--cpg"),
+    (["--base", "C", "--combine-strands"], 1, "single base"),
+    (["--base", "Z"], 1, "--base Z"),
+    (["--motif", "CA", "0", "--combine-strands"], 1, "palindromic"),
+    (["--motif", "CG", "x"], 1, "offset"),
+    (["--cpg", "--regions", "inputs/regions_entropy.bed"], 1, "needs -o"),
+    (["--cpg", "--prefix", "p"], 1, "--prefix"),
+    (["--cpg", "--regions", "missing.bed", "-o", "x"], 1, "no such file"),
+    (["--cpg", "--regions", "inputs/cpg_bc.bed.gz", "-o", "x"], 1, "not text"),
+    (["--cpg", "--mod-threshold", "h"], 1, "per-mod"),
+    (["--cgp"], 2, "unrecognized"),
+]  # (options after the inputs, exit code, words)
 
 
 @pytest.mark.parametrize(
@@ -507,3 +475,26 @@ def test_entropy_regions_empty_and_file_output(tmp_path, monkeypatch, capsys):
     assert entropy.main(ENT + ["--cpg", "--regions", "inputs/regions_entropy.bed", "-o",
                                str(empty)]) == 1  # fmt: skip
     assert "a file" in one_error(capsys)
+
+
+MISTAKES = (
+    [("localize", argv, code, words) for argv, code, words in LOCALIZE_MISTAKES]
+    + [("extract-calls", EXT + ["OUT", *extra], code, words)
+       for extra, code, words in EXTRACT_MISTAKES]
+    + [("pileup-hemi", argv, code, words) for argv, code, words in HEMI_MISTAKES]
+    + [("entropy", ENT + extra, code, words) for extra, code, words in ENTROPY_MISTAKES]
+)  # fmt: skip
+MAINS = {"localize": localize.main, "extract-calls": extract.main, "pileup-hemi": hemi.main,
+         "entropy": entropy.main}  # fmt: skip
+
+
+@pytest.mark.parametrize("command, argv, code, words", MISTAKES)
+def test_option_mistakes(command, argv, code, words, tmp_path, monkeypatch, capsys):
+    """Each command's option mistakes (a typo, a wrong type or value, a missing or wrong
+    file, an option modkit has and numapore does not offer): one `numapore:` line naming the
+    problem, exit code 2 for the command line, 1 for the input."""
+    monkeypatch.chdir(SUITE)
+    argv = [str(tmp_path / "out") if a == "OUT" else a for a in argv]
+    assert MAINS[command](argv) == code
+    assert words in one_error(capsys)
+    assert not (tmp_path / "out").exists()  # a failed run leaves no output

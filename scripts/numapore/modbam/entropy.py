@@ -30,20 +30,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from numapore.methylation.bedmethyl import code_key, f32
-from numapore.modbam.positions import (
-    CommandError,
-    FILTERED,
-    ignored,
-    need_file,
-    non_negative,
-    parse_motif,
-    Parser,
-    positive,
-    read_calls,
-    run_main,
-    rust_f32,
-    text_lines,
-)
+from numapore.modbam import positions as shared
+from numapore.modbam.positions import CommandError, FILTERED, Parser, rust_f32
 
 COMPLEMENT = {"A": "T", "C": "G", "G": "C", "T": "A"}
 HEADER = "#chrom\tstart\tend\tentropy\tstrand\tnum_reads\n"
@@ -172,7 +160,7 @@ def read_pattern_calls(rec, caller) -> tuple[str, dict] | None:
     from numapore.pileup.common import ReadError
 
     try:
-        groups = read_calls(rec)
+        groups = shared.read_calls(rec)
     except ReadError:
         return None
     if len({g.strand for g in groups}) > 1:
@@ -371,14 +359,14 @@ def motifs_of(args) -> tuple[list, bool]:
     if args.cpg:
         if args.motif or args.base or args.combine_strands:
             raise CommandError("--cpg is --motif CG 0 --combine-strands: not with those")
-        return [parse_motif("CG", "0")], True
+        return [shared.parse_motif("CG", "0")], True
     if args.base and args.combine_strands:
         raise CommandError("cannot combine strands with single base modifications (--base)")
-    motifs = [parse_motif(raw, offset) for raw, offset in args.motif or []]
+    motifs = [shared.parse_motif(raw, offset) for raw, offset in args.motif or []]
     for base in args.base or []:
         if base.upper() not in COMPLEMENT:
             raise CommandError(f"--base {base}: not A, C, G or T")
-        motifs.append(parse_motif(base.upper(), "0"))
+        motifs.append(shared.parse_motif(base.upper(), "0"))
     if not motifs:
         raise CommandError("give --cpg, --motif SEQ OFFSET or --base B")
     if args.combine_strands and not all(m.palindrome for m in motifs):
@@ -406,28 +394,15 @@ def make_caller(args):
 
 def open_inputs(args):
     """The BAMs (indexed, with mapped reads) and the FASTA."""
-    import pysam
-
     bams = []
     for path in args.in_bams:
-        need_file(path, "a BAM")
-        try:
-            bam = pysam.AlignmentFile(path, "rb", check_sq=False)
-        except (OSError, ValueError) as err:
-            raise CommandError(f"{path}: cannot read as BAM ({err})") from None
-        if not bam.has_index():
-            raise CommandError(f"{path}: no BAM index (.bai/.csi): samtools index it")
+        bam = shared.open_bam(path, indexed=True)
         if not any(s.mapped for s in bam.get_index_statistics()):
             raise CommandError(f"{path}: no mapped reads (align the reads first)")
         bams.append(bam)
     if len({b.references for b in bams}) > 1:
         raise CommandError("the BAMs' headers differ: align them to the same reference")
-    need_file(args.reference, "a FASTA")
-    try:
-        fasta = pysam.FastaFile(args.reference)
-    except (OSError, ValueError) as err:
-        raise CommandError(f"{args.reference}: cannot read as FASTA ({err})") from None
-    return bams, fasta
+    return bams, shared.open_fasta(args.reference)
 
 
 def contigs_with_reads(bams, fasta) -> list[str]:
@@ -444,7 +419,7 @@ def sequence(fasta, chrom: str, start: int, end: int | None, mask: bool) -> str:
 
 def read_regions(path: str) -> list[tuple[str, int, int, str]]:
     """--regions BED as modkit reads it (name: column 4, or chrom:start-end for BED3)."""
-    lines = [ln.rstrip("\n") for ln in text_lines(path, "a BED file") if ln.strip()]
+    lines = [ln.rstrip("\n") for ln in shared.text_lines(path, "a BED file") if ln.strip()]
     while lines and lines[0].startswith("#"):
         lines.pop(0)
     regions = []
@@ -480,8 +455,7 @@ def run(args) -> int:
     if args.regions:
         regions = read_regions(args.regions)
         return write_regions(args, regions, contigs, fasta, motifs, counter)
-    out = open_out(args.out_bed, args.force)
-    try:
+    with shared.output(args.out_bed, args.force) as out:
         if args.header:
             out.write(HEADER)
         for chrom in contigs:
@@ -489,17 +463,7 @@ def run(args) -> int:
                                       settings)  # fmt: skip
             counter.fill(chrom, windows)
             out.write(window_rows(chrom, windows, settings, []))
-    finally:
-        if out is not sys.stdout:
-            out.close()
     return 0
-
-
-def open_out(path: str | None, force: bool):
-    """stdout, or a new file (an existing one only with --force)."""
-    from numapore.modbam.positions import open_output
-
-    return open_output(path, force)
 
 
 def write_regions(args, regions, contigs, fasta, motifs, counter) -> int:
@@ -511,9 +475,12 @@ def write_regions(args, regions, contigs, fasta, motifs, counter) -> int:
     stem = f"{args.prefix}_" if args.prefix else ""
     settings = counter.settings
     lengths = dict(zip(fasta.references, fasta.lengths, strict=True))
-    windows_out = open_out(os.path.join(folder, f"{stem}windows.bedgraph"), args.force)
-    regions_out = open_out(os.path.join(folder, f"{stem}regions.bed"), args.force)
-    with windows_out, regions_out:
+    windows_path = os.path.join(folder, f"{stem}windows.bedgraph")
+    regions_path = os.path.join(folder, f"{stem}regions.bed")
+    with (
+        shared.output(windows_path, args.force) as windows_out,
+        shared.output(regions_path, args.force) as regions_out,
+    ):
         if args.header:
             windows_out.write(HEADER)
             regions_out.write(REGIONS_HEADER)
@@ -540,8 +507,8 @@ def make_parser(prog: str) -> Parser:
     parser.add_argument("-o", "--out-bed", metavar="OUT", help="default stdout; a folder "
                         "with --regions")  # fmt: skip
     parser.add_argument("--prefix", help="with --regions: PREFIX_regions.bed, ...")
-    parser.add_argument("-n", "--num-positions", type=positive, default=4)
-    parser.add_argument("-w", "--window-size", type=positive, default=50)
+    parser.add_argument("-n", "--num-positions", type=shared.positive, default=4)
+    parser.add_argument("-w", "--window-size", type=shared.positive, default=50)
     parser.add_argument("--ref", "--reference", dest="reference", required=True)
     parser.add_argument("--mask", action="store_true", help="soft-masked bases are no hits")
     parser.add_argument("--motif", nargs=2, action="append", metavar=("SEQ", "OFFSET"))
@@ -549,28 +516,22 @@ def make_parser(prog: str) -> Parser:
     parser.add_argument("--base", action="append", metavar="B")
     parser.add_argument("--combine-strands", action="store_true")
     parser.add_argument("--regions", metavar="BED")
-    parser.add_argument("--min-coverage", dest="min_coverage", type=positive, default=3)
-    parser.add_argument("--max-filtered-positions", type=non_negative)
-    parser.add_argument("--no-filtering", action="store_true")
-    parser.add_argument("--filter-threshold", "--pass-threshold", type=float, metavar="X")
-    parser.add_argument("--mod-threshold", "--mod-thresholds", dest="mod_thresholds",
-                        action="append", metavar="CODE:X")  # fmt: skip
-    parser.add_argument("--num-reads", type=positive, default=10_042)
-    parser.add_argument("-p", "--filter-percentile", type=float, default=0.1)
+    parser.add_argument("--min-coverage", dest="min_coverage", type=shared.positive, default=3)
+    parser.add_argument("--max-filtered-positions", type=shared.non_negative)
+    shared.add_threshold_options(parser, per_base=False)
+    parser.add_argument("--num-reads", type=shared.positive, default=10_042)
     parser.add_argument("--header", "--with-header", action="store_true")
     parser.add_argument("--drop-zeros", action="store_true")
     parser.add_argument("--force", action="store_true")
-    parser.add_argument("-t", "--threads", type=non_negative, default=4, help="accepted")
-    ignored(parser, "--io-threads", type=non_negative)
-    ignored(parser, "--suppress-progress", flag=True)
-    ignored(parser, "--log-filepath", "--log")
-    ignored(parser, "--verbose", flag=True)
+    shared.add_run_options(parser)
+    shared.ignored(parser, "--io-threads", type=shared.non_negative)
+    shared.ignored(parser, "--verbose-logging", "--verbose", flag=True)
     return parser
 
 
 def main(argv: Sequence[str] | None = None, prog: str = "numapore entropy") -> int:
     """Run `numapore entropy`."""
-    return run_main(make_parser(prog), argv, run)
+    return shared.run_main(make_parser(prog), argv, run)
 
 
 if __name__ == "__main__":

@@ -20,13 +20,16 @@ from collections.abc import Sequence
 import numpy as np
 
 from numapore.modbam.positions import (
+    add_run_options,
+    add_threshold_options,
     CommandError,
     FILTERED,
     ignored,
     motif_sites,
-    need_file,
     non_negative,
-    open_output,
+    open_bam,
+    open_fasta,
+    output,
     parse_motif,
     Parser,
     read_calls,
@@ -238,20 +241,8 @@ def make_caller(args):
     return thresholds.make_caller(args.in_bam, options, None)
 
 
-def open_bam(path: str):
-    """The BAM (an index needed only for --region)."""
-    import pysam
-
-    need_file(path, "a BAM")
-    try:
-        return pysam.AlignmentFile(path, "rb", check_sq=False)
-    except (OSError, ValueError) as err:
-        raise CommandError(f"{path}: cannot read as BAM ({err})") from None
-
-
 def run(args) -> int:
     """extract calls with the parsed command line."""
-    import pysam
 
     if args.kmer_size > 50 or args.kmer_size < 1:
         raise CommandError("--kmer-size must be between 1 and 50")
@@ -259,28 +250,16 @@ def run(args) -> int:
         raise CommandError("--cpg and --motif need --reference")
     if args.no_filtering and (args.filter_threshold or args.mod_thresholds or args.pass_only):
         raise CommandError("--no-filtering conflicts with thresholds and --pass-only")
-    bam = open_bam(args.in_bam)
-    if args.region and not bam.has_index():
-        raise CommandError(f"{args.in_bam}: --region needs a BAM index (samtools index)")
-    fasta = None
-    if args.reference:
-        need_file(args.reference, "a FASTA")
-        try:
-            fasta = pysam.FastaFile(args.reference)
-        except (OSError, ValueError) as err:
-            raise CommandError(f"{args.reference}: cannot read as FASTA ({err})") from None
+    bam = open_bam(args.in_bam, indexed=bool(args.region))  # --region reads by index
+    fasta = open_fasta(args.reference) if args.reference else None
     caller = make_caller(args)
     writer = CallWriter(args, caller, fasta, {})
-    out = open_output(args.out_path, args.force)
-    try:
+    with output(args.out_path, args.force) as out:
         if not args.no_headers:
             motifs = ("motifs",) if args.motif else ()
             out.write("\t".join(COLUMNS + motifs) + "\n")
         for rec in records(bam, args):
             out.writelines(writer.rows(rec))
-    finally:
-        if out is not sys.stdout:
-            out.close()
     return 0
 
 
@@ -295,21 +274,14 @@ def make_parser(prog: str) -> Parser:
     parser.add_argument("--region", help="chrom or chrom:start-end (needs an index)")
     parser.add_argument("--mapped-only", "--mapped", dest="mapped_only", action="store_true")
     parser.add_argument("--pass-only", "--pass", dest="pass_only", action="store_true")
-    parser.add_argument("--filter-threshold", "--pass-threshold", action="append",
-                        metavar="X")  # fmt: skip
-    parser.add_argument("--mod-threshold", "--mod-thresholds", dest="mod_thresholds",
-                        action="append", metavar="CODE:X")  # fmt: skip
-    parser.add_argument("--no-filtering", action="store_true")
-    parser.add_argument("-p", "--filter-percentile", type=float, default=0.1)
+    add_threshold_options(parser)
     parser.add_argument("-n", "--sample-num-reads", dest="num_reads_sampled",
                         type=non_negative, default=10_042)  # fmt: skip
     parser.add_argument("--sampling-interval-size", type=non_negative, default=1_000_000)
     parser.add_argument("--kmer-size", type=int, default=5)
     parser.add_argument("--no-headers", action="store_true")
     parser.add_argument("--force", action="store_true")
-    parser.add_argument("-t", "--threads", type=non_negative, default=4, help="accepted")
-    ignored(parser, "--suppress-progress", flag=True)
-    ignored(parser, "--log-filepath", "--log")
+    add_run_options(parser)
     ignored(parser, "-q", "--queue-size", type=non_negative)
     ignored(parser, "--ignore-index", flag=True)
     for option in ("--bgzf", "--allow-non-primary", "--non-primary", "--ignore-implicit",

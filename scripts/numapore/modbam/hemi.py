@@ -25,20 +25,8 @@ from collections.abc import Sequence
 import numpy as np
 
 from numapore.methylation.bedmethyl import code_key, percent_modified
-from numapore.modbam.positions import (
-    CommandError,
-    FILTERED,
-    ignored,
-    motif_sites,
-    need_file,
-    non_negative,
-    open_output,
-    parse_motif,
-    Parser,
-    read_calls,
-    refuse,
-    run_main,
-)
+from numapore.modbam import positions as shared
+from numapore.modbam.positions import CommandError, FILTERED, Parser
 
 COMPLEMENT = {"A": "T", "C": "G", "G": "C", "T": "A"}
 SKIP_FLAGS = 0x4 | 0x100 | 0x200 | 0x400 | 0x800  # unmapped, secondary, QC fail, dup, suppl.
@@ -99,7 +87,7 @@ def read_pairs(rec, caller, starts: list[int], offset: int, counts: dict) -> Non
     from numapore.pileup.tags import alignment_arrays
 
     try:
-        groups = read_calls(rec)
+        groups = shared.read_calls(rec)
     except ReadError:
         return
     table: dict[tuple[str, str], dict[int, str | None]] = {}
@@ -160,23 +148,11 @@ def make_caller(args):
 
 def open_inputs(args):
     """The BAM (indexed), the FASTA and the motif; refused as one line where bad."""
-    import pysam
-
-    need_file(args.in_bam, "a BAM")
-    try:
-        bam = pysam.AlignmentFile(args.in_bam, "rb", check_sq=False)
-    except (OSError, ValueError) as err:
-        raise CommandError(f"{args.in_bam}: cannot read as BAM ({err})") from None
-    if not bam.has_index():
-        raise CommandError(f"{args.in_bam}: no BAM index (.bai/.csi): samtools index it")
-    need_file(args.reference, "a FASTA")
-    try:
-        fasta = pysam.FastaFile(args.reference)
-    except (OSError, ValueError) as err:
-        raise CommandError(f"{args.reference}: cannot read as FASTA ({err})") from None
+    bam = shared.open_bam(args.in_bam, indexed=True)
+    fasta = shared.open_fasta(args.reference)
     if args.cpg == bool(args.motif):
         raise CommandError("give one of --cpg and --motif SEQ OFFSET")
-    motif = parse_motif(*(("CG", "0") if args.cpg else args.motif))
+    motif = shared.parse_motif(*(("CG", "0") if args.cpg else args.motif))
     if not motif.palindrome:
         raise CommandError(f"--motif {motif.raw}: not palindromic (pileup-hemi needs both strands)")
     return bam, fasta, motif
@@ -208,10 +184,9 @@ def run(args) -> int:
     targets = spans(bam, fasta, args.region)
     caller = make_caller(args)
     offset = motif.reverse_offset - motif.offset
-    out = open_output(args.out_bed, True)
-    try:
+    with shared.output(args.out_bed, True) as out:
         for chrom, start, end in targets:
-            sites = motif_sites(fasta, chrom, [(motif.raw, motif.offset)], args.mask)
+            sites = shared.motif_sites(fasta, chrom, [(motif.raw, motif.offset)], args.mask)
             starts = sorted({p for p, _ in sites if start <= p < end})  # both strands' hits
             counts: dict[int, PositionCounts] = {}
             for rec in bam.fetch(chrom, start, end):
@@ -219,9 +194,6 @@ def run(args) -> int:
                     read_pairs(rec, caller, starts, offset, counts)
             for pos in sorted(counts):
                 out.writelines(counts[pos].rows(chrom, pos))
-    finally:
-        if out is not sys.stdout:
-            out.close()
     return 0
 
 
@@ -235,36 +207,29 @@ def make_parser(prog: str) -> Parser:
     parser.add_argument("-r", "--ref", "--reference", dest="reference", required=True)
     parser.add_argument("--region", help="chrom or chrom:start-end")
     parser.add_argument("-k", "--mask", action="store_true", help="soft-masked bases skipped")
-    parser.add_argument("--filter-threshold", "--pass-threshold", action="append",
-                        metavar="X")  # fmt: skip
-    parser.add_argument("--mod-threshold", "--mod-thresholds", dest="mod_thresholds",
-                        action="append", metavar="CODE:X")  # fmt: skip
-    parser.add_argument("--no-filtering", action="store_true")
-    parser.add_argument("-p", "--filter-percentile", type=float, default=0.1)
-    parser.add_argument("-n", "--num-reads", type=non_negative, default=10_042)
+    shared.add_threshold_options(parser)
+    parser.add_argument("-n", "--num-reads", type=shared.non_negative, default=10_042)
     parser.add_argument("-f", "--sampling-frac", type=float)
     parser.add_argument("--seed", type=int)
     parser.add_argument("--sample-region")
-    parser.add_argument("--sampling-interval-size", type=non_negative, default=1_000_000)
-    parser.add_argument("-t", "--threads", type=non_negative, default=4, help="accepted")
-    ignored(parser, "--suppress-progress", flag=True)
-    ignored(parser, "--only-tabs", flag=True)
-    ignored(parser, "--log-filepath", "--log")
-    ignored(parser, "-i", "--interval-size", type=non_negative)
-    ignored(parser, "--queue-size", type=non_negative)
-    ignored(parser, "--chunk-size", type=non_negative)
+    parser.add_argument("--sampling-interval-size", type=shared.non_negative, default=1_000_000)
+    shared.add_run_options(parser)
+    shared.ignored(parser, "--only-tabs", flag=True)
+    shared.ignored(parser, "-i", "--interval-size", type=shared.non_negative)
+    shared.ignored(parser, "--queue-size", type=shared.non_negative)
+    shared.ignored(parser, "--chunk-size", type=shared.non_negative)
     for option in ("--include-unmapped", "--force-allow-implicit", "--combine-mods",
                    "--invert-edge-filter", "--mixed-delimiters"):  # fmt: skip
-        refuse(parser, option, flag=True)
+        shared.refuse(parser, option, flag=True)
     for option in ("--max-depth", "--include-bed", "--include-positions", "--ignore",
                    "--edge-filter"):  # fmt: skip
-        refuse(parser, option)
+        shared.refuse(parser, option)
     return parser
 
 
 def main(argv: Sequence[str] | None = None, prog: str = "numapore pileup-hemi") -> int:
     """Run `numapore pileup-hemi`."""
-    return run_main(make_parser(prog), argv, run)
+    return shared.run_main(make_parser(prog), argv, run)
 
 
 if __name__ == "__main__":

@@ -32,7 +32,7 @@ from numapore.modbam.positions import (
     ignored,
     need_file,
     non_negative,
-    open_output,
+    output,
     Parser,
     read_features,
     read_sizes,
@@ -157,12 +157,8 @@ def main(argv: Sequence[str] | None = None, prog: str = "numapore localize") -> 
                             args.min_coverage)  # fmt: skip
         sizes = read_sizes(args.genome_sizes)
         text = localize(args.in_bedmethyl, read_features(args.regions), sizes, settings)
-        out = open_output(args.out_file, args.force)
-        try:
+        with output(args.out_file, args.force) as out:
             out.write(text)
-        finally:
-            if out is not sys.stdout:
-                out.close()
         return 0
 
     return run_main(make_parser(prog), argv, body)

@@ -11,6 +11,7 @@ import os
 import sys
 from decimal import Decimal, ROUND_HALF_UP
 from collections.abc import Callable, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
@@ -97,17 +98,25 @@ def need_file(path: str, what: str) -> str:
     return path
 
 
-def open_output(path: str | None, force: bool):
+@contextmanager
+def output(path: str | None, force: bool):
     """The output stream: stdout for None or `-`, else a new file (an existing one only with
-    --force, as modkit)."""
+    --force, as modkit), removed again if the command fails."""
     if path in (None, "-", "stdout"):
-        return sys.stdout
+        yield sys.stdout
+        return
     if os.path.exists(path) and not force:
         raise CommandError(f"{path}: exists (add --force to overwrite)")
     try:
-        return open(path, "w")
+        handle = open(path, "w")
     except OSError as err:
         raise CommandError(f"{path}: cannot write ({err.strerror})") from None
+    try:
+        with handle:
+            yield handle
+    except BaseException:
+        os.unlink(path)
+        raise
 
 
 def rust_f32(value: float) -> str:
@@ -330,3 +339,51 @@ def parse_motif(raw: str, offset: str):
     if motif.raw[at] not in "ACGT":
         raise CommandError(f"--motif {raw} {offset}: the modified base must be A, C, G or T")
     return motif
+
+
+def add_threshold_options(parser: Parser, per_base: bool = True) -> None:
+    """modkit's pass-threshold options: --filter-threshold (X, or with per_base B:X and
+    repeatable), --mod-threshold CODE:X, --no-filtering, -p (estimate's percentile)."""
+    if per_base:
+        parser.add_argument("--filter-threshold", "--pass-threshold", action="append",
+                            metavar="X")  # fmt: skip
+    else:
+        parser.add_argument("--filter-threshold", "--pass-threshold", type=float, metavar="X")
+    parser.add_argument("--mod-threshold", "--mod-thresholds", dest="mod_thresholds",
+                        action="append", metavar="CODE:X")  # fmt: skip
+    parser.add_argument("--no-filtering", action="store_true")
+    parser.add_argument("-p", "--filter-percentile", type=float, default=0.1)
+
+
+def add_run_options(parser: Parser) -> None:
+    """modkit's options of its own work: threads (the output does not depend on them),
+    progress bars and log files."""
+    parser.add_argument("-t", "--threads", type=non_negative, default=4, help="accepted")
+    ignored(parser, "--suppress-progress", flag=True)
+    ignored(parser, "--log-filepath", "--log")
+
+
+def open_bam(path: str, indexed: bool):
+    """pysam's reader of a BAM; refused as one line: missing, not a BAM, or (indexed) without
+    an index."""
+    import pysam
+
+    need_file(path, "a BAM")
+    try:
+        bam = pysam.AlignmentFile(path, "rb", check_sq=False)
+    except (OSError, ValueError) as err:
+        raise CommandError(f"{path}: cannot read as BAM ({err})") from None
+    if indexed and not bam.has_index():
+        raise CommandError(f"{path}: no BAM index (.bai/.csi): samtools index it")
+    return bam
+
+
+def open_fasta(path: str):
+    """pysam's reader of an indexed FASTA (the .fai made if missing); one line if bad."""
+    import pysam
+
+    need_file(path, "a FASTA")
+    try:
+        return pysam.FastaFile(path)
+    except (OSError, ValueError) as err:
+        raise CommandError(f"{path}: cannot read as FASTA ({err})") from None
