@@ -40,7 +40,7 @@ REGIONS_HEADER = (
     "max_entropy\tmean_num_reads\tmin_num_reads\tmax_num_reads\tsuccessful_window_count\t"
     "failed_window_count\n"
 )
-SKIP_FLAGS = 0x4 | 0x100 | 0x800
+SKIP_FLAGS = 0x4 | 0x100 | 0x400 | 0x800  # unmapped, secondary, duplicate, supplementary
 
 
 @dataclass

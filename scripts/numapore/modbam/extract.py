@@ -17,7 +17,6 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 
-import numpy as np
 
 from numapore.modbam.positions import (
     add_run_options,
@@ -46,17 +45,15 @@ COLUMNS = (
     "within_alignment", "flag",
 )  # fmt: skip
 COMPLEMENT = str.maketrans("ACGTNacgtn", "TGCANtgcan")
-NOT_PRIMARY = 0x100 | 0x800
+BOOL = ("false", "true")
+NOT_PRIMARY = 0x100 | 0x400 | 0x800  # secondary, duplicate, supplementary (modkit skips them)
 
 
-def kmer(seq: str, pos: int, size: int) -> str:
-    """modkit's Kmer: size bases around pos (one fewer before for even sizes), `-` past
-    either end."""
+def padded(seq: str, size: int) -> str:
+    """seq with `-` before and after, so that padded[pos : pos + size] is modkit's Kmer of
+    size bases around pos (one fewer before for even sizes, `-` past either end)."""
     before = size // 2 - 1 if size % 2 == 0 else size // 2
-    out = []
-    for i in range(pos - before, pos + size // 2 + 1):
-        out.append(seq[i] if 0 <= i < len(seq) else "-")
-    return "".join(out)
+    return "-" * before + seq + "-" * (size // 2)
 
 
 def soft_clips(rec) -> tuple[int, int]:
@@ -85,6 +82,7 @@ class CallWriter:
         self.seqs = chrom_seqs
         self.motifs = motif_list(args)
         self.sites: dict[str, dict] = {}
+        self.padded: dict[tuple[str, int], str] = {}
         labels = [f"{raw},{offset}" for raw, offset in self.motifs]
         self.labels = labels if args.motif else None  # --cpg alone: no motifs column
 
@@ -108,7 +106,7 @@ class CallWriter:
         for none (and, as modkit, for reference position 0)."""
         if self.labels is None:
             return ""
-        hits = sites.get((ref_pos, int(strand))) if sites and ref_pos > 0 else None
+        hits = sites.get((ref_pos, strand)) if sites and ref_pos > 0 else None
         return "\t" + (";".join(self.labels[i] for i in hits) if hits else ".")
 
     def rows(self, rec) -> list[str]:
@@ -133,42 +131,50 @@ class CallWriter:
         """(forward position, row) of one MM strand and base's calls."""
         best, best_p = g.argmax()
         if self.caller is None:
-            fails = np.zeros(len(best), dtype=bool)
+            fails = [False] * len(best)
         else:
-            fails = g.calls(self.caller, g.base) == FILTERED
+            fails = (g.calls(self.caller, g.base) == FILTERED).tolist()
         mod_ref_strand = (g.strand == "-") ^ read.rec.is_reverse
         ref_mod_char = ("-" if mod_ref_strand else "+") if read.mapped else "."
         primary = g.base.translate(COMPLEMENT) if g.strand == "-" else g.base
         size = self.args.kmer_size
         only_mapped = self.motifs or self.args.mapped_only or self.args.region
+        query_seq = padded(read.fwd_seq, size)
+        ref_seq = self.padded_reference(read.chrom, size) if read.ref_seq is not None else None
+        head = f"\t{read.chrom}\t{g.strand}\t{read.strand}\t{ref_mod_char}\t{read.alignment}\t"
+        middle = f"\t{g.base}\t{primary}\t"
+        codes = [*g.codes, "-"]  # index -1: canonical
+        within_start, within_end = read.clip_start, read.length - read.clip_end
+        quals = read.quals
         out = []
-        for i, fpos in enumerate(g.forward.tolist()):
-            ref_pos = int(g.reference[i])
+        rows = zip(g.forward.tolist(), g.reference.tolist(), best.tolist(), best_p.tolist(),
+                   fails, g.inferred.tolist(), strict=True)  # fmt: skip
+        for fpos, ref_pos, call, prob, fail, inferred in rows:
             if ref_pos < 0 and only_mapped:
                 continue
-            if sites is not None and (ref_pos, int(mod_ref_strand)) not in sites:
+            if sites is not None and (ref_pos, mod_ref_strand) not in sites:
                 continue
-            fail = bool(fails[i])
             if fail and self.args.pass_only:
                 continue
-            code = g.codes[best[i]] if best[i] >= 0 else "-"
-            query_kmer = kmer(read.fwd_seq, fpos, size)
+            query_kmer = query_seq[fpos : fpos + size]
             if g.strand == "-":
                 query_kmer = query_kmer.translate(COMPLEMENT)[::-1]
-            ref_kmer = "."
-            if read.ref_seq is not None and ref_pos >= 0:
-                ref_kmer = kmer(read.ref_seq, ref_pos, size)
-            within = read.mapped and read.clip_start <= fpos < read.length - read.clip_end
-            qual = read.quals[fpos] if read.quals is not None else 255
-            flags = (fail, bool(g.inferred[i]), within)
+            ref_kmer = ref_seq[ref_pos : ref_pos + size] if ref_seq and ref_pos >= 0 else "."
+            within = read.mapped and within_start <= fpos < within_end
+            qual = quals[fpos] if quals is not None else 255
             out.append((fpos, (
-                f"{read.name}\t{fpos}\t{ref_pos}\t{read.chrom}\t{g.strand}\t{read.strand}\t"
-                f"{ref_mod_char}\t{read.alignment}\t{rust_f32(best_p[i])}\t{code}\t{qual}\t"
-                f"{ref_kmer}\t{query_kmer}\t{g.base}\t{primary}\t"
-                + "\t".join(str(f).lower() for f in flags)
-                + f"\t{read.flag}{self.motif_column(sites, ref_pos, mod_ref_strand)}\n"
+                f"{read.name}\t{fpos}\t{ref_pos}{head}{rust_f32(prob)}\t{codes[call]}\t{qual}\t"
+                f"{ref_kmer}\t{query_kmer}{middle}{BOOL[fail]}\t{BOOL[inferred]}\t"
+                f"{BOOL[within]}\t{read.flag}{self.motif_column(sites, ref_pos, mod_ref_strand)}\n"
             )))  # fmt: skip
         return out
+
+    def padded_reference(self, chrom: str, size: int) -> str:
+        """The contig's sequence padded for k-mers (padded())."""
+        key = (chrom, size)
+        if key not in self.padded:
+            self.padded = {key: padded(self.reference(chrom), size)}  # one contig at a time
+        return self.padded[key]
 
 
 class ReadFacts:

@@ -30,49 +30,45 @@ from numapore.modbam.positions import CommandError, FILTERED, Parser
 
 COMPLEMENT = {"A": "T", "C": "G", "G": "C", "T": "A"}
 SKIP_FLAGS = 0x4 | 0x100 | 0x200 | 0x400 | 0x800  # unmapped, secondary, QC fail, dup, suppl.
-NOCALL, FAIL = "nocall", "fail"
+BASES = "ACGT"
 
 
-class PositionCounts:
-    """One motif position's deletions and, per read base, its pairs by pattern."""
+NO_CALL = -3  # a label array's value where the read has no call (calls(): FILTERED, -1, codes)
 
-    __slots__ = ("deletes", "by_base")
 
-    def __init__(self):
-        """Nothing counted."""
-        self.deletes = 0
-        self.by_base: dict[str, dict] = {}
+class ContigCounts:
+    """The motif positions of a contig (sorted) and, at each, the deletions and per read base
+    the failed pairs, the no-calls and the pairs by pattern."""
 
-    def add(self, base: str, what) -> None:
-        """Count a pair (a pattern tuple), a FAIL or a NOCALL at read base base."""
-        counts = self.by_base.setdefault(base, {})
-        counts[what] = counts.get(what, 0) + 1
+    def __init__(self, starts: np.ndarray):
+        """Nothing counted at the positions starts."""
+        self.starts = starts
+        self.deletes = np.zeros(len(starts), dtype=np.int64)
+        self.nocall = np.zeros((4, len(starts)), dtype=np.int64)
+        self.fail = np.zeros((4, len(starts)), dtype=np.int64)
+        self.patterns: dict[int, dict] = {}  # position index: {(base, first, second): n}
 
-    def rows(self, chrom: str, pos: int) -> list[str]:
-        """The position's rows, by base then pattern (canonical first, then codes)."""
+    def rows(self, chrom: str) -> list[str]:
+        """The rows of the positions with pairs: by position, base, then pattern (canonical
+        first, then the codes' order)."""
         out = []
-        for base in sorted(self.by_base):
-            counts = self.by_base[base]
-            patterns = {k: n for k, n in counts.items() if isinstance(k, tuple)}
-            if not patterns:
-                continue
-            n_diff = sum(
-                n
-                for other, c in self.by_base.items()
-                if other != base
-                for k, n in c.items()
-                if isinstance(k, tuple)
-            )
-            total = sum(patterns.values())
-            n_canonical = patterns.get(("-", "-"), 0)
-            for pattern in sorted(patterns, key=lambda p: tuple(map(pattern_key, p))):
-                n = patterns[pattern]
-                out.append(
-                    f"{chrom}\t{pos}\t{pos + 1}\t{pattern[0]},{pattern[1]},{base}\t{total}\t.\t"
-                    f"{pos}\t{pos + 1}\t255,0,0\t{total}\t{percent_modified(n, total)}\t{n}\t"
-                    f"{n_canonical}\t{total - n}\t{self.deletes}\t{counts.get(FAIL, 0)}\t"
-                    f"{n_diff}\t{counts.get(NOCALL, 0)}\n"
-                )
+        for i in sorted(self.patterns):
+            pos, found = int(self.starts[i]), self.patterns[i]
+            for b, base in enumerate(BASES):
+                patterns = {k[1:]: n for k, n in found.items() if k[0] == b}
+                if not patterns:
+                    continue
+                total = sum(patterns.values())
+                n_diff = sum(n for k, n in found.items() if k[0] != b)
+                n_canonical = patterns.get(("-", "-"), 0)
+                for pattern in sorted(patterns, key=lambda p: tuple(map(pattern_key, p))):
+                    n = patterns[pattern]
+                    out.append(
+                        f"{chrom}\t{pos}\t{pos + 1}\t{pattern[0]},{pattern[1]},{base}\t{total}\t"
+                        f".\t{pos}\t{pos + 1}\t255,0,0\t{total}\t{percent_modified(n, total)}\t"
+                        f"{n}\t{n_canonical}\t{total - n}\t{self.deletes[i]}\t{self.fail[b, i]}\t"
+                        f"{n_diff}\t{self.nocall[b, i]}\n"
+                    )
         return out
 
 
@@ -81,53 +77,59 @@ def pattern_key(code: str) -> tuple:
     return (0,) if code == "-" else (1, *code_key(code))
 
 
-def read_pairs(rec, caller, starts: list[int], offset: int, counts: dict) -> None:
-    """Add the read's pair (or failure, or no call) at each motif start it covers."""
+def read_pairs(rec, caller, offset: int, counts: ContigCounts) -> None:
+    """Add the read's pair (or failure, or no call) at each motif position it covers: its
+    call there on its own strand and its opposite strand's call at position + offset."""
     from numapore.pileup.common import ReadError
-    from numapore.pileup.tags import alignment_arrays
+    from numapore.pileup.tags import alignment_arrays, BASE_LUT
 
+    ref_start = rec.reference_start
+    lo, hi = np.searchsorted(counts.starts, [ref_start, rec.reference_end])
+    if lo == hi:
+        return
+    q, r, deleted, _ = alignment_arrays(rec)
     try:
-        groups = shared.read_calls(rec)
+        groups = shared.read_calls(rec, (q, r))
     except ReadError:
         return
-    table: dict[tuple[str, str], dict[int, str | None]] = {}
+    span = rec.reference_end - ref_start + offset + 1
+    labels, codes = {}, {}
     for g in groups:
         threshold_base = COMPLEMENT[g.base] if g.strand == "-" else g.base
-        called = g.calls(caller, threshold_base)
-        labels = table.setdefault((g.strand, g.base), {})
-        for ref_pos, c in zip(g.reference.tolist(), called.tolist(), strict=True):
-            if ref_pos >= 0:
-                labels[ref_pos] = None if c == FILTERED else ("-" if c < 0 else g.codes[c])
-    q, r, deleted, _ = alignment_arrays(rec)
-    query_at = dict(zip(r.tolist(), q.tolist(), strict=True))
-    deleted = set(deleted.tolist())
-    seq = rec.query_sequence
-    lo, hi = np.searchsorted(starts, [rec.reference_start, rec.reference_end])
-    for pos in starts[lo:hi]:
-        cell = counts.get(pos)
-        if pos in deleted:
-            if cell is None:
-                cell = counts[pos] = PositionCounts()
-            cell.deletes += 1
-            continue
-        qpos = query_at.get(pos)
-        if qpos is None or seq[qpos] not in COMPLEMENT:
-            continue
-        base = seq[qpos]
-        if rec.is_reverse:
-            first_key, second_key = ("-", COMPLEMENT[base]), ("+", base)
-        else:
-            first_key, second_key = ("+", base), ("-", COMPLEMENT[base])
-        first = table.get(first_key, {})
-        second = table.get(second_key, {})
-        if cell is None:
-            cell = counts[pos] = PositionCounts()
-        if pos not in first or pos + offset not in second:
-            cell.add(base, NOCALL)
-        elif first[pos] is None or second[pos + offset] is None:
-            cell.add(base, FAIL)
-        else:
-            cell.add(base, (first[pos], second[pos + offset]))
+        dense = np.full(span, NO_CALL, dtype=np.int64)
+        aligned = g.reference >= 0
+        dense[g.reference[aligned] - ref_start] = g.calls(caller, threshold_base)[aligned]
+        labels[g.strand, g.base], codes[g.strand, g.base] = dense, g.codes
+    query_at = np.full(span, -1, dtype=np.int64)
+    query_at[r - ref_start] = q
+    at = counts.starts[lo:hi] - ref_start
+    is_deleted = np.zeros(span, dtype=bool)
+    is_deleted[deleted - ref_start] = True
+    counts.deletes[lo:hi] += is_deleted[at]
+    qpos = query_at[at]
+    seq = np.frombuffer(rec.query_sequence.encode(), dtype=np.uint8)
+    read_base = np.where(qpos >= 0, BASE_LUT[seq[np.maximum(qpos, 0)]], 4)
+    for b in np.unique(read_base[read_base < 4]).tolist():
+        base = BASES[b]
+        here = np.flatnonzero(read_base == b)
+        own, other = ("+", base), ("-", COMPLEMENT[base])
+        first_key, second_key = (other, own) if rec.is_reverse else (own, other)
+        none = np.full(len(here), NO_CALL)
+        first = labels[first_key][at[here]] if first_key in labels else none
+        second = labels[second_key][at[here] + offset] if second_key in labels else none
+        nocall = (first == NO_CALL) | (second == NO_CALL)
+        counts.nocall[b, lo + here] += nocall
+        fail = ~nocall & ((first == FILTERED) | (second == FILTERED))
+        counts.fail[b, lo + here] += fail
+        for k in np.flatnonzero(~nocall & ~fail).tolist():
+            pair = (b, label(codes[first_key], first[k]), label(codes[second_key], second[k]))
+            found = counts.patterns.setdefault(lo + here[k], {})
+            found[pair] = found.get(pair, 0) + 1
+
+
+def label(codes: list[str], call: int) -> str:
+    """A call's pattern letter: `-` canonical, else its code."""
+    return "-" if call < 0 else codes[call]
 
 
 def make_caller(args):
@@ -187,13 +189,13 @@ def run(args) -> int:
     with shared.output(args.out_bed, True) as out:
         for chrom, start, end in targets:
             sites = shared.motif_sites(fasta, chrom, [(motif.raw, motif.offset)], args.mask)
-            starts = sorted({p for p, _ in sites if start <= p < end})  # both strands' hits
-            counts: dict[int, PositionCounts] = {}
+            # both strands' hits (the mask modkit's pileup walks)
+            starts = np.array(sorted({p for p, _ in sites if start <= p < end}), dtype=np.int64)
+            counts = ContigCounts(starts)
             for rec in bam.fetch(chrom, start, end):
                 if not rec.flag & SKIP_FLAGS and rec.query_sequence:
-                    read_pairs(rec, caller, starts, offset, counts)
-            for pos in sorted(counts):
-                out.writelines(counts[pos].rows(chrom, pos))
+                    read_pairs(rec, caller, offset, counts)
+            out.writelines(counts.rows(chrom))
     return 0
 
 

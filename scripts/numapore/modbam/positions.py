@@ -7,6 +7,7 @@ MM/ML parser."""
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import sys
 from decimal import Decimal, ROUND_HALF_UP
@@ -119,6 +120,7 @@ def output(path: str | None, force: bool):
         raise
 
 
+@functools.lru_cache(maxsize=1 << 16)  # calls' probabilities repeat: 256 levels and sums
 def rust_f32(value: float) -> str:
     """An f32 as Rust's Display writes it: the shortest decimal that is that f32, never an
     exponent, no `.0` on whole numbers (66.66667, 100, 0.22957395)."""
@@ -259,22 +261,24 @@ class BaseCalls:
         return best
 
 
-def aligned_reference(rec, n: int) -> np.ndarray:
+def aligned_reference(rec, n: int, pairs=None) -> np.ndarray:
     """The reference position of each alignment query position (-1: soft clip, insertion,
-    or an unmapped read)."""
+    or an unmapped read); pairs: the aligned (query, reference) arrays if known."""
     ref = np.full(n, -1, dtype=np.int64)
     if rec.is_unmapped or not rec.cigartuples:
         return ref
-    from numapore.pileup.tags import alignment_arrays
+    if pairs is None:
+        from numapore.pileup.tags import alignment_arrays
 
-    q, r, _, _ = alignment_arrays(rec)
-    ref[q] = r
+        pairs = alignment_arrays(rec)[:2]
+    ref[pairs[0]] = pairs[1]
     return ref
 
 
-def read_calls(rec) -> list[BaseCalls]:
+def read_calls(rec, pairs=None) -> list[BaseCalls]:
     """The read's calls per MM strand and base, through the pileup engine's MM/ML parser
-    (ReadError where modkit skips the read); positions in forward read order."""
+    (ReadError where modkit skips the read); positions in forward read order. pairs: the
+    alignment's aligned (query, reference) arrays, if the caller has them."""
     from numapore.pileup.common import BASES
     from numapore.pileup.tags import (
         forward_sequence,
@@ -287,7 +291,7 @@ def read_calls(rec) -> list[BaseCalls]:
     fwd = forward_sequence(rec)
     tables = read_mod_tables(mm, ml, fwd)
     n = len(fwd)
-    ref_of_query = aligned_reference(rec, n)
+    ref_of_query = aligned_reference(rec, n, pairs)
     codes_of_base: dict[int, list[str]] = {}
     for (_, base), table in tables.items():
         known = codes_of_base.setdefault(base, [])
