@@ -230,7 +230,8 @@ def test_localize_empty_files(tmp_path, monkeypatch, capsys):
 
 
 def test_outputs_not_overwritten(tmp_path, monkeypatch, capsys):
-    """An existing output is kept without --force (as modkit), replaced with it."""
+    """An existing output is kept without --force where modkit keeps it (localize,
+    extract-calls), replaced with it."""
     monkeypatch.chdir(SUITE)
     out = tmp_path / "out.tsv"
     out.write_text("keep")
@@ -240,6 +241,12 @@ def test_outputs_not_overwritten(tmp_path, monkeypatch, capsys):
     assert "--force" in one_error(capsys)
     assert out.read_text() == "keep"
     assert extract.main(EXT + [str(out), "--filter-threshold", "0.7", "--force"]) == 0
+    # entropy and pileup-hemi overwrite without --force, as 0.6.1 does
+    argv = ["--in-bam", "../modkit_pileup/inputs/bc_anchored_10_reads.sorted.bam", "--ref",
+            "../modkit_pileup/inputs/CGI_ladder_3.6kb_ref.fa", "--cpg", "--filter-threshold",
+            "0.7", "-o", str(out)]  # fmt: skip
+    assert entropy.main(argv) == 0
+    assert out.read_text().startswith("oligo_1512_adapters\t")
 
 
 EXTRACT_MISTAKES = [

@@ -455,7 +455,7 @@ def run(args) -> int:
     if args.regions:
         regions = read_regions(args.regions)
         return write_regions(args, regions, contigs, fasta, motifs, counter)
-    with shared.output(args.out_bed, args.force) as out:
+    with shared.output(args.out_bed, True) as out:
         if args.header:
             out.write(HEADER)
         for chrom in contigs:
@@ -478,8 +478,8 @@ def write_regions(args, regions, contigs, fasta, motifs, counter) -> int:
     windows_path = os.path.join(folder, f"{stem}windows.bedgraph")
     regions_path = os.path.join(folder, f"{stem}regions.bed")
     with (
-        shared.output(windows_path, args.force) as windows_out,
-        shared.output(regions_path, args.force) as regions_out,
+        shared.output(windows_path, True) as windows_out,
+        shared.output(regions_path, True) as regions_out,
     ):
         if args.header:
             windows_out.write(HEADER)
@@ -522,7 +522,7 @@ def make_parser(prog: str) -> Parser:
     parser.add_argument("--num-reads", type=shared.positive, default=10_042)
     parser.add_argument("--header", "--with-header", action="store_true")
     parser.add_argument("--drop-zeros", action="store_true")
-    parser.add_argument("--force", action="store_true")
+    shared.ignored(parser, "--force", flag=True)  # 0.6.1 overwrites its outputs regardless
     shared.add_run_options(parser)
     shared.ignored(parser, "--io-threads", type=shared.non_negative)
     shared.ignored(parser, "--verbose-logging", "--verbose", flag=True)
