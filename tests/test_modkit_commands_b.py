@@ -17,6 +17,7 @@ from conftest import SHARED
 
 from numapore import cli
 from numapore.modbam import entropy, extract, hemi, localize
+from numapore.modbam import positions
 from numapore.modbam.positions import read_features, read_sizes
 
 SUITE = SHARED / "data" / "modkit061_more"
@@ -319,8 +320,10 @@ def test_hemi_contig_missing_from_fasta(tmp_path, monkeypatch, capsys):
 
 
 def test_hemi_threads_and_stdout(monkeypatch, capsys):
-    """Any -t gives the same rows; no -o writes them to stdout."""
+    """Any -t gives the same rows (spans of 40 bases on forked workers); no -o writes them
+    to stdout."""
     monkeypatch.chdir(SUITE)
+    monkeypatch.setattr(positions, "SPAN", 40)
     expected = (SUITE / "expected" / "hemi_synthetic_duplex_cpg.bed").read_text()
     for threads in ("1", "3"):
         assert hemi.main(HEMI + ["-t", threads]) == 0
@@ -505,3 +508,22 @@ def test_option_mistakes(command, argv, code, words, tmp_path, monkeypatch, caps
     assert MAINS[command](argv) == code
     assert words in one_error(capsys)
     assert not (tmp_path / "out").exists()  # a failed run leaves no output
+
+
+@pytest.mark.parametrize("name", ["extract_calls_hp", "extract_calls_cpg_ref"])
+def test_extract_threads(name, tmp_path, monkeypatch, capsys):
+    """The same bytes on forked workers (-t 3, spans of 40 bases: reads in the span where
+    they start, BAM order kept)."""
+    monkeypatch.setattr(positions, "SPAN", 40)
+    case = load_cases()[name]
+    out = tmp_path / "calls.tsv"
+    argv = argv_of(case, out)
+    argv[argv.index("-t") + 1] = "3"
+    assert run_case_argv(extract.main, argv, monkeypatch) == 0
+    assert out.read_bytes() == (SUITE / case["expected"]).read_bytes()
+
+
+def run_case_argv(main, argv, monkeypatch) -> int:
+    """main(argv) in the suite's folder."""
+    monkeypatch.chdir(SUITE)
+    return main(argv)

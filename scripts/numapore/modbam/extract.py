@@ -22,14 +22,17 @@ from numapore.modbam.positions import (
     add_run_options,
     add_threshold_options,
     CommandError,
+    contig_spans,
     FILTERED,
     ignored,
     motif_sites,
     non_negative,
     open_bam,
     open_fasta,
+    ordered_map,
     output,
     parse_motif,
+    PerProcess,
     Parser,
     read_calls,
     refuse,
@@ -76,15 +79,42 @@ def soft_clips(rec) -> tuple[int, int]:
 class CallWriter:
     """extract calls' rows of each read."""
 
-    def __init__(self, args, caller, fasta, chrom_seqs: dict):
-        """The settings: args (the command line), the threshold caller, the FASTA or None."""
-        self.args, self.caller, self.fasta = args, caller, fasta
-        self.seqs = chrom_seqs
+    def __init__(self, args, caller):
+        """The settings: args (the command line) and the threshold caller."""
+        self.args, self.caller = args, caller
+        self.files = PerProcess(args.in_bam, args.reference)
+        self.seqs: dict[str, str] = {}
         self.motifs = motif_list(args)
         self.sites: dict[str, dict] = {}
         self.padded: dict[tuple[str, int], str] = {}
         labels = [f"{raw},{offset}" for raw, offset in self.motifs]
         self.labels = labels if args.motif else None  # --cpg alone: no motifs column
+
+    @property
+    def fasta(self):
+        """The FASTA (None without --reference)."""
+        return self.files.fasta
+
+    def __call__(self, span) -> str:
+        """The rows of the reads of a span: (contig, start, end) the reads starting there,
+        (contig, start, end, True) all reads overlapping it (--region), ("*",) the
+        unplaced reads, None every read in file order (a BAM without index)."""
+        bam, args = self.files.bam, self.args
+        if span is None:
+            fetched = bam.fetch(until_eof=True)
+        elif span[0] == "*":
+            fetched = bam.fetch("*")
+        else:
+            fetched = bam.fetch(span[0], span[1], span[2])
+        skip_unmapped = args.mapped_only or args.region or self.motifs
+        rows = []
+        for rec in fetched:
+            if rec.flag & NOT_PRIMARY or (rec.is_unmapped and skip_unmapped):
+                continue
+            if span is not None and len(span) == 3 and rec.reference_start < span[1]:
+                continue  # done with the span where it starts
+            rows += self.rows(rec)
+        return "".join(rows)
 
     def reference(self, chrom: str) -> str | None:
         """The reference sequence of chrom (None: no FASTA or not in it)."""
@@ -210,9 +240,9 @@ def motif_list(args) -> list[tuple[str, int]]:
     return motifs
 
 
-def records(bam, args):
-    """The records to report: primary ones in BAM order (the region's with --region), then
-    the unmapped ones."""
+def spans(bam, args) -> list:
+    """What CallWriter does, in order: the region's reads; or each contig's spans, then the
+    unplaced reads; or (no index) every read in file order."""
     from numapore.pileup.regions import parse_region
 
     if args.region:
@@ -220,15 +250,11 @@ def records(bam, args):
             chrom, start, end = parse_region(args.region, bam)
         except Exception as err:  # noqa: BLE001 - the engine's message names the region
             raise CommandError(f"--region {args.region}: {err}") from None
-        fetched = bam.fetch(chrom, start, end)
-    else:
-        fetched = bam.fetch(until_eof=True)
-    for rec in fetched:
-        if rec.flag & NOT_PRIMARY:
-            continue
-        if rec.is_unmapped and (args.mapped_only or args.region or motif_list(args)):
-            continue
-        yield rec
+        return [(chrom, start, end, True)]
+    if not bam.has_index():
+        return [None]
+    unplaced = [] if args.mapped_only or motif_list(args) else [("*",)]
+    return contig_spans(bam) + unplaced
 
 
 def make_caller(args):
@@ -257,15 +283,16 @@ def run(args) -> int:
     if args.no_filtering and (args.filter_threshold or args.mod_thresholds or args.pass_only):
         raise CommandError("--no-filtering conflicts with thresholds and --pass-only")
     bam = open_bam(args.in_bam, indexed=bool(args.region))  # --region reads by index
-    fasta = open_fasta(args.reference) if args.reference else None
+    if args.reference:
+        open_fasta(args.reference)  # refused here if bad (workers open their own)
     caller = make_caller(args)
-    writer = CallWriter(args, caller, fasta, {})
+    writer = CallWriter(args, caller)
+    work = spans(bam, args)
     with output(args.out_path, args.force) as out:
         if not args.no_headers:
             motifs = ("motifs",) if args.motif else ()
             out.write("\t".join(COLUMNS + motifs) + "\n")
-        for rec in records(bam, args):
-            out.writelines(writer.rows(rec))
+        out.writelines(ordered_map(writer, work, args.threads))
     return 0
 
 

@@ -161,23 +161,41 @@ def open_inputs(args):
 
 
 def spans(bam, fasta, region: str | None) -> list[tuple[str, int, int]]:
-    """The contigs (or region) to count, each with mapped reads in the FASTA."""
+    """The region, or the contigs with mapped reads in pieces (positions.SPAN), each in the
+    FASTA."""
     from numapore.pileup.regions import parse_region
 
     if region:
         try:
-            chrom, start, end = parse_region(region, bam)
+            targets = [parse_region(region, bam)]
         except Exception as err:  # noqa: BLE001 - the engine's message names the region
             raise CommandError(f"--region {region}: {err}") from None
-        targets = [(chrom, start, end)]
     else:
-        mapped = {s.contig: s.mapped for s in bam.get_index_statistics()}
-        targets = [(n, 0, ln) for n, ln in zip(bam.references, bam.lengths, strict=True)
-                   if mapped.get(n)]  # fmt: skip
-    for chrom, _, _ in targets:
+        targets = shared.contig_spans(bam)
+    for chrom in {t[0] for t in targets}:
         if chrom not in fasta.references:
             raise CommandError(f"{fasta.filename.decode()}: no contig {chrom} (reads map to it)")
     return targets
+
+
+class SpanCounter(shared.PerProcess):
+    """pileup-hemi's rows of a span (contig, start, end, its motif positions), in this
+    process or a forked worker."""
+
+    def __init__(self, bam_path: str, caller, offset: int):
+        """The BAM, the threshold caller and the motif's offset to its - strand base."""
+        super().__init__(bam_path)
+        self.caller, self.offset = caller, offset
+
+    def __call__(self, span) -> str:
+        """The span's rows: each read counted at the span's motif positions."""
+        chrom, start, end, starts = span
+        counts = ContigCounts(starts)
+        if len(starts):
+            for rec in self.bam.fetch(chrom, start, end):
+                if not rec.flag & SKIP_FLAGS and rec.query_sequence:
+                    read_pairs(rec, self.caller, self.offset, counts)
+        return "".join(counts.rows(chrom))
 
 
 def run(args) -> int:
@@ -185,17 +203,16 @@ def run(args) -> int:
     bam, fasta, motif = open_inputs(args)
     targets = spans(bam, fasta, args.region)
     caller = make_caller(args)
-    offset = motif.reverse_offset - motif.offset
+    work, sites = [], {}
+    for chrom, start, end in targets:
+        if chrom not in sites:  # both strands' hits (the mask modkit's pileup walks)
+            found = shared.motif_sites(fasta, chrom, [(motif.raw, motif.offset)], args.mask)
+            sites[chrom] = np.array(sorted({p for p, _ in found}), dtype=np.int64)
+        lo, hi = np.searchsorted(sites[chrom], [start, end])
+        work.append((chrom, start, end, sites[chrom][lo:hi]))
+    counter = SpanCounter(args.in_bam, caller, motif.reverse_offset - motif.offset)
     with shared.output(args.out_bed, True) as out:
-        for chrom, start, end in targets:
-            sites = shared.motif_sites(fasta, chrom, [(motif.raw, motif.offset)], args.mask)
-            # both strands' hits (the mask modkit's pileup walks)
-            starts = np.array(sorted({p for p, _ in sites if start <= p < end}), dtype=np.int64)
-            counts = ContigCounts(starts)
-            for rec in bam.fetch(chrom, start, end):
-                if not rec.flag & SKIP_FLAGS and rec.query_sequence:
-                    read_pairs(rec, caller, offset, counts)
-            out.writelines(counts.rows(chrom))
+        out.writelines(shared.ordered_map(counter, work, args.threads))
     return 0
 
 

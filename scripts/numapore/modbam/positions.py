@@ -391,3 +391,67 @@ def open_fasta(path: str):
         return pysam.FastaFile(path)
     except (OSError, ValueError) as err:
         raise CommandError(f"{path}: cannot read as FASTA ({err})") from None
+
+
+SPAN = 1_000_000  # bases of a contig one worker does at a time
+
+
+def contig_spans(bam) -> list[tuple[str, int, int]]:
+    """The contigs with mapped reads (index counts) in pieces of SPAN bases, in BAM order."""
+    size = SPAN
+    mapped = {s.contig: s.mapped for s in bam.get_index_statistics()}
+    return [(name, start, min(start + size, length))
+            for name, length in zip(bam.references, bam.lengths, strict=True) if mapped.get(name)
+            for start in range(0, length, size)]  # fmt: skip
+
+
+class PerProcess:
+    """A BAM (and FASTA) opened once in each process that uses it: pysam's readers share
+    their file offsets across fork, so each worker opens its own."""
+
+    def __init__(self, bam_path: str, fasta_path: str | None = None):
+        """The paths (opened on first use)."""
+        self.bam_path, self.fasta_path = bam_path, fasta_path
+        self._opened: tuple | None = None
+
+    def _open(self) -> tuple:
+        """(pid, BAM, FASTA or None) of this process."""
+        if self._opened is None or self._opened[0] != os.getpid():
+            import pysam
+
+            fasta = pysam.FastaFile(self.fasta_path) if self.fasta_path else None
+            bam = pysam.AlignmentFile(self.bam_path, "rb", check_sq=False)
+            self._opened = (os.getpid(), bam, fasta)
+        return self._opened
+
+    @property
+    def bam(self):
+        """This process's BAM reader."""
+        return self._open()[1]
+
+    @property
+    def fasta(self):
+        """This process's FASTA reader (None without a FASTA)."""
+        return self._open()[2]
+
+
+_JOB: Callable | None = None  # what forked workers run (inherited, not pickled)
+
+
+def _run_job(item):
+    """One item in a worker process."""
+    return _JOB(item)
+
+
+def ordered_map(job: Callable, items: list, threads: int):
+    """job(item) of each item, in order, on `threads` forked processes (in this one for 1):
+    the output does not depend on threads."""
+    global _JOB
+    if threads <= 1 or len(items) <= 1:
+        yield from map(job, items)
+        return
+    import multiprocessing
+
+    _JOB = job
+    with multiprocessing.get_context("fork").Pool(min(threads, len(items))) as pool:
+        yield from pool.imap(_run_job, items, chunksize=1)
