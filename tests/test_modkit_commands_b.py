@@ -198,6 +198,7 @@ LOC = ["inputs/cpg_bc.bed.gz", "--regions", "inputs/loc_sites.bed", "--genome-si
 EXT = ["../modkit061_pileup/inputs/bc_anchored_10_reads.hp.sorted.bam"]
 
 
+REF_FA = "../modkit_pileup/inputs/CGI_ladder_3.6kb_ref.fa"
 LOCALIZE_MISTAKES = [
     (LOC + ["--windw", "3"], 2, "unrecognized"),
     (LOC + ["-w", "x"], 2, "invalid"),

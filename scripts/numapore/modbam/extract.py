@@ -5,11 +5,16 @@ header line, reads in BAM order:
     numapore extract-calls IN.bam OUT.tsv [--reference FA] [--cpg | --motif SEQ OFFSET]
                            [--filter-threshold X | --no-filtering] [--pass-only] ...
 
-OUT `-` or `stdout` writes to standard output. Primary records only (modkit's default), then
-unmapped reads at the end (not with --mapped-only, a motif or --region). Without a threshold
-option the pass threshold is estimated as `numapore pileup` estimates it (the same sampled
-reads at any thread count), counting soft-clipped calls unless --mapped-only. 0.6.1 has no
-haplotype column or option; neither has this.
+OUT `-` or `stdout` writes to standard output. Primary records only (modkit's default: no
+secondary, supplementary or duplicate records), then unmapped reads at the end (not with
+--mapped-only, a motif or --region). -t N: N processes over 1 Mb spans of the contigs, each
+read in the span where it starts; the rows stay in BAM order at any N (0.6.1 writes each
+interval's reads when its worker ends, so on a large BAM its order of intervals varies; its
+sorted rows are these). Without a threshold option the pass threshold is estimated as `numapore
+pileup` estimates it (the same sampled reads at any thread count: modkit's estimate can change
+between runs, the pileup suite's README B), counting soft-clipped calls unless --mapped-only.
+0.6.1 has no haplotype column or option; neither has this. Motifs without a hit on the
+BAM's contigs in the reference are refused, as 0.6.1 refuses them.
 """
 
 from __future__ import annotations
@@ -240,6 +245,18 @@ def motif_list(args) -> list[tuple[str, int]]:
     return motifs
 
 
+def any_hit(fasta, contigs, motifs: list[tuple[str, int]]) -> bool:
+    """Whether a motif occurs (either strand) on a contig of the BAM in the FASTA."""
+    from numapore.pileup.positions import make_motif
+
+    patterns = [make_motif(raw, offset) for raw, offset in motifs]
+    for chrom in set(contigs) & set(fasta.references):
+        seq = fasta.fetch(chrom).upper()
+        if any(m.forward.search(seq) or m.reverse.search(seq) for m in patterns):
+            return True
+    return False
+
+
 def spans(bam, args) -> list:
     """What CallWriter does, in order: the region's reads; or each contig's spans, then the
     unplaced reads; or (no index) every read in file order."""
@@ -284,7 +301,9 @@ def run(args) -> int:
         raise CommandError("--no-filtering conflicts with thresholds and --pass-only")
     bam = open_bam(args.in_bam, indexed=bool(args.region))  # --region reads by index
     if args.reference:
-        open_fasta(args.reference)  # refused here if bad (workers open their own)
+        fasta = open_fasta(args.reference)  # refused here if bad (workers open their own)
+        if motif_list(args) and not any_hit(fasta, bam.references, motif_list(args)):
+            raise CommandError("no hit of the motifs on the BAM's contigs in the reference")
     caller = make_caller(args)
     writer = CallWriter(args, caller)
     work = spans(bam, args)

@@ -11,7 +11,8 @@ pileup's bedMethyl (strand `.`): N_valid = pairs that pass, N_mod = pairs of thi
 N_canonical = `-,-` pairs, N_other = pairs of another pattern, N_delete, N_fail (either call
 under its threshold), N_diff (pairs at another read base), N_nocall (no pair). Simplex reads
 have no pairs: no rows. QC failures, duplicates, secondary and supplementary records are not
-counted (as htslib's pileup in modkit).
+counted (as htslib's pileup in modkit). -t N: N processes over 1 Mb spans of the contigs, the
+same bytes at any N.
 
 A contig of the BAM with mapped reads that the FASTA lacks is refused (0.6.1 logs an error
 for it over and over and never finishes: the suite README's item 9).
