@@ -7,7 +7,7 @@ header line, reads in BAM order:
 
 OUT `-` or `stdout` writes to standard output. Primary records only (modkit's default: no
 secondary, supplementary or duplicate records), then unmapped reads at the end (not with
---mapped-only, a motif or --region). -t N: N processes over 1 Mb spans of the contigs, each
+--mapped-only, a motif or --region). -t N: N processes over 100 kb spans of the contigs, each
 read in the span where it starts; the rows stay in BAM order at any N (0.6.1 writes each
 interval's reads when its worker ends, so on a large BAM its order of intervals varies; its
 sorted rows are these). Without a threshold option the pass threshold is estimated as `numapore

@@ -11,7 +11,7 @@ pileup's bedMethyl (strand `.`): N_valid = pairs that pass, N_mod = pairs of thi
 N_canonical = `-,-` pairs, N_other = pairs of another pattern, N_delete, N_fail (either call
 under its threshold), N_diff (pairs at another read base), N_nocall (no pair). Simplex reads
 have no pairs: no rows. QC failures, duplicates, secondary and supplementary records are not
-counted (as htslib's pileup in modkit). -t N: N processes over 1 Mb spans of the contigs, the
+counted (as htslib's pileup in modkit). -t N: N processes over 100 kb spans of the contigs, the
 same bytes at any N.
 
 A contig of the BAM with mapped reads that the FASTA lacks is refused (0.6.1 logs an error
@@ -20,6 +20,7 @@ for it over and over and never finishes: the suite README's item 9).
 
 from __future__ import annotations
 
+import re
 import sys
 from collections.abc import Sequence
 
@@ -189,14 +190,41 @@ class SpanCounter(shared.PerProcess):
         self.caller, self.offset = caller, offset
 
     def __call__(self, span) -> str:
-        """The span's rows: each read counted at the span's motif positions."""
+        """The span's rows. Only reads with calls on both strands (an MM group of the -
+        strand) make pairs, so they are counted first; the others (simplex reads) add only
+        deletions and no-calls, read only where a pair was seen."""
         chrom, start, end, starts = span
         counts = ContigCounts(starts)
-        if len(starts):
+        if not len(starts):
+            return ""
+        simplex = 0
+        for rec in self.bam.fetch(chrom, start, end):
+            if not rec.flag & SKIP_FLAGS and rec.query_sequence:
+                if both_strands(rec):
+                    read_pairs(rec, self.caller, self.offset, counts)
+                else:
+                    simplex += 1
+        if simplex and counts.patterns:
+            seen = starts[sorted(counts.patterns)]
             for rec in self.bam.fetch(chrom, start, end):
-                if not rec.flag & SKIP_FLAGS and rec.query_sequence:
+                if rec.flag & SKIP_FLAGS or not rec.query_sequence or both_strands(rec):
+                    continue
+                lo, hi = np.searchsorted(seen, [rec.reference_start, rec.reference_end])
+                if lo < hi:
                     read_pairs(rec, self.caller, self.offset, counts)
         return "".join(counts.rows(chrom))
+
+
+MINUS_GROUP = re.compile(r"(?:^|;)\s*[ACGTUN]-")
+
+
+def both_strands(rec) -> bool:
+    """Whether the read's MM tag has a group of the - strand (a duplex read's)."""
+    for tag in ("MM", "Mm"):
+        if rec.has_tag(tag):
+            mm = rec.get_tag(tag)
+            return isinstance(mm, str) and MINUS_GROUP.search(mm) is not None
+    return False
 
 
 def run(args) -> int:

@@ -393,7 +393,7 @@ def open_fasta(path: str):
         raise CommandError(f"{path}: cannot read as FASTA ({err})") from None
 
 
-SPAN = 1_000_000  # bases of a contig one worker does at a time
+SPAN = 100_000  # bases of a contig one worker does at a time (its rows held in memory)
 
 
 def contig_spans(bam) -> list[tuple[str, int, int]]:
