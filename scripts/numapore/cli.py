@@ -27,6 +27,13 @@ SUBCOMMANDS = {
     "dmr-score": ("numapore.methylation.dmr", "score called DMRs against a simulated truth"),
     "probe": ("numapore.execution.probe", "this machine's NUMA layout, policy, host-file check"),
     "slowfs": ("numapore.compare.slowfs", "mount folders behind emulated slow storage (FUSE)"),
+    "entropy": ("numapore.modbam.entropy", "methylation entropy over windows, as modkit entropy"),
+    "pileup-hemi": ("numapore.modbam.hemi", "duplex CpG pattern counts, as modkit pileup-hemi"),
+    "extract-calls": ("numapore.modbam.extract", "per-read calls table, as modkit extract calls"),
+    "localize": (
+        "numapore.modbam.localize",
+        "%-modification around BED features (modkit localize)",
+    ),
     "compiled": ("numapore.cli", "which compiled modules load, and from where"),
 }
 
