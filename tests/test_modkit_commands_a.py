@@ -7,16 +7,15 @@ then the mistakes users make with each option."""
 
 from __future__ import annotations
 
-import csv
 import shlex
 from pathlib import Path
 
 import pytest
 from conftest import SHARED
+from modkit_more_suite import SUITE, suite_case_names, suite_cases
 
 from numapore.modbam import sample_probs, stats, summary, tobigwig
 
-SUITE = SHARED / "data" / "modkit061_more"
 COMMANDS = {
     "bedmethyl tobigwig": tobigwig,
     "modbam summary": summary,
@@ -34,16 +33,11 @@ ORDER_ONLY = {
 
 def load_cases() -> dict[str, dict[str, str]]:
     """The suite's cases of this module's commands, by name."""
-    if not (SUITE / "cases.tsv").is_file():
-        pytest.fail(f"shared data missing: {SUITE} (tests need ../shared beside the repository)")
-    with open(SUITE / "cases.tsv", newline="") as handle:
-        rows = csv.DictReader(handle, delimiter="\t")
-        return {row["case"]: row for row in rows if row["command"] in COMMANDS}
+    return suite_cases(COMMANDS)
 
 
 def case_names() -> list[str]:
-    """Case names for pytest ids."""
-    return list(load_cases()) if (SUITE / "cases.tsv").is_file() else ["missing-suite"]
+    return suite_case_names(COMMANDS)
 
 
 def bigwig_dump(path: Path) -> tuple[list, list]:

@@ -7,20 +7,18 @@ each option."""
 
 from __future__ import annotations
 
-import csv
 import shlex
 from pathlib import Path
 
 import pysam
 import pytest
-from conftest import SHARED
+from modkit_more_suite import SUITE, suite_case_names, suite_cases
 
 from numapore import cli
 from numapore.modbam import entropy, extract, hemi, localize
 from numapore.modbam import positions
 from numapore.modbam.positions import read_features, read_sizes
 
-SUITE = SHARED / "data" / "modkit061_more"
 MINE = ("entropy", "pileup-hemi", "extract calls", "localize")
 MAIN = {
     "extract calls": extract.main,
@@ -39,17 +37,12 @@ DOCUMENTED = {
 
 
 def load_cases() -> dict[str, dict[str, str]]:
-    """This module's cases of the suite, by name."""
-    if not (SUITE / "cases.tsv").is_file():
-        pytest.fail(f"shared data missing: {SUITE} (tests need ../shared beside the repository)")
-    with open(SUITE / "cases.tsv", newline="") as handle:
-        rows = csv.DictReader(handle, delimiter="\t")
-        return {row["case"]: row for row in rows if row["command"] in MINE}
+    """The suite's cases of this module's commands, by name."""
+    return suite_cases(MINE)
 
 
 def case_names() -> list[str]:
-    """Case names for pytest ids."""
-    return list(load_cases()) if (SUITE / "cases.tsv").is_file() else ["missing-suite"]
+    return suite_case_names(MINE)
 
 
 def argv_of(case: dict[str, str], out: Path) -> list[str]:
