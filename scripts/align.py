@@ -9,7 +9,10 @@ from numapore.compare import tune_strategy
 from numapore.execution.hosts import load_host_config
 from numapore.execution.shards import finish_sample_bam
 from numapore.execution.steps import run_alignment
+from numapore.base.errors import InputError
 from numapore.base.rulelog import redirect_to_log
+from numapore.inputs.modbam_reads import StagingFailed, check_streamed_staging
+from numapore.workflow import layout
 
 smk = snakemake  # noqa: F821 (injected by the script directive)
 redirect_to_log(smk)
@@ -21,22 +24,39 @@ host = load_host_config(smk.params.host, overrides=smk.params.get("overrides"))
 tuned = smk.params.get("tuned_strategy")  # host tuning's choice (config tune), if measured
 if tuned:
     host = tune_strategy.with_strategy(host, tuned)
-run_alignment(
-    host=host,
-    aligner=smk.wildcards.aligner,
-    index=smk.params.index,
-    index_files=[Path(p) for p in smk.input.index],
-    reads=Path(smk.input.reads),
-    output=bam,
-    threads=smk.threads,
-    record=Path(smk.log.record),
-    kind=smk.params.kind,
-    reads2=reads2,
-    sample=smk.wildcards.sample,
-    mark_duplicates=smk.params.duplicates,
-    minimap2_preset=smk.params.minimap2_preset,
-    batch=smk.params.batch,
-)
+sample = smk.wildcards.sample
+
+
+def keep() -> None:
+    """Reads that streamed in from a modBAM sample's staging: its BAM is kept only if the
+    staging finished (it may fail after every read went through, or before any)."""
+    if counted is None:
+        log = layout.log("stage_modbam_reads", f"{sample}.log")
+        check_streamed_staging(Path(layout.staged_counts(sample)), sample, log)
+
+
+try:
+    run_alignment(
+        host=host,
+        aligner=smk.wildcards.aligner,
+        index=smk.params.index,
+        index_files=[Path(p) for p in smk.input.index],
+        reads=Path(smk.input.reads),
+        output=bam,
+        threads=smk.threads,
+        record=Path(smk.log.record),
+        kind=smk.params.kind,
+        reads2=reads2,
+        sample=smk.wildcards.sample,
+        mark_duplicates=smk.params.duplicates,
+        minimap2_preset=smk.params.minimap2_preset,
+        batch=smk.params.batch,
+        keep=keep,
+    )
+except StagingFailed as err:  # the staging's own numapore: line says why: only point at it
+    sys.exit(str(err))
+except InputError as err:  # one line, from the job that found it
+    sys.exit(f"numapore: {err}")
 if tuned is not None:  # the strategies were tuned: the tuning behind the strategy, recorded
     tune_strategy.add_to_record(Path(smk.log.record), Path(smk.input.tuning))
 if "summary" in smk.output.keys():  # the sample's BAM (the plan's one_align_shard)

@@ -23,20 +23,27 @@ def check_phased_vcf() -> None:
                           "phased_vcf")  # fmt: skip
 
 
+def finish(staged) -> None:
+    """Before the staged reads end (an align job reading them through a pipe finds the counts
+    once it sees their end, and keeps nothing without them): the haplotags pileup.phased needs,
+    then the counts."""
+    if smk.params.get("phased") and not phased_vcf and not staged.with_haplotag:
+        raise InputError(
+            f"pileup.phased is true, but none of the {staged.reads} reads of {smk.input.reads} "
+            "carries an HP tag (haplotag); haplotag them first (whatshap haplotag), or give the "
+            "sample a phased VCF in the sheet's phased_vcf column"
+        )
+    staged.write(Path(smk.output.counts))
+
+
 try:
     staged = stage_modbam_reads(
         Path(smk.input.reads), Path(smk.output.reads), Path(smk.params.reference), smk.threads,
         fai=Path(smk.input.fai), listing=Path(smk.output.untagged), ids=Path(smk.output.ids),
-        check_first=check_phased_vcf,
+        check_first=check_phased_vcf, finish=finish,
     )  # fmt: skip
 except InputError as err:  # the file and the reason; no traceback
     sys.exit(f"numapore: sample '{sample}': {err}")
-if smk.params.get("phased") and not phased_vcf and not staged.with_haplotag:
-    sys.exit(
-        f"numapore: sample '{sample}': pileup.phased is true, but none of the {staged.reads} "
-        f"reads of {smk.input.reads} carries an HP tag (haplotag); haplotag them first "
-        "(whatshap haplotag), or give the sample a phased VCF in the sheet's phased_vcf column"
-    )
 print(staged.summary())
 if staged.mn_mismatch:
     names = mn_mismatched_reads(Path(smk.output.untagged))
@@ -48,4 +55,3 @@ if staged.mn_mismatch:
     )
 if staged.aligned_input:
     print(f"the input was aligned; its primary records are realigned to {smk.params.reference}")
-staged.write(Path(smk.output.counts))

@@ -29,6 +29,7 @@ NAME = "case_vs_control"
 PREFIX = f"results/dmr/{NAME}/{NAME}"
 HP = "case1_hp1_vs_hp2"  # haplotype 1 vs 2 of case1 (pileup.phased)
 HP_PREFIX = f"results/dmr/{HP}/{HP}"
+COHORT = "results/cohort/ecoli_window/cohort.minimap2.cpg.bed.gz"
 TARGETS = [
     f"{PREFIX}.sites.tsv.gz.tbi",
     f"{PREFIX}.dmrs.bed.gz.tbi",
@@ -38,6 +39,10 @@ TARGETS = [
     "results/multiqc/numapore_dmr_mqc.tsv",
     f"{HP_PREFIX}.dmrs.bed.gz.tbi",
     f"{HP_PREFIX}.score.tsv",
+    "results/case1/tracks/case1.minimap2.cpg.all.m.bw",  # test_tracks_of_the_run
+    "results/case1/tracks/case1.minimap2.cpg.hp1.m.bw",
+    COHORT + ".tbi",  # filtered (the config's cohort:): test_cohort_table_filtered_as_configured
+    COHORT.replace(".bed.gz", ".samples.tsv"),
 ]
 SAMPLES = ["case1", "case2", "control1", "control2"]
 
@@ -337,3 +342,76 @@ def test_merge_keeps_dss_values_and_shard_order(tmp_path):
         "#chrom\tstart\tend\tCpGs\tmean_tumour\tmean_normal\tdifference\tareaStat\n",
         "c1\t100\t300\t12\t0.8\t0.2\t0.6\t55.5\n",
     ]
+
+
+def test_cohort_table_filtered_as_configured(groups_run):
+    """.test/config-groups.yaml's cohort: (min_samples 3, min_sample_coverage 3) over the five
+    samples' bedMethyl: the table keeps exactly the sites the definition keeps, computed row by
+    row from the bedMethyl files (test_cohort_filters.expected_sites); the log names modkit
+    0.6.4's equivalent merge; each sample's sites read and kept beside the table."""
+    from test_cohort_filters import expected_sites, table_sites
+
+    samples = [*SAMPLES, "demo"]
+    beds = [(s, bedmethyl(groups_run, s)) for s in samples]
+    expected = expected_sites(beds, 3, 3)
+    assert table_sites(groups_run / COHORT) == expected and len(expected) > 100
+    assert len(expected) < len(expected_sites(beds, 1, 0))
+    log = (groups_run / "results/logs/cohort_table/ecoli_window.minimap2.cpg.log").read_text()
+    assert "--min-samples 3 --min-sample-coverage 3 (modkit 0.6.4)" in log
+    counts = (groups_run / COHORT.replace(".bed.gz", ".samples.tsv")).read_text().splitlines()
+    assert counts[0] == "sample\tsites_read\tsites_kept"
+    assert [line.split("\t")[0] for line in counts[1:]] == samples
+    assert all(0 < int(kept) <= int(read) for _, read, kept in (x.split("\t") for x in counts[1:]))
+
+
+def test_a_side_without_calls_of_the_code_is_refused_before_dss(tmp_path):
+    """The counts job: a side whose bedMethyl files hold no valid call of dmr.code (haplotype 2
+    of reads WhatsHap could not tag) stops with one line naming the contrast, the side and its
+    files, before DSS; another code of the same files is refused too, the code they carry
+    passes."""
+    row = "c1\t{0}\t{1}\tm\t1\t+\t{0}\t{1}\t255,0,0\t4\t50.00\t2\t2\t0\t0\t0\t0\t0\n"
+    hp1, hp2 = tmp_path / "x.hp1.bedmethyl", tmp_path / "x.hp2.bedmethyl"
+    hp1.write_text(row.format(10, 11) + row.format(20, 21))
+    hp2.write_text("")
+    contrast = dmr.Contrast(
+        "x_hp1_vs_hp2", "haplotypes", "x hp1", "x hp2", ("x_hp1",), ("x_hp2",),
+        {"x_hp1": str(hp1), "x_hp2": str(hp2)},
+    )  # fmt: skip
+    out = [str(tmp_path / "counts.tsv")]
+    with pytest.raises(dmr.InputError) as err:
+        dmr.write_counts(contrast, "m", ["c1"], out)
+    assert str(err.value) == (
+        f"DMR contrast 'x_hp1_vs_hp2': x hp2 has no valid call of code 'm' (config dmr.code) in "
+        f"{hp2}: DSS would test no site"
+    )
+    hp2.write_text(row.format(10, 11))
+    with pytest.raises(dmr.InputError, match="x hp1 has no valid call of code 'h'"):
+        dmr.write_counts(contrast, "h", ["c1"], out)
+    assert dmr.write_counts(contrast, "m", ["c1"], out) == [["c1"]]
+
+
+def test_tracks_of_the_run(groups_run):
+    """.test/config-groups.yaml's tracks (mod_codes [m]): case1's bigWig and its haplotype 1's
+    hold, per position, the percent modified of the bedMethyl's m rows, as modkit's bedmethyl
+    tobigwig computes it (float32(N_mod / N_valid_cov) * 100, in float32), every interval."""
+    import numpy as np
+    import pybigtools
+
+    from numapore.methylation.bedmethyl import read_bedmethyl
+
+    for part, suffix in (("all", ""), ("hp1", ".hp1")):
+        bed = groups_run / f"results/case1/methylation/case1.minimap2.cpg{suffix}.bedmethyl.gz"
+        expected = {
+            (r.chrom, r.start): float(np.float32(np.float32(r.n_mod / r.valid_cov) * 100))
+            for r in read_bedmethyl(bed)
+            if r.name.split(",")[0] == "m" and r.valid_cov > 0
+        }
+        track = groups_run / f"results/case1/tracks/case1.minimap2.cpg.{part}.m.bw"
+        with pybigtools.open(str(track)) as bw:
+            found = {
+                (chrom, start): value
+                for chrom in bw.chroms()
+                for start, end, value in bw.records(chrom)
+                if end == start + 1
+            }
+        assert found == expected and len(found) > 100, part

@@ -285,7 +285,9 @@ UNTAGGED_BAM = MODKIT_INPUTS / "bc_anchored_10_reads.unmapped.bam"  # no HP tag 
 def test_phased_vcf_of_other_contigs_and_reads_without_hp_stop_before_alignment(tmp_path):
     """With pileup.phased: a sample whose phased VCF names contigs the reference lacks, and one
     whose reads carry no HP tag and that has no VCF, each stop in their staging job (before the
-    alignment, which reads the staged reads) with one line naming the sample and the file."""
+    alignment, which reads the staged reads) with one line naming the sample and the file. (The
+    plan cannot see either: the contigs need the prepared reference, and it reads only the first
+    records of a reads file for HP tags when no haplotype contrast asks for them.)"""
     vcf = tmp_path / "other.vcf"
     vcf.write_text("##fileformat=VCFv4.2\n##contig=<ID=chr1,length=248956422>\n"
                    "#CHROM\tPOS\tID\tREF\tALT\tQUAL\tFILTER\tINFO\tFORMAT\tS\n"
@@ -310,7 +312,18 @@ def test_phased_vcf_of_other_contigs_and_reads_without_hp_stop_before_alignment(
         f"{UNTAGGED_BAM} carries an HP tag (haplotag); haplotag them first (whatshap haplotag), "
         "or give the sample a phased VCF in the sheet's phased_vcf column"
     ) in lines
+    # Their align jobs, reading the staged reads through a pipe, keep nothing and point at the
+    # staging's line, without a numapore: line of their own (one per failure) or a traceback.
+    everything = {x.strip() for x in out}
+    for sample in ("wrongvcf", "nohp"):
+        assert (
+            f"sample '{sample}': its alignment is not kept: the staging of its reads "
+            f"failed (its log results/logs/stage_modbam_reads/{sample}.log says why)"
+        ) in everything
+        assert len([x for x in lines if f"sample '{sample}'" in x]) == 1
+    assert "Traceback" not in result.stdout + result.stderr
     assert not any((work / bam).exists() for bam in bams)
+    assert not list((work / "results").glob("*/align/*.bam*"))
 
 
 def test_vcf_contigs_of_another_assembly_are_named(tmp_path):

@@ -123,6 +123,7 @@ def report(s: str, aligner: str, *names: str) -> list[str]:
     return [f"results/{s}/report/{s}.{aligner}.{name}" for name in names]
 
 
+PARTS = ("all", "hp1", "hp2")
 MULTIQC = "results/multiqc/numapore_multiqc.html"
 # A contrast's files: its merged tables' indexes, the report's figure and table, the score.
 DMR_FILES = (".sites.tsv.gz.tbi", ".dmrs.bed.gz.tbi", ".dmrs.png", ".top_dmrs.html", ".score.tsv")
@@ -213,7 +214,8 @@ def test_groups_config_contrasts_and_cohort(clone):
     haplotypes; both scored (every sample simulated with group and allele-specific regions);
     one cohort table of the five samples."""
     found = run_plan(".test/config-groups.yaml")
-    names = ["demo", "case1", "case2", "control1", "control2"]
+    # in Snakemake's order: the --configfile's keys first, then the workflow file's others
+    names = ["case1", "case2", "control1", "control2", "demo"]
     assert list(found.samples) == names
     assert found.groups == {"case": ["case1", "case2"], "control": ["control1", "control2"]}
     assert list(found.contrasts) == ["case_vs_control", "case1_hp1_vs_hp2"]
@@ -221,7 +223,7 @@ def test_groups_config_contrasts_and_cohort(clone):
     bed = "results/{0}/methylation/{0}.minimap2.cpg{1}.bedmethyl.gz"
     assert (groups.kind, groups.label1, groups.label2) == ("groups", "case", "control")
     assert (groups.group1, groups.group2) == (("case1", "case2"), ("control1", "control2"))
-    assert groups.sources == {s: bed.format(s, "") for s in names[1:]}
+    assert groups.sources == {s: bed.format(s, "") for s in names[:4]}
     assert groups.reference == "ecoli_window" and groups.notes == ()
     assert (haplotypes.kind, haplotypes.group1, haplotypes.group2) == (
         "haplotypes",
@@ -256,8 +258,10 @@ def test_groups_config_contrasts_and_cohort(clone):
         "fai": "results/references/ecoli_window/ecoli_window.fa.fai",
     }
     per_sample = [p for s in names for p in modbam_sample_outputs(s, phased=True)]
-    assert outputs.final_outputs(found) == [*per_sample, *dmr, cohort, MULTIQC]
-    assert len(outputs.final_outputs(found)) == 5 * 15 + 2 * 5 + 1 + 1
+    # the config's tracks: [m] of every sample and (pileup.phased) its haplotypes
+    tracks = [f"results/{s}/tracks/{s}.minimap2.cpg.{part}.m.bw" for s in names for part in PARTS]
+    assert outputs.final_outputs(found) == [*per_sample, *tracks, *dmr, cohort, MULTIQC]
+    assert len(outputs.final_outputs(found)) == 5 * 15 + 5 * 3 + 2 * 5 + 1 + 1
     assert outputs.multiqc_inputs(found)["custom"][-1] == "results/multiqc/numapore_dmr_mqc.tsv"
     assert jobs.dmr_counts_inputs(found, "case1_hp1_vs_hp2")["tbi"] == [
         bed.format("case1", f".{hp}") + ".tbi" for hp in ("hp1", "hp2")
@@ -484,7 +488,7 @@ def test_wildcard_patterns(clone):
     ]:
         assert all(re.fullmatch(patterns[name], m) for m in matching), name
         assert not any(re.fullmatch(patterns[name], m) for m in not_matching), name
-    modbams = "demo|case1|case2|control1|control2"
+    modbams = "case1|case2|control1|control2|demo"
     assert found.samples_running("pileup") == modbams == found.simulated_of_kind("modbam")
     assert found.samples_running("call_methylation") == "(?!)"  # matches nothing
     assert re.fullmatch("(?!)", "demo") is None and re.fullmatch("(?!)", "") is None
@@ -573,6 +577,13 @@ MISTAKES = {
         {},
         "numapore: config dmr.contrasts[0] (case_vs_controls): no sample has group 'controls' "
         "(the sheet's group column, or simulate.<name>.group); did you mean `control`?",
+    ),
+    "dmr-code-in-modkit-vocabulary": (
+        {".test/config-groups.yaml": None, "mine.yaml": "dmr:\n  code: 5mC\n"},
+        {},
+        "numapore: config dmr.code: contrast 'case_vs_control': no call of code '5mC' in group "
+        "'case' (case1, case2 carry m: the MM tags' codes, which bedMethyl's column 4 names); 5mC "
+        "is code 'm': DSS would test no site",
     ),
     "tuning-sample-not-a-sample": (
         {},

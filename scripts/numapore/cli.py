@@ -17,6 +17,10 @@ from numapore import __version__
 # name: (module with main(argv, prog), one line of help)
 SUBCOMMANDS = {
     "pileup": ("numapore.pileup.cli", "modBAM to bedMethyl, as modkit pileup does"),
+    "tobigwig": ("numapore.modbam.tobigwig", "bedMethyl to a bigWig track (modkit's)"),
+    "summary": ("numapore.modbam.summary", "a modBAM's calls counted (modkit modbam's)"),
+    "sample-probs": ("numapore.modbam.sample_probs", "call probability percentiles (modkit's)"),
+    "stats": ("numapore.modbam.stats", "bedMethyl counts over BED regions (modkit's)"),
     "convert": ("numapore.signal.convert", "convert FAST5 raw signal to SLOW5/BLOW5"),
     "simulate": ("numapore.simulate.reads", "simulate reads with signal and methylation truth"),
     "accuracy": ("numapore.methylation.accuracy", "score methylation calls against a truth"),

@@ -72,6 +72,7 @@ try:
     )
 except InputError as err:
     raise WorkflowError(f"numapore: {err}")
+os.environ.update(PLAN.environment)
 if workflow.is_main_process:
     for _level, _line in PLAN.notes:
         say([_line], _level)
@@ -381,12 +382,9 @@ def report_replaced_results():
 
 
 def report_after_run():
-    """After a successful run: what the conversion and staging left out, where the reports
-    are, and last the samples whose main output is empty."""
-    say(closing.rejected_lines(PLAN))
-    say(closing.modbam_staging_lines(PLAN))
-    say(closing.location_lines({job.rule.name for job in workflow.dag.jobs}), "info")
-    say(closing.empty_sample_lines(PLAN))
+    """After a successful run: numapore.workflow.closing.after_run_lines."""
+    for level, line in closing.after_run_lines(PLAN, {j.rule.name for j in workflow.dag.jobs}):
+        say([line], level)
 
 
 def report_write_problem():

@@ -337,13 +337,15 @@ rule pileup_shard:
 
 # The cohort table: per reference and motif, every sample's bedMethyl as one table of sites x
 # samples (numapore.methylation.cohort): columns 1-18 what `modkit bedmethyl merge` writes from
-# the same files (counts summed), then each sample's valid coverage and modified count.
+# the same files (counts summed), then each sample's valid coverage and modified count; the
+# sites kept as config cohort: says; beside it, each sample's sites read and kept.
 rule cohort_table:
     input:
         unpack(ask(jobs.cohort_inputs, "ref", "aligner", "motif")),
     output:
         table=layout.cohort_table(),
         tbi=layout.cohort_table(suffix=".tbi"),
+        samples=layout.cohort_samples(),
     log:
         "results/logs/cohort_table/{ref}.{aligner}.{motif}.log",
     benchmark:
@@ -353,5 +355,26 @@ rule cohort_table:
     params:
         samples=lambda wc: PLAN.cohort_samples(wc.ref, wc.motif),
         groups=lambda wc: {s: SAMPLES[s].group for s in PLAN.cohort_samples(wc.ref, wc.motif)},
+        filters=lambda wc: PLAN.cohort_filters(wc.ref, wc.motif),
     script:
         "../../scripts/cohort_table.py"
+
+
+# bigWig tracks of the bedMethyl (config tracks:): per sample, motif and code set, and per
+# haplotype with pileup.phased; the values modkit's `bedmethyl tobigwig` writes
+# (numapore.modbam.tobigwig), the chromosome sizes from the reference's index.
+rule bigwig_track:
+    input:
+        unpack(ask(jobs.track_inputs, "sample", "aligner", "motif", "part")),
+    output:
+        layout.track(),
+    log:
+        "results/logs/bigwig_track/{sample}.{aligner}.{motif}.{part}.{codes}.log",
+    benchmark:
+        "results/benchmarks/bigwig_track/{sample}.{aligner}.{motif}.{part}.{codes}.tsv"
+    conda:
+        "../../envs/python.yaml"
+    params:
+        arguments=ask(jobs.track_arguments, "codes"),
+    script:
+        "../../scripts/bigwig_track.py"

@@ -11,7 +11,7 @@ scripts are thin callers; tests and the comparison's cells call these too.
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from numapore.execution.hosts import HostConfig, check_host_against_machine
@@ -61,6 +61,7 @@ def run_alignment(
     pool: int = 1,
     minimap2_preset: str = "",
     batch: int = 0,
+    keep: Callable[[], None] | None = None,
 ) -> StepRun:
     """Align reads of an input kind (reads2: the R2 mates of pairs; minimap2_preset: minimap2's
     -x where the kind lets a user choose it) into a sorted BAM under the host's alignment
@@ -68,7 +69,8 @@ def run_alignment(
     whole bwa batches (numapore.execution.shards.split_short_reads), other reads round-robin.
     pool > 1: that many unbound processes on shards, split and merged as instances are (the
     tests run the instances' split on a one-node machine so). batch: bwa's -K (config
-    short_reads.bwa_batch_bases; 0: the kind's)."""
+    short_reads.bwa_batch_bases; 0: the kind's). keep: a check run once the BAM is written,
+    before it gets its name (its error leaves nothing under that name)."""
     topology = check_host_against_machine(host)
     print(host_line(host), file=sys.stderr)
     longest = ALIGNERS[aligner].max_read_length
@@ -119,6 +121,8 @@ def run_alignment(
             shard_suffixes=("." + reads_format(reads).removesuffix(".gz"), ".bam"),
         )
         write_record(record, plan, run, host.path, overrides=host.overrides)
+        if keep is not None:
+            keep()
     return run
 
 

@@ -68,6 +68,10 @@ class InputKind:
     # takes about 5 times the CPU seconds of level 1, for a file read once.
     rewrites_sorted_bam: bool = False
     minimap2_index: str = "map-ont"  # the preset minimap2's index is built with (its -x)
+    # The platform its reads' BAM/CRAM header names (numapore.inputs.bam_header: "PacBio",
+    # "Oxford Nanopore"); "" for kinds whose reads are not BAM/CRAM. A header naming another
+    # platform stops the run (numapore.workflow.input_checks).
+    platform: str = ""
     # The config key with which a user chooses minimap2's -x for this kind ("": minimap2_index).
     minimap2_preset_setting: str = ""
 
@@ -172,6 +176,7 @@ KINDS = {
             ),
             read_accounting=True,
             minimap2_preset_setting="modbam.minimap2_preset",
+            platform="Oxford Nanopore",
         ),
         InputKind(
             name="hifi",
@@ -197,6 +202,7 @@ KINDS = {
             ),
             read_accounting=True,
             minimap2_index="map-hifi",
+            platform="PacBio",
         ),
         InputKind(
             name="short",
@@ -238,14 +244,23 @@ DEFAULT_KIND = "signal"
 MODBAM_SUFFIXES = (".bam", ".cram")
 
 
-def infer_kind(declared: str, signal: str, reads: str, key: str, reads2: str = "") -> str:
+# The kind a user may mean by a platform's name
+PLATFORM_KINDS = {"pacbio": "hifi", "ont": "modbam", "nanopore": "modbam", "illumina": "short"}
+
+
+def infer_kind(
+    declared: str, signal: str, reads: str, key: str, reads2: str = "", pacbio: bool = False
+) -> str:
     """The kind of a sheet row: its `kind` column when given, else short when it has a second
-    reads file (`reads2`), a modBAM when the reads are a BAM/CRAM, signal when it names raw
-    signal. InputError when it cannot be told."""
+    reads file (`reads2`), a modBAM when the reads are a BAM/CRAM (hifi when its header says
+    PacBio: pacbio), signal when it names raw signal. InputError when it cannot be told."""
     if declared:
         if declared not in KINDS:
+            meant = PLATFORM_KINDS.get(declared.lower(), declared.lower())
+            hint = f"; did you mean `{meant}`?" if meant in KINDS else ""
             raise InputError(
-                f"{key}: kind {declared!r} is not an input kind; kinds are {', '.join(KINDS)}"
+                f"{key}: kind {declared!r} is not an input kind; kinds are "
+                f"{', '.join(KINDS)}{hint}"
             )
         if reads2 and not KINDS[declared].paired:
             raise InputError(
@@ -256,7 +271,7 @@ def infer_kind(declared: str, signal: str, reads: str, key: str, reads2: str = "
     if reads2:
         return "short"
     if reads.lower().endswith(MODBAM_SUFFIXES):
-        return "modbam"
+        return "hifi" if pacbio else "modbam"
     if signal:
         return "signal"
     raise InputError(

@@ -22,6 +22,7 @@ from __future__ import annotations
 import fcntl
 import io
 import os
+import re
 import stat
 import subprocess
 from collections.abc import Callable
@@ -52,6 +53,9 @@ MN_MISMATCH = "MN tag does not match its sequence length: tags dropped (as htsli
 NAMED_IN_LOG = 20  # reads of a kind named in the log; the listing names them all
 PIPE_BUFFER = 1 << 20  # bytes a pipe from samtools fastq, or to the aligner, holds
 FASTQ_BLOCK = 4 << 20  # bytes of FASTQ checked at a time (more for a longer record)
+# What htslib says of a BAM/CRAM cut short or corrupt (lower case).
+DAMAGED_INPUT = ("truncated", "failed to read bgzf", "failed to read bam record", "inflate",
+                 "invalid bam binary", "crc", "failed to read header")  # fmt: skip
 
 
 @dataclass
@@ -320,6 +324,13 @@ def samtools_error(source: Path, reference: Path, error: str, returncode: int) -
             f"{reference} nor that file holds it; give that FASTA as the sample's reference"
         )
     lines = [x for x in error.splitlines() if not x.startswith("[M::")]
+    damaged = [x for x in lines if any(m in x.lower() for m in DAMAGED_INPUT)]
+    if damaged:  # samtools then says it could not write: the input is at fault, not the output
+        detail = re.sub(r"^\[[A-Z]::\w+\] ", "", damaged[0])
+        return InputError(
+            f"reads file {source} is truncated or damaged: samtools cannot read it to its end "
+            f"({detail}); copy or download it again in full"
+        )
     detail = lines[-1] if lines else f"exit {returncode}"
     return InputError(f"reads file {source}: samtools cannot read it: {detail}")
 
@@ -328,13 +339,17 @@ def stage_modbam_reads(
     source: Path, output: Path, reference: Path, threads: int, fai: Path | None = None,
     listing: Path | None = None, ids: Path | None = None,
     check_first: Callable[[], None] | None = None,
+    finish: Callable[[StagedReads], None] | None = None,
 ) -> StagedReads:  # fmt: skip
     """Write source's reads as FASTQ with their tags to output (complete or absent), the reads
     staged without calls with the reason to listing, and the reads' ids to the read id table
     ids; InputError when nothing usable is there or a read id repeats. fai: the sample's
     reference index, to tell whether an aligned input was aligned to another reference.
     check_first: a check run once output is open (its InputError closes it: an aligner
-    reading it as a pipe sees its end, rather than waiting for it to open)."""
+    reading it as a pipe sees its end, rather than waiting for it to open). finish: run with
+    what staging counted once every check passed, before output closes: what it writes (the
+    counts) is there when an aligner reading the pipe sees its end, and its InputError fails
+    the staging before that end."""
     # Imported here, not with the module: the workflow imports StagedReads when it starts, and
     # the read id tables' module loads polars (about 0.4 s of CPU a Snakemake start).
     from numapore.inputs.readids import IdColumnBuilder, repeats, write_read_id_table
@@ -440,7 +455,25 @@ def stage_modbam_reads(
             with atomic_output(listing) as tmp_listing:
                 rows = "".join(f"{name}\t{why}\n" for name, why in untagged)
                 Path(tmp_listing).write_text("read_id\treason\n" + rows)
+        if finish is not None:
+            finish(staged)
     return staged
+
+
+class StagingFailed(InputError):
+    """The staging whose reads streamed into an align job failed (it said why, in its own
+    `numapore:` line): the align job keeps nothing and only points at it."""
+
+
+def check_streamed_staging(counts: Path, sample: str, log: str) -> None:
+    """StagingFailed when the staging whose reads streamed into an align job failed: it writes its
+    counts before the reads end (stage_modbam_reads' finish) and Snakemake removes them before it
+    runs, so the reads' end without them is a failure, whose own line its log gives."""
+    if not counts.is_file():
+        raise StagingFailed(
+            f"sample '{sample}': its alignment is not kept: the staging of its reads failed "
+            f"(its log {log} says why)"
+        )
 
 
 def mn_mismatched_reads(listing: Path) -> list[str]:

@@ -60,6 +60,39 @@ def vcf_sample(path: Path, sample: str, key: str) -> str:
     )
 
 
+def is_phased_heterozygous(genotype: str) -> bool:
+    """Whether a GT value is phased ('|') with two different called alleles (0|1, 1|2): what
+    WhatsHap tags a read's haplotype from."""
+    alleles = genotype.split("|")
+    return len(alleles) > 1 and len(set(alleles) - {"."}) > 1
+
+
+def check_phased_genotypes(path: Path, sample: str, key: str) -> None:
+    """InputError naming key, the VCF and its sample when no record of the VCF has a phased
+    heterozygous genotype (GT 0|1) for the sample (WhatsHap would tag no read: empty haplotype
+    bedMethyl files); read until the first one."""
+    names, _ = vcf_header(path, key)
+    column = 9 + names.index(sample)
+    records = 0
+    for line in vcf_lines(path):
+        if line.startswith("#") or not line.strip():
+            continue
+        records += 1
+        fields = line.rstrip("\n").split("\t")
+        keys = fields[8].split(":") if len(fields) > column else []
+        if "GT" in keys:
+            values = fields[column].split(":")
+            position = keys.index("GT")
+            if position < len(values) and is_phased_heterozygous(values[position]):
+                return
+    what = f"none of its {records} records has a" if records else "it has no record, hence no"
+    raise InputError(
+        f"{key}: phased VCF {path}: {what} phased heterozygous genotype (GT 0|1) for sample "
+        f"'{sample}' (0/1 is unphased): WhatsHap would tag no read and the haplotype bedMethyl "
+        "files would be empty; give the VCF a phasing wrote (whatshap phase)"
+    )
+
+
 def fai_lengths(fai: Path) -> dict[str, int]:
     """Contig -> length from a faidx index."""
     rows = (line.split("\t") for line in fai.read_text().splitlines() if line)

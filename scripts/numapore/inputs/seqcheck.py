@@ -53,11 +53,22 @@ class SequenceCheck:
         return self.blank_lines or self.cr_line_ends or (kind == "reads" and self.lowercase)
 
 
+def is_bam(path: Path) -> bool:
+    """Whether a gzip (BGZF) file holds a BAM: its text starts with BAM's magic."""
+    try:
+        with gzip.open(path, "rb") as raw:
+            return raw.read(4) == b"BAM\1"
+    except (OSError, EOFError):
+        return False
+
+
 def open_text(path: Path) -> TextIO:
     """Open a FASTA/FASTQ file as text with universal line ends; its compression must match its
     name (tools choose gzip by the .gz suffix)."""
     compressed = is_gzip(path)
     named_gz = path.name.lower().endswith(".gz")
+    if compressed and is_bam(path):
+        raise InputError(f"{path}: is a BAM file (alignments), not FASTA/FASTQ text")
     if compressed and not named_gz:
         raise InputError(
             f"{path}: is gzip-compressed but its name does not end in .gz; rename it "

@@ -12,9 +12,10 @@ if TYPE_CHECKING:  # pandas only where a sheet is read: jobs import reads_format
     import pandas as pd
 
 from numapore.base.errors import InputError
+from numapore.inputs.bam_header import PACBIO, header_platform, read_header
 from numapore.inputs.kinds import DEFAULT_KIND, KINDS, MODBAM_SUFFIXES, InputKind, infer_kind
 from numapore.inputs.modbam_reads import has_mod_tags
-from numapore.inputs.phasing import vcf_sample
+from numapore.inputs.phasing import check_phased_genotypes, vcf_sample
 from numapore.inputs.schema import check_sheet
 from numapore.inputs.seqcheck import open_text
 
@@ -213,6 +214,7 @@ def check_modbam_reads(path: Path, key: str) -> None:
         expected = b"CRAM" if path.name.lower().endswith(".cram") else b"\x1f\x8b"
         if not magic.startswith(expected):
             raise InputError(f"{key}: reads file {path} is not a {path.suffix[1:].upper()} file")
+        read_header(path, key)  # a truncated file stops here, not partway through its staging
         return
     if not reads_format(path).startswith("fastq"):
         raise InputError(
@@ -345,7 +347,9 @@ def load_samples(table: pd.DataFrame, sheet: Path, base: Path) -> dict[str, Samp
         reads2 = row.reads2 if "reads2" in table.columns else ""
         group = row.group if "group" in table.columns else ""
         vcf = row.phased_vcf if "phased_vcf" in table.columns else ""
-        kind = KINDS[infer_kind(declared, signal_text, row.reads, key, reads2)]
+        # A BAM/CRAM of no declared kind: its header tells PacBio HiFi from nanopore reads.
+        pacbio = not declared and header_platform(base / row.reads)[0] == PACBIO
+        kind = KINDS[infer_kind(declared, signal_text, row.reads, key, reads2, pacbio)]
         if kind.needs_signal and not signal_text:
             what = "an empty signal field" if column else "no signal column"
             raise InputError(f"{key}: a {kind.name} sample needs raw signal, but it has {what}")
@@ -377,7 +381,7 @@ def check_phased_vcf(sample: Sample, kind: InputKind, key: str) -> None:
             f"hifi); a {kind.name} sample's pileup reads nanopolish's calls, not its reads: "
             "leave its phased_vcf field empty"
         )
-    vcf_sample(sample.phased_vcf, sample.name, key)
+    check_phased_genotypes(sample.phased_vcf, vcf_sample(sample.phased_vcf, sample.name, key), key)
 
 
 def check_staged_input(sample: Sample, kind: InputKind, key: str) -> None:
@@ -399,6 +403,7 @@ def simulated_samples(simulate: dict[str, dict], base: Path, folder: Path) -> di
         check_reference(reference, f"config simulate.{name}")
         out = folder / name
         kind = KINDS[settings.get("kind", DEFAULT_KIND)]
+        check_simulated_truth(name, settings, kind.name)
         if not kind.needs_signal:  # the simulator's basecalled modBAM
             samples[name] = Sample(
                 name, (), out / "reads.modbam.bam", reference, signal_format="", kind=kind.name,
@@ -410,6 +415,22 @@ def simulated_samples(simulate: dict[str, dict], base: Path, folder: Path) -> di
                 group=settings.get("group", ""),
             )  # fmt: skip
     return samples
+
+
+def check_simulated_truth(name: str, settings: dict, kind: str) -> None:
+    """InputError for a simulate: setting that would make nothing: HP tags on reads that carry
+    no tags, a group that differs in no region."""
+    where = f"config simulate.{name}"
+    if settings.get("haplotagged", 0) and kind != "modbam":
+        raise InputError(
+            f"{where}.haplotagged: {settings['haplotagged']} is for kind modbam (its reads carry "
+            f"HP tags); {name} is a {kind} sample, whose calls carry none: set {where}.kind: modbam"
+        )
+    if settings.get("group_differs") and not settings.get("group_regions", 0):
+        raise InputError(
+            f"{where}.group_differs: true, but {where}.group_regions is 0: no region would "
+            "differ (give the number of DMRs, the same in every sample of the cohort)"
+        )
 
 
 def combine_samples(

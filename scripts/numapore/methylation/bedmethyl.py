@@ -97,6 +97,18 @@ def f32(x: float) -> float:
     return _F32.unpack(_F32.pack(x))[0]
 
 
+def f32_text(x: float) -> str:
+    """x as Rust's Display writes an f32: the shortest digits that read back as the same
+    float32, never an exponent (33.333336, 50, 0.1, NaN, inf)."""
+    if x != x:
+        return "NaN"
+    if x in (float("inf"), float("-inf")):
+        return "inf" if x > 0 else "-inf"
+    import numpy as np
+
+    return np.format_float_positional(np.float32(x), unique=True, trim="-")
+
+
 def code_key(code: str) -> tuple:
     """modkit's order of modification codes, that of its rows (derived Ord of ModCodeRepr):
     one-letter codes by character, then ChEBI numbers by value."""

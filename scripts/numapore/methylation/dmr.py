@@ -254,6 +254,22 @@ def contig_groups(sites: Mapping[str, int], n: int) -> list[list[str]]:
     return groups
 
 
+def check_sides(contrast: Contrast, code: str, table) -> None:
+    """InputError when a side of the contrast has no valid call of code at any site (every
+    bedMethyl of it empty of that code: haplotype files of reads WhatsHap could not tag, a
+    group of samples whose reads carry other codes): DSS would test no site."""
+    for label, columns in ((contrast.label1, contrast.group1),
+                           (contrast.label2, contrast.group2)):  # fmt: skip
+        if sum(int(table[f"N.{c}"].sum()) for c in columns):
+            continue
+        side = f"group '{label}'" if contrast.kind == "groups" else label
+        files = ", ".join(contrast.sources[c] for c in columns)
+        raise InputError(
+            f"DMR contrast '{contrast.name}': {side} has no valid call of code '{code}' (config "
+            f"dmr.code) in {files}: DSS would test no site"
+        )
+
+
 def write_counts(
     contrast: Contrast, code: str, contigs: Sequence[str], outputs: Sequence[str]
 ) -> list[list[str]]:
@@ -262,6 +278,7 @@ def write_counts(
     import polars as pl
 
     table = count_table(contrast, code, contigs)
+    check_sides(contrast, code, table)
     per_contig = dict(table.group_by("chrom", maintain_order=True).len().iter_rows())
     groups = contig_groups(per_contig, len(outputs))
     for members, path in zip(groups, outputs, strict=True):

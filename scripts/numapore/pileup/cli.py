@@ -138,6 +138,8 @@ def check_compat(args: argparse.Namespace) -> None:
         raise engine.PileupError("--modified-bases needs --ref")
     if args.include_bed and not (args.motif or args.modified_bases):
         raise engine.PileupError("--include-bed needs --motif or --modified-bases in modkit 0.6")
+    if args.max_depth is not None and args.max_depth < 1:
+        raise engine.PileupError(f"--max-depth {args.max_depth}: must be 1 or more")
     if args.max_depth is not None and not args.high_depth:
         raise engine.PileupError("--max-depth needs --high-depth in modkit 0.6")
     if args.prefix and not args.phased:
@@ -154,6 +156,10 @@ def options_from_args(args: argparse.Namespace) -> engine.Options:
     if args.preset and (args.combine_mods or args.cpg or args.combine_strands or args.ignore
                         or args.motif):  # fmt: skip
         raise engine.PileupError("--preset cannot be combined with motif/combine/ignore options")
+    if args.ignore and len(args.ignore) > 1 and not args.ignore.isdigit():
+        raise engine.PileupError(
+            f"--ignore {args.ignore!r}: a code is one letter or a ChEBI number (5hmC is h)"
+        )
     if args.combine_mods and args.ignore:
         raise engine.PileupError("--combine-mods and --ignore cannot be used together")
     if args.no_filtering and args.filter_threshold:
@@ -264,6 +270,10 @@ def run(args: argparse.Namespace, regions: list[str] | None = None) -> int:
         engine.eprint(f"numapore: {err}")
         return 1
     outputs = Outputs(args.out_bed, args.read_listing, args.phased, args.bgzf, args.prefix)
+    for option, path in (("OUT_BED", outputs.files()[0][0]), ("--read-listing", args.read_listing)):
+        if path and os.path.isdir(path):
+            engine.eprint(f"numapore: {path}: is a folder ({option} names a file)")
+            return 1
     return run_options(args.in_bam, outputs, options, regions, args.quiet)
 
 
@@ -277,11 +287,19 @@ def run_options(
     """Run the pileup of in_bam with the engine's options (of the regions only, when given);
     0, or 1 after one `numapore: ` line on stderr."""
     try:
+        used = {}
         for out_bed, haplotype in outputs.files():
             result = write_pileup(
                 in_bam, outputs, out_bed, replace(options, haplotype=haplotype), regions,
                 haplotype is None,
             )  # fmt: skip
+            used[haplotype] = result.stats.used
+        if outputs.phased and regions is None and used[None] and not used[1] + used[2]:
+            remove_outputs(outputs)
+            raise engine.PileupError(
+                f"{in_bam}: --phased, but none of its {used[None]} read(s) carries an HP tag: "
+                "hp1 and hp2 would be empty (tag them first: whatshap haplotag)"
+            )
     except engine.PileupError as err:
         engine.eprint(f"numapore: {err}")
         return 1
@@ -300,6 +318,14 @@ def run_options(
             f"{st.rows} row(s) written"
         )
     return 0
+
+
+def remove_outputs(outputs: Outputs) -> None:
+    """Remove what a refused pileup wrote (its files and their indexes)."""
+    for out_bed, _ in outputs.files():
+        for path in (out_bed, out_bed + ".tbi"):
+            if os.path.exists(path):
+                os.unlink(path)
 
 
 def write_pileup(

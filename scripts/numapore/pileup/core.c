@@ -21,6 +21,8 @@
  * and strand at most, 13 + 4 * PU_MAXC (delete, fail x 4, no call x 4, canonical x 4, code x
  * base; an interval's rows hold pu_ctx.k of them, its codes') */
 #define PU_MAXC 8
+#define PU_FIRST_AT_BASE 32
+#define PU_FIRST_OF_READ 64
 #define PU_K 45
 
 typedef struct {
@@ -56,6 +58,13 @@ typedef struct {
     /* sampled probabilities per canonical base */
     float *values[4];
     int64_t nvalues[4], cap_values[4];
+    /* with sample_states (numapore summary, sample-probs): per value its call's state, 0
+     * canonical or 1 + the registry index of the most likely code, | PU_FIRST_AT_BASE on a
+     * read's first value of the base, | PU_FIRST_OF_READ on its first value; and per base the
+     * registry codes its sampled calls carry (bit k: code k) */
+    int sample_states;
+    uint8_t *states[4];
+    uint32_t sampled_codes[4];
     /* out: why a read was skipped */
     char reason[160];
     /* private scratch */
@@ -257,5 +266,6 @@ void pu_free(pu_ctx *c) {
     free(c->diff);
     free(c->observed);
     for (int b = 0; b < 4; b++) free(c->values[b]);
+    for (int b = 0; b < 4; b++) free(c->states[b]);
     memset(c, 0, sizeof *c);
 }

@@ -54,8 +54,22 @@ from numapore.pileup.common import (  # noqa: F401
     DEFAULT_INTERVAL, ENABLED, SAMPLING_INTERVAL, eprint,
 )  # fmt: skip
 from numapore.pileup.counting_compiled import READ_LISTING_HEADER  # noqa: F401
+
 from numapore.pileup.regions import scatter_regions  # noqa: F401
 from numapore.pileup.inputs import carries_calls  # noqa: F401
+
+# BGZF's end-of-file block: an empty block, the last 28 bytes of a complete BAM
+BGZF_EOF = bytes.fromhex("1f8b08040000000000ff0600424302001b0003000000000000000000")
+
+
+def lacks_end_block(path: str) -> bool:
+    """Whether a BGZF file (a BAM) lacks the empty block that ends every complete one (the SAM
+    specification's 4.1.2), as a file cut short does."""
+    with open(path, "rb") as handle:
+        if handle.read(4) != BGZF_EOF[:4] or os.path.getsize(path) < len(BGZF_EOF):
+            return False
+        handle.seek(-len(BGZF_EOF), os.SEEK_END)
+        return handle.read() != BGZF_EOF
 
 
 def open_inputs(in_bam: str, options: Options):
@@ -64,6 +78,11 @@ def open_inputs(in_bam: str, options: Options):
     if "://" not in in_bam and not os.path.isfile(in_bam):  # htslib would print a line first
         raise PileupError(
             f"{in_bam}: " + ("a folder, not a BAM" if os.path.isdir(in_bam) else "no such file")
+        )
+    if "://" not in in_bam and lacks_end_block(in_bam):
+        raise PileupError(
+            f"{in_bam}: truncated (it lacks the end-of-file block a complete BAM ends with): "
+            "copy or download it again in full"
         )
     index = stale_index(in_bam)
     if index is not None:

@@ -118,6 +118,14 @@ def merge_intervals(ivs: list[tuple[int, int]]) -> list[tuple[int, int]]:
     return [(s, e) for s, e in out]
 
 
+def bed_lines(handle, path: str):
+    """The lines of a BED text file; a binary file (a BAM, a gzipped BED) said in one line."""
+    try:
+        yield from handle
+    except UnicodeDecodeError:
+        raise PileupError(f"{path}: not a BED text file (binary or compressed?)") from None
+
+
 def read_position_filter(path: str, names: dict[str, int]) -> PositionFilter:
     """A BED3/BED6 file as modkit's StrandedPositionFilter (contigs not in the BAM skipped)."""
     per: dict[tuple[int, int], list] = {}
@@ -126,7 +134,7 @@ def read_position_filter(path: str, names: dict[str, int]) -> PositionFilter:
     except OSError as err:
         raise PileupError(f"{path}: cannot read ({err.strerror})") from None
     with handle:
-        for line in handle:
+        for line in bed_lines(handle, path):
             parts = line.split()
             if not parts or len(parts) < 3:
                 continue

@@ -64,9 +64,10 @@ def parse_region(raw: str, bam) -> tuple[str, int, int]:
         name, start, end = raw, 0, None
     if name not in bam.references:
         raise PileupError(f"region {raw!r}: contig {name} is not in the BAM header")
-    if end is None:
-        end = bam.get_reference_length(name)
-    return name, start, end
+    length = bam.get_reference_length(name)
+    if start >= length:
+        raise PileupError(f"region {raw!r} starts past the end of contig {name} ({length} bp)")
+    return name, start, length if end is None else end
 
 
 def reference_records(bam, options: Options, pf: PositionFilter | None):

@@ -49,7 +49,8 @@ static int sample_read_ops(pu_ctx *c, int reverse, const char *seq, int64_t n, c
             }
         }
     }
-    int added = 0;
+    int added = 0, first_of_read = PU_FIRST_OF_READ;
+    int first_at_base[4] = {PU_FIRST_AT_BASE, PU_FIRST_AT_BASE, PU_FIRST_AT_BASE, PU_FIRST_AT_BASE};
     for (int st = 0; st < 2; st++)
         for (int b = 0; b < 4; b++) {
             table_t *t = &s->t[st][b];
@@ -65,11 +66,12 @@ static int sample_read_ops(pu_ctx *c, int reverse, const char *seq, int64_t n, c
                 unsigned pres;
                 probs_at(t, slots, no, ig, q, pr, &pres);
                 float total = 0.0f, mx = -INFINITY;
-                int any = 0;
+                int any = 0, best = -1;
                 for (int j = 0; j < no; j++)
                     if ((pres >> j) & 1) {
                         total = total + pr[j];
                         if (!any || pr[j] > mx) mx = pr[j];
+                        if (pr[j] == mx) best = j; /* Rust's max_by: the last of equals */
                         any = 1;
                     }
                 float can = 1.0f - total;
@@ -77,6 +79,15 @@ static int sample_read_ops(pu_ctx *c, int reverse, const char *seq, int64_t n, c
                 if (c->nvalues[tb] >= c->cap_values[tb]) {
                     c->cap_values[tb] = c->cap_values[tb] * 2 + 4096;
                     c->values[tb] = grow(c->values[tb], c->cap_values[tb] * sizeof(float));
+                    if (c->sample_states) c->states[tb] = grow(c->states[tb], c->cap_values[tb]);
+                }
+                if (c->sample_states) {
+                    int state = any && mx > can ? 1 + t->codes[slots[best]] : 0;
+                    c->states[tb][c->nvalues[tb]] =
+                        (uint8_t)(state | first_at_base[tb] | first_of_read);
+                    first_at_base[tb] = first_of_read = 0;
+                    for (int j = 0; j < no; j++)
+                        if ((pres >> j) & 1) c->sampled_codes[tb] |= 1u << t->codes[slots[j]];
                 }
                 c->values[tb][c->nvalues[tb]++] = v;
                 got = 1;

@@ -71,6 +71,11 @@ def check_settings(settings: Mapping[str, Any]) -> None:
                     f"pileup.{key}: {settings[key]!r} is modkit 0.4's {option}; "
                     'set pileup.modkit: "0.4" or leave it empty'
                 )
+    ignore = str(settings.get("ignore") or "")
+    if len(ignore) > 1 and not ignore.isdigit():
+        raise SettingsError(
+            f"pileup.ignore: {ignore!r} is not a code: one letter or a ChEBI number (5hmC is h)"
+        )
 
 
 def numapore_arguments(options: Options) -> list[str]:

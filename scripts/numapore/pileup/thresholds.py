@@ -64,6 +64,14 @@ def parse_float32(text: str, what: str) -> float:
         raise PileupError(f"failed to parse {what} {text!r}") from None
 
 
+def parse_probability(text: str, what: str) -> float:
+    """A pass threshold, a probability (a percentage is refused: no call would pass it)."""
+    value = parse_float32(text, what)
+    if not 0 <= value <= 1:
+        raise PileupError(f"{what} {text!r} is not a probability from 0 to 1 (70 % is 0.7)")
+    return value
+
+
 def parse_thresholds(raw: list[str], per_mod: dict[str, float]) -> Caller:
     """--filter-threshold values: one default and/or BASE:X per-base values."""
     default, per_base = None, {}
@@ -74,11 +82,11 @@ def parse_thresholds(raw: list[str], per_mod: dict[str, float]) -> Caller:
                 raise PileupError(f"illegal per-base threshold {item!r}, should be e.g. C:0.75")
             if BASE_INDEX[base[0]] in per_base:
                 raise PileupError(f"repeated threshold for base {base[0]}")
-            per_base[BASE_INDEX[base[0]]] = parse_float32(value, "threshold")
+            per_base[BASE_INDEX[base[0]]] = parse_probability(value, "threshold")
         else:
             if default is not None:
                 raise PileupError("default threshold given more than once")
-            default = parse_float32(item, "threshold")
+            default = parse_probability(item, "threshold")
     return Caller(per_base, per_mod, default or 0.0)
 
 
@@ -89,7 +97,12 @@ def parse_mod_thresholds(raw: list[str] | None) -> dict[str, float]:
         parts = item.split(":")
         if len(parts) != 2 or not parts[0]:
             raise PileupError(f"illegal per-mod threshold {item!r}, should be e.g. h:0.8")
-        out[parts[0] if len(parts[0]) == 1 else str(int(parts[0]))] = parse_float32(
+        if len(parts[0]) > 1 and not parts[0].isdigit():
+            raise PileupError(
+                f"illegal per-mod threshold {item!r}: its code is one letter or a ChEBI number "
+                "(5mC is m, 5hmC is h, 6mA is a), e.g. m:0.8"
+            )
+        out[parts[0] if len(parts[0]) == 1 else str(int(parts[0]))] = parse_probability(
             parts[1], "per-mod threshold"
         )
     return out
@@ -145,6 +158,31 @@ def index_counts(bam) -> tuple[dict[int, int], int]:
 def estimate_thresholds(bam_path: str, options: Options, pf: PositionFilter | None) -> Caller:
     """The pass thresholds modkit estimates: the filter percentile of the most likely state's
     probability over sampled calls, per canonical base (exact when every read is sampled)."""
+    core, values = sample_calls(bam_path, options, pf)
+    per_mod = parse_mod_thresholds(options.mod_thresholds)
+    per_base = {}
+    for b in range(4):
+        if b in values:  # numpy made them: the core's join them there
+            from numapore.pileup.sampling import sorted_values
+
+            xs = sorted_values(values[b], core, b)
+            n = len(xs)
+        elif core is not None and core.nvalues[b]:  # sorted in C: millions of values
+            lib.pu_sort_values(core, b)
+            xs, n = core.values[b], core.nvalues[b]
+        else:
+            continue
+        if n:
+            per_base[b] = percentile_linear_interp(xs, n, options.filter_percentile)
+    return Caller(per_base, per_mod, 0.0)
+
+
+def sample_calls(bam_path: str, options: Options, pf: PositionFilter | None, states=False):
+    """The threshold estimate's sample, modkit's ReadIdsToBaseModProbs: the most likely
+    state's probability of each call of the sampled reads, per canonical base, in the core
+    (core.values; with states, core.states and core.sampled_codes too) and, for what the
+    pysam path sampled, in values (per canonical base, lists of float32 arrays). Returns
+    (core, values); with states, a PileupError where the core cannot hold them."""
     edge = options.edge()
     only_mapped = not options.include_unmapped
     bam = open_bam(bam_path)
@@ -178,6 +216,10 @@ def estimate_thresholds(bam_path: str, options: Options, pf: PositionFilter | No
     targets = [t for t in targets if schedule.get(t[0]) is not None or t[0] in schedule]
     values: dict[int, list] = {}  # the pysam path's, per canonical base (the core keeps its own)
     core = new_core(options, None) if common.ENABLED and pf is None else None
+    if states:
+        if core is None:
+            raise PileupError("the calls' states need the compiled core and no position filter")
+        core.sample_states = 1
     reader = BamReader.open(bam_path) if core is not None else None
     seen = reader.seen_names() if reader is not None else set()
     by_pysam = None  # sampling's, opened where the C reader cannot sample
@@ -219,22 +261,9 @@ def estimate_thresholds(bam_path: str, options: Options, pf: PositionFilter | No
         elif frac < 1.0:
             budget = None  # modkit samples these at random; all are used here
         pysam_sample().unplaced(budget)
-    per_mod = parse_mod_thresholds(options.mod_thresholds)
-    per_base = {}
-    for b in range(4):
-        if b in values:  # numpy made them: the core's join them there
-            from numapore.pileup.sampling import sorted_values
-
-            xs = sorted_values(values[b], core, b)
-            n = len(xs)
-        elif core is not None and core.nvalues[b]:  # sorted in C: millions of values
-            lib.pu_sort_values(core, b)
-            xs, n = core.values[b], core.nvalues[b]
-        else:
-            continue
-        if n:
-            per_base[b] = percentile_linear_interp(xs, n, options.filter_percentile)
-    return Caller(per_base, per_mod, 0.0)
+    if states and values:
+        raise PileupError(f"{bam_path}: calls the compiled core cannot read (over 8 codes?)")
+    return core, values
 
 
 def _super_batches(intervals, batch: int, size: int) -> Iterator[list]:

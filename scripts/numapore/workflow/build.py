@@ -5,7 +5,6 @@ the comparison's cells; InputError, one line, for the first setting or input tha
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -34,7 +33,7 @@ from numapore.inputs.sheet import (
     simulated_samples,
 )
 from numapore.methylation.dmr import plan as plan_contrasts
-from numapore.workflow import layout, outputs, tuning_plans
+from numapore.workflow import input_checks, layout, outputs, tuning_plans
 from numapore.workflow.plan import RunPlan
 
 
@@ -88,15 +87,27 @@ def load_run_samples(config: dict[str, Any], schemas: Path, workdir: Path):
 
 
 def load_config(files: Sequence[Path], given: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """The config as Snakemake makes it for the workflow: the files' in order, each over the
-    ones before (nested keys merged), then the command line's --config (given) over them."""
+    """The config as Snakemake makes it for the workflow, keys in its order: files[0] is the
+    workflow's own (the Snakefile's configfile:), the others the --configfile files; given the
+    command line's --config. Snakemake starts from the command line's (the --configfile files
+    merged in order, then --config), merges the workflow's file into it and the command line's
+    over that again: nested keys merged, the command line's keys first."""
+    import copy
+
     import yaml
     from snakemake.utils import update_config
 
-    config: dict[str, Any] = {}
-    for path in files:
-        update_config(config, yaml.safe_load(Path(path).read_text(encoding="utf-8-sig")) or {})
-    update_config(config, dict(given or {}))
+    def read(path: Path) -> dict[str, Any]:
+        return yaml.safe_load(Path(path).read_text(encoding="utf-8-sig")) or {}
+
+    command_line: dict[str, Any] = {}
+    for path in files[1:]:
+        update_config(command_line, read(path))
+    update_config(command_line, dict(given or {}))
+    config = copy.deepcopy(command_line)
+    if files:
+        update_config(config, read(files[0]))
+        update_config(config, command_line)
     return config
 
 
@@ -172,20 +183,68 @@ def build(
             )
         )
     plan.notes += [("warning", f"numapore: {n}") for s in samples.values() for n in s.notes]
+    input_checks.check_platforms(plan)
     plan.tuning_name = tuning.tuning_name(config, executor)
     if main_process:
-        os.environ[tuning.NAME_ENV] = plan.tuning_name
+        plan.environment[tuning.NAME_ENV] = plan.tuning_name
     try:
         plan.tune = tuning_plans.host_tuning(plan, main_process)
         plan.tune_pileup = tuning_plans.pileup_tuning(plan, set(threads_given), main_process)
     except ValueError as err:
         raise InputError(str(err)) from None
     plan_dmr_contrasts(plan)
+    check_cohort(plan)
+    input_checks.check_dmr_codes(plan)
+    check_tracks(plan)
     plan.compare_cells = [
         cell.name
         for cell in matrix({**config["compare"], "steps": plan.compare_steps()}, plan.aligner)
     ]
     return plan
+
+
+def check_tracks(plan: RunPlan) -> None:
+    """config tracks.mod_codes: each entry codes (a letter or a ChEBI number) separated by
+    commas, no entry twice (one file each)."""
+    seen = set()
+    for i, entry in enumerate(plan.config["tracks"]["mod_codes"]):
+        where = f"config tracks.mod_codes[{i}]"
+        for code in str(entry).split(","):
+            name = input_checks.CODE_NAMES.get(code.strip().lower())
+            if name:
+                raise InputError(
+                    f"{where}: {entry!r}: {code!r} is modkit's --modified-bases name; "
+                    f"its code is {name}"
+                )
+            if not (len(code) == 1 and code.isalpha() or code.isdigit()):
+                raise InputError(
+                    f"{where}: {entry!r} is not modification codes (a letter such as m, h, a, or "
+                    "a ChEBI number; several separated by commas, no spaces: h,m)"
+                )
+        codes = ",".join(sorted(str(entry).split(",")))
+        if codes in seen:
+            raise InputError(f"{where}: {entry!r} is given twice (the same track)")
+        seen.add(codes)
+
+
+def check_cohort(plan: RunPlan) -> None:
+    """config cohort: a min_samples that is neither a number from 1 nor `all`, or that no
+    cohort table of the run has samples enough for (it would be empty)."""
+    given = plan.config["cohort"]["min_samples"]
+    if given != "all" and (isinstance(given, str) or given < 1):
+        fix = "; did you mean `all`?" if str(given).strip().lower() == "all" else ""
+        raise InputError(
+            f"config cohort.min_samples: {given!r} is neither a number of samples from 1 nor "
+            f"all{fix}"
+        )
+    for index in plan.cohort_tables():
+        ref, motif = Path(index).parent.name, Path(index).name.split(".")[2]
+        samples = plan.cohort_samples(ref, motif)
+        if given != "all" and given > len(samples):
+            raise InputError(
+                f"config cohort.min_samples: {given} is more than the {len(samples)} samples of "
+                f"the cohort table of {ref} ({motif}: {', '.join(samples)}): it would be empty"
+            )
 
 
 def plan_dmr_contrasts(plan: RunPlan) -> None:
@@ -208,7 +267,7 @@ def plan_dmr_contrasts(plan: RunPlan) -> None:
         simulated = config["simulate"].get(sample)
         if simulated is not None and not simulated.get("haplotagged", 0):
             return f"simulate.{sample}.haplotagged is 0: its reads carry no HP tags"
-        return ""
+        return input_checks.no_haplotags(plan, plan.samples[sample])
 
     contrasts = plan_contrasts(
         config["dmr"],

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 from numapore.execution.runstate import replaced_results
 from numapore.inputs.modbam_reads import StagedReads
+from numapore.methylation.cohort import dropped_lines, read_sample_counts
 from numapore.report.empty import SampleOutputs, closing_lines
 from numapore.workflow import layout
 from numapore.workflow.jobs import step_records
@@ -89,6 +90,39 @@ def location_lines(rules: set[str]) -> list[str]:
             "cell: summary.tsv; the host file to adopt: recommended-host.yaml)"
         )
     return lines
+
+
+def cohort_lines(plan: RunPlan) -> list[str]:
+    """Per cohort table, the samples of which its filters (config cohort:) kept no site, and
+    the table itself when they emptied it."""
+    lines = []
+    for index in plan.cohort_tables():
+        ref, name = Path(index).parent.name, Path(index).name
+        aligner, motif = name.removeprefix("cohort.").split(".")[:2]
+        counts = Path(layout.cohort_samples(ref, aligner, motif))
+        if counts.is_file():
+            read, kept = read_sample_counts(counts)
+            table = layout.cohort_table(ref, aligner, motif)
+            filters = plan.cohort_filters(ref, motif)
+            lines += [f"numapore: {line}" for line in dropped_lines(table, read, kept, filters)]
+    return lines
+
+
+def after_run_lines(plan: RunPlan, rules: set[str]) -> list[tuple[str, str]]:
+    """What a successful run says last, in order, as (level, line): what the conversion and the
+    staging left out, where the reports are (rules: the run's jobs' rules), what the cohort
+    tables' filters left out, and last the samples whose main output is empty."""
+
+    def warn(lines: list[str]) -> list[tuple[str, str]]:
+        return [("warning", line) for line in lines]
+
+    return [
+        *warn(rejected_lines(plan)),
+        *warn(modbam_staging_lines(plan)),
+        *[("info", line) for line in location_lines(rules)],
+        *warn(cohort_lines(plan)),
+        *warn(empty_sample_lines(plan)),
+    ]
 
 
 def empty_sample_lines(plan: RunPlan) -> list[str]:

@@ -288,6 +288,25 @@ def phased_outputs(sample: str, aligner: str, motif: str) -> list[str]:
     ]
 
 
+def track_inputs(plan: RunPlan, name: str, aligner: str, motif: str, part: str) -> dict:
+    """What a track reads: the bedMethyl (a haplotype's for part hp1, hp2) and the reference's
+    index (the chromosome sizes)."""
+    suffix = ".bedmethyl.gz" if part == "all" else f".{part}.bedmethyl.gz"
+    return {
+        "bedmethyl": layout.methylation(name, aligner, motif, suffix),
+        "sizes": f"{reference_fasta(plan, name)}.fai",
+    }
+
+
+def track_arguments(plan: RunPlan, codes: str) -> list[str]:
+    """`numapore tobigwig` options (after IN OUT) of a track of codes ('h_m'), as modkit's
+    `bedmethyl tobigwig` takes them (config tracks:), without the sizes."""
+    arguments = ["--mod-codes", codes.replace("_", ",")]
+    if plan.config["tracks"]["negative_strand_values"]:
+        arguments.append("--negative-strand-values")
+    return arguments
+
+
 def cohort_inputs(plan: RunPlan, ref: str, aligner: str, motif: str) -> dict[str, Any]:
     """What the cohort table reads: each of its samples' bedMethyl, and the reference's index
     (its contig order)."""

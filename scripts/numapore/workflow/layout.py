@@ -133,6 +133,19 @@ def cohort_table(ref: str = "{ref}", aligner: str = A, motif: str = M, suffix: s
     return f"{RESULTS}/cohort/{ref}/cohort.{aligner}.{motif}.bed.gz{suffix}"
 
 
+def cohort_samples(ref: str = "{ref}", aligner: str = A, motif: str = M) -> str:
+    """Beside a cohort table: each sample's sites read and kept (config cohort:'s filters)."""
+    return f"{RESULTS}/cohort/{ref}/cohort.{aligner}.{motif}.samples.tsv"
+
+
+def track(
+    sample: str = S, aligner: str = A, motif: str = M, part: str = "{part}", codes="{codes}"
+) -> str:
+    """A bigWig track of a sample's bedMethyl (part 'all', or a haplotype's 'hp1', 'hp2') of
+    the percent modified of codes (summed, as modkit's --mod-codes h,m; named 'h_m')."""
+    return f"{RESULTS}/{sample}/tracks/{sample}.{aligner}.{motif}.{part}.{codes}.bw"
+
+
 # ---- simulated samples
 
 

@@ -113,6 +113,7 @@ def final_outputs(plan: RunPlan) -> list[str]:
             if plan.scored(s):
                 out.append(layout.methylation(s, aligner, "cpg", ".accuracy.tsv"))
         out += report_figures(plan, s, aligner)
+    out += plan.tracks()
     out += dmr_outputs(plan)
     out += plan.cohort_tables()
     out.append(layout.MULTIQC_REPORT)

@@ -16,6 +16,7 @@ from numapore.execution.aligners import ALIGNERS
 from numapore.execution.hosts import HostConfig
 from numapore.inputs.kinds import DEFAULT_KIND, KINDS
 from numapore.inputs.sheet import Sample
+from numapore.methylation.cohort import Filters
 from numapore.methylation.dmr import Contrast
 from numapore.methylation.motifs import MOTIFS
 from numapore.workflow import layout
@@ -39,6 +40,10 @@ class RunPlan:
     contrasts: dict[str, Contrast] = field(default_factory=dict)
     compare_cells: list[str] = field(default_factory=list)
     notes: list[tuple[str, str]] = field(default_factory=list)
+    # What the run's processes hand on to its jobs' (a cluster job parses the workflow again):
+    # set in the environment by the workflow, never by the plan's making (a test's process
+    # builds plans too).
+    environment: dict[str, str] = field(default_factory=dict)
 
     # ---- settings read everywhere
 
@@ -150,6 +155,8 @@ class RunPlan:
             "fmt": r"fast[aq](\.gz)?",
             "signal": "fast5|blow5",
             "cell": r"[a-z0-9.-]+",
+            "part": "all|hp1|hp2",
+            "codes": r"[A-Za-z0-9]+(_[A-Za-z0-9]+)*",
             "motif": "|".join([*MOTIFS, "any"]),
             "preset": "|".join(map(re.escape, presets)),
         }
@@ -194,6 +201,33 @@ class RunPlan:
             for s in self.samples.values()
             if s.reference_name == ref and motif in self.sample_motifs(s)
         ]
+
+    def track_codes(self) -> list[str]:
+        """The tracks' code sets (config tracks.mod_codes) as their files name them: 'h_m'."""
+        return [entry.replace(",", "_") for entry in self.config["tracks"]["mod_codes"]]
+
+    def tracks(self) -> list[str]:
+        """Every bigWig track of the run: per sample with a bedMethyl, per motif and code set;
+        per haplotype too with pileup.phased (samples whose reads carry their tags)."""
+        parts = ["all"]
+        out = []
+        for sample in self.samples.values():
+            phased = self.config["pileup"]["phased"] and sample.input_kind.stages_tagged_reads
+            for motif in self.sample_motifs(sample):
+                for part in parts + (["hp1", "hp2"] if phased else []):
+                    out += [
+                        layout.track(sample.name, self.aligner, motif, part, codes)
+                        for codes in self.track_codes()
+                    ]
+        return out
+
+    def cohort_filters(self, ref: str, motif: str) -> Filters:
+        """The sites a cohort table keeps (config cohort:), min_samples `all` as its samples'
+        count."""
+        settings = self.config["cohort"]
+        given = settings["min_samples"]
+        count = len(self.cohort_samples(ref, motif)) if given == "all" else int(given)
+        return Filters(count, int(settings["min_sample_coverage"]))
 
     def cohort_tables(self) -> list[str]:
         """The cohort tables of the run (their indexes): per reference and motif shared by two

@@ -99,7 +99,7 @@ def host_tuning(plan: RunPlan, main_process: bool) -> dict[str, Any] | None:
             worth, because = tuning.worth_measuring(
                 sample.reads, sample.signal, latency_ms, cells, MIN_MEASURABLE_S
             )
-            os.environ[tuning.PAYBACK_ENV] = "measure" if worth else "skip"
+            plan.environment[tuning.PAYBACK_ENV] = "measure" if worth else "skip"
         else:
             worth, because = decided == "measure", "as the run's main process found"
         if not worth:

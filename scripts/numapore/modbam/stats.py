@@ -1,0 +1,160 @@
+"""`numapore stats`: per BED region, the summed counts of a bgzipped, tabix-indexed bedMethyl,
+as modkit 0.6.1's `modkit stats` writes them:
+
+    numapore stats IN.bed.gz --regions REGIONS.bed -o OUT.tsv [--mod-codes m] [--min-coverage N]
+
+One row per region in BED order: chrom start end name strand, then per code (sorted as modkit
+sorts codes) count_x (sum of N_mod), count_valid_x (sum of N_valid_cov) and percent_x (float32,
+0 without coverage). A + or - region sums that strand's records, a . region both; records with
+N_valid_cov below --min-coverage are left out. A region on a contig the bedMethyl lacks gets no
+row (as in modkit; numapore names it on stderr).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass
+
+from numapore.methylation.bedmethyl import code_key, f32, f32_text, parse_line
+from numapore.modbam.command import CommandError, Parser, add_ignored, run_main
+
+
+@dataclass(frozen=True)
+class Region:
+    """A BED record: BED3 to BED5 are unstranded ('.'), BED6+ give a strand."""
+
+    chrom: str
+    start: int
+    end: int
+    name: str
+    strand: str
+
+
+def read_regions(path: str) -> list[Region]:
+    """The regions of a BED file (leading # lines skipped), in file order."""
+    try:
+        with open(path) as handle:
+            lines = [line.rstrip("\n") for line in handle]
+    except UnicodeDecodeError:
+        raise CommandError(f"{path}: not a BED file (binary)") from None
+    while lines and lines[0].startswith("#"):
+        lines.pop(0)
+    lines = [line for line in lines if line.strip()]
+    if not lines:
+        raise CommandError(f"{path}: no BED regions")
+    stranded = len(lines[0].split("\t")) > 5
+    regions = []
+    for line in lines:
+        fields = line.split("\t")
+        try:
+            chrom, start, end = fields[0], int(fields[1]), int(fields[2])
+        except (IndexError, ValueError):
+            raise CommandError(f"{path}: not a BED line: {line!r}") from None
+        name = fields[3] if len(fields) > 3 else "."
+        strand = fields[5] if stranded and len(fields) > 5 else "."
+        if strand not in ("+", "-", ".") or start < 0 or end < start:
+            raise CommandError(f"{path}: not a BED line: {line!r}")
+        regions.append(Region(chrom, start, end, name, strand))
+    return regions
+
+
+def region_counts(tabix, region: Region, min_coverage: int, codes) -> dict[str, list[int]]:
+    """The region's [sum N_mod, sum N_valid_cov] per code."""
+    counts: dict[str, list[int]] = {}
+    for line in tabix.fetch(region.chrom, region.start, region.end):
+        row = parse_line(line)
+        if row.valid_cov < min_coverage:
+            continue
+        if region.strand != "." and row.strand not in (region.strand, "."):
+            continue
+        code = row.name.split(",")[0]
+        if codes is not None and code not in codes:
+            continue
+        total = counts.setdefault(code, [0, 0])
+        total[0] += row.n_mod
+        total[1] += row.valid_cov
+    return counts
+
+
+def percent_text(n_mod: int, n_valid: int) -> str:
+    """modkit's percent_modified: f32(n_mod / n_valid) * 100 in float32, 0 without coverage."""
+    return f32_text(f32(f32(n_mod / n_valid) * 100.0) if n_valid else 0.0)
+
+
+def stats_lines(in_bed: str, regions: list[Region], min_coverage: int, codes, header: bool):
+    """The output's lines."""
+    import pysam
+
+    if not os.path.isfile(in_bed + ".tbi"):
+        raise CommandError(f"{in_bed}: no tabix index ({in_bed}.tbi); make it with tabix -p bed")
+    try:
+        tabix = pysam.TabixFile(in_bed)
+    except (OSError, ValueError) as err:
+        raise CommandError(f"{in_bed}: not a bgzipped, indexed bedMethyl ({err})") from None
+    with tabix:
+        contigs = set(tabix.contigs)
+        rows = []
+        for region in regions:
+            if region.chrom not in contigs:
+                print(f"numapore stats: the bedMethyl has no contig {region.chrom}: "
+                      f"region {region.name} skipped", file=sys.stderr)  # fmt: skip
+                continue
+            try:
+                rows.append((region, region_counts(tabix, region, min_coverage, codes)))
+            except ValueError as err:
+                raise CommandError(f"{in_bed}: {err}") from None
+    columns = sorted(codes if codes is not None else {c for _, n in rows for c in n}, key=code_key)
+    lines = []
+    if header:
+        names = [
+            f"{kind}_{code}" for code in columns for kind in ("count", "count_valid", "percent")
+        ]
+        lines.append("\t".join(["#chrom", "start", "end", "name", "strand", *names]))
+    for region, counts in rows:
+        cells = [region.chrom, str(region.start), str(region.end), region.name, region.strand]
+        for code in columns:
+            n_mod, n_valid = counts.get(code, (0, 0))
+            cells += [str(n_mod), str(n_valid), percent_text(n_mod, n_valid)]
+        lines.append("\t".join(cells))
+    return lines
+
+
+def run(args) -> None:
+    """Write the table of the parsed command line."""
+    if args.min_coverage < 0:
+        raise CommandError("--min-coverage must be 0 or more")
+    to_file = args.out_table not in ("-", "stdout")
+    if to_file and os.path.exists(args.out_table) and not args.force:
+        raise CommandError(f"{args.out_table} exists (--force to overwrite)")
+    codes = None
+    if args.mod_codes:
+        codes = {code for raw in args.mod_codes for code in raw.split(",") if code}
+    regions = read_regions(args.regions)
+    text = "".join(line + "\n" for line in stats_lines(
+        args.in_bedmethyl, regions, args.min_coverage, codes, not args.no_header
+    ))  # fmt: skip
+    if not to_file:
+        sys.stdout.write(text)
+        return
+    with open(args.out_table, "w") as out:
+        out.write(text)
+
+
+def main(argv: list[str] | None = None, prog: str = "numapore stats") -> int:
+    """Parse argv (default sys.argv[1:]) and run."""
+    parser = Parser(prog=prog, description=__doc__.split("\n\n")[0])
+    parser.add_argument("in_bedmethyl", help="bgzipped bedMethyl with a .tbi beside it")
+    parser.add_argument("--regions", required=True, help="BED of the regions")
+    parser.add_argument("-o", "--out-table", "--out", required=True, help="output, - for stdout")
+    parser.add_argument("-c", "--mod-codes", "--codes", action="append",
+                        help="codes to report (comma-separated; default: all met)")  # fmt: skip
+    parser.add_argument("-m", "--min-coverage", "--min-cov", type=int, default=1)
+    parser.add_argument("--no-header", action="store_true")
+    parser.add_argument("--force", action="store_true", help="overwrite the output")
+    add_ignored(parser, "-t", "--threads", "--io-threads", "--log-filepath", "--log")
+    return run_main(parser, argv, run)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
