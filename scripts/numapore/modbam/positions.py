@@ -1,6 +1,6 @@
 """What the modbam commands of positions and windows share (localize, entropy, pileup-hemi,
-extract-calls): their command lines' error handling (one `numapore:` line, no traceback), modkit's
-options numapore does not offer refused by name, output files, BED features, sizes files, the
+extract-calls): beside command.py's frame (one `numapore:` line, no traceback), modkit's options
+numapore does not offer refused by name (flags too), output files, BED features, sizes files, the
 f32 text modkit writes, and a read's calls at reference positions through the pileup engine's
 MM/ML parser."""
 
@@ -11,29 +11,13 @@ import functools
 import os
 import sys
 from decimal import Decimal, ROUND_HALF_UP
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
 
-from numapore.pileup.common import PileupError
-
-
-class CommandError(Exception):
-    """Bad input or options: one line for the user."""
-
-
-class UsageError(CommandError):
-    """A command line argparse refuses (exit code 2)."""
-
-
-class Parser(argparse.ArgumentParser):
-    """argparse with its errors as UsageError (run_main prints one `numapore:` line)."""
-
-    def error(self, message: str):
-        """Raise instead of printing the usage and exiting."""
-        raise UsageError(f"{self.prog}: {message}")
+from numapore.modbam.command import CommandError, Parser, run_main  # noqa: F401 (shared)
 
 
 class _Refused(argparse.Action):
@@ -56,22 +40,6 @@ def ignored(group, *names: str, flag: bool = False, **kwargs) -> None:
         group.add_argument(*names, action="store_true", help="accepted, ignored")
     else:
         group.add_argument(*names, help="accepted, ignored", **kwargs)
-
-
-def run_main(parser: Parser, argv: Sequence[str] | None, body: Callable) -> int:
-    """Parse argv and run body(args); a bad command line or input is one `numapore:` line
-    (exit 2 for the command line, 1 for the input)."""
-    try:
-        args = parser.parse_args(argv)
-        return body(args) or 0
-    except UsageError as err:
-        print(f"numapore: {err}", file=sys.stderr)
-        return 2
-    except (CommandError, PileupError) as err:
-        print(f"numapore: {err}", file=sys.stderr)
-        return 1
-    except BrokenPipeError:
-        return 1
 
 
 def positive(text: str) -> int:
