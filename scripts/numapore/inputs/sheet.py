@@ -421,10 +421,12 @@ def check_simulated_truth(name: str, settings: dict, kind: str) -> None:
     """InputError for a simulate: setting that would make nothing: HP tags on reads that carry
     no tags, a group that differs in no region."""
     where = f"config simulate.{name}"
-    if settings.get("haplotagged", 0) and kind != "modbam":
+    if settings.get("haplotagged", 0) and not KINDS[kind].stages_tagged_reads:
+        tagged = next(k for k in KINDS if k != kind and KINDS[k].stages_tagged_reads)
         raise InputError(
-            f"{where}.haplotagged: {settings['haplotagged']} is for kind modbam (its reads carry "
-            f"HP tags); {name} is a {kind} sample, whose calls carry none: set {where}.kind: modbam"
+            f"{where}.haplotagged: {settings['haplotagged']} is for kind {tagged} (its reads carry "
+            f"HP tags); {name} is a {kind} sample, whose calls carry none: set {where}.kind: "
+            f"{tagged}"
         )
     if settings.get("group_differs") and not settings.get("group_regions", 0):
         raise InputError(
