@@ -113,14 +113,17 @@ def text_lines(path: str, what: str) -> list[str]:
 
 
 def read_sizes(path: str) -> dict[str, int]:
-    """A sizes file (`chrom<TAB>length`, a .fai's first two columns): lengths by name."""
+    """A sizes file (name and length first on each line: a .fai works): lengths by name."""
     sizes = {}
     for number, line in enumerate(text_lines(path, "a sizes file"), 1):
         parts = line.split()
         if not parts:
             continue
         if len(parts) < 2 or not parts[1].isdigit():
-            raise CommandError(f"{path}: line {number} is not `chrom<TAB>length`")
+            raise CommandError(
+                f"{path}: line {number} is not 'name length' (not `chrom<TAB>length`): "
+                f"{line.rstrip()!r}"
+            )
         sizes[parts[0]] = int(parts[1])
     if not sizes:
         raise CommandError(f"{path}: empty sizes file")

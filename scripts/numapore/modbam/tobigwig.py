@@ -28,20 +28,7 @@ from numapore.methylation.bedmethyl import BedMethylRow, f32, parse_line
 from numapore.base.textfiles import open_maybe_gzip
 from numapore.pileup.inputs import open_bam
 from numapore.modbam.command import CommandError, Parser, add_ignored, run_main
-
-
-def read_sizes(path: str) -> dict[str, int]:
-    """A chromosome sizes file (name and length first on each line; a .fai works)."""
-    sizes = {}
-    with open(path) as handle:
-        for number, line in enumerate(handle, 1):
-            fields = line.split()
-            if not fields:
-                continue
-            if len(fields) < 2 or not fields[1].isdigit():
-                raise CommandError(f"{path}: line {number} is not 'name length': {line.rstrip()!r}")
-            sizes[fields[0]] = int(fields[1])
-    return sizes
+from numapore.modbam.positions import read_sizes
 
 
 def header_sizes(bam_path: str) -> dict[str, int]:
