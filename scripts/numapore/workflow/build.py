@@ -183,7 +183,11 @@ def build(
             )
         )
     plan.notes += [("warning", f"numapore: {n}") for s in samples.values() for n in s.notes]
-    input_checks.check_platforms(plan)
+    # What the inputs themselves say (their headers and first records) is read by the run's own
+    # process only: a cluster job's parses the workflow again, and what the run refused never
+    # reaches a job.
+    if main_process:
+        input_checks.check_platforms(plan)
     plan.tuning_name = tuning.tuning_name(config, executor)
     if main_process:
         plan.environment[tuning.NAME_ENV] = plan.tuning_name
@@ -194,7 +198,8 @@ def build(
         raise InputError(str(err)) from None
     plan_dmr_contrasts(plan)
     check_cohort(plan)
-    input_checks.check_dmr_codes(plan)
+    if main_process:
+        input_checks.check_dmr_codes(plan)
     check_tracks(plan)
     plan.compare_cells = [
         cell.name
@@ -237,8 +242,7 @@ def check_cohort(plan: RunPlan) -> None:
             f"config cohort.min_samples: {given!r} is neither a number of samples from 1 nor "
             f"all{fix}"
         )
-    for index in plan.cohort_tables():
-        ref, motif = Path(index).parent.name, Path(index).name.split(".")[2]
+    for ref, motif in plan.cohorts():
         samples = plan.cohort_samples(ref, motif)
         if given != "all" and given > len(samples):
             raise InputError(

@@ -96,13 +96,11 @@ def cohort_lines(plan: RunPlan) -> list[str]:
     """Per cohort table, the samples of which its filters (config cohort:) kept no site, and
     the table itself when they emptied it."""
     lines = []
-    for index in plan.cohort_tables():
-        ref, name = Path(index).parent.name, Path(index).name
-        aligner, motif = name.removeprefix("cohort.").split(".")[:2]
-        counts = Path(layout.cohort_samples(ref, aligner, motif))
+    for ref, motif in plan.cohorts():
+        counts = Path(layout.cohort_samples(ref, plan.aligner, motif))
         if counts.is_file():
             read, kept = read_sample_counts(counts)
-            table = layout.cohort_table(ref, aligner, motif)
+            table = layout.cohort_table(ref, plan.aligner, motif)
             filters = plan.cohort_filters(ref, motif)
             lines += [f"numapore: {line}" for line in dropped_lines(table, read, kept, filters)]
     return lines

@@ -229,16 +229,19 @@ class RunPlan:
         count = len(self.cohort_samples(ref, motif)) if given == "all" else int(given)
         return Filters(count, int(settings["min_sample_coverage"]))
 
-    def cohort_tables(self) -> list[str]:
-        """The cohort tables of the run (their indexes): per reference and motif shared by two
-        samples or more."""
+    def cohorts(self) -> list[tuple[str, str]]:
+        """The (reference, motif) of each cohort table: those shared by two samples or more."""
         motifs = dict.fromkeys(m for s in self.samples.values() for m in self.sample_motifs(s))
         return [
-            layout.cohort_table(ref, self.aligner, motif, ".tbi")
+            (ref, motif)
             for ref in self.references
             for motif in motifs
             if len(self.cohort_samples(ref, motif)) >= 2
         ]
+
+    def cohort_tables(self) -> list[str]:
+        """The cohort tables of the run (their indexes)."""
+        return [layout.cohort_table(r, self.aligner, m, ".tbi") for r, m in self.cohorts()]
 
     # ---- the comparison
 
