@@ -7,6 +7,7 @@ common.smk only asks it; a test can build it without Snakemake."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -137,15 +138,11 @@ class RunPlan:
     def names_where(self, keep) -> str:
         """A wildcard pattern matching the names of the samples keep(sample) is true of; one
         matching nothing when there is none."""
-        import re
-
         names = [re.escape(s.name) for s in self.samples.values() if keep(s)]
         return "|".join(names) if names else "(?!)"
 
     def wildcard_patterns(self) -> dict[str, str]:
         """The wildcards' patterns (sample names as the sheet schema allows them)."""
-        import re
-
         presets = sorted({k.minimap2_preset(self.config) for k in KINDS.values()})
         return {
             "sample": r"[A-Za-z0-9][A-Za-z0-9_-]*",
@@ -187,8 +184,6 @@ class RunPlan:
 
     def contrast_pattern(self) -> str:
         """A wildcard pattern matching the contrasts' names."""
-        import re
-
         return "|".join(re.escape(n) for n in self.contrasts) or "(?!)"
 
     # ---- the cohort tables
