@@ -1,9 +1,9 @@
 """Rule region_entropy: a region set's table of `numapore entropy --regions` (modkit entropy's
-values) per sample, haplotype and group (numapore.methylation.regions), complete or absent; each
+values) per sample, haplotype and group (numapore.modbam.regions), complete or absent; each
 command in the log, empty said."""
 
 from numapore.base.rulelog import redirect_to_log
-from numapore.methylation.regions import write_entropy
+from numapore.modbam.regions import write_entropy
 
 smk = snakemake  # noqa: F821 (injected by the script directive)
 redirect_to_log(smk)

@@ -1,8 +1,8 @@
 """Rule region_stats: a region set's table of `numapore stats` (modkit stats' values) per sample,
-haplotype and group (numapore.methylation.regions), complete or absent; empty said."""
+haplotype and group (numapore.modbam.regions), complete or absent; empty said."""
 
 from numapore.base.rulelog import redirect_to_log
-from numapore.methylation.regions import write_stats
+from numapore.modbam.regions import write_stats
 
 smk = snakemake  # noqa: F821 (injected by the script directive)
 redirect_to_log(smk)

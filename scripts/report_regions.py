@@ -8,11 +8,5 @@ from numapore.report.regions import regions_report
 
 smk = snakemake  # noqa: F821 (injected by the script directive)
 redirect_to_log(smk)
-regions_report(
-    smk.wildcards.regionset,
-    smk.input.stats,
-    smk.input.entropy,
-    Path(smk.output.png),
-    Path(smk.output.table),
-    Path(smk.output.data),
-)
+outputs = [Path(smk.output[name]) for name in ("png", "table", "data")]
+regions_report(smk.wildcards.regionset, smk.input.stats, smk.input.entropy, *outputs)

@@ -551,7 +551,7 @@ def test_region_tables_equal_stats_and_entropy_by_hand(groups_run, tmp_path):
 def test_an_empty_region_table_names_the_setting(groups_run, tmp_path, capsys):
     """A region set none of whose regions has an entropy window (3 bases): the table has its
     header only, and the job says so naming config regions.<name>; the stats table has its row."""
-    from numapore.methylation import regions
+    from numapore.modbam import regions
 
     work = groups_run
     bed = tmp_path / "tiny.bed"

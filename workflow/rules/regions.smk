@@ -1,4 +1,4 @@
-# Statistics over named region sets (config regions:; numapore.methylation.regions): per set and
+# Statistics over named region sets (config regions:; numapore.modbam.regions): per set and
 # motif, a table of numapore stats (modkit stats' values) over the bedMethyl files and one of
 # numapore entropy --regions (modkit entropy's) over the modBAMs, with rows of every sample,
 # haplotype (pileup.phased) and group; and the report's page and figure of them.

@@ -237,10 +237,10 @@ def check_tracks(plan: RunPlan) -> None:
 
 def check_regions(plan: RunPlan) -> None:
     """config regions: each set's BED file readable, with regions, every line BED and on
-    contigs of every reference of the samples with a bedMethyl (numapore.methylation.regions);
+    contigs of every reference of the samples with a bedMethyl (numapore.modbam.regions);
     a run without such samples refused; a group whose samples have different references named
     (its rows are left out)."""
-    from numapore.methylation import regions
+    from numapore.modbam import regions
 
     sets = plan.region_sets()
     if not sets:

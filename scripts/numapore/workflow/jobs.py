@@ -435,7 +435,7 @@ def compare_cell_files(plan: RunPlan, kind: str) -> list[str]:
     return [path(cell) for cell in plan.compare_cells]
 
 
-# ---- statistics over region sets (config regions:; numapore.methylation.regions)
+# ---- statistics over region sets (config regions:; numapore.modbam.regions)
 
 
 def entropy_threshold(plan: RunPlan, name: str) -> float | None:
