@@ -18,6 +18,8 @@ from numapore.report.comparison_plots import save  # noqa: E402
 from numapore.report.provenance import write_html, write_json  # noqa: E402
 
 MARKERS = {"sample": "o", "haplotype": "^", "group": "s"}
+DRAWN = 40  # regions drawn (the set's first); the tables have them all
+LISTED = 2000  # rows of each table on the page
 LINES = {"sample": "-", "haplotype": ":", "group": "--"}
 
 
@@ -27,15 +29,19 @@ def read_tsv(path: str | Path) -> tuple[list[str], list[list[str]]]:
     return lines[0].split("\t"), [line.split("\t") for line in lines[1:] if line]
 
 
-def html_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
-    """An HTML table of a region table (an empty one says so)."""
+def html_table(header: Sequence[str], rows: Sequence[Sequence[str]], path: str) -> str:
+    """An HTML table of a region table's first LISTED rows (an empty one says so)."""
     if not rows:
         return "<p>No row (the run's log of this table says why).</p>"
+    note = ""
+    if len(rows) > LISTED:
+        note = f"<p>The first {LISTED} of {len(rows)} rows; all in {html.escape(str(path))}.</p>"
+        rows = rows[:LISTED]
     head = "".join(f"<th>{html.escape(c)}</th>" for c in header)
     body = "".join(
         "<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>" for row in rows
     )
-    return f"<table><tr>{head}</tr>{body}</table>"
+    return f"{note}<table><tr>{head}</tr>{body}</table>"
 
 
 def region_label(row: Sequence[str], name_column: int) -> str:
@@ -64,7 +70,8 @@ def regions_report(name: str, stats: str, entropy: str, png: Path, page: Path, d
     panels["mean_entropy"] = series(
         entropy_header, entropy_rows, "mean_entropy", entropy_header.index("region_name")
     )
-    labels = list(dict.fromkeys(region_label(r, 5) for r in stats_rows))
+    every = list(dict.fromkeys(region_label(r, 5) for r in stats_rows))
+    labels = every[:DRAWN]
     size = (max(6, 0.5 * len(labels) + 3), 3 * len(panels))
     fig, axes = plt.subplots(len(panels), 1, figsize=size, squeeze=False)
     for ax, (column, by) in zip(axes[:, 0], panels.items(), strict=True):
@@ -76,15 +83,18 @@ def regions_report(name: str, stats: str, entropy: str, png: Path, page: Path, d
         ax.set_ylabel(column)
         ax.set_xticks(range(len(labels)))
         ax.set_xticklabels(labels, rotation=45, ha="right", fontsize=7)
-    axes[0, 0].set_title(f"region set {name}")
+    shown = f" (the first {DRAWN} of {len(every)} regions)" if len(every) > DRAWN else ""
+    axes[0, 0].set_title(f"region set {name}{shown}")
     axes[0, 0].legend(fontsize=6, ncol=2, loc="best")
     fig.tight_layout()
     save(fig, png)
-    write_json({"regions": labels, "panels": panels}, data)
+    drawn = {c: {w: {r: v for r, v in by.items() if r in labels} for w, by in p.items()}
+             for c, p in panels.items()}  # fmt: skip
+    write_json({"regions": labels, "panels": drawn}, data)
     body = (
         f"<h3>numapore stats (modkit stats) over {html.escape(name)}</h3>"
-        + html_table(stats_header, stats_rows)
+        + html_table(stats_header, stats_rows, stats)
         + f"<h3>numapore entropy (modkit entropy --regions) over {html.escape(name)}</h3>"
-        + html_table(entropy_header, entropy_rows)
+        + html_table(entropy_header, entropy_rows, entropy)
     )
     write_html(f"Region set {name}", body, page)
