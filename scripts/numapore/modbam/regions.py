@@ -44,13 +44,14 @@ ENTROPY_COLUMNS = [
 # ---- the config's region sets, checked before any job
 
 
-def reference_lengths(fasta: str | os.PathLike) -> dict[str, int]:
-    """A reference's contig lengths: from its .fai when there is one, else read from the FASTA
-    (possibly gzip-compressed)."""
-    fai = Path(f"{fasta}.fai")
-    if fai.is_file() and fai.stat().st_mtime >= Path(fasta).stat().st_mtime:
-        with open(fai) as handle:
-            return {f[0]: int(f[1]) for f in (line.split("\t") for line in handle) if len(f) > 1}
+def reference_lengths(fasta: str | os.PathLike, prepared: str | None = None) -> dict[str, int]:
+    """A reference's contig lengths: from a .fai newer than it (its own, or that of its
+    prepared copy), else read from the FASTA (possibly gzip-compressed)."""
+    for fai in (Path(f"{fasta}.fai"), Path(f"{prepared}.fai") if prepared else None):
+        if fai and fai.is_file() and fai.stat().st_mtime >= Path(fasta).stat().st_mtime:
+            with open(fai) as handle:
+                rows = (line.split("\t") for line in handle)
+                return {f[0]: int(f[1]) for f in rows if len(f) > 1}
     lengths: dict[str, int] = {}
     name = None
     with open_maybe_gzip(fasta, "rt") as handle:

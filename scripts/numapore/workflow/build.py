@@ -256,10 +256,11 @@ def check_regions(plan: RunPlan) -> None:
             "config regions: pileup.motif is any: numapore entropy's windows need a motif "
             "(set pileup.motif, e.g. cpg)"
         )
-    references = {
-        plan.samples[n].reference_name: plan.samples[n].reference for n in dict.fromkeys(with_calls)
+    references = {plan.samples[n].reference_name: plan.samples[n].reference for n in with_calls}
+    lengths = {
+        shown(path): regions.reference_lengths(path, layout.reference_fasta(name))
+        for name, path in references.items()
     }
-    lengths = {shown(path): regions.reference_lengths(path) for path in references.values()}
     for name, path in sets.items():
         regions.check_region_set(name, path, lengths)
     for motif in plan.region_motifs():
