@@ -43,6 +43,10 @@ TARGETS = [
     "results/case1/tracks/case1.minimap2.cpg.hp1.m.bw",
     COHORT + ".tbi",  # filtered (the config's cohort:): test_cohort_table_filtered_as_configured
     COHORT.replace(".bed.gz", ".samples.tsv"),
+    # config regions: test_region_tables_equal_stats_and_entropy_by_hand
+    *[f"results/regions/{name}/{name}.minimap2.cpg.{what}.tsv" for name in ("truth", "tiles")
+      for what in ("stats", "entropy")],  # fmt: skip
+    "results/regions/truth/truth.minimap2.cpg.report.html",
 ]
 SAMPLES = ["case1", "case2", "control1", "control2"]
 
@@ -415,3 +419,156 @@ def test_tracks_of_the_run(groups_run):
                 if end == start + 1
             }
         assert found == expected and len(found) > 100, part
+
+
+# ---- statistics over regions (config regions:, .test/config-groups.yaml's two sets)
+
+
+def table_by(path: Path) -> dict[tuple[str, str], list[dict[str, str]]]:
+    """A region table's rows by (level, of), each a dict of its columns."""
+    header, *rows = [line.split("\t") for line in path.read_text().splitlines()]
+    out: dict[tuple[str, str], list[dict[str, str]]] = {}
+    for row in rows:
+        out.setdefault((row[0], row[1]), []).append(dict(zip(header, row, strict=True)))
+    return out
+
+
+def merged_bedmethyl(paths: list[Path], out: Path) -> str:
+    """The bedMethyl files' counts summed per record (modkit bedmethyl merge's sums), bgzipped
+    and indexed, written here row by row from the files."""
+    sums: dict[tuple, list[int]] = {}
+    for path in paths:
+        with gzip.open(path, "rt") as handle:
+            for line in handle:
+                f = line.rstrip("\n").split("\t")
+                key = (f[0], int(f[1]), int(f[2]), f[3], f[5])
+                counts = [int(f[9])] + [int(x) for x in f[11:18]]
+                sums[key] = [a + b for a, b in zip(sums.get(key, [0] * 8), counts, strict=True)]
+    lines = []
+    for (chrom, start, end, code, strand), (valid, *rest) in sorted(sums.items()):
+        percent = f"{100 * rest[0] / valid:.2f}" if valid else "0.00"
+        cells = [chrom, start, end, code, valid, strand, start, end, "255,0,0", valid, percent]
+        lines.append("\t".join(map(str, [*cells, *rest])) + "\n")
+    out.write_text("".join(lines))
+    return pysam.tabix_index(str(out), preset="bed", force=True)
+
+
+def stats_by_hand(bed: str, regions: Path, out: Path) -> list[dict[str, str]]:
+    """`numapore stats` (modkit stats) run on a bedMethyl with its defaults."""
+    from numapore.modbam import stats
+
+    assert stats.main([bed, "--regions", str(regions), "-o", str(out), "--force"]) == 0
+    header, *rows = [line.split("\t") for line in out.read_text().splitlines()]
+    header[0] = header[0].lstrip("#")
+    return [dict(zip(header, row, strict=True)) for row in rows]
+
+
+def entropy_by_hand(bams: list[str], reference: Path, regions: Path, out: Path, threshold=None):
+    """`numapore entropy --regions` (modkit entropy) run on the modBAMs: its regions.bed rows."""
+    from numapore.modbam import entropy
+
+    args = [a for bam in bams for a in ("--in-bam", bam)]
+    args += ["--ref", str(reference), "--cpg", "--regions", str(regions), "-o", str(out)]
+    assert entropy.main(args + (["--filter-threshold", threshold] if threshold else [])) == 0
+    return (out / "regions.bed").read_text().splitlines()
+
+
+def sample_probs_threshold(bam: str, out: Path) -> str:
+    """The pass threshold of C at the 10th percentile (pileup.filter_percentile, the pileup's
+    default) as `numapore sample-probs` (modkit modbam sample-probs) gives it."""
+    from numapore.modbam import sample_probs
+
+    assert sample_probs.main([bam, "-p", "0.1", "-o", str(out)]) == 0
+    rows = [line.split() for line in (out / "thresholds.tsv").read_text().splitlines()]
+    return next(row[2] for row in rows if row[0] == "C")
+
+
+def test_region_tables_equal_stats_and_entropy_by_hand(groups_run, tmp_path):
+    """config regions: (.test/config-groups.yaml's truth regions and 4 kb tiles): each set's
+    stats table holds, per sample, haplotype and group, the rows of `numapore stats` run by hand
+    on its bedMethyl (a group's: the merge of its samples' files, summed by hand), and its
+    entropy table the rows of `numapore entropy --regions` on its modBAM (a haplotype's reads
+    by `samtools view -d HP:N`, at its sample's threshold; a group's modBAMs together, at the
+    float32 mean of its samples'), the thresholds as `numapore sample-probs` estimates them."""
+    work = groups_run
+    reference = work / "results/references/ecoli_window/ecoli_window.fa"
+    groups = {"case": ["case1", "case2"], "control": ["control1", "control2"]}
+    bam = {s: str(work / f"results/{s}/align/{s}.minimap2.bam") for s in [*SAMPLES, "demo"]}
+    threshold = {s: sample_probs_threshold(b, tmp_path / f"{s}.probs") for s, b in bam.items()}
+    hp_bams = {}
+    for s, path in bam.items():
+        for hp in (1, 2):
+            hp_bams[s, hp] = str(tmp_path / f"{s}.hp{hp}.bam")
+            subprocess.run(["samtools", "view", "-b", "-d", f"HP:{hp}", "-o", hp_bams[s, hp],
+                            path], check=True)  # fmt: skip
+            pysam.index(hp_bams[s, hp])
+    for name in ("truth", "tiles"):
+        regions = REPO / f".test/regions-{name}.bed"
+        count = sum(1 for line in regions.read_text().splitlines() if not line.startswith("#"))
+        stats = table_by(work / f"results/regions/{name}/{name}.minimap2.cpg.stats.tsv")
+        entropy = table_by(work / f"results/regions/{name}/{name}.minimap2.cpg.entropy.tsv")
+        expected_stats, expected_entropy = {}, {}
+        for s in [*SAMPLES, "demo"]:
+            bed = str(bedmethyl(work, s))
+            expected_stats["sample", s] = stats_by_hand(bed, regions, tmp_path / "s.tsv")
+            expected_entropy["sample", s] = entropy_by_hand([bam[s]], reference, regions,
+                                                            tmp_path / "e")  # fmt: skip
+            for hp in (1, 2):
+                hp_bed = bed.replace(".bedmethyl", f".hp{hp}.bedmethyl")
+                key = ("haplotype", f"{s}.hp{hp}")
+                expected_stats[key] = stats_by_hand(hp_bed, regions, tmp_path / "s.tsv")
+                expected_entropy[key] = entropy_by_hand(
+                    [hp_bams[s, hp]], reference, regions, tmp_path / "e", threshold[s]
+                )
+        for group, members in groups.items():
+            merged = merged_bedmethyl([bedmethyl(work, s) for s in members], tmp_path / "m.bed")
+            expected_stats["group", group] = stats_by_hand(merged, regions, tmp_path / "s.tsv")
+            mean = np.float32(sum(np.float32(threshold[s]) for s in members) / len(members))
+            expected_entropy["group", group] = entropy_by_hand(
+                [bam[s] for s in members], reference, regions, tmp_path / "e", repr(float(mean))
+            )
+        assert list(stats) == list(expected_stats)
+        assert list(entropy) == [k for k, rows in expected_entropy.items() if rows]  # in order
+        for key, hand in expected_stats.items():
+            assert len(stats[key]) == len(hand) == count, (name, key)
+            for ours, row in zip(stats[key], hand, strict=True):
+                assert {c: ours[c] for c in row} == row, (name, key)
+                assert all(ours[c] == "0" for c in set(ours) - set(row) - {"level", "of"})
+        for key, hand in expected_entropy.items():
+            rows = ["\t".join(list(row.values())[2:]) for row in entropy.get(key, [])]
+            assert rows == hand, (name, key)
+        assert sum(len(v) for v in expected_entropy.values()) > 5 * count
+        # the groups differ where the truth says: dmr regions' percent modified
+        if name == "truth":
+            case, control = stats["group", "case"], stats["group", "control"]
+            gaps = [abs(float(a["percent_m"]) - float(b["percent_m"])) for a, b in
+                    zip(case, control, strict=True) if a["name"].startswith("dmr")]  # fmt: skip
+            assert min(gaps) > 30
+    page = (work / "results/regions/truth/truth.minimap2.cpg.report.html").read_text()
+    assert "numapore entropy" in page and "group" in page and "dmr1" in page
+
+
+def test_an_empty_region_table_names_the_setting(groups_run, tmp_path, capsys):
+    """A region set none of whose regions has an entropy window (3 bases): the table has its
+    header only, and the job says so naming config regions.<name>; the stats table has its row."""
+    from numapore.modbam import regions
+
+    work = groups_run
+    bed = tmp_path / "tiny.bed"
+    bed.write_text("ecoli_window\t100\t103\ttiny\n")
+    entity = {
+        "level": "sample", "of": "case1", "threshold": None, "percentile": 0.1,
+        "bams": [str(work / "results/case1/align/case1.minimap2.bam")],
+        "bedmethyl": [str(bedmethyl(work, "case1"))],
+        "reference": str(work / "results/references/ecoli_window/ecoli_window.fa"),
+    }  # fmt: skip
+    out = tmp_path / "tiny.entropy.tsv"
+    assert regions.write_entropy([entity], str(bed), "cpg", True, str(out), "tiny") == 0
+    assert out.read_text() == "\t".join(regions.ENTROPY_COLUMNS) + "\n"
+    err = capsys.readouterr().err.splitlines()
+    assert err[-1] == (
+        f"numapore: {out} has no row: no region of {bed} has an entropy window (cpg: 4 "
+        "positions within 50 bases, each read by 3 reads or more, numapore entropy's defaults) "
+        "(config regions.tiny)"
+    )
+    assert regions.write_stats([entity], str(bed), str(tmp_path / "s.tsv"), "tiny") == 1

@@ -260,8 +260,14 @@ def test_groups_config_contrasts_and_cohort(clone):
     per_sample = [p for s in names for p in modbam_sample_outputs(s, phased=True)]
     # the config's tracks: [m] of every sample and (pileup.phased) its haplotypes
     tracks = [f"results/{s}/tracks/{s}.minimap2.cpg.{part}.m.bw" for s in names for part in PARTS]
-    assert outputs.final_outputs(found) == [*per_sample, *tracks, *dmr, cohort, MULTIQC]
-    assert len(outputs.final_outputs(found)) == 5 * 15 + 5 * 3 + 2 * 5 + 1 + 1
+    # the config's regions: (truth, tiles): per set its stats and entropy tables, its report
+    regions = [
+        f"results/regions/{name}/{name}.minimap2.cpg.{what}"
+        for name in ("truth", "tiles")
+        for what in ("stats.tsv", "entropy.tsv", "report.html", "report.png")
+    ]
+    assert outputs.final_outputs(found) == [*per_sample, *tracks, *dmr, cohort, *regions, MULTIQC]
+    assert len(outputs.final_outputs(found)) == 5 * 15 + 5 * 3 + 2 * 5 + 1 + 2 * 4 + 1
     assert outputs.multiqc_inputs(found)["custom"][-1] == "results/multiqc/numapore_dmr_mqc.tsv"
     assert jobs.dmr_counts_inputs(found, "case1_hp1_vs_hp2")["tbi"] == [
         bed.format("case1", f".{hp}") + ".tbi" for hp in ("hp1", "hp2")

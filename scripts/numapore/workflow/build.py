@@ -5,6 +5,7 @@ the comparison's cells; InputError, one line, for the first setting or input tha
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -201,6 +202,8 @@ def build(
     if main_process:
         input_checks.check_dmr_codes(plan)
     check_tracks(plan)
+    if main_process:
+        check_regions(plan)
     plan.compare_cells = [
         cell.name
         for cell in matrix({**config["compare"], "steps": plan.compare_steps()}, plan.aligner)
@@ -230,6 +233,49 @@ def check_tracks(plan: RunPlan) -> None:
         if codes in seen:
             raise InputError(f"{where}: {entry!r} is given twice (the same track)")
         seen.add(codes)
+
+
+def check_regions(plan: RunPlan) -> None:
+    """config regions: each set's BED file readable, with regions, every line BED and on
+    contigs of every reference of the samples with a bedMethyl (numapore.modbam.regions);
+    a run without such samples refused; a group whose samples have different references named
+    (its rows are left out)."""
+    from numapore.modbam import regions
+
+    sets = plan.region_sets()
+    if not sets:
+        return
+    with_calls = [n for m in plan.region_motifs() for n in plan.region_samples(m)]
+    if not with_calls:
+        raise InputError(
+            "config regions: no sample of the run has a bedMethyl (methylation calls) to "
+            "summarise over the regions"
+        )
+    if "any" in plan.region_motifs():
+        raise InputError(
+            "config regions: pileup.motif is any: numapore entropy's windows need a motif "
+            "(set pileup.motif, e.g. cpg)"
+        )
+    references = {plan.samples[n].reference_name: plan.samples[n].reference for n in with_calls}
+    lengths = {
+        shown(path): regions.reference_lengths(path, layout.reference_fasta(name))
+        for name, path in references.items()
+    }
+    for name, path in sets.items():
+        regions.check_region_set(name, path, lengths)
+    for motif in plan.region_motifs():
+        left_out = set(plan.groups) - set(plan.region_groups(motif))
+        for group in sorted(g for g in left_out if set(plan.groups[g]) & set(with_calls)):
+            plan.notes.append(
+                ("warning", f"numapore: config regions: group {group!r} has no rows in the "
+                 "region tables: its samples are on different references")
+            )  # fmt: skip
+
+
+def shown(path: Path) -> str:
+    """A path as messages show it: from the working directory when it is under it."""
+    relative = os.path.relpath(path)
+    return str(path) if relative.startswith("..") else relative
 
 
 def check_cohort(plan: RunPlan) -> None:

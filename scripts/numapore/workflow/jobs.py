@@ -433,3 +433,66 @@ def compare_cell_files(plan: RunPlan, kind: str) -> list[str]:
         "benchmark": lambda cell: layout.benchmark("compare_cell", f"{cell}.tsv"),
     }[kind]
     return [path(cell) for cell in plan.compare_cells]
+
+
+# ---- statistics over region sets (config regions:; numapore.modbam.regions)
+
+
+def entropy_threshold(plan: RunPlan, name: str) -> float | None:
+    """The pass threshold of a sample's entropy, its pileup's: pileup.filter_threshold when a
+    number, the probability of nanopolish's LLR threshold for called reads; None: estimated."""
+    threshold = plan.config["pileup"]["filter_threshold"]
+    if threshold != "auto":
+        return float(threshold)
+    if plan.samples[name].input_kind.runs("call_methylation"):
+        return llr_probability(plan.config["methylation"]["call_threshold"])
+    return None
+
+
+def region_entities(plan: RunPlan, aligner: str, motif: str) -> list[dict[str, Any]]:
+    """Who a region set's tables have rows of, in order: each sample with a bedMethyl of the
+    motif, then its haplotypes (pileup.phased), then each group (of one reference): per entity
+    level, name ('of'), bedMethyl files (stats) and what its entropy reads."""
+    percentile = float(plan.config["pileup"]["filter_percentile"])
+    entities = []
+
+    def entity(level, of, bams, beds, reference, threshold=None, **more):
+        return {"level": level, "of": of, "bams": bams, "bedmethyl": beds, "threshold": threshold,
+                "reference": reference, "percentile": percentile, **more}  # fmt: skip
+
+    for name in plan.region_samples(motif):
+        bam, reference = pileup_bam(plan, name, aligner, motif), reference_fasta(plan, name)
+        threshold = entropy_threshold(plan, name)
+        bed = layout.methylation(name, aligner, motif, ".bedmethyl.gz")
+        entities.append(entity("sample", name, [bam], [bed], reference, threshold))
+        for hp in plan.region_haplotypes(name):
+            bed = layout.methylation(name, aligner, motif, f".{hp}.bedmethyl.gz")
+            entities.append(
+                entity("haplotype", f"{name}.{hp}", [bam], [bed], reference,
+                       haplotype=int(hp[-1]), mean_of=[(bam, threshold)])  # fmt: skip
+            )
+    for group, members in plan.region_groups(motif).items():
+        bams = [pileup_bam(plan, m, aligner, motif) for m in members]
+        beds = [layout.methylation(m, aligner, motif, ".bedmethyl.gz") for m in members]
+        thresholds = [entropy_threshold(plan, m) for m in members]
+        mean_of = list(zip(bams, thresholds, strict=True))
+        reference = reference_fasta(plan, members[0])
+        entities.append(entity("group", group, bams, beds, reference, mean_of=mean_of))
+    return entities
+
+
+def region_inputs(plan: RunPlan, aligner: str, motif: str, what: str) -> dict[str, list[str]]:
+    """What a region set's table reads: 'stats' the bedMethyl files (with their indexes),
+    'entropy' the modBAMs and references (with theirs)."""
+    entities = region_entities(plan, aligner, motif)
+    if what == "stats":
+        beds = list(dict.fromkeys(b for e in entities for b in e["bedmethyl"]))
+        return {"bedmethyl": beds, "tbi": [f"{b}.tbi" for b in beds]}
+    bams = list(dict.fromkeys(b for e in entities for b in e["bams"]))
+    references = list(dict.fromkeys(e["reference"] for e in entities))
+    return {
+        "bams": bams,
+        "bai": [f"{b}.bai" for b in bams],
+        "references": references,
+        "fai": [f"{r}.fai" for r in references],
+    }

@@ -146,6 +146,20 @@ def track(
     return f"{RESULTS}/{sample}/tracks/{sample}.{aligner}.{motif}.{part}.{codes}.bw"
 
 
+def region_table(
+    name: str = "{regionset}", aligner: str = A, motif: str = M, what: str = "{what}"
+) -> str:
+    """A region set's table (config regions:) of a motif: 'stats' (numapore stats) or
+    'entropy' (numapore entropy --regions), a row per region of each sample, haplotype, group."""
+    return f"{RESULTS}/regions/{name}/{name}.{aligner}.{motif}.{what}.tsv"
+
+
+def region_report(name: str = "{regionset}", aligner: str = A, motif: str = M, suffix="") -> str:
+    """A region set's report files by suffix: '.html' (its tables), '.png' (its figure),
+    '.data.json' (the figure's numbers)."""
+    return f"{RESULTS}/regions/{name}/{name}.{aligner}.{motif}.report{suffix}"
+
+
 # ---- simulated samples
 
 

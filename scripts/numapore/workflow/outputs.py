@@ -116,6 +116,7 @@ def final_outputs(plan: RunPlan) -> list[str]:
     out += plan.tracks()
     out += dmr_outputs(plan)
     out += plan.cohort_tables()
+    out += plan.region_tables()
     out.append(layout.MULTIQC_REPORT)
     return out
 

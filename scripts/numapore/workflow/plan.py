@@ -238,6 +238,56 @@ class RunPlan:
         """The cohort tables of the run (their indexes)."""
         return [layout.cohort_table(r, self.aligner, m, ".tbi") for r, m in self.cohorts()]
 
+    # ---- statistics over region sets (config regions:)
+
+    def region_sets(self) -> dict[str, str]:
+        """The region sets: name -> BED file (config regions:)."""
+        return dict(self.config["regions"])
+
+    def region_samples(self, motif: str) -> list[str]:
+        """The samples with a bedMethyl of the motif, in the run's order."""
+        return [s.name for s in self.samples.values() if motif in self.sample_motifs(s)]
+
+    def region_haplotypes(self, name: str) -> list[str]:
+        """A sample's haplotypes with a bedMethyl of their own (pileup.phased): hp1, hp2."""
+        phased = self.config["pileup"]["phased"]
+        return (
+            ["hp1", "hp2"] if phased and self.samples[name].input_kind.stages_tagged_reads else []
+        )
+
+    def region_groups(self, motif: str) -> dict[str, list[str]]:
+        """The groups with rows in the region tables: their samples with a bedMethyl of the
+        motif, when those share one reference."""
+        with_motif = set(self.region_samples(motif))
+        groups = {}
+        for group, members in self.groups.items():
+            kept = [m for m in members if m in with_motif]
+            if kept and len({self.samples[m].reference_name for m in kept}) == 1:
+                groups[group] = kept
+        return groups
+
+    def region_motifs(self) -> list[str]:
+        """The motifs some sample has a bedMethyl of: one pair of region tables each."""
+        return list(dict.fromkeys(m for s in self.samples.values() for m in self.sample_motifs(s)))
+
+    def region_tables(self) -> list[str]:
+        """Every region set's tables (stats, entropy) and report files, per motif."""
+        return [
+            path
+            for name in self.region_sets()
+            for motif in self.region_motifs()
+            for path in (
+                layout.region_table(name, self.aligner, motif, "stats"),
+                layout.region_table(name, self.aligner, motif, "entropy"),
+                layout.region_report(name, self.aligner, motif, ".html"),
+                layout.region_report(name, self.aligner, motif, ".png"),
+            )
+        ]
+
+    def region_set_pattern(self) -> str:
+        """A wildcard pattern matching the region sets' names."""
+        return "|".join(re.escape(n) for n in self.region_sets()) or "(?!)"
+
     # ---- the comparison
 
     def compare_sample(self) -> Sample:
