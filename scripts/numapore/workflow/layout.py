@@ -146,6 +146,11 @@ def track(
     return f"{RESULTS}/{sample}/tracks/{sample}.{aligner}.{motif}.{part}.{codes}.bw"
 
 
+def igv_session(ref: str = "{ref}") -> str:
+    """An IGV session of a reference and every track of its samples."""
+    return f"{RESULTS}/tracks/{ref}.igv_session.xml"
+
+
 # ---- simulated samples
 
 
