@@ -21,8 +21,9 @@ PARTS = {"all": "all reads", "hp1": "haplotype 1", "hp2": "haplotype 2"}
 
 
 def relative(path: str | os.PathLike, start: str | os.PathLike) -> str:
-    """path as seen from the folder start (IGV resolves a session's paths from its folder)."""
-    return Path(os.path.relpath(Path(path).resolve(), Path(start).resolve())).as_posix()
+    """path as seen from the folder start (IGV resolves a session's paths from its folder);
+    links are kept (the reference is a link in results/references/ to the user's file)."""
+    return Path(os.path.relpath(os.path.abspath(path), os.path.abspath(start))).as_posix()
 
 
 def write_igv_session(
