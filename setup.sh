@@ -55,8 +55,9 @@ test_apt_packages=(
     slurm-wlm munge slurmdbd mariadb-server
     # the concurrency tests trace which files each job writes
     strace
-    # the report tests open the HTML reports in a headless browser
-    chromium)
+    # the report tests open the HTML reports in a headless browser, and the tracks in IGV
+    # (headless under Xvfb; xvfb-run needs xauth)
+    chromium igv xvfb xauth)
 $tests && apt_packages+=("${test_apt_packages[@]}")
 requirements=(requirements.txt)
 $tests && requirements+=(requirements-tests.txt)

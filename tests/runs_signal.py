@@ -37,6 +37,8 @@ from project import write_project
 
 BIN = Path(sys.executable).parent
 SIGNAL_TEST_CONFIG = REPO / ".test" / "config-signal.yaml"
+# The report run's tracks (config tracks:, off by default): its report lists them.
+REPORT_TRACKS = "tracks={mod_codes: [m]}"
 SSM1 = "expected/multi-fast5-output/ssm1_zlib.blow5"  # slow5tools' own BLOW5 (zlib, no svb)
 ECOLI_BAM = "results/ecoli/align/ecoli.minimap2.bam"
 
@@ -259,16 +261,15 @@ def demo_run(tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def report_run(tmp_path_factory, ecoli_dir) -> tuple[Path, subprocess.CompletedProcess]:
     """.test/config-signal.yaml as a user runs it (its small demo; resources/ linked as in the
-    repository), with the E. coli reads on region.fa in the sheet: the default target, then
-    `--report`; returns the folder and the first run's output."""
+    repository), with the E. coli reads on region.fa in the sheet and 5mC tracks on: the default
+    target, then `--report`; returns the folder and the first run's output."""
 
     def make(work: Path) -> None:
         write_project(work, [ecoli_row(ecoli_dir, ecoli_dir / "region.fa")])
         (work / "resources").symlink_to(REPO / "resources")
-        run_logged(work, "--configfile", str(SIGNAL_TEST_CONFIG))
-        run_workflow(
-            work, "--configfile", str(SIGNAL_TEST_CONFIG), "--report", "results/report.html"
-        )
+        config = ("--configfile", str(SIGNAL_TEST_CONFIG), "--config", REPORT_TRACKS)
+        run_logged(work, *config)
+        run_workflow(work, *config, "--report", "results/report.html")
 
     work = shared_run(tmp_path_factory, "report", make)
     return work, kept_output(work)

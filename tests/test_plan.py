@@ -95,7 +95,7 @@ def signal_sample_outputs(s: str, motifs=("cpg",), aligner="minimap2") -> list[s
     ]
 
 
-def modbam_sample_outputs(s: str, phased: bool = False) -> list[str]:
+def modbam_sample_outputs(s: str, phased: bool = False, tracks: bool = False) -> list[str]:
     """A simulated modBAM sample's files: the alignment and its QC, the pileup's CpG bedMethyl,
     what staging counted, (phased) the bedMethyl per haplotype, the CpG accuracy, the read
     accounting, and the report (no accuracy figure: that one reads nanopolish's calls)."""
@@ -109,7 +109,7 @@ def modbam_sample_outputs(s: str, phased: bool = False) -> list[str]:
         f"{run}.accuracy.tsv",
         f"results/{s}/{s}.minimap2.accounting.tsv",
         *report(s, "minimap2", "alignment_qc.png", "methylation.png", "accounting.png"),
-        *report(s, "minimap2", "provenance.html"),
+        *report(s, "minimap2", "provenance.html", *(["tracks.html"] if tracks else [])),
     ]
 
 
@@ -257,17 +257,19 @@ def test_groups_config_contrasts_and_cohort(clone):
         "beds": [bed.format(s, "") for s in names],
         "fai": "results/references/ecoli_window/ecoli_window.fa.fai",
     }
-    per_sample = [p for s in names for p in modbam_sample_outputs(s, phased=True)]
+    per_sample = [p for s in names for p in modbam_sample_outputs(s, phased=True, tracks=True)]
     # the config's tracks: [m] of every sample and (pileup.phased) its haplotypes
     tracks = [f"results/{s}/tracks/{s}.minimap2.cpg.{part}.m.bw" for s in names for part in PARTS]
+    session = "results/tracks/ecoli_window.igv_session.xml"
     # the config's regions: (truth, tiles): per set its stats and entropy tables, its report
     regions = [
         f"results/regions/{name}/{name}.minimap2.cpg.{what}"
         for name in ("truth", "tiles")
         for what in ("stats.tsv", "entropy.tsv", "report.html", "report.png")
     ]
-    assert outputs.final_outputs(found) == [*per_sample, *tracks, *dmr, cohort, *regions, MULTIQC]
-    assert len(outputs.final_outputs(found)) == 5 * 15 + 5 * 3 + 2 * 5 + 1 + 2 * 4 + 1
+    expected = [*per_sample, *tracks, session, *dmr, cohort, *regions, MULTIQC]
+    assert outputs.final_outputs(found) == expected
+    assert len(expected) == 5 * 16 + 5 * 3 + 1 + 2 * 5 + 1 + 2 * 4 + 1
     assert outputs.multiqc_inputs(found)["custom"][-1] == "results/multiqc/numapore_dmr_mqc.tsv"
     assert jobs.dmr_counts_inputs(found, "case1_hp1_vs_hp2")["tbi"] == [
         bed.format("case1", f".{hp}") + ".tbi" for hp in ("hp1", "hp2")

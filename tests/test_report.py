@@ -7,17 +7,24 @@ in headless Chromium (no console errors, every sample shown)."""
 from __future__ import annotations
 
 import base64
+import gzip
 import io
 import json
+import os
 import shlex
 import subprocess
+import xml.etree.ElementTree as ET
 from pathlib import Path
 
+import matplotlib.image
 import numpy as np
 import pysam
 import pandas as pd
 import pytest
+import pybigtools
 from browser import Browser
+from igv import missing as igv_missing
+from igv import snapshot as igv_snapshot
 from conftest import primary_mapped
 from tables import read_table
 
@@ -38,6 +45,7 @@ ITEMS = [
     ("Read accounting", "accounting plot", "accounting.png"),
     ("Read accounting", "accounting table", "accounting.html"),
     ("Provenance", "provenance", "provenance.html"),
+    ("Tracks", "tracks", "tracks.html"),  # the report run turns 5mC tracks on
 ]
 
 
@@ -172,6 +180,45 @@ def test_provenance_page_shows_the_run_records_and_tool_versions(report_run, sam
 def nonzero(counts):
     """The non-zero entries of a dict of counts (MultiQC shows other samples' fates as 0)."""
     return {k: v for k, v in counts.items() if v}
+
+
+def test_tracks_listed_in_the_report_and_opened_in_igv(report_run, tmp_path):
+    """Each sample's tracks page lists every bigWig in results/<sample>/tracks, each with as many
+    intervals as its bedMethyl has 5mC rows; each reference's IGV session names its FASTA and
+    its samples' tracks; IGV itself (headless, under Xvfb) opens the demo's session without an
+    error and draws its track."""
+    assert igv_missing() == [], "./setup.sh --tests installs igv, xvfb and xauth"
+    work, _ = report_run
+    sessions: dict[str, list[Path]] = {}
+    for sample in SAMPLES:
+        listed = figure_data(work, sample, "tracks")
+        tracks = sorted(out(work, sample, "tracks").glob("*.bw"))
+        assert [t["file"] for t in listed["tracks"]] == [t.name for t in tracks] != []
+        for row in listed["tracks"]:
+            bed = f"methylation/{sample}.{ALIGNER}.{row['motif']}.bedmethyl.gz"
+            with gzip.open(out(work, sample, bed), "rt") as rows:
+                assert row["intervals"] == sum(line.split("\t")[3] == "m" for line in rows)
+        sessions.setdefault(listed["session"], []).extend(tracks)
+    assert len(sessions) == 2  # the demo's reference and the E. coli sample's region.fa
+    for session, tracks in sessions.items():
+        root = ET.parse(work / session).getroot()
+        folder = (work / session).parent
+        fasta = Path(os.path.normpath(folder / root.get("genome")))
+        assert fasta.parent.parent == work / "results/references" and fasta.exists()
+        shown = [Path(os.path.normpath(folder / r.get("path"))) for r in root.iter("Resource")]
+        assert shown == tracks
+    session = next(s for s, t in sessions.items() if t[0].name.startswith("demo."))
+    with pybigtools.open(str(sessions[session][0])) as track:
+        chrom, start, _, _ = next((c, *r) for c in track.chroms() for r in track.records(c))
+    root = ET.parse(work / session).getroot()
+    fasta = (work / session).parent / root.get("genome")
+    png, errors = igv_snapshot(
+        work / session, fasta, f"{chrom}:{start + 1}-{start + 2000}", tmp_path
+    )
+    assert errors == [], (tmp_path / "igv.log").read_text()[-3000:]
+    pixels = np.asarray(matplotlib.image.imread(png))[..., :3]
+    # IGV draws a bigWig's bars in its default track colour, (0, 0, 178)
+    assert (np.abs(pixels - np.array([0, 0, 178]) / 255) < 0.02).all(axis=-1).sum() > 10
 
 
 def test_multiqc_report_matches_samtools_and_the_accounting(report_run):

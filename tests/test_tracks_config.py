@@ -11,7 +11,7 @@ from project import REPO
 from test_cohort_filters import groups_clone  # noqa: F401 (a fixture)
 
 from numapore.base.errors import InputError
-from numapore.workflow import build, jobs
+from numapore.workflow import build, jobs, outputs
 
 
 def plan_with(**tracks):
@@ -40,6 +40,20 @@ def test_tracks_per_sample_haplotype_and_codes(groups_clone):  # noqa: F811
         "sizes": "results/references/ecoli_window/ecoli_window.fa.fai",
     }
     assert plan_with(mod_codes=[]).tracks() == []
+
+
+def test_tracks_get_an_igv_session_and_a_report_page(groups_clone):  # noqa: F811
+    """With tracks: one IGV session per reference (every sample's tracks of it), a tracks page
+    in each sample's report; without: neither."""
+    plan = plan_with(mod_codes=["m"])
+    final = outputs.final_outputs(plan)
+    assert plan.igv_sessions() == ["results/tracks/ecoli_window.igv_session.xml"]
+    assert plan.reference_tracks("ecoli_window") == plan.tracks()
+    assert "results/tracks/ecoli_window.igv_session.xml" in final
+    assert "results/case1/report/case1.minimap2.tracks.html" in final
+    untracked = plan_with(mod_codes=[])
+    assert untracked.igv_sessions() == []
+    assert not any("tracks" in path for path in outputs.final_outputs(untracked))
 
 
 @pytest.mark.parametrize(

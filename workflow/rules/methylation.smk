@@ -378,3 +378,21 @@ rule bigwig_track:
         arguments=ask(jobs.track_arguments, "codes"),
     script:
         "../../scripts/bigwig_track.py"
+
+
+# One IGV session per reference: its FASTA and every sample's tracks (numapore.report.tracks).
+rule igv_session:
+    input:
+        tracks=lambda wc: PLAN.reference_tracks(wc.ref),
+        fasta=layout.reference_fasta(),
+        fai=f"{layout.reference_fasta()}.fai",
+    output:
+        layout.igv_session(),
+    log:
+        "results/logs/igv_session/{ref}.log",
+    benchmark:
+        "results/benchmarks/igv_session/{ref}.tsv"
+    conda:
+        "../../envs/python.yaml"
+    script:
+        "../../scripts/igv_session.py"

@@ -134,6 +134,29 @@ rule report_provenance:
         "../../scripts/report_provenance.py"
 
 
+rule report_tracks:
+    input:
+        tracks=lambda wc: PLAN.sample_tracks(wc.sample),
+        session=lambda wc: layout.igv_session(SAMPLES[wc.sample].reference_name),
+    output:
+        page=report(
+            layout.report_file(name="tracks.html"),
+            caption="../report/tracks.rst",
+            category="{sample}",
+            subcategory="Tracks",
+            labels={"sample": "{sample}", "aligner": "{aligner}", "figure": "tracks"},
+        ),
+        data=layout.report_file(name="tracks.data.json"),
+    log:
+        "results/logs/report_tracks/{sample}.{aligner}.log",
+    benchmark:
+        "results/benchmarks/report_tracks/{sample}.{aligner}.tsv"
+    conda:
+        "../../envs/python.yaml"
+    script:
+        "../../scripts/report_tracks.py"
+
+
 rule multiqc_custom_content:
     input:
         lambda wc: [path for run in outputs.multiqc_runs(PLAN).values() for path in run.values()],

@@ -160,6 +160,11 @@ def region_report(name: str = "{regionset}", aligner: str = A, motif: str = M, s
     return f"{RESULTS}/regions/{name}/{name}.{aligner}.{motif}.report{suffix}"
 
 
+def igv_session(ref: str = "{ref}") -> str:
+    """An IGV session of a reference and every track of its samples."""
+    return f"{RESULTS}/tracks/{ref}.igv_session.xml"
+
+
 # ---- simulated samples
 
 

@@ -63,7 +63,9 @@ def report_figures(plan: RunPlan, sample: str, aligner: str) -> list[str]:
         kinds = ["alignment_qc", *(["methylation"] if kind.runs("pileup") else [])]
         kinds += ["accounting"] if kind.read_accounting else []
         kinds.append("provenance")
-    suffix = {"provenance": "html"}  # the others are figures
+    if plan.sample_tracks(sample):
+        kinds.append("tracks")
+    suffix = {"provenance": "html", "tracks": "html"}  # the others are figures
     return [layout.report_file(sample, aligner, f"{k}.{suffix.get(k, 'png')}") for k in kinds]
 
 
@@ -113,7 +115,7 @@ def final_outputs(plan: RunPlan) -> list[str]:
             if plan.scored(s):
                 out.append(layout.methylation(s, aligner, "cpg", ".accuracy.tsv"))
         out += report_figures(plan, s, aligner)
-    out += plan.tracks()
+    out += plan.tracks() + plan.igv_sessions()
     out += dmr_outputs(plan)
     out += plan.cohort_tables()
     out += plan.region_tables()

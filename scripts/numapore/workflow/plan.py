@@ -201,20 +201,34 @@ class RunPlan:
         """The tracks' code sets (config tracks.mod_codes) as their files name them: 'h_m'."""
         return [entry.replace(",", "_") for entry in self.config["tracks"]["mod_codes"]]
 
+    def sample_tracks(self, name: str) -> list[str]:
+        """A sample's bigWig tracks: per motif and code set; per haplotype too with
+        pileup.phased (samples whose reads carry their tags)."""
+        sample = self.samples[name]
+        phased = self.config["pileup"]["phased"] and sample.input_kind.stages_tagged_reads
+        return [
+            layout.track(name, self.aligner, motif, part, codes)
+            for motif in self.sample_motifs(sample)
+            for part in ["all", *(["hp1", "hp2"] if phased else [])]
+            for codes in self.track_codes()
+        ]
+
     def tracks(self) -> list[str]:
-        """Every bigWig track of the run: per sample with a bedMethyl, per motif and code set;
-        per haplotype too with pileup.phased (samples whose reads carry their tags)."""
-        parts = ["all"]
-        out = []
-        for sample in self.samples.values():
-            phased = self.config["pileup"]["phased"] and sample.input_kind.stages_tagged_reads
-            for motif in self.sample_motifs(sample):
-                for part in parts + (["hp1", "hp2"] if phased else []):
-                    out += [
-                        layout.track(sample.name, self.aligner, motif, part, codes)
-                        for codes in self.track_codes()
-                    ]
-        return out
+        """Every bigWig track of the run."""
+        return [track for name in self.samples for track in self.sample_tracks(name)]
+
+    def reference_tracks(self, ref: str) -> list[str]:
+        """The tracks of the samples aligned to reference ref (its IGV session shows them)."""
+        return [
+            track
+            for name, sample in self.samples.items()
+            if sample.reference_name == ref
+            for track in self.sample_tracks(name)
+        ]
+
+    def igv_sessions(self) -> list[str]:
+        """An IGV session per reference that has tracks."""
+        return [layout.igv_session(ref) for ref in self.references if self.reference_tracks(ref)]
 
     def cohort_filters(self, ref: str, motif: str) -> Filters:
         """The sites a cohort table keeps (config cohort:), min_samples `all` as its samples'
