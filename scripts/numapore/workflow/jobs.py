@@ -276,6 +276,7 @@ def pileup_inputs(
         ]
         inputs["shards"] = [f"{shard}.bed" for shard in shards]
         inputs["shard_listings"] = [f"{shard}.pileup_reads.tsv" for shard in shards]
+        inputs["shard_thresholds"] = [f"{shard}.pileup_thresholds.json" for shard in shards]
     return inputs
 
 
@@ -433,3 +434,14 @@ def compare_cell_files(plan: RunPlan, kind: str) -> list[str]:
         "benchmark": lambda cell: layout.benchmark("compare_cell", f"{cell}.tsv"),
     }[kind]
     return [path(cell) for cell in plan.compare_cells]
+
+
+def calls_qc_inputs(plan: RunPlan, name: str, aligner: str, motif: str) -> dict[str, str]:
+    """What the QC of a pileup's calls reads: the modBAM the pileup read, with its index, and
+    the pass thresholds the pileup recorded."""
+    bam = pileup_bam(plan, name, aligner, motif)
+    return {
+        "bam": bam,
+        "bai": f"{bam}.bai",
+        "thresholds": layout.pileup_thresholds(name, aligner, motif),
+    }

@@ -238,6 +238,15 @@ class RunPlan:
         """The cohort tables of the run (their indexes)."""
         return [layout.cohort_table(r, self.aligner, m, ".tbi") for r, m in self.cohorts()]
 
+    # ---- the QC of the calls
+
+    def calls_qc_runs(self) -> list[tuple[str, str]]:
+        """The (sample, motif) of each QC of the calls (config calls_qc): every pileup of a
+        modBAM, a modbam or hifi sample's own calls or a signal sample's modBAM of a motif."""
+        if not self.config.get("calls_qc", True):
+            return []
+        return [(s.name, m) for s in self.samples.values() for m in self.sample_motifs(s)]
+
     # ---- the comparison
 
     def compare_sample(self) -> Sample:
