@@ -131,12 +131,12 @@ def multiqc_inputs(plan: RunPlan) -> dict[str, list[str]]:
         "custom": [
             layout.multiqc_custom("accounting"),
             layout.multiqc_custom("methylation"),
-            *([layout.multiqc_custom("dmr")] if plan.contrasts else []),
             *(
                 [layout.multiqc_custom("calls_qc"), layout.multiqc_custom_plot("calls_qc")]
                 if plan.calls_qc_runs()
                 else []
             ),
+            *([layout.multiqc_custom("dmr")] if plan.contrasts else []),
         ],
     }
 
