@@ -11,6 +11,10 @@ estimate when it estimated one. Both commands' arguments are parsed by their own
 their tables written by their own functions, from one sample of the calls; the job's log gives
 the equivalent command lines.
 
+Under pileup.modkit "0.4" the pileup skips reads whose MM entries are implicit (modkit 0.4.4
+does), which the summary (0.6.1's) reads: their calls are then in the QC's sample, not the
+pileup's; the threshold shown is still the pileup's.
+
 pass.tsv: per canonical base and code ('-' canonical) the threshold, its origin, the calls
 whose most likely state is the code, those reaching the threshold, and their fraction.
 """
