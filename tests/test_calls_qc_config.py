@@ -5,6 +5,7 @@ test_modbam_kind.py (modbam and hifi samples; a scattered pileup's thresholds)."
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -12,6 +13,10 @@ from project import REPO
 from test_cohort_filters import groups_clone  # noqa: F401 (a fixture)
 
 from numapore.base.errors import InputError
+from numapore.modbam.qc import PASS_COLUMNS, calls_qc
+from numapore.pileup.common import Options
+from numapore.pileup.thresholds import Caller, threshold_line, threshold_record
+from numapore.report.calls_qc import calls_qc_report, multiqc_calls_qc
 from numapore.workflow import build, layout, outputs
 
 
@@ -76,4 +81,45 @@ def test_a_mistake_in_the_config_file_names_its_line(groups_clone):  # noqa: F81
         plan_with()
     assert str(err.value) == (
         f"config/config.yaml, line {number}: calls_qc: 'maybe' is not of type 'boolean'"
+    )
+
+
+def test_an_empty_sample_gets_tables_that_say_so(tmp_path):
+    """A sample without calls that allow_empty_samples let through: its pileup recorded no
+    threshold ('no calls'); each QC table says so, the pass table is its header, and the
+    report's figure and MultiQC's row are still made."""
+    record = tmp_path / "thresholds.json"
+    record.write_text(json.dumps(threshold_record(None, Options())))
+    files = {k: str(tmp_path / f"{k}.txt") for k in ("summary", "tsv", "thresholds", "histogram")}
+    files["passing"] = str(tmp_path / "pass.tsv")
+    assert calls_qc(str(tmp_path / "never-read.bam"), str(record), files) == []
+    for kind in ("summary", "tsv", "thresholds", "histogram"):
+        text = Path(files[kind]).read_text()
+        assert text.startswith("# no base modification calls: the pileup had none "), text
+        assert "allow_empty_samples" in text
+    assert Path(files["passing"]).read_text() == "\t".join(PASS_COLUMNS) + "\n"
+    png, table, data = (tmp_path / f"qc.{s}" for s in ("png", "html", "json"))
+    assert calls_qc_report(files, "empty", png, table, data)["pass"] == []
+    assert png.stat().st_size > 0 and "no base modification calls" in table.read_text()
+    mqc = tmp_path / "calls_qc_mqc.tsv"
+    multiqc_calls_qc({"empty.minimap2": [files["passing"], files["histogram"]]}, mqc,
+                     tmp_path / "calls_qc_mqc.json")  # fmt: skip
+    assert mqc.read_text().splitlines()[-2:] == ["Sample\treads sampled", "empty.minimap2\t0"]
+
+
+@pytest.mark.parametrize(
+    "options, source, arguments",
+    [
+        (Options(), "estimated", ["C:0.75"]),
+        (Options(filter_threshold=["0.8"]), "given", ["0.8"]),
+        (Options(no_filtering=True), "none", None),
+    ],
+)
+def test_the_threshold_record_says_where_the_threshold_came_from(options, source, arguments):
+    """The pileup's record: its source, and --filter-threshold values making the same caller."""
+    caller = Caller({1: 0.75}) if source == "estimated" else Caller(default=0.8)
+    record = threshold_record(caller, options)
+    assert (record["source"], record["filter_threshold"]) == (source, arguments)
+    assert threshold_line(record).endswith(
+        {"estimated": "probabilities)", "given": "(given)", "none": "(no filtering)"}[source]
     )

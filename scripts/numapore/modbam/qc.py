@@ -115,17 +115,21 @@ def calls_qc(bam: str, record_path: str, outputs: dict[str, str]) -> list[list[s
     summary_args = summary_arguments(record)
     probs_args = sample_probs_arguments(record)
     print(f"pileup's pass thresholds ({record_path}): {record['source']}")
-    print(f"equivalent: {command_line('summary', bam, summary_args)}")
-    print(f"equivalent: {command_line('summary', bam, [*summary_args, '--tsv'])}")
-    out_dir = str(Path(outputs["thresholds"]).parent)
-    print(
-        f"equivalent: {command_line('sample-probs', bam, [*probs_args, '-o', out_dir, '--hist'])}"
-    )
+    if record["source"] != "no calls":
+        out_dir = str(Path(outputs["thresholds"]).parent)
+        for name, args in (
+            ("summary", summary_args),
+            ("summary", [*summary_args, "--tsv"]),
+            ("sample-probs", [*probs_args, "-o", out_dir, "--hist"]),
+        ):
+            print(f"equivalent: {command_line(name, bam, args)}")
     args = summary.make_parser().parse_args([bam, *summary_args])
     probs = sample_probs.make_parser().parse_args([bam, *probs_args])
     calls = sample(bam, sampling_options(args)) if record["source"] != "no calls" else None
     if calls is None or not calls.bases:
-        why = "the pileup had no calls" if calls is None else "no call in the sampled reads"
+        why = "no call in the sampled reads"
+        if calls is None:  # an empty sample the run let through (allow_empty_samples)
+            why = "the pileup had none (allow_empty_samples: its log says why)"
         note = f"# no base modification calls: {why} ({bam})\n"
         for kind in ("summary", "tsv", "thresholds", "histogram"):
             write_text(outputs[kind], note)
