@@ -8,6 +8,6 @@ from numapore.modbam.qc import calls_qc
 smk = snakemake  # noqa: F821 (injected by the script directive)
 redirect_to_log(smk)
 outputs = {k: smk.output[k] for k in ("summary", "tsv", "thresholds", "histogram", "passing")}
-rows = calls_qc(smk.input.bam, smk.input.thresholds, outputs)
+rows = calls_qc(smk.input.bam, smk.input.thresholds, outputs, smk.params.setting)
 for row in rows:
     print(f"{row[0]} {row[1]}: {row[4]} of {row[5]} calls pass {row[2]} ({row[6]})")

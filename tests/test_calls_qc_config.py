@@ -17,7 +17,7 @@ from numapore.modbam.qc import PASS_COLUMNS, calls_qc
 from numapore.pileup.common import Options
 from numapore.pileup.thresholds import Caller, threshold_line, threshold_record
 from numapore.report.calls_qc import calls_qc_report, multiqc_calls_qc
-from numapore.workflow import build, layout, outputs
+from numapore.workflow import build, jobs, layout, outputs
 
 
 def plan_with(**given):
@@ -44,6 +44,10 @@ def test_every_pileup_of_a_modbam_gets_its_qc_by_default(groups_clone):  # noqa:
     custom = outputs.multiqc_inputs(plan)["custom"]
     assert layout.multiqc_custom("calls_qc") in custom
     assert layout.multiqc_custom_plot("calls_qc") in custom
+    # where each threshold comes from, as the QC names it: modkit's estimate, or a given one
+    assert jobs.threshold_setting(plan, "case1") == "pileup.filter_percentile 0.1"
+    given = plan_with(pileup={"filter_threshold": 0.7})
+    assert jobs.threshold_setting(given, "case1") == "pileup.filter_threshold 0.7"
     off = plan_with(calls_qc=False)
     assert off.calls_qc_runs() == []
     assert not [p for p in outputs.final_outputs(off) if "/qc/" in p or "calls_qc" in p]

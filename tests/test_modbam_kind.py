@@ -650,6 +650,7 @@ def test_calls_qc_at_the_threshold_the_pileup_estimated(modbam_test_run, tmp_pat
     bam = modbam_test_run / f"results/{sample}/align/{sample}.minimap2.bam"
     rows = check_calls_qc(modbam_test_run, sample, "minimap2", "cpg", bam, tmp_path)
     assert {r["threshold_source"] for r in rows} == {"estimated"}
+    assert {r["threshold_setting"] for r in rows} == {"pileup.filter_percentile 0.1"}
     percentiles = (tmp_path / "thresholds.tsv").read_text().split("\n")[1:]
     tenth = {
         fields[0]: fields[2] for fields in map(str.split, percentiles) if fields[1:2] == ["10"]

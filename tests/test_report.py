@@ -239,6 +239,7 @@ def test_calls_qc_equals_summary_and_sample_probs_at_the_pileups_threshold(
     bam = out(work, sample, f"methylation/{sample}.{ALIGNER}.cpg.modbam.bam")
     rows = check_calls_qc(work, sample, ALIGNER, "cpg", bam, tmp_path)
     assert {r["threshold_source"] for r in rows} == {"given"}
+    assert {r["threshold_setting"] for r in rows} == {"methylation.call_threshold 2.0 (LLR)"}
     assert float(rows[0]["threshold"]) == pytest.approx(llr_probability(2.0), abs=1e-7)
     data = figure_data(work, sample, "cpg.calls_qc")
     assert data["pass"] == rows

@@ -19,6 +19,8 @@ rule calls_qc:
         "results/benchmarks/calls_qc/{sample}.{aligner}.{motif}.tsv"
     conda:
         "../../envs/python.yaml"
+    params:
+        setting=ask(jobs.threshold_setting, "sample"),
     script:
         "../../scripts/calls_qc.py"
 

@@ -16,7 +16,8 @@ does), which the summary (0.6.1's) reads: their calls are then in the QC's sampl
 pileup's; the threshold shown is still the pileup's.
 
 pass.tsv: per canonical base and code ('-' canonical) the threshold, its origin, the calls
-whose most likely state is the code, those reaching the threshold, and their fraction.
+whose most likely state is the code, those reaching the threshold, their fraction, the reads
+sampled, and the config setting that decided the threshold.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from numapore.pileup.common import BASES
 
 PASS_COLUMNS = [
     "base", "code", "threshold", "threshold_source", "pass_calls", "all_calls", "pass_fraction",
-    "reads_sampled",
+    "reads_sampled", "threshold_setting",
 ]  # fmt: skip
 DEFAULT_PERCENTILES = (0.1, 0.5, 0.9)
 
@@ -80,7 +81,7 @@ def sample_probs_arguments(record: dict) -> list[str]:
     return [*sampling_arguments(record), "--percentiles", percentiles_of(record)]
 
 
-def pass_rows(calls, per_base: dict, default: float, counts, source: str) -> list[list[str]]:
+def pass_rows(calls, per_base, default, counts, source: str, setting: str) -> list[list[str]]:
     """pass.tsv's rows: per base and code the calls at the threshold (summary's counts)."""
     rows = []
     for b in sorted(calls.bases):
@@ -92,7 +93,7 @@ def pass_rows(calls, per_base: dict, default: float, counts, source: str) -> lis
             total = n_pass + n_fail
             fraction = f32_text(f32(n_pass / total)) if total else "0"
             rows.append([BASES[b], calls.state_code(state), threshold, source, str(n_pass),
-                         str(total), fraction, str(calls.reads)])  # fmt: skip
+                         str(total), fraction, str(calls.reads), setting])  # fmt: skip
     return rows
 
 
@@ -107,9 +108,12 @@ def command_line(name: str, bam: str, args: list[str]) -> str:
     return shlex.join(["numapore", name, bam, *args])
 
 
-def calls_qc(bam: str, record_path: str, outputs: dict[str, str]) -> list[list[str]]:
+def calls_qc(
+    bam: str, record_path: str, outputs: dict[str, str], setting: str = ""
+) -> list[list[str]]:
     """Write the QC of the calls of a modBAM the pileup read (outputs: 'summary', 'tsv',
-    'thresholds', 'histogram', 'passing'); pass.tsv's rows. Without calls (the pileup had
+    'thresholds', 'histogram', 'passing'; setting: the config setting that decided the
+    pileup's threshold, for pass.tsv); pass.tsv's rows. Without calls (the pileup had
     none, or none was sampled) each table says so."""
     record = json.loads(Path(record_path).read_text())
     summary_args = summary_arguments(record)
@@ -146,7 +150,7 @@ def calls_qc(bam: str, record_path: str, outputs: dict[str, str]) -> list[list[s
     }
     for kind, text in texts.items():
         write_text(outputs[kind], text)
-    rows = pass_rows(calls, per_base, default, counts, record["source"])
+    rows = pass_rows(calls, per_base, default, counts, record["source"], setting)
     lines = ["\t".join(PASS_COLUMNS)] + ["\t".join(row) for row in rows]
     write_text(outputs["passing"], "\n".join(lines) + "\n")
     return rows

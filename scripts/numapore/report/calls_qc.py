@@ -98,7 +98,10 @@ def calls_qc_report(
         threshold = numbers["thresholds"][base]
         ax.axvline(threshold, color="k", ls="--", lw=1, label=f"threshold {threshold:.4g}")
         source = SOURCES.get(rows[0]["threshold_source"], rows[0]["threshold_source"])
-        ax.set_title(f"{base}: pileup's threshold {threshold:.4g} ({source})")
+        setting = f": {rows[0]['threshold_setting']}" if rows[0].get("threshold_setting") else ""
+        ax.set_title(
+            f"{base}: pileup's threshold {threshold:.4g} ({source}{setting})", fontsize="medium"
+        )
         ax.set_xlabel("probability of the most likely state (bins of 1/256)")
         ax.set_ylabel("sampled calls")
         ax.set_yscale("log")  # bins listed are non-empty
@@ -111,8 +114,7 @@ def calls_qc_report(
     fig.tight_layout()
     save(fig, png)
     write_json(numbers, data)
-    columns = ["base", "code", "threshold", "threshold_source", "pass_calls", "all_calls",
-               "pass_fraction", "reads_sampled"]  # fmt: skip
+    columns = list(rows[0]) if rows else []
     body = "<table><tr>" + "".join(f"<th>{html.escape(c)}</th>" for c in columns) + "</tr>"
     body += "".join(
         "<tr>" + "".join(f"<td>{html.escape(r[c])}</td>" for c in columns) + "</tr>" for r in rows

@@ -445,3 +445,14 @@ def calls_qc_inputs(plan: RunPlan, name: str, aligner: str, motif: str) -> dict[
         "bai": f"{bam}.bai",
         "thresholds": layout.pileup_thresholds(name, aligner, motif),
     }
+
+
+def threshold_setting(plan: RunPlan, name: str) -> str:
+    """The config setting that decides a sample's pileup threshold, as the QC of the calls
+    names it (options_of decides the threshold itself)."""
+    settings = plan.config["pileup"]
+    if settings["filter_threshold"] != "auto":
+        return f"pileup.filter_threshold {settings['filter_threshold']}"
+    if plan.samples[name].input_kind.runs("call_methylation"):
+        return f"methylation.call_threshold {plan.config['methylation']['call_threshold']} (LLR)"
+    return f"pileup.filter_percentile {settings['filter_percentile']}"
