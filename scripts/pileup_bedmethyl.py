@@ -1,7 +1,9 @@
 """Rules pileup and pileup_shard: a modBAM's calls piled up into bedMethyl (numapore pileup,
 modkit's semantics): the whole, bgzipped and indexed, or a scatter shard's regions as text; the
 equivalent modkit command goes to the log. Both also write the pileup's read listing (each
-mapped primary record once), which the read accounting reads instead of the BAM."""
+mapped primary record once), which the read accounting reads instead of the BAM, and the pass
+thresholds it used (a JSON record, shown by the QC of the calls; a split pileup's shards each
+estimate the same, from the same sampled reads)."""
 
 import json
 import shutil
@@ -21,7 +23,23 @@ from numapore.methylation.bgzf import write_indexed_bed
 from numapore.pileup.modkit_versions import MODKIT_VERSIONS
 from numapore.pileup.settings import emptying_filter, filter_setting, modkit_command
 from numapore.pileup.settings import numapore_arguments
+from numapore.pileup.thresholds import threshold_line, threshold_record
 from numapore.report.empty import no_calls_reason, no_rows_reason
+
+
+def write_record(path, record: dict) -> None:
+    """A threshold record (threshold_record) as JSON, and its line on the log."""
+    print(f"numapore pileup: {threshold_line(record)}")
+    Path(path).write_text(json.dumps(record, indent=1) + "\n")
+
+
+def shards_record(paths: list[str]) -> dict:
+    """The thresholds of a split pileup: its shards', the same in each shard with calls."""
+    records = [json.loads(Path(p).read_text()) for p in paths]
+    used = [r for r in records if r["source"] != "no calls"] or records[:1]
+    if any(r != used[0] for r in used):
+        raise RuntimeError(f"the pileup's shards used different pass thresholds: {paths}")
+    return used[0]
 
 
 def has_calls(bam: str) -> bool:
@@ -39,9 +57,12 @@ if "text" in smk.output.keys():  # a scatter shard: its regions' rows, in genome
     regions = pileup_cli.shard_regions(bam, shard, shards)
     print(f"shard {shard} of {shards}: regions {', '.join(regions) or 'none'}")
     if regions and has_calls(bam):
-        shard_outputs = pileup_cli.Outputs(smk.output.text, read_listing=smk.output.reads)
+        shard_outputs = pileup_cli.Outputs(
+            smk.output.text, read_listing=smk.output.reads, thresholds=smk.output.thresholds
+        )
         sys.exit(pileup_cli.run_options(bam, shard_outputs, options, regions))
     Path(smk.output.text).write_text("")
+    write_record(smk.output.thresholds, threshold_record(None, options))
     with atomic_output(smk.output.reads) as tmp, open(tmp, "w") as listing:
         listing.write(READ_LISTING_HEADER)
         write_read_listing(bam, listing, regions)
@@ -56,8 +77,8 @@ if smk.input.get("tuning"):  # the split and threads host tuning chose (tune_pil
     setting = label(list(chosen(tuned).values()))
     print(f"pileup setting by host tuning ({smk.input.tuning}): {setting}: {tuned['why']}")
 print(f"equivalent modkit command: {modkit_command(bam, plain, numapore_arguments(options))}")
-outputs = [smk.output.bed, smk.output.tbi, smk.output.reads]
-with atomic_outputs(outputs) as (bed_gz, _tbi, listing):
+outputs = [smk.output.bed, smk.output.tbi, smk.output.reads, smk.output.thresholds]
+with atomic_outputs(outputs) as (bed_gz, _tbi, listing, thresholds):
     # bed_gz is written with its index bed_gz.tbi, which is _tbi (temporary names keep the
     # final ones' suffixes); the text is a temporary file beside them, or the shards' texts.
     shards = [Path(p) for p in smk.input.get("shards", [])]
@@ -70,16 +91,20 @@ with atomic_outputs(outputs) as (bed_gz, _tbi, listing):
             nanopolish = bam.endswith(".modbam.bam")
             min_mapq = smk.config["methylation"]["min_mapping_quality"] if nanopolish else None
             empty_sample(sample, no_calls_reason(bam, motif, min_mapq), allowed)
+            write_record(thresholds, threshold_record(None, options))
             text.write_text("")
             with open(listing, "w") as handle:
                 handle.write(READ_LISTING_HEADER)
                 write_read_listing(bam, handle)
         elif not shards:
-            whole = pileup_cli.Outputs(str(text), read_listing=str(listing))
+            whole = pileup_cli.Outputs(
+                str(text), read_listing=str(listing), thresholds=str(thresholds)
+            )
             status = pileup_cli.run_options(bam, whole, options)
             if status:
                 sys.exit(status)  # the pileup said why, on the log
-        else:  # the shards' listings, each after its header line
+        else:  # the shards' thresholds, and their listings, each after its header line
+            write_record(thresholds, shards_record(smk.input.shard_thresholds))
             with open(listing, "w") as handle:
                 handle.write(READ_LISTING_HEADER)
                 for part in smk.input.shard_listings:

@@ -125,6 +125,8 @@ def modbam_test_run(tmp_path_factory) -> Path:
             "results/demo/demo.minimap2.accounting.tsv",
             *HIFI_OUTPUTS,
             *HIFI_OLD_OUTPUTS,
+            # the QC of the calls (its rule writes every table; test_modbam_kind checks them)
+            *[f"results/{s}/qc/{s}.minimap2.cpg.pass.tsv" for s in ("demo", "hifi")],
         ]
         # Targets first: --configfile and --config take every word after them. A modBAM
         # sample's staging is a pipe into one align job: one aligner of unmapped per run.

@@ -33,6 +33,7 @@ ONE_THREAD = ["--set-threads", "fast5_to_blow5=1", "align=1", "call_methylation=
 REPORT_RULES = [
     "report_alignment_qc", "report_methylation", "report_accounting", "report_accuracy",
     "report_provenance", "multiqc_custom_content", "multiqc",
+    "report_calls_qc", "multiqc_calls_qc",
 ]  # fmt: skip
 SYSCALLS = "openat,creat,rename,renameat,renameat2,link,linkat,symlink,symlinkat,chdir,"
 SYSCALLS += "clone,clone3,fork,vfork,execve"
@@ -151,6 +152,7 @@ def two_samples(tmp_path_factory, ecoli_dir):
 
 # The report's files of one sample (the default target's; report_figures in rules/common.smk).
 REPORT_FILES = ["alignment_qc.png", "methylation.png", "accounting.png", "provenance.html"]
+REPORT_FILES += ["cpg.calls_qc.png", "cpg.calls_qc.html"]  # the QC of the calls (rules/qc.smk)
 
 
 @pytest.fixture(scope="module")

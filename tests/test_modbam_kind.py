@@ -18,6 +18,7 @@ from pathlib import Path
 import pysam
 import pytest
 import forked_snakemake
+from calls_qc_check import check_calls_qc
 from conftest import SHARED, host_file
 from project import snakemake_command, write_project
 from runs_modbam_short import (
@@ -582,7 +583,11 @@ def test_strategies_and_scatter_give_the_same_records(baseline, tmp_path) -> Non
         bed = f"results/{name}/methylation/{name}.minimap2.cpg.bedmethyl.gz"
         assert (work / bed).read_bytes() == (baseline / bed).read_bytes(), name
         assert accounting(work, name) == accounting(baseline, name), name
+        # The shards' pass thresholds, each estimated from the same sampled calls: the whole's.
+        thresholds = f"results/{name}/methylation/{name}.minimap2.cpg.pileup_thresholds.json"
+        assert (work / thresholds).read_text() == (baseline / thresholds).read_text(), name
     assert not list((work / "results").glob("**/*pileup_reads.tsv"))
+    assert not list((work / "results").glob("**/shards/*pileup_thresholds.json"))
     check_run(work, "minimap2", tmp_path, ("unmapped", "dorado032"))
 
 
@@ -635,6 +640,22 @@ def test_the_test_config_realigns_the_simulated_modbam(modbam_test_run, tmp_path
     assert float(scores["auc"]) > 0.9, scores
     rows = accounting(modbam_test_run, "demo")
     assert sum(fates(rows).values()) == 100, rows
+
+
+@pytest.mark.parametrize("sample", ["demo", "hifi"])
+def test_calls_qc_at_the_threshold_the_pileup_estimated(modbam_test_run, tmp_path, sample):
+    """The QC of a modbam sample's calls equals numapore summary and sample-probs of its
+    realigned modBAM at the threshold its pileup estimated (pileup.filter_threshold auto), which
+    is sample-probs' percentile at pileup.filter_percentile (10) of the same calls."""
+    bam = modbam_test_run / f"results/{sample}/align/{sample}.minimap2.bam"
+    rows = check_calls_qc(modbam_test_run, sample, "minimap2", "cpg", bam, tmp_path)
+    assert {r["threshold_source"] for r in rows} == {"estimated"}
+    assert {r["threshold_setting"] for r in rows} == {"pileup.filter_percentile 0.1"}
+    percentiles = (tmp_path / "thresholds.tsv").read_text().split("\n")[1:]
+    tenth = {
+        fields[0]: fields[2] for fields in map(str.split, percentiles) if fields[1:2] == ["10"]
+    }
+    assert tenth == {r["base"]: r["threshold"] for r in rows}
 
 
 def test_minimap2_preset_of_modbam_samples_is_a_config_key(tmp_path: Path) -> None:

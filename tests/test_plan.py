@@ -123,6 +123,17 @@ def report(s: str, aligner: str, *names: str) -> list[str]:
     return [f"results/{s}/report/{s}.{aligner}.{name}" for name in names]
 
 
+def calls_qc_files(s: str, aligner: str = "minimap2", motifs=("cpg",)) -> list[str]:
+    """The QC of a sample's calls per motif (config calls_qc): its tables, the report's."""
+    names = ("summary.txt", "summary.tsv", "thresholds.tsv", "probabilities.tsv", "pass.tsv")
+    return [
+        path
+        for m in motifs
+        for path in [f"results/{s}/qc/{s}.{aligner}.{m}.{n}" for n in names]
+        + report(s, aligner, f"{m}.calls_qc.png", f"{m}.calls_qc.html")
+    ]
+
+
 PARTS = ("all", "hp1", "hp2")
 MULTIQC = "results/multiqc/numapore_multiqc.html"
 # A contrast's files: its merged tables' indexes, the report's figure and table, the score.
@@ -137,7 +148,11 @@ def test_default_config_runs_the_signal_demo(clone):
     demo = found.samples["demo"]
     assert demo.kind == "signal" and demo.signal_format == "fast5"
     assert found.references == {"ecoli_dh10b": clone / "resources" / "ecoli_dh10b.fa"}
-    assert outputs.final_outputs(found) == [*signal_sample_outputs("demo"), MULTIQC]
+    assert outputs.final_outputs(found) == [
+        *signal_sample_outputs("demo"),
+        *calls_qc_files("demo"),
+        MULTIQC,
+    ]
     assert (
         found.cohort_tables() == [] and found.contrasts == {} and outputs.dmr_outputs(found) == []
     )
@@ -151,18 +166,28 @@ def test_default_config_runs_the_signal_demo(clone):
         "custom": [
             "results/multiqc/numapore_accounting_mqc.tsv",
             "results/multiqc/numapore_methylation_mqc.tsv",
+            "results/multiqc/numapore_calls_qc_mqc.tsv",
+            "results/multiqc/numapore_calls_qc_mqc.json",
         ],
     }
     # A second motif: its four files; the accuracy and the report stay CpG's.
     both = run_plan(methylation={"motifs": ["cpg", "gpc"]})
-    assert outputs.final_outputs(both) == [*signal_sample_outputs("demo", ("cpg", "gpc")), MULTIQC]
+    assert outputs.final_outputs(both) == [
+        *signal_sample_outputs("demo", ("cpg", "gpc")),
+        *calls_qc_files("demo", motifs=("cpg", "gpc")),
+        MULTIQC,
+    ]
 
 
 def test_signal_config_is_the_demos_shape(clone):
     """.test/config-signal.yaml changes the demo's size only: the same files."""
     found = run_plan(".test/config-signal.yaml")
     assert found.config["simulate"]["demo"]["reads"] == 100
-    assert outputs.final_outputs(found) == [*signal_sample_outputs("demo"), MULTIQC]
+    assert outputs.final_outputs(found) == [
+        *signal_sample_outputs("demo"),
+        *calls_qc_files("demo"),
+        MULTIQC,
+    ]
 
 
 def test_modbam_config(clone):
@@ -170,7 +195,11 @@ def test_modbam_config(clone):
     with its staging's counts and read accounting."""
     found = run_plan(".test/config-modbam.yaml")
     assert list(found.samples) == ["demo"] and found.samples["demo"].kind == "modbam"
-    assert outputs.final_outputs(found) == [*modbam_sample_outputs("demo"), MULTIQC]
+    assert outputs.final_outputs(found) == [
+        *modbam_sample_outputs("demo"),
+        *calls_qc_files("demo"),
+        MULTIQC,
+    ]
     assert outputs.run_output(found, "modbam", "demo", "minimap2") == (
         "results/demo/align/demo.minimap2.bam"
     )
@@ -261,15 +290,16 @@ def test_groups_config_contrasts_and_cohort(clone):
     # the config's tracks: [m] of every sample and (pileup.phased) its haplotypes
     tracks = [f"results/{s}/tracks/{s}.minimap2.cpg.{part}.m.bw" for s in names for part in PARTS]
     session = "results/tracks/ecoli_window.igv_session.xml"
+    qc = [p for s in names for p in calls_qc_files(s)]
     # the config's regions: (truth, tiles): per set its stats and entropy tables, its report
     regions = [
         f"results/regions/{name}/{name}.minimap2.cpg.{what}"
         for name in ("truth", "tiles")
         for what in ("stats.tsv", "entropy.tsv", "report.html", "report.png")
     ]
-    expected = [*per_sample, *tracks, session, *dmr, cohort, *regions, MULTIQC]
+    expected = [*per_sample, *tracks, session, *qc, *dmr, cohort, *regions, MULTIQC]
     assert outputs.final_outputs(found) == expected
-    assert len(expected) == 5 * 16 + 5 * 3 + 1 + 2 * 5 + 1 + 2 * 4 + 1
+    assert len(expected) == 5 * 16 + 5 * 3 + 1 + 5 * 7 + 2 * 5 + 1 + 2 * 4 + 1
     assert outputs.multiqc_inputs(found)["custom"][-1] == "results/multiqc/numapore_dmr_mqc.tsv"
     assert jobs.dmr_counts_inputs(found, "case1_hp1_vs_hp2")["tbi"] == [
         bed.format("case1", f".{hp}") + ".tbi" for hp in ("hp1", "hp2")

@@ -25,6 +25,7 @@ import pybigtools
 from browser import Browser
 from igv import missing as igv_missing
 from igv import snapshot as igv_snapshot
+from calls_qc_check import check_calls_qc
 from conftest import primary_mapped
 from tables import read_table
 
@@ -35,6 +36,7 @@ from numapore.report.figures import read_fates, roc_curve, row_label, samtools_s
 from numapore.base.rulelog import LogAndTerminal
 from numapore.execution.steps import CalledReads, reads_to_call
 from numapore.execution.tools import call_methylation_command
+from numapore.nanopolish.calls import llr_probability
 
 SAMPLES = ["demo", "ecoli"]
 ALIGNER = "minimap2"
@@ -46,6 +48,8 @@ ITEMS = [
     ("Read accounting", "accounting table", "accounting.html"),
     ("Provenance", "provenance", "provenance.html"),
     ("Tracks", "tracks", "tracks.html"),  # the report run turns 5mC tracks on
+    ("QC of the calls", "cpg calls QC", "cpg.calls_qc.png"),
+    ("QC of the calls", "cpg calls QC table", "cpg.calls_qc.html"),
 ]
 
 
@@ -252,6 +256,45 @@ def test_multiqc_report_matches_samtools_and_the_accounting(report_run):
         meth = raw["multiqc_numapore_methylation_table"][name]
         assert (meth["5mC calls"], meth["5mC sites"]) == (sum(per_read), len(bed))
         assert meth["reads_with_calls"] == reads
+        # The QC of the calls: its table and line plot show the pass table's numbers.
+        rows = pass_rows(work, sample)
+        shown = raw["multiqc_numapore_calls_qc_table"][name]
+        assert shown["reads sampled"] == int(rows[0]["reads_sampled"])
+        assert shown["C threshold"] == float(rows[0]["threshold"])
+        for row in rows:
+            code = "canonical C" if row["code"] == "-" else "5mC"
+            assert shown[f"{code} pass %"] == round(float(row["pass_fraction"]) * 100, 2)
+        lines = plots["numapore_calls_qc_probabilities_plot"]["datasets"][0]["lines"]
+        assert {line["name"] for line in lines} >= {f"{name} 5mC", f"{name} canonical C"}
+
+
+def pass_rows(work, sample):
+    """A sample's QC of the calls: its pass table's rows."""
+    path = out(work, sample, f"qc/{sample}.{ALIGNER}.cpg.pass.tsv")
+    header, *lines = path.read_text().splitlines()
+    return [dict(zip(header.split("\t"), line.split("\t"), strict=True)) for line in lines]
+
+
+@pytest.mark.parametrize("sample", SAMPLES)
+def test_calls_qc_equals_summary_and_sample_probs_at_the_pileups_threshold(
+    report_run, sample, tmp_path
+):
+    """The QC of a signal sample's calls: numapore summary's and sample-probs' tables of its
+    modBAM at its pileup's threshold, which keeps nanopolish's (the probability of an LLR of
+    methylation.call_threshold); the report's figure shows those numbers and that threshold."""
+    work, _ = report_run
+    bam = out(work, sample, f"methylation/{sample}.{ALIGNER}.cpg.modbam.bam")
+    rows = check_calls_qc(work, sample, ALIGNER, "cpg", bam, tmp_path)
+    assert {r["threshold_source"] for r in rows} == {"given"}
+    assert {r["threshold_setting"] for r in rows} == {"methylation.call_threshold 2.0 (LLR)"}
+    assert float(rows[0]["threshold"]) == pytest.approx(llr_probability(2.0), abs=1e-7)
+    data = figure_data(work, sample, "cpg.calls_qc")
+    assert data["pass"] == rows
+    assert data["thresholds"] == {"C": float(rows[0]["threshold"])}
+    histogram = out(work, sample, f"qc/{sample}.{ALIGNER}.cpg.probabilities.tsv")
+    drawn = sum(sum(h["count"]) for h in data["histograms"].values())
+    assert drawn == sum(int(x.split("\t")[4]) for x in histogram.read_text().splitlines()[1:])
+    assert drawn == sum(int(r["all_calls"]) for r in rows)
 
 
 CLICK = "((t) => { const a = [...document.querySelectorAll('a')]"
@@ -357,8 +400,11 @@ def test_multiqc_report_opens_in_chromium_with_every_sample(report_run, browser)
     work, _ = report_run
     browser.open(work / "results/multiqc/numapore_multiqc.html")
     text = browser.evaluate("document.body.innerText")
-    for section in ["numapore: read accounting", "numapore: base modifications", "Samtools"]:
+    sections = ["numapore: read accounting", "numapore: base modifications", "Samtools"]
+    for section in sections + ["numapore: QC of the calls", "numapore: call probabilities"]:
         assert section in text
+    for section_id in ("numapore_calls_qc", "numapore_calls_qc_probabilities"):
+        assert browser.evaluate(f"document.getElementById('{section_id}') !== null"), section_id
     for sample in SAMPLES:
         assert f"{sample}.{ALIGNER}" in text
     browser.screenshot(work / "multiqc.png")

@@ -270,6 +270,8 @@ rule pileup:
         tbi=layout.methylation(suffix=".bedmethyl.gz.tbi"),
         # Each mapped primary record once: what the read accounting reads of a modbam sample
         reads=temp(layout.methylation(suffix=".pileup_reads.tsv")),
+        # The pass thresholds it used (the QC of the calls shows them)
+        thresholds=layout.pileup_thresholds(),
     log:
         "results/logs/pileup/{sample}.{aligner}.{motif}.log",
     benchmark:
@@ -320,6 +322,7 @@ rule pileup_shard:
     output:
         text=temp(layout.methylation_shard(suffix=".bed")),
         reads=temp(layout.methylation_shard(suffix=".pileup_reads.tsv")),
+        thresholds=temp(layout.methylation_shard(suffix=".pileup_thresholds.json")),
     log:
         "results/logs/pileup_shard/{sample}.{aligner}.{motif}.{shard}.log",
     benchmark:

@@ -112,6 +112,11 @@ def run(args) -> None:
 
 def main(argv: list[str] | None = None, prog: str = "numapore sample-probs") -> int:
     """Parse argv (default sys.argv[1:]) and run."""
+    return run_main(make_parser(prog), argv, run)
+
+
+def make_parser(prog: str = "numapore sample-probs") -> Parser:
+    """The command's parser (the workflow's QC of the calls parses its arguments with it)."""
     parser = Parser(prog=prog, description=__doc__.split("\n\n")[0])
     parser.add_argument("in_bam", help="indexed modBAM (MM/ML tags)")
     out = parser.add_argument_group("output")
@@ -122,7 +127,7 @@ def main(argv: list[str] | None = None, prog: str = "numapore sample-probs") -> 
     out.add_argument("--hist", action="store_true", help="with -o: probabilities.tsv")
     add_unsupported(parser, "--dna-color", "--mod-color", nargs=2)
     add_sampling_arguments(parser)
-    return run_main(parser, argv, run)
+    return parser
 
 
 if __name__ == "__main__":

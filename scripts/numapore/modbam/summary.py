@@ -156,6 +156,11 @@ def run(args) -> None:
 
 def main(argv: list[str] | None = None, prog: str = "numapore summary") -> int:
     """Parse argv (default sys.argv[1:]) and run."""
+    return run_main(make_parser(prog), argv, run)
+
+
+def make_parser(prog: str = "numapore summary") -> Parser:
+    """The command's parser (the workflow's QC of the calls parses its arguments with it)."""
     parser = Parser(prog=prog, description=__doc__.split("\n\n")[0])
     parser.add_argument("in_bam", help="indexed modBAM (MM/ML tags)")
     parser.add_argument("--tsv", action="store_true", help="key<TAB>value lines")
@@ -165,7 +170,7 @@ def main(argv: list[str] | None = None, prog: str = "numapore summary") -> int:
     filt.add_argument("--filter-threshold", action="append", metavar="[BASE:]X")
     add_unsupported(parser, "--mod-threshold", "--mod-thresholds")
     add_sampling_arguments(parser)
-    return run_main(parser, argv, run)
+    return parser
 
 
 if __name__ == "__main__":

@@ -239,14 +239,16 @@ def check_reads(in_bam: str, stats: engine.Stats, edge_filter: str | None = None
 @dataclass(frozen=True)
 class Outputs:
     """What a pileup writes: its bedMethyl (- for stdout; with phased, the folder of modkit
-    0.6.1's three files, named with prefix), BGZF with a tabix index (bgzf), and the listing of
-    its mapped primary records (read_listing)."""
+    0.6.1's three files, named with prefix), BGZF with a tabix index (bgzf), the listing of
+    its mapped primary records (read_listing), and the pass thresholds it used (thresholds: a
+    JSON record, numapore.pileup.thresholds.threshold_record)."""
 
     out_bed: str
     read_listing: str | None = None
     phased: bool = False
     bgzf: bool = False
     prefix: str | None = None
+    thresholds: str | None = None
 
     def files(self) -> list[tuple[str, int | None]]:
         """The bedMethyl files to write, each with the haplotype it counts (None: all
@@ -294,6 +296,8 @@ def run_options(
                 haplotype is None,
             )  # fmt: skip
             used[haplotype] = result.stats.used
+            if haplotype is None and outputs.thresholds:
+                write_threshold_record(outputs.thresholds, result.caller, options)
         if outputs.phased and regions is None and used[None] and not used[1] + used[2]:
             remove_outputs(outputs)
             raise engine.PileupError(
@@ -318,6 +322,22 @@ def run_options(
             f"{st.rows} row(s) written"
         )
     return 0
+
+
+def write_threshold_record(path: str, caller, options: engine.Options) -> None:
+    """The pileup's pass thresholds as a JSON record (complete or absent), and as a line on
+    stderr (the job's log)."""
+    import json
+
+    from numapore.pileup.thresholds import threshold_line, threshold_record
+
+    record = threshold_record(caller, options)
+    engine.eprint(f"numapore pileup: {threshold_line(record)}")
+    tmp = part_file(path)
+    with open(tmp, "w") as out:
+        json.dump(record, out, indent=1)
+        out.write("\n")
+    os.replace(tmp, path)
 
 
 def remove_outputs(outputs: Outputs) -> None:

@@ -14,7 +14,7 @@ import math
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from numapore.methylation.bedmethyl import f32
+from numapore.methylation.bedmethyl import f32, f32_text
 from numapore.pileup import common
 from numapore.pileup.common import (
     BASES,
@@ -360,3 +360,56 @@ def make_caller(in_bam: str, options: Options, pf) -> Caller:
     if options.no_filtering:
         return Caller()
     return estimate_thresholds(in_bam, options, pf)
+
+
+def threshold_record(caller: Caller | None, options: Options) -> dict:
+    """What a pileup's pass thresholds were and where they came from ('given', 'estimated',
+    'none' with --no-filtering, 'no calls' without a caller), with the sampling options that
+    pick the calls an estimate reads: what the workflow's QC of the calls
+    (numapore.modbam.qc) shows beside the calls' summary, and gives `numapore summary`
+    as --filter-threshold (filter_threshold: the values that make the same caller)."""
+    source = "no calls" if caller is None else "estimated"
+    if options.no_filtering:
+        source = "none"
+    elif options.filter_threshold:
+        source = "given"
+    caller = caller or Caller()
+    if source == "given":
+        arguments = list(options.filter_threshold)
+    else:
+        arguments = [f"{BASES[b]}:{f32_text(v)}" for b, v in sorted(caller.per_base.items())]
+    return {
+        "source": source,
+        "per_base": {BASES[b]: float(v) for b, v in sorted(caller.per_base.items())},
+        "default": float(caller.default),
+        "per_mod": {code: float(v) for code, v in caller.per_mod.items()},
+        "filter_threshold": arguments if source in ("given", "estimated") else None,
+        "filter_percentile": options.filter_percentile,
+        "sampling": {
+            "num_reads": options.num_reads,
+            "sampling_frac": options.sampling_frac,
+            "interval_size": options.sampling_interval_size,
+            "sampling_threads": options.sampler_threads(),
+            "ignore": options.ignore,
+            "edge_filter": options.edge_filter,
+            "invert_edge_filter": options.invert_edge_filter,
+            "modkit": options.compat,
+        },
+    }
+
+
+def threshold_line(record: dict) -> str:
+    """A threshold record as one line of the pileup's log."""
+    values = [f"{b} {f32_text(v)}" for b, v in record["per_base"].items()]
+    values += [f"{code} {f32_text(v)}" for code, v in record["per_mod"].items()]
+    if record["source"] == "given" and not record["per_base"]:
+        values.insert(0, f32_text(record["default"]))
+    shown = ", ".join(values) or "-"
+    why = {
+        "estimated": f"estimated: percentile {record['filter_percentile'] * 100:g} of the "
+        "sampled calls' probabilities",
+        "given": "given",
+        "none": "no filtering",
+        "no calls": "no calls",
+    }[record["source"]]
+    return f"pass thresholds: {shown} ({why})"

@@ -447,6 +447,15 @@ MQC_HEADERS = {
         "plot_type": "table",
         "pconfig": {"id": "numapore_dmr_table", "title": "numapore: DMRs"},
     },
+    "calls_qc": {
+        "id": "numapore_calls_qc",
+        "section_name": "numapore: QC of the calls",
+        "description": "Per sample: the calls the pileup sampled (modkit's modbam summary and "
+        "sample-probs of its modBAM), the pass threshold the pileup used and the share of each "
+        "code's calls reaching it (results/&lt;sample&gt;/qc/).",
+        "plot_type": "table",
+        "pconfig": {"id": "numapore_calls_qc_table", "title": "numapore: QC of the calls"},
+    },
 }
 
 

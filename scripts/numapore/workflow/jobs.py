@@ -276,6 +276,7 @@ def pileup_inputs(
         ]
         inputs["shards"] = [f"{shard}.bed" for shard in shards]
         inputs["shard_listings"] = [f"{shard}.pileup_reads.tsv" for shard in shards]
+        inputs["shard_thresholds"] = [f"{shard}.pileup_thresholds.json" for shard in shards]
     return inputs
 
 
@@ -496,3 +497,25 @@ def region_inputs(plan: RunPlan, aligner: str, motif: str, what: str) -> dict[st
         "references": references,
         "fai": [f"{r}.fai" for r in references],
     }
+
+
+def calls_qc_inputs(plan: RunPlan, name: str, aligner: str, motif: str) -> dict[str, str]:
+    """What the QC of a pileup's calls reads: the modBAM the pileup read, with its index, and
+    the pass thresholds the pileup recorded."""
+    bam = pileup_bam(plan, name, aligner, motif)
+    return {
+        "bam": bam,
+        "bai": f"{bam}.bai",
+        "thresholds": layout.pileup_thresholds(name, aligner, motif),
+    }
+
+
+def threshold_setting(plan: RunPlan, name: str) -> str:
+    """The config setting that decides a sample's pileup threshold, as the QC of the calls
+    names it (options_of decides the threshold itself)."""
+    settings = plan.config["pileup"]
+    if settings["filter_threshold"] != "auto":
+        return f"pileup.filter_threshold {settings['filter_threshold']}"
+    if plan.samples[name].input_kind.runs("call_methylation"):
+        return f"methylation.call_threshold {plan.config['methylation']['call_threshold']} (LLR)"
+    return f"pileup.filter_percentile {settings['filter_percentile']}"

@@ -165,6 +165,26 @@ def igv_session(ref: str = "{ref}") -> str:
     return f"{RESULTS}/tracks/{ref}.igv_session.xml"
 
 
+def pileup_thresholds(sample: str = S, aligner: str = A, motif: str = M) -> str:
+    """The pass thresholds a motif's pileup used, and their origin (a JSON record:
+    numapore.pileup.thresholds.threshold_record)."""
+    return methylation(sample, aligner, motif, ".pileup_thresholds.json")
+
+
+# ---- QC of the calls
+
+
+CALLS_QC_FILES = ["summary.txt", "summary.tsv", "thresholds.tsv", "probabilities.tsv", "pass.tsv"]
+
+
+def calls_qc(sample: str = S, aligner: str = A, motif: str = M, name: str = "{name}") -> str:
+    """The QC of the calls a motif's pileup read (numapore.modbam.qc): 'summary.txt' and
+    'summary.tsv' (`numapore summary`, its table and --tsv), 'thresholds.tsv' and
+    'probabilities.tsv' (`numapore sample-probs --hist`), 'pass.tsv' (per code: the pileup's
+    threshold and the calls passing it)."""
+    return f"{RESULTS}/{sample}/qc/{sample}.{aligner}.{motif}.{name}"
+
+
 # ---- simulated samples
 
 
@@ -192,6 +212,11 @@ MULTIQC_REPORT = f"{RESULTS}/multiqc/numapore_multiqc.html"
 def multiqc_custom(name: str) -> str:
     """One of numapore's MultiQC custom-content tables ('accounting', 'methylation', 'dmr')."""
     return f"{RESULTS}/multiqc/numapore_{name}_mqc.tsv"
+
+
+def multiqc_custom_plot(name: str) -> str:
+    """One of numapore's MultiQC custom-content plots, JSON ('calls_qc')."""
+    return f"{RESULTS}/multiqc/numapore_{name}_mqc.json"
 
 
 # ---- DMRs

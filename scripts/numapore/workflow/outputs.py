@@ -116,6 +116,7 @@ def final_outputs(plan: RunPlan) -> list[str]:
                 out.append(layout.methylation(s, aligner, "cpg", ".accuracy.tsv"))
         out += report_figures(plan, s, aligner)
     out += plan.tracks() + plan.igv_sessions()
+    out += calls_qc_outputs(plan)
     out += dmr_outputs(plan)
     out += plan.cohort_tables()
     out += plan.region_tables()
@@ -133,6 +134,11 @@ def multiqc_inputs(plan: RunPlan) -> dict[str, list[str]]:
         "custom": [
             layout.multiqc_custom("accounting"),
             layout.multiqc_custom("methylation"),
+            *(
+                [layout.multiqc_custom("calls_qc"), layout.multiqc_custom_plot("calls_qc")]
+                if plan.calls_qc_runs()
+                else []
+            ),
             *([layout.multiqc_custom("dmr")] if plan.contrasts else []),
         ],
     }
@@ -149,3 +155,32 @@ def multiqc_runs(plan: RunPlan) -> dict[str, dict[str, str]]:
             kinds.append("accounting")
         runs[f"{s}.{a}"] = {k: run_output(plan, k, s, a) for k in kinds}
     return runs
+
+
+def calls_qc_outputs(plan: RunPlan) -> list[str]:
+    """The QC of the calls (plan.calls_qc_runs): per sample and motif its tables, and the
+    report's figure and table of them."""
+    out = []
+    for sample, motif in plan.calls_qc_runs():
+        out += [layout.calls_qc(sample, plan.aligner, motif, n) for n in layout.CALLS_QC_FILES]
+        out += calls_qc_report_files(sample, plan.aligner, motif)
+    return out
+
+
+def calls_qc_report_files(sample: str, aligner: str, motif: str) -> list[str]:
+    """The report's figure and table of a QC of the calls."""
+    return [layout.report_file(sample, aligner, f"{motif}.calls_qc.{s}") for s in ("png", "html")]
+
+
+def calls_qc_inputs(plan: RunPlan) -> dict[str, list[str]]:
+    """What MultiQC's QC section reads: every QC's pass table and histograms, by MultiQC
+    sample name ('<sample>.<aligner>', '.<motif>' after it when the sample has several)."""
+    out = {}
+    for sample, motif in plan.calls_qc_runs():
+        several = len(plan.sample_motifs(plan.samples[sample])) > 1
+        name = f"{sample}.{plan.aligner}" + (f".{motif}" if several else "")
+        out[name] = [
+            layout.calls_qc(sample, plan.aligner, motif, n)
+            for n in ("pass.tsv", "probabilities.tsv")
+        ]
+    return out

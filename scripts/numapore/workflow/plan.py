@@ -302,6 +302,15 @@ class RunPlan:
         """A wildcard pattern matching the region sets' names."""
         return "|".join(re.escape(n) for n in self.region_sets()) or "(?!)"
 
+    # ---- the QC of the calls
+
+    def calls_qc_runs(self) -> list[tuple[str, str]]:
+        """The (sample, motif) of each QC of the calls (config calls_qc): every pileup of a
+        modBAM, a modbam or hifi sample's own calls or a signal sample's modBAM of a motif."""
+        if not self.config.get("calls_qc", True):
+            return []
+        return [(s.name, m) for s in self.samples.values() for m in self.sample_motifs(s)]
+
     # ---- the comparison
 
     def compare_sample(self) -> Sample:
