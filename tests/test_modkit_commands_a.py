@@ -29,6 +29,10 @@ ORDER_ONLY = {
     "summary_no_filtering_mapped_only",
     "sample_probs_percentiles_two_bases",
 }
+# the README's items where numapore follows the documentation, each tested where named
+DOCUMENTED = {
+    "summary_region_per_base_tsv": "test_modkit_summary_region.py",  # calls outside --region
+}
 
 
 def load_cases() -> dict[str, dict[str, str]]:
@@ -37,7 +41,8 @@ def load_cases() -> dict[str, dict[str, str]]:
 
 
 def case_names() -> list[str]:
-    return suite_case_names(COMMANDS)
+    """The cases numapore writes as modkit 0.6.1 does (DOCUMENTED's are tested where named)."""
+    return [name for name in suite_case_names(COMMANDS) if name not in DOCUMENTED]
 
 
 def bigwig_dump(path: Path) -> tuple[list, list]:

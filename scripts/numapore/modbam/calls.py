@@ -112,11 +112,12 @@ def check_bam(path: str) -> None:
         raise CommandError(f"{path}: no .bai index beside it (samtools index {path})")
 
 
-def sample(bam_path: str, options: Options) -> SampledCalls:
-    """The calls of the sampled reads."""
+def sample(bam_path: str, options: Options, in_region: bool = False) -> SampledCalls:
+    """The calls of the sampled reads (in_region: with --region, only those whose reference
+    position is in the region; a read counts if it gave one)."""
     check_bam(bam_path)
     try:
-        core, _ = sample_calls(bam_path, options, None, states=True)
+        core, _ = sample_calls(bam_path, options, None, states=True, in_region=in_region)
     except ValueError as err:  # pysam's word for a BAM it cannot read
         raise CommandError(f"{bam_path}: {err}") from None
     codes = [ffi.string(core.codes[k]).decode() for k in range(core.ncodes)]

@@ -13,8 +13,10 @@ writes bases in A, C, G, T order and codes as modkit sorts them: the same lines 
 
 Where 0.6.1 contradicts its documentation: the threshold row is named pass_threshold_B, as
 0.6.1 writes it (the docs' filter_threshold_B is stale); --tsv writes no warning about a
---table option that does not exist. --region counts every call of the reads overlapping the
-region, as 0.6.1 does (its help says only the region is processed).
+--table option that does not exist. --region counts only the calls whose reference position
+is in the region, as the help says ("process only the specified region"): 0.6.1 counts every
+call of the reads overlapping it; numapore's counts are 0.6.1's own with --include-bed of the
+region (tests/data/modkit061_summary_region).
 """
 
 from __future__ import annotations
@@ -139,9 +141,11 @@ def run(args) -> None:
     options = sampling_options(args)
     if args.filter_threshold:
         parse_thresholds(args.filter_threshold, {})  # its mistakes before the BAM is read
-    calls = sample(args.in_bam, options)
+    # the documented meaning, not 0.6.1's: calls outside the region are not counted
+    calls = sample(args.in_bam, options, in_region=True)
     if not calls.bases:
-        raise CommandError(f"{args.in_bam}: no base modification calls in the sampled reads")
+        where = f"--region {args.region}" if args.region else "the sampled reads"
+        raise CommandError(f"{args.in_bam}: no base modification calls in {where}")
     per_base, default, shown = thresholds_of(calls, args)
     counts = counts_of(calls, per_base, default)
     region = None

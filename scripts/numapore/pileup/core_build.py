@@ -46,7 +46,8 @@ int64_t pu_text_folded(pu_ctx *c, const char *chrom, const int64_t *pos, const i
                        const char *const *labels, int nlabels, int base_mask, int combine_mods,
                        char *out, int64_t cap, int64_t *nrows);
 int pu_sample_read(pu_ctx *c, int reverse, const char *seq, int64_t n, const char *mm,
-                   const uint8_t *ml, int64_t nml, const char *cigar, int64_t ncig_max);
+                   const uint8_t *ml, int64_t nml, const char *cigar, int64_t ncig_max,
+                   int64_t ref_start);
 void pu_sort_values(pu_ctx *c, int base);
 int pu_mb_calls(const char *seq, int64_t n, int reverse, const char *mm, const uint8_t *ml,
                 int64_t nml, const float *thresholds, const char *mod_codes,

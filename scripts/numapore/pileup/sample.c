@@ -6,18 +6,21 @@
  * its records). */
 
 /* One record's sampled probabilities (the most likely state's, per canonical base) appended to
- * c->values (ReadIdsToBaseModProbs for one record, without --include-positions); aligned: the
- * forward positions to keep (NULL: all). Returns 1 if it gave any, 0 if not, <0 on error. */
+ * c->values (ReadIdsToBaseModProbs for one record, without --include-positions); with ops
+ * (its CIGAR, aligned at ref_start) only the calls on aligned bases, and with
+ * c->sample_in_region only those whose reference position is in the region. Returns 1 if it
+ * gave any, 0 if not, <0 on error. */
 static int sample_read_ops(pu_ctx *c, int reverse, const char *seq, int64_t n, const char *mm,
                            const uint8_t *ml, int64_t nml, const int64_t *ops,
-                           const int64_t *lens, int64_t nops);
+                           const int64_t *lens, int64_t nops, int64_t ref_start);
 
 int pu_sample_read(pu_ctx *c, int reverse, const char *seq, int64_t n, const char *mm,
-                   const uint8_t *ml, int64_t nml, const char *cigar, int64_t ncig_max) {
-    if (!cigar) return sample_read_ops(c, reverse, seq, n, mm, ml, nml, NULL, NULL, 0);
+                   const uint8_t *ml, int64_t nml, const char *cigar, int64_t ncig_max,
+                   int64_t ref_start) {
+    if (!cigar) return sample_read_ops(c, reverse, seq, n, mm, ml, nml, NULL, NULL, 0, 0);
     int64_t *ops = malloc((ncig_max + 1) * 2 * sizeof(int64_t)), *lens = ops + ncig_max + 1;
     int64_t nops = parse_cigar(NULL, cigar, 0, ops, lens);
-    int rc = sample_read_ops(c, reverse, seq, n, mm, ml, nml, ops, lens, nops);
+    int rc = sample_read_ops(c, reverse, seq, n, mm, ml, nml, ops, lens, nops, ref_start);
     free(ops);
     return rc;
 }
@@ -26,7 +29,7 @@ int pu_sample_read(pu_ctx *c, int reverse, const char *seq, int64_t n, const cha
  * that does not parse, no position aligned) */
 static int sample_read_ops(pu_ctx *c, int reverse, const char *seq, int64_t n, const char *mm,
                            const uint8_t *ml, int64_t nml, const int64_t *ops,
-                           const int64_t *lens, int64_t nops) {
+                           const int64_t *lens, int64_t nops, int64_t ref_start) {
     scratch_t *s = get_scratch(c, n);
     prepare(c, s, reverse, seq, n);
     int rc = read_tables(c, s, n, mm, ml, nml);
@@ -35,17 +38,22 @@ static int sample_read_ops(pu_ctx *c, int reverse, const char *seq, int64_t n, c
     if (c->edge_on && (n <= c->edge_start || n <= c->edge_end)) return 0;
     uint8_t *aligned = NULL;
     if (ops) {
-        /* only the forward positions aligned to the reference (M, =, X) */
+        /* only the forward positions aligned to the reference (M, =, X), and in the region */
         aligned = s->gflags;
         memset(aligned, 0, n);
-        int64_t q = 0;
+        int64_t q = 0, r = ref_start;
+        int in_region = c->sample_in_region;
         for (int64_t k = 0; k < nops; k++) {
             if (ops[k] == 0 || ops[k] == 7 || ops[k] == 8) {
                 for (int64_t i = 0; i < lens[k] && q + i < n; i++)
-                    aligned[reverse ? n - 1 - (q + i) : q + i] = 1;
+                    if (!in_region || (r + i >= c->sample_from && r + i < c->sample_to))
+                        aligned[reverse ? n - 1 - (q + i) : q + i] = 1;
                 q += lens[k];
+                r += lens[k];
             } else if (ops[k] == 1 || ops[k] == 4) {
                 q += lens[k];
+            } else if (ops[k] == 2 || ops[k] == 3) {
+                r += lens[k];
             }
         }
     }
