@@ -17,8 +17,10 @@ numapore.pileup.engine writes through rows_text / format_row.
 
 from __future__ import annotations
 
+import math
 import os
 import struct
+from fractions import Fraction
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, NamedTuple
 
@@ -58,6 +60,7 @@ TYPES = {name: kind for _, name, kind in SCHEMA}
 HEADER_LINE = "\t".join(COLUMNS) + "\n"  # modkit's --header (alias --with-header)
 COLOUR = "255,0,0"
 _F32 = struct.Struct("<f")
+_F32_BITS = struct.Struct("<I")
 
 
 class BedMethylRow(NamedTuple):
@@ -99,14 +102,37 @@ def f32(x: float) -> float:
 
 def f32_text(x: float) -> str:
     """x as Rust's Display writes an f32: the shortest digits that read back as the same
-    float32, never an exponent (33.333336, 50, 0.1, NaN, inf)."""
+    float32 (of those, the nearest to it; a tie upwards), never an exponent (33.333336, 50,
+    0.1, NaN, inf). Exact arithmetic, no numpy (the commands that print one start faster)."""
     if x != x:
         return "NaN"
     if x in (float("inf"), float("-inf")):
         return "inf" if x > 0 else "-inf"
-    import numpy as np
-
-    return np.format_float_positional(np.float32(x), unique=True, trim="-")
+    x = f32(x)
+    if x == 0:
+        return "-0" if math.copysign(1.0, x) < 0 else "0"
+    sign, value = ("-" if x < 0 else ""), Fraction(abs(x))
+    bits = _F32_BITS.unpack(_F32.pack(abs(x)))[0]
+    below = Fraction(_F32.unpack(_F32_BITS.pack(bits - 1))[0]) if bits > 1 else Fraction(0)
+    above = Fraction(_F32.unpack(_F32_BITS.pack(bits + 1))[0])
+    low, high = (below + value) / 2, (value + above) / 2  # what reads back as x
+    inclusive = bits % 2 == 0  # a decimal on a midpoint reads back as the even neighbour
+    k = math.floor(math.log10(float(high))) + 1
+    while True:  # the largest place 10^k with a multiple in [low, high]
+        step = Fraction(10) ** k
+        first, last = math.ceil(low / step), math.floor(high / step)
+        if not inclusive:
+            first += first * step == low
+            last -= last * step == high
+        if first <= last:
+            break
+        k -= 1
+    near = math.floor(value / step + Fraction(1, 2))  # nearest multiple, a tie upwards
+    digits = str(min(max(near, first), last))
+    if k >= 0:
+        return sign + digits + "0" * k
+    digits = digits.rjust(-k + 1, "0")
+    return f"{sign}{digits[:k]}.{digits[k:]}".rstrip("0").rstrip(".")
 
 
 def code_key(code: str) -> tuple:

@@ -16,6 +16,7 @@ import os
 import sys
 from dataclasses import dataclass
 
+from numapore.base import compiled
 from numapore.methylation.bedmethyl import code_key, f32, f32_text, parse_line
 from numapore.modbam.command import CommandError, Parser, add_ignored, run_main
 
@@ -60,7 +61,8 @@ def read_regions(path: str) -> list[Region]:
 
 
 def region_counts(tabix, region: Region, min_coverage: int, codes) -> dict[str, list[int]]:
-    """The region's [sum N_mod, sum N_valid_cov] per code."""
+    """The region's [sum N_mod, sum N_valid_cov] per code (Python's reading; the compiled
+    core's bm_sum_rows does the same in RegionSums)."""
     counts: dict[str, list[int]] = {}
     for line in tabix.fetch(region.chrom, region.start, region.end):
         row = parse_line(line)
@@ -75,6 +77,48 @@ def region_counts(tabix, region: Region, min_coverage: int, codes) -> dict[str, 
         total[0] += row.n_mod
         total[1] += row.valid_cov
     return counts
+
+
+class RegionSums:
+    """bedmethyl_rows.c's sums of a region's rows (bm_sums): the lines a tabix query gives
+    read in C, a line it leaves to Python parsed by parse_line."""
+
+    def __init__(self, core, min_coverage: int, codes):
+        """Sums of the codes' rows (codes None: every code's)."""
+        self.ffi, self.lib = core.ffi, core.lib
+        self.sums = self.ffi.new("bm_sums *")
+        self.sums.min_coverage = min_coverage
+        if codes is not None:
+            joined = b"\0".join(code.encode() for code in sorted(codes))
+            self.codes = self.ffi.new("char[]", joined)  # alive while sums points at it
+            self.sums.codes, self.sums.codes_len = self.codes, len(joined)
+        self.wanted = codes
+
+    def counts(self, tabix, region: Region, min_coverage: int) -> dict[str, list[int]]:
+        """region_counts of the region."""
+        sums = self.sums
+        sums.strand, sums.ncodes = region.strand.encode(), 0
+        lines = tabix.fetch(region.chrom, region.start, region.end)
+        data = "\n".join(lines).encode()
+        buf, pos = self.ffi.from_buffer(data), 0
+        while pos < len(data):
+            pos += self.lib.bm_sum_rows(sums, buf + pos, len(data) - pos)
+            if sums.status == self.lib.BM_CODES:
+                return region_counts(tabix, region, min_coverage, self.wanted)
+            if sums.status == self.lib.BM_PYTHON:
+                line = data[pos : pos + sums.bad_len].decode()
+                pos += sums.bad_len
+                row = parse_line(line)
+                code = row.name.split(",")[0]
+                if self.wanted is None or code in self.wanted:
+                    raw_code, strand = code.encode(), row.strand.encode()
+                    if self.lib.bm_sum_row(sums, raw_code, len(raw_code), strand, len(strand),
+                                           row.valid_cov, row.n_mod):  # fmt: skip
+                        return region_counts(tabix, region, min_coverage, self.wanted)
+        return {
+            self.ffi.string(sums.code[k]).decode(): [sums.sum_mod[k], sums.sum_valid[k]]
+            for k in range(sums.ncodes)
+        }
 
 
 def percent_text(n_mod: int, n_valid: int) -> str:
@@ -92,6 +136,8 @@ def stats_lines(in_bed: str, regions: list[Region], min_coverage: int, codes, he
         tabix = pysam.TabixFile(in_bed)
     except (OSError, ValueError) as err:
         raise CommandError(f"{in_bed}: not a bgzipped, indexed bedMethyl ({err})") from None
+    core = compiled.load("numapore.pileup._pileup_core")
+    summer = RegionSums(core, min_coverage, codes) if core is not None else None
     with tabix:
         contigs = set(tabix.contigs)
         rows = []
@@ -101,9 +147,13 @@ def stats_lines(in_bed: str, regions: list[Region], min_coverage: int, codes, he
                       f"region {region.name} skipped", file=sys.stderr)  # fmt: skip
                 continue
             try:
-                rows.append((region, region_counts(tabix, region, min_coverage, codes)))
-            except ValueError as err:
+                if summer is not None:
+                    counts = summer.counts(tabix, region, min_coverage)
+                else:
+                    counts = region_counts(tabix, region, min_coverage, codes)
+            except (ValueError, UnicodeDecodeError) as err:
                 raise CommandError(f"{in_bed}: {err}") from None
+            rows.append((region, counts))
     columns = sorted(codes if codes is not None else {c for _, n in rows for c in n}, key=code_key)
     lines = []
     if header:

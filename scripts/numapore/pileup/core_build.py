@@ -27,6 +27,7 @@ SOURCES = (
     [SOURCE]
     + [PACKAGE / f"{part}.c" for part in ("calls", "tally", "text", "sample", "modcalls")]
     + [BAM_SOURCE, PACKAGE / "bam_records.c"]
+    + [PACKAGE / "bedmethyl_rows.c"]  # tobigwig's and stats' rows (uses no other part)
 )
 C_DECLARATIONS = """
 int pu_code(pu_ctx *c, const char *code);
@@ -63,12 +64,22 @@ void pu_stats_free(pu_stats *st);
 int64_t pu_bam_sample(pu_ctx *c, pu_bam *b, int tid, int64_t start, int64_t end, int64_t budget,
                       int only_mapped, int edge_on);
 int64_t pu_bam_seen(pu_bam *b, const char *name, int add);
+int bm_push(bm_track *t, const char *chrom, int64_t nchrom, int64_t start, const char *code,
+            int64_t ncode, const char *strand, int64_t nstrand, int64_t valid,
+            int64_t n_mod, int64_t n_canonical);
+int64_t bm_read(bm_track *t, const char *buf, int64_t len);
+void bm_finish(bm_track *t);
+void bm_take(bm_track *t);
+int bm_sum_row(bm_sums *s, const char *code, int64_t ncode, const char *strand, int64_t nstrand,
+               int64_t valid, int64_t n_mod);
+int64_t bm_sum_rows(bm_sums *s, const char *buf, int64_t len);
 """
 
 ffibuilder = cffi.FFI()
 ffibuilder.cdef(
     shared_declarations(SOURCE.read_text())
     + shared_declarations(BAM_SOURCE.read_text())
+    + shared_declarations((PACKAGE / "bedmethyl_rows.c").read_text())
     + C_DECLARATIONS
 )
 ffibuilder.set_source(
