@@ -30,8 +30,8 @@ from numapore.methylation.bedmethyl import BedMethylRow, f32, parse_line
 from numapore.modbam.command import CommandError, Parser, add_ignored, run_main
 from numapore.modbam.inputs import read_sizes
 
-BATCH = 1 << 16  # positions per batch handed to the writer
-CHUNK = 1 << 22  # bytes of the bedMethyl read at a time
+BATCH = 1 << 11  # positions per batch handed to the writer
+CHUNK = 1 << 18  # bytes of the bedMethyl read at a time
 Batch = tuple[str, list[int], list[float]]  # a chromosome's positions and values
 
 
@@ -190,14 +190,14 @@ class _CompiledTrack:
                 yield from self.take()
                 raise self.failed(status)
 
-    def chunk(self, data: bytes, end: int) -> Iterator[Batch]:
+    def chunk(self, data: bytearray, end: int) -> Iterator[Batch]:
         """The rows of data[:end] (whole lines)."""
         buf, pos = self.ffi.from_buffer(data), 0
         while pos < end:
             pos += self.lib.bm_read(self.track, buf + pos, end - pos)
             status = self.track.status
             if status == self.lib.BM_PYTHON:
-                yield from self.python_lines(data[pos : pos + self.track.bad_len])
+                yield from self.python_lines(bytes(data[pos : pos + self.track.bad_len]))
                 pos += self.track.bad_len
             elif status:
                 yield from self.take()
@@ -207,15 +207,19 @@ class _CompiledTrack:
                 yield from self.take()
 
     def batches(self, handle) -> Iterator[Batch]:
-        """All the batches of the file open in handle (binary)."""
-        rest = b""
+        """All the batches of the file open in handle (binary), read into one buffer (a
+        line longer than it grows it)."""
+        data, filled = bytearray(CHUNK), 0
         while True:
-            chunk = handle.read(CHUNK)
-            data = rest + chunk if rest else chunk
-            end = data.rfind(b"\n") + 1 if chunk else len(data)
+            if filled == len(data):
+                data.extend(bytes(len(data)))
+            got = handle.readinto(memoryview(data)[filled:])
+            filled += got
+            end = data.rfind(b"\n", 0, filled) + 1 if got else filled
             yield from self.chunk(data, end)
-            rest = data[end:]
-            if not chunk:
+            data[: filled - end] = data[end:filled]
+            filled -= end
+            if not got:
                 break
         while self.full():
             yield from self.take()

@@ -56,34 +56,32 @@ typedef struct {
 } bm_field;
 
 /* The 18 fields of a line without its newline (tabs, or modkit 0.4.4's mixed delimiters:
- * columns 10-18 in the tenth tab field, single spaces between them); 0 where Python decides
- * (another number of fields, a byte outside printable ASCII and tab). */
+ * columns 10-18 in the tenth tab field, single spaces between them), in one pass; 0 where
+ * Python decides (another number of fields, a byte outside printable ASCII and tab). */
 static int bm_fields(const char *line, int64_t n, bm_field f[18]) {
-    for (int64_t i = 0; i < n; i++) {
-        unsigned char ch = (unsigned char)line[i];
-        if (ch >= 0x7f || (ch < 0x20 && ch != '\t')) return 0;
-    }
-    int k = 0;
-    const char *s = line, *end = line + n;
-    for (;;) {
-        const char *t = memchr(s, '\t', end - s);
-        if (k == 18) return 0;
-        f[k++] = (bm_field){s, (t ? t : end) - s};
-        if (!t) break;
-        s = t + 1;
-    }
-    if (k == 10) {
-        const char *p = f[9].p, *e = f[9].p + f[9].n;
-        k = 9;
-        for (;;) {
-            const char *t = memchr(p, ' ', e - p);
+    int k = 0, spaces = 0;
+    const char *s = line;
+    bm_field extra[9];
+    for (int64_t i = 0; i <= n; i++) {
+        unsigned char ch = i < n ? (unsigned char)line[i] : '\t';
+        if (ch == '\t') {
             if (k == 18) return 0;
-            f[k++] = (bm_field){p, (t ? t : e) - p};
-            if (!t) break;
-            p = t + 1;
+            f[k++] = (bm_field){s, line + i - s};
+            s = line + i + 1;
+        } else if (ch == ' ' && k == 9) {
+            if (spaces == 9) return 0;
+            extra[spaces++] = (bm_field){s, line + i - s};
+            s = line + i + 1;
+        } else if (ch < 0x20 || ch >= 0x7f) {
+            return 0;
         }
     }
-    return k == 18;
+    if (k == 10 && spaces == 8) { /* mixed: the tenth tab field held columns 10-18 */
+        f[17] = f[9];
+        for (int m = 0; m < 8; m++) f[9 + m] = extra[m];
+        return 1;
+    }
+    return k == 18 && spaces == 0;
 }
 
 /* A field as an integer (optional '-', 1 to 18 digits); 0 where Python decides. */
@@ -106,8 +104,11 @@ static int bm_code_kept(bm_field name, const char *codes, int64_t codes_len, bm_
     const char *comma = memchr(name.p, ',', name.n);
     *code = (bm_field){name.p, comma ? comma - name.p : name.n};
     if (!codes) return 1;
-    for (const char *c = codes; c < codes + codes_len; c += strlen(c) + 1)
-        if ((int64_t)strlen(c) == code->n && !memcmp(c, code->p, code->n)) return 1;
+    for (const char *c = codes; c < codes + codes_len;) {
+        int64_t len = (int64_t)strlen(c);
+        if (len == code->n && !memcmp(c, code->p, len)) return 1;
+        c += len + 1;
+    }
     return 0;
 }
 
