@@ -23,8 +23,6 @@ from __future__ import annotations
 
 import sys
 
-import numpy as np
-
 from numapore.methylation.bedmethyl import code_key, f32, f32_text
 from numapore.modbam.calls import SampledCalls, add_sampling_arguments, sample, sampling_options
 from numapore.modbam.command import CommandError, Parser, add_unsupported, run_main
@@ -54,27 +52,14 @@ def thresholds_of(calls: SampledCalls, args) -> tuple[dict[int, float], float, b
         return {}, 0.0, False
     per_base = {}
     for b, base in calls.bases.items():
-        xs = np.sort(base.probs, kind="stable")
-        per_base[b] = percentile_linear_interp(xs, len(xs), args.filter_percentile)
+        per_base[b] = percentile_linear_interp(base.sorted_values(), base.n, args.filter_percentile)
     return per_base, 0.0, True
 
 
 def counts_of(calls: SampledCalls, thresholds: dict[int, float], default: float):
     """Per base: {state: [pass, fail]} of the states with a passing call, and the pass and
     fail totals."""
-    out = {}
-    for b, base in calls.bases.items():
-        threshold = np.float32(thresholds.get(b, default))
-        passing = base.probs >= threshold
-        counts = {}
-        for state in np.unique(base.states).tolist():
-            at = base.states == state
-            counts[state] = [
-                int(np.count_nonzero(at & passing)),
-                int(np.count_nonzero(at & ~passing)),
-            ]
-        out[b] = counts
-    return out
+    return {b: base.counts(thresholds.get(b, default)) for b, base in calls.bases.items()}
 
 
 def state_key(calls: SampledCalls, state: int) -> tuple:

@@ -50,6 +50,10 @@ int pu_sample_read(pu_ctx *c, int reverse, const char *seq, int64_t n, const cha
                    const uint8_t *ml, int64_t nml, const char *cigar, int64_t ncig_max,
                    int64_t ref_start);
 void pu_sort_values(pu_ctx *c, int base);
+float pu_sample_rank(pu_ctx *c, int base, int64_t rank);
+void pu_sample_tally(pu_ctx *c, int base, float threshold, int64_t *pass, int64_t *fail,
+                     int64_t *flags);
+void pu_sample_histogram(pu_ctx *c, int base, int64_t *bins);
 int pu_mb_calls(const char *seq, int64_t n, int reverse, const char *mm, const uint8_t *ml,
                 int64_t nml, const float *thresholds, const char *mod_codes,
                 const float *mod_values, int nmod, int8_t *fwd, int8_t *kind, int32_t *code_at,

@@ -115,3 +115,61 @@ static int float_cmp(const void *a, const void *b) {
 void pu_sort_values(pu_ctx *c, int base) {
     qsort(c->values[base], c->nvalues[base], sizeof(float), float_cmp);
 }
+
+/* summary's and sample-probs' reading of a states sample (sample_states), without a copy or
+ * numpy: a value's rank, the calls per state passing a threshold, the histogram. */
+
+/* a float's key, ordered as the floats are */
+static uint32_t sample_key(float v) {
+    uint32_t u;
+    memcpy(&u, &v, 4);
+    return u & 0x80000000u ? ~u : u | 0x80000000u;
+}
+
+/* the rank-th smallest (from 0) sampled value of base: two passes counting the values by the
+ * high, then the low 16 bits of their keys (the sample keeps its order, states beside values) */
+float pu_sample_rank(pu_ctx *c, int base, int64_t rank) {
+    const float *v = c->values[base];
+    int64_t n = c->nvalues[base], *counts = calloc(65536, sizeof(int64_t));
+    uint32_t high = 0, low = 0;
+    for (int64_t i = 0; i < n; i++) counts[sample_key(v[i]) >> 16]++;
+    while (high < 65535 && rank >= counts[high]) rank -= counts[high++];
+    memset(counts, 0, 65536 * sizeof(int64_t));
+    for (int64_t i = 0; i < n; i++) {
+        uint32_t k = sample_key(v[i]);
+        if (k >> 16 == high) counts[k & 0xffff]++;
+    }
+    while (low < 65535 && rank >= counts[low]) rank -= counts[low++];
+    free(counts);
+    uint32_t key = high << 16 | low, u = key & 0x80000000u ? key & 0x7fffffffu : ~key;
+    float out;
+    memcpy(&out, &u, 4);
+    return out;
+}
+
+/* per state (32) the calls of base at or above threshold (pass) and below it (fail); flags:
+ * the values with PU_FIRST_OF_READ and with PU_FIRST_AT_BASE */
+void pu_sample_tally(pu_ctx *c, int base, float threshold, int64_t *pass, int64_t *fail,
+                     int64_t *flags) {
+    const float *v = c->values[base];
+    const uint8_t *s = c->states[base];
+    for (int64_t i = 0; i < c->nvalues[base]; i++) {
+        int state = s[i] & 0x1f;
+        if (v[i] >= threshold) pass[state]++;
+        else fail[state]++;
+        flags[0] += (s[i] & PU_FIRST_OF_READ) != 0;
+        flags[1] += (s[i] & PU_FIRST_AT_BASE) != 0;
+    }
+}
+
+/* per state (32) the calls of base in each of 256 bins of 1/256 (a probability of 1 in the
+ * last): bins[state * 256 + bin] */
+void pu_sample_histogram(pu_ctx *c, int base, int64_t *bins) {
+    const float *v = c->values[base];
+    const uint8_t *s = c->states[base];
+    for (int64_t i = 0; i < c->nvalues[base]; i++) {
+        int q = v[i] == 1.0f ? 255 : (int)floorf(v[i] * 256.0f);
+        q = q < 0 ? 0 : q > 255 ? 255 : q;
+        bins[(s[i] & 0x1f) * 256 + q]++;
+    }
+}
