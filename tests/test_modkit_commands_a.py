@@ -394,3 +394,7 @@ def test_stats_compiled_rows_as_python(tmp_path, monkeypatch, capsys):
     compiled_table, python_table = both_paths(monkeypatch, run)
     assert compiled_table == python_table
     assert compiled_table.splitlines()[1].startswith("chr1\t0\t20\ta\t+\t1\t4\t")
+    monkeypatch.delenv("NUMAPORE_PURE_PYTHON")
+    monkeypatch.setattr(stats, "CLUSTER", 1)  # one query per region
+    monkeypatch.setattr(stats, "LINES", 1)  # one line at a time
+    assert run() == compiled_table

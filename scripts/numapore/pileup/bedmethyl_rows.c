@@ -33,20 +33,20 @@ typedef struct {
     char chrom[1024], code[64], strand[64];
     int64_t start, valid, n_canonical, n_mod;
 } bm_track;
-/* stats' sums over one region: per code met (codes: 16 bytes each) the sum of N_mod and of
- * N_valid_cov */
+/* stats' sums over one region: per code met (up to 16, of up to 15 bytes) the sum of N_mod
+ * and of N_valid_cov; the status and bad_len of the first region's are bm_sum_regions' */
 typedef struct {
     int64_t min_coverage;
     char strand; /* '+', '-' or '.' (both) */
     const char *codes; /* NULL: every code, else NUL-separated, codes_len bytes */
     int64_t codes_len;
     int ncodes;
-    char code[64][16];
-    int64_t sum_mod[64], sum_valid[64];
+    char code[16][16];
+    int64_t sum_mod[16], sum_valid[16];
     int status;
     int64_t bad_len;
 } bm_sums;
-/* why bm_read, bm_sum_rows stopped (status), or what bm_push returns */
+/* why bm_read, bm_sum_regions stopped (status), or what bm_push returns */
 enum { BM_PYTHON = 1, BM_DUPLICATE = -1, BM_OVERLAP = -2, BM_LONG_NAME = -3, BM_CODES = -4 };
 /* cffi: end */
 
@@ -236,7 +236,7 @@ void bm_take(bm_track *t) {
     }
 }
 
-/* One row into stats' sums (region_counts): 0, or BM_CODES past 64 codes. */
+/* One row into stats' sums (region_counts): 0, or BM_CODES past 16 codes. */
 int bm_sum_row(bm_sums *s, const char *code, int64_t ncode, const char *strand, int64_t nstrand,
                int64_t valid, int64_t n_mod) {
     if (valid < s->min_coverage) return 0;
@@ -247,7 +247,7 @@ int bm_sum_row(bm_sums *s, const char *code, int64_t ncode, const char *strand, 
                               !memcmp(s->code[k], code, ncode)))
         k++;
     if (k == s->ncodes) {
-        if (k == 64 || ncode >= 16) return BM_CODES;
+        if (k == 16 || ncode >= 16) return BM_CODES;
         memcpy(s->code[k], code, ncode);
         s->code[k][ncode] = 0;
         s->sum_mod[k] = s->sum_valid[k] = 0;
@@ -258,31 +258,38 @@ int bm_sum_row(bm_sums *s, const char *code, int64_t ncode, const char *strand, 
     return 0;
 }
 
-/* The rows of buf (lines a tabix query gave) into the sums, until a line is Python's (status
- * BM_PYTHON, bad_len its bytes) or an error: the bytes consumed. */
-int64_t bm_sum_rows(bm_sums *s, const char *buf, int64_t len) {
+/* stats' sums of n regions over the lines of one query spanning them (regions sorted by start,
+ * each with its own sums; reach[k]: the largest end of regions 0 to k; *lo: the first region
+ * a row may still overlap, 0 at the query's start): a row goes into each region it overlaps
+ * by its columns 2 and 3, as tabix overlaps them. The bytes consumed; sums[0].status says why
+ * it stopped before the end (BM_PYTHON: bad_len bytes of a line for Python, or BM_CODES). */
+int64_t bm_sum_regions(bm_sums *sums, const int64_t *starts, const int64_t *ends,
+                       const int64_t *reach, int64_t n, int64_t *lo, const char *buf,
+                       int64_t len) {
     const char *p = buf, *end = buf + len;
-    s->status = 0;
+    sums[0].status = 0;
     while (p < end) {
         const char *nl = memchr(p, '\n', end - p);
-        int64_t n = (nl ? nl : end) - p, next = n + (nl != NULL);
+        int64_t size = (nl ? nl : end) - p, next = size + (nl != NULL);
         bm_field f[18], code;
-        int64_t start, valid, n_mod, other;
-        int plain = bm_fields(p, n, f) && bm_int(f[1], &start) && bm_int(f[9], &valid) &&
-                    bm_int(f[11], &n_mod);
+        int64_t start, stop, valid, n_mod, other;
+        int plain = bm_fields(p, size, f) && bm_int(f[1], &start) && bm_int(f[2], &stop) &&
+                    bm_int(f[9], &valid) && bm_int(f[11], &n_mod);
         for (int k = 12; plain && k < 18; k++) plain = bm_int(f[k], &other);
         if (!plain) {
-            s->status = BM_PYTHON;
-            s->bad_len = next;
+            sums[0].status = BM_PYTHON;
+            sums[0].bad_len = next;
             break;
         }
-        if (bm_code_kept(f[3], s->codes, s->codes_len, &code)) {
-            int rc = bm_sum_row(s, code.p, code.n, f[5].p, f[5].n, valid, n_mod);
-            if (rc) {
-                s->status = rc;
-                break;
+        while (*lo < n && reach[*lo] <= start) (*lo)++;
+        if (bm_code_kept(f[3], sums[0].codes, sums[0].codes_len, &code))
+            for (int64_t k = *lo; k < n && starts[k] < stop; k++) {
+                if (ends[k] <= start) continue;
+                if (bm_sum_row(&sums[k], code.p, code.n, f[5].p, f[5].n, valid, n_mod)) {
+                    sums[0].status = BM_CODES;
+                    return p - buf;
+                }
             }
-        }
         p += next;
     }
     return p - buf;

@@ -76,7 +76,9 @@ void bm_finish(bm_track *t);
 void bm_take(bm_track *t);
 int bm_sum_row(bm_sums *s, const char *code, int64_t ncode, const char *strand, int64_t nstrand,
                int64_t valid, int64_t n_mod);
-int64_t bm_sum_rows(bm_sums *s, const char *buf, int64_t len);
+int64_t bm_sum_regions(bm_sums *sums, const int64_t *starts, const int64_t *ends,
+                       const int64_t *reach, int64_t n, int64_t *lo, const char *buf,
+                       int64_t len);
 """
 
 ffibuilder = cffi.FFI()
