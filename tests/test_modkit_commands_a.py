@@ -7,11 +7,14 @@ then the mistakes users make with each option."""
 
 from __future__ import annotations
 
+import os
 import shlex
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
-from conftest import SHARED
+from conftest import REPO, SHARED
 from modkit_more_suite import SUITE, suite_case_names, suite_cases
 
 from numapore.modbam import sample_probs, stats, summary, tobigwig
@@ -398,3 +401,29 @@ def test_stats_compiled_rows_as_python(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(stats, "CLUSTER", 1)  # one query per region
     monkeypatch.setattr(stats, "LINES", 1)  # one line at a time
     assert run() == compiled_table
+
+
+def test_commands_import_neither_numpy_nor_pysam(tmp_path):
+    """tobigwig, summary and sample-probs (and stats, but for pysam's tabix) on the suite's
+    cases, in one fresh interpreter, with neither numpy nor pysam imported at the end: their
+    imports were most of a small input's time."""
+    cases = load_cases()
+    script = ["import sys", "from numapore.modbam import sample_probs, stats, summary, tobigwig"]
+    for name in ("tobigwig_hm_header", "summary_default", "sample_probs_hist", "stats_regions"):
+        case = cases[name]
+        module = COMMANDS[case["command"]].__name__.rsplit(".", 1)[1]
+        out = tmp_path / name
+        argv = [case["input"], str(out), *shlex.split(case["options"])]
+        if module in ("stats", "sample_probs"):
+            argv = [case["input"], "-o", str(out), *shlex.split(case["options"])]
+        elif module == "summary":
+            argv = [case["input"], *shlex.split(case["options"])]
+        script.append(f"assert {module}.main({argv!r}) == 0")
+        if module == "sample_probs":
+            script.append("print(sorted({'numpy', 'pysam'} & set(sys.modules)))")
+    script.append("print(sorted({'numpy', 'pysam'} & set(sys.modules)))")
+    env = dict(os.environ, PYTHONPATH=str(REPO / "scripts"))
+    done = subprocess.run([sys.executable, "-c", "\n".join(script)], capture_output=True,
+                          text=True, env=env, cwd=SUITE)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[-2:] == ["[]", "['pysam']"]

@@ -59,14 +59,21 @@ def _kept_rows(path: str, codes: set[str]) -> Iterator[tuple[int, BedMethylRow]]
     handle = sys.stdin if path in ("-", "stdin") else open_maybe_gzip(path, "rt")
     with handle:
         for number, line in enumerate(handle, 1):
-            if line.lstrip().startswith("#") or not line.strip():
-                continue
-            try:
-                row = parse_line(line)
-            except ValueError as err:
-                raise CommandError(f"{path}: line {number}: {err}") from None
-            if row.name.split(",")[0] in codes:
+            row = kept_row(line, number, path, codes)
+            if row is not None:
                 yield number, row
+
+
+def kept_row(line: str, number: int, path: str, codes: set[str]) -> BedMethylRow | None:
+    """Line number's row if it is one of the codes (None: a comment, a blank line, another
+    code's row)."""
+    if line.lstrip().startswith("#") or not line.strip():
+        return None
+    try:
+        row = parse_line(line)
+    except ValueError as err:
+        raise CommandError(f"{path}: line {number}: {err}") from None
+    return row if row.name.split(",")[0] in codes else None
 
 
 def merge_error(path: str, number: int, duplicate: bool) -> CommandError:
@@ -171,15 +178,10 @@ class _CompiledTrack:
         lines = text.split("\n")
         for line in lines[:-1] if text.endswith("\n") else lines:
             self.track.line += 1
-            if line.lstrip().startswith("#") or not line.strip():
+            row = kept_row(line, self.track.line, self.path, self.codes)
+            if row is None:
                 continue
-            try:
-                row = parse_line(line)
-            except ValueError as err:
-                raise CommandError(f"{self.path}: line {self.track.line}: {err}") from None
             code = row.name.split(",")[0]
-            if code not in self.codes:
-                continue
             if self.full():
                 yield from self.take()
             fields = [x.encode() for x in (row.chrom, code, row.strand)]
