@@ -7,11 +7,14 @@ then the mistakes users make with each option."""
 
 from __future__ import annotations
 
+import os
 import shlex
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
-from conftest import SHARED
+from conftest import REPO, SHARED
 from modkit_more_suite import SUITE, suite_case_names, suite_cases
 
 from numapore.modbam import sample_probs, stats, summary, tobigwig
@@ -29,6 +32,10 @@ ORDER_ONLY = {
     "summary_no_filtering_mapped_only",
     "sample_probs_percentiles_two_bases",
 }
+# the README's items where numapore follows the documentation, each tested where named
+DOCUMENTED = {
+    "summary_region_per_base_tsv": "test_modkit_summary_region.py",  # calls outside --region
+}
 
 
 def load_cases() -> dict[str, dict[str, str]]:
@@ -37,7 +44,8 @@ def load_cases() -> dict[str, dict[str, str]]:
 
 
 def case_names() -> list[str]:
-    return suite_case_names(COMMANDS)
+    """The cases numapore writes as modkit 0.6.1 does (DOCUMENTED's are tested where named)."""
+    return [name for name in suite_case_names(COMMANDS) if name not in DOCUMENTED]
 
 
 def bigwig_dump(path: Path) -> tuple[list, list]:
@@ -301,3 +309,121 @@ def test_summary_same_at_any_threads(capsys):
         assert summary.main([str(BAM), "-t", threads, "-n", "4"]) == 0
         outputs.add(capsys.readouterr().out)
     assert len(outputs) == 1
+
+
+# --- the compiled reading of bedMethyl rows (bedmethyl_rows.c) against Python's -------------
+
+ODD_ROWS = [  # lines the C reader leaves to parse_line, among plain ones
+    "#chrom\tchromStart\tchromEnd\tname\n",
+    "chr1\t10\t11\tm\t4\t+\t10\t11\t255,0,0\t4\t50.00\t2\t2\t0\t0\t0\t0\t0\n",
+    "chr1\t10\t11\th\t4\t+\t10\t11\t255,0,0\t4\t25.00\t1\t2\t1\t0\t0\t0\t0\n",
+    "   \n",
+    "chr1\t12\t13\tm\t3\t-\t12\t13\t255,0,0\t3 33.33 1 2 0 0 0 0 0\n",  # mixed delimiters
+    "chr1\t14\t15\tm,CG,0\t5\t.\t14\t15\t255,0,0\t5\t40.00\t+2\t3\t0\t0\t0\t0\t0\r\n",
+    "  # a comment after spaces\n",
+    "chr2\t3\t4\tm\t2\t+\t3\t4\t255,0,0\t2\t100.00\t2\t0\t0\t0\t0\t0\t0\r\n",
+    "chr2\t3\t4\tm\t6\t-\t3\t4\t255,0,0\t6\t50.00\t3\t3\t0\t0\t0\t0\t0\n",
+    "chr2\t9\t10\th\t2\t+\t9\t10\t255,0,0\t2\t0.00\t0\t2\t0\t0\t0\t0\t0",  # no newline
+]
+
+
+def both_paths(monkeypatch, run) -> tuple:
+    """run() with the compiled core, then with Python's paths."""
+    compiled_result = run()
+    monkeypatch.setenv("NUMAPORE_PURE_PYTHON", "1")
+    return compiled_result, run()
+
+
+@pytest.mark.parametrize("codes, positions", [("m", 4), ("h,m", 5)])
+def test_tobigwig_compiled_rows_as_python(codes, positions, tmp_path, monkeypatch, capsys):
+    """Comments, blank lines, mixed delimiters, CRLF, a signed count, a last line without its
+    newline: the compiled reading gives Python's values."""
+    bed, sizes = tmp_path / "odd.bed", tmp_path / "sizes"
+    bed.write_bytes("".join(ODD_ROWS).encode())
+    sizes.write_text("chr1\t100\nchr2\t50\n")
+
+    def run():
+        out = tmp_path / "out.bw"
+        assert tobigwig.main([str(bed), str(out), "-m", codes, "-g", str(sizes)]) == 0
+        return bigwig_dump(out)
+
+    compiled_dump, python_dump = both_paths(monkeypatch, run)
+    assert compiled_dump == python_dump
+    assert len(compiled_dump[1]) == positions
+    monkeypatch.delenv("NUMAPORE_PURE_PYTHON")
+    monkeypatch.setattr(tobigwig, "CHUNK", 16)  # every line longer than the buffer
+    monkeypatch.setattr(tobigwig, "BATCH", 2)  # batches full, and a position held
+    assert run() == compiled_dump
+
+
+@pytest.mark.parametrize(
+    "line, says",
+    [
+        ("chr1\t10\t11\tm\t4\t+\t10\t11\t255,0,0\t4\t50.00\t2\tx\t0\t0\t0\t0\t0\n", "line 3"),
+        ("chr1\t10\t11\tm\t4\t+\t10\t11\t255,0,0\t4\t50.00\t2\t2\t0\t0\t0\t0\t0\n", "line 3: dup"),
+        ("chr1\t10\t11\th\t5\t+\t10\t11\t255,0,0\t5\t50.00\t2\t2\t0\t0\t0\t0\t0\n", "overlapping"),
+        ("chr1\t10\t11\tm\t4\t+\t10\t11\t\xff\t4\t50.00\t2\t2\t0\t0\t0\t0\t0\n", "not a bedMethyl"),
+    ],
+)
+def test_tobigwig_compiled_refusals_as_python(line, says, tmp_path, monkeypatch, capsys):
+    """A bad row after good ones: the same one numapore: line either way, no bigWig."""
+    bed, sizes = tmp_path / "bad.bed", tmp_path / "sizes"
+    bed.write_bytes(("".join(ODD_ROWS[:2]) + line).encode("latin-1"))
+    sizes.write_text("chr1\t100\n")
+
+    def run():
+        assert tobigwig.main([str(bed), str(tmp_path / "o.bw"), "-m", "h,m", "-g", str(sizes)]) == 1
+        assert not (tmp_path / "o.bw").exists()
+        return one_line_error(capsys)
+
+    compiled_error, python_error = both_paths(monkeypatch, run)
+    assert compiled_error == python_error and says in compiled_error
+
+
+def test_stats_compiled_rows_as_python(tmp_path, monkeypatch, capsys):
+    """stats over the odd rows (bgzipped, indexed): the compiled sums are Python's."""
+    import pysam
+
+    bed, regions = tmp_path / "odd.bed", tmp_path / "regions.bed"
+    bed.write_bytes("".join(ODD_ROWS[1:3] + ODD_ROWS[4:6] + ODD_ROWS[7:]).encode() + b"\n")
+    pysam.tabix_index(str(bed), preset="bed", force=True)
+    regions.write_text("chr1\t0\t20\ta\t0\t+\nchr1\t11\t15\tb\t0\t.\nchr2\t0\t10\tc\t0\t-\n")
+
+    def run():
+        argv = [f"{bed}.gz", "--regions", str(regions), "-o", "-", "--min-coverage", "3"]
+        assert stats.main(argv) == 0
+        return capsys.readouterr().out
+
+    compiled_table, python_table = both_paths(monkeypatch, run)
+    assert compiled_table == python_table
+    assert compiled_table.splitlines()[1].startswith("chr1\t0\t20\ta\t+\t1\t4\t")
+    monkeypatch.delenv("NUMAPORE_PURE_PYTHON")
+    monkeypatch.setattr(stats, "CLUSTER", 1)  # one query per region
+    monkeypatch.setattr(stats, "LINES", 1)  # one line at a time
+    assert run() == compiled_table
+
+
+def test_commands_import_neither_numpy_nor_pysam(tmp_path):
+    """tobigwig, summary and sample-probs (and stats, but for pysam's tabix) on the suite's
+    cases, in one fresh interpreter, with neither numpy nor pysam imported at the end: their
+    imports were most of a small input's time."""
+    cases = load_cases()
+    script = ["import sys", "from numapore.modbam import sample_probs, stats, summary, tobigwig"]
+    for name in ("tobigwig_hm_header", "summary_default", "sample_probs_hist", "stats_regions"):
+        case = cases[name]
+        module = COMMANDS[case["command"]].__name__.rsplit(".", 1)[1]
+        out = tmp_path / name
+        argv = [case["input"], str(out), *shlex.split(case["options"])]
+        if module in ("stats", "sample_probs"):
+            argv = [case["input"], "-o", str(out), *shlex.split(case["options"])]
+        elif module == "summary":
+            argv = [case["input"], *shlex.split(case["options"])]
+        script.append(f"assert {module}.main({argv!r}) == 0")
+        if module == "sample_probs":
+            script.append("print(sorted({'numpy', 'pysam'} & set(sys.modules)))")
+    script.append("print(sorted({'numpy', 'pysam'} & set(sys.modules)))")
+    env = dict(os.environ, PYTHONPATH=str(REPO / "scripts"))
+    done = subprocess.run([sys.executable, "-c", "\n".join(script)], capture_output=True,
+                          text=True, env=env, cwd=SUITE)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[-2:] == ["[]", "['pysam']"]

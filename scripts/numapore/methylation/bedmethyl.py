@@ -17,6 +17,7 @@ numapore.pileup.engine writes through rows_text / format_row.
 
 from __future__ import annotations
 
+import math
 import os
 import struct
 from collections.abc import Iterator, Sequence
@@ -58,6 +59,7 @@ TYPES = {name: kind for _, name, kind in SCHEMA}
 HEADER_LINE = "\t".join(COLUMNS) + "\n"  # modkit's --header (alias --with-header)
 COLOUR = "255,0,0"
 _F32 = struct.Struct("<f")
+_F32_BITS = struct.Struct("<I")
 
 
 class BedMethylRow(NamedTuple):
@@ -99,14 +101,45 @@ def f32(x: float) -> float:
 
 def f32_text(x: float) -> str:
     """x as Rust's Display writes an f32: the shortest digits that read back as the same
-    float32, never an exponent (33.333336, 50, 0.1, NaN, inf)."""
+    float32 (of those, the nearest to it; a tie upwards), never an exponent (33.333336, 50,
+    0.1, NaN, inf). Integer arithmetic, no numpy (the commands that print one start faster)."""
     if x != x:
         return "NaN"
     if x in (float("inf"), float("-inf")):
         return "inf" if x > 0 else "-inf"
-    import numpy as np
-
-    return np.format_float_positional(np.float32(x), unique=True, trim="-")
+    x = f32(x)
+    if x == 0:
+        return "-0" if math.copysign(1.0, x) < 0 else "0"
+    bits = _F32_BITS.unpack(_F32.pack(abs(x)))[0]
+    exponent, fraction = bits >> 23, bits & 0x7FFFFF
+    m = fraction | 1 << 23 if exponent else fraction
+    shift = (exponent if exponent else 1) - 152  # x is 4m units of 2^shift
+    # what reads back as x: [low, high] in those units (a power of two has a closer neighbour
+    # below); a decimal on a midpoint reads back as the even neighbour
+    low, value, high = 4 * m - (1 if fraction == 0 and exponent > 1 else 2), 4 * m, 4 * m + 2
+    inclusive = m % 2 == 0
+    scale, den = (1 << shift, 1) if shift >= 0 else (1, 1 << -shift)
+    low, value, high = low * scale, value * scale, high * scale  # exact values: X / den
+    k = math.floor(math.log10(high / den)) + 1
+    while True:  # the largest place 10^k with a multiple j * 10^k in [low, high] / den
+        if k >= 0:
+            lo, hi, step = low, high, den * 10**k
+        else:
+            lo, hi, step = low * 10**-k, high * 10**-k, den
+        first, last = -(-lo // step), hi // step
+        if not inclusive:
+            first += first * step == lo
+            last -= last * step == hi
+        if first <= last:
+            break
+        k -= 1
+    near = (2 * (value if k >= 0 else value * 10**-k) + step) // (2 * step)  # a tie upwards
+    digits = str(min(max(near, first), last))
+    sign = "-" if x < 0 else ""
+    if k >= 0:
+        return sign + digits + "0" * k
+    digits = digits.rjust(-k + 1, "0")
+    return f"{sign}{digits[:k]}.{digits[k:]}".rstrip("0").rstrip(".")
 
 
 def code_key(code: str) -> tuple:

@@ -9,26 +9,68 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass
 
-import numpy as np
-
 from numapore.modbam.command import CommandError, add_ignored, add_unsupported
 from numapore.pileup.common import BASES, SAMPLING_INTERVAL, Options, ffi, lib
 from numapore.pileup.inputs import bai_path
 from numapore.pileup.thresholds import sample_calls
 
-STATE_MASK = 0x1F  # a state's code part (0 canonical, 1 + registry index)
 
-
-@dataclass
 class BaseCalls:
-    """One canonical base's sampled calls: the most likely state's probability and the state
-    (0 canonical, else 1 + an index into SampledCalls.codes), the reads with calls there and
-    the codes its calls carry."""
+    """One canonical base's sampled calls, read in the core (sample.c; no numpy): each call's
+    most likely state (0 canonical, else 1 + an index into SampledCalls.codes) and its
+    probability; reads: the reads with calls there; codes: the codes its calls carry."""
 
-    probs: np.ndarray
-    states: np.ndarray
-    reads: int
-    codes: set[str]
+    def __init__(self, core, base: int, codes: set[str]):
+        """The calls of base in the core's sample."""
+        self.core, self.base, self.codes = core, base, codes
+        self.n = core.nvalues[base]
+        self.first_of_read, self.reads = self._tally(0.0)[2]
+
+    def _tally(self, threshold: float):
+        """pu_sample_tally: per state [pass], [fail], and the flags' counts."""
+        pass_ = ffi.new("int64_t[32]")
+        fail = ffi.new("int64_t[32]")
+        flags = ffi.new("int64_t[2]")
+        lib.pu_sample_tally(self.core, self.base, threshold, pass_, fail, flags)
+        return list(pass_), list(fail), list(flags)
+
+    def counts(self, threshold: float) -> dict[int, list[int]]:
+        """Per state with calls: [calls at or above threshold (float32), calls below it]."""
+        passing, failing, _ = self._tally(threshold)
+        return {k: [passing[k], failing[k]] for k in range(32) if passing[k] + failing[k]}
+
+    def sorted_values(self) -> SortedValues:
+        """The probabilities as a sorted sequence (indexing only)."""
+        return SortedValues(self)
+
+    def histogram(self) -> dict[int, list[int]]:
+        """Per state with calls: the calls in each bin of 1/256 (a probability of 1 in the
+        last)."""
+        bins = ffi.new("int64_t[]", 32 * 256)
+        lib.pu_sample_histogram(self.core, self.base, bins)
+        flat = list(bins)
+        return {
+            k: flat[k * 256 : (k + 1) * 256]
+            for k in range(32)
+            if any(flat[k * 256 : (k + 1) * 256])
+        }
+
+
+class SortedValues:
+    """A base's sampled probabilities in ascending order, each found by its rank in C
+    (pu_sample_rank), for percentile_linear_interp."""
+
+    def __init__(self, calls: BaseCalls):
+        """The values of calls."""
+        self.calls = calls
+
+    def __len__(self) -> int:
+        """The number of values."""
+        return self.calls.n
+
+    def __getitem__(self, rank: int) -> float:
+        """The rank-th smallest value."""
+        return lib.pu_sample_rank(self.calls.core, self.calls.base, rank)
 
 
 @dataclass
@@ -112,25 +154,22 @@ def check_bam(path: str) -> None:
         raise CommandError(f"{path}: no .bai index beside it (samtools index {path})")
 
 
-def sample(bam_path: str, options: Options) -> SampledCalls:
-    """The calls of the sampled reads."""
+def sample(bam_path: str, options: Options, in_region: bool = False) -> SampledCalls:
+    """The calls of the sampled reads (in_region: with --region, only those whose reference
+    position is in the region; a read counts if it gave one)."""
     check_bam(bam_path)
     try:
-        core, _ = sample_calls(bam_path, options, None, states=True)
+        core, _ = sample_calls(bam_path, options, None, states=True, in_region=in_region)
     except ValueError as err:  # pysam's word for a BAM it cannot read
         raise CommandError(f"{bam_path}: {err}") from None
     codes = [ffi.string(core.codes[k]).decode() for k in range(core.ncodes)]
     bases, reads = {}, 0
     for b in range(4):
-        n = core.nvalues[b]
-        if not n:
+        if not core.nvalues[b]:
             continue
-        probs = np.frombuffer(ffi.buffer(core.values[b], n * 4), dtype=np.float32).copy()
-        raw = np.frombuffer(ffi.buffer(core.states[b], n), dtype=np.uint8)
-        reads += int(np.count_nonzero(raw & lib.PU_FIRST_OF_READ))
         seen = {codes[k] for k in range(len(codes)) if core.sampled_codes[b] >> k & 1}
-        at_base = int(np.count_nonzero(raw & lib.PU_FIRST_AT_BASE))
-        bases[b] = BaseCalls(probs, (raw & STATE_MASK).copy(), at_base, seen)
+        bases[b] = BaseCalls(core, b, seen)
+        reads += bases[b].first_of_read
     return SampledCalls(bases, codes, reads)
 
 

@@ -8,8 +8,6 @@ import argparse
 import sys
 from collections.abc import Callable, Sequence
 
-from numapore.pileup.common import PileupError
-
 
 class CommandError(Exception):
     """Bad input or options: the message of the one `numapore:` line."""
@@ -73,11 +71,19 @@ def run_main(
     try:
         refuse_unsupported(args)
         run(args)
-    except (CommandError, PileupError) as err:
+    except CommandError as err:
         print(f"numapore: {err}", file=sys.stderr)
         return 1
     except OSError as err:
         where = err.filename or ""
         print(f"numapore: {where}{': ' if where else ''}{err.strerror or err}", file=sys.stderr)
+        return 1
+    except Exception as err:
+        # imported here: the pileup's modules are most of a small command's start
+        from numapore.pileup.common import PileupError
+
+        if not isinstance(err, PileupError):
+            raise
+        print(f"numapore: {err}", file=sys.stderr)
         return 1
     return 0

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from numapore.modbam.command import CommandError, Parser, run_main  # noqa: F401 (shared)
+from numapore.modbam.inputs import need_file, read_sizes, text_lines  # noqa: F401 (shared)
 
 
 class _Refused(argparse.Action):
@@ -58,15 +59,6 @@ def non_negative(text: str) -> int:
     return value
 
 
-def need_file(path: str, what: str) -> str:
-    """path, refused unless it is a readable file."""
-    if os.path.isdir(path):
-        raise CommandError(f"{path}: a folder, not {what}")
-    if not os.path.isfile(path):
-        raise CommandError(f"{path}: no such file ({what})")
-    return path
-
-
 @contextmanager
 def output(path: str | None, force: bool):
     """The output stream: stdout for None or `-`, else a new file (an existing one only with
@@ -100,34 +92,6 @@ def rust_f32(value: float) -> str:
     places = len(text.split(".")[1])
     up = Decimal(float(x)).quantize(Decimal(1).scaleb(-places), rounding=ROUND_HALF_UP)
     return f"{up:f}" if np.float32(str(up)) == x else text
-
-
-def text_lines(path: str, what: str) -> list[str]:
-    """The lines of a text file (refused: missing, a folder, binary)."""
-    need_file(path, what)
-    try:
-        with open(path) as handle:
-            return handle.readlines()
-    except UnicodeDecodeError:
-        raise CommandError(f"{path}: not text ({what} expected)") from None
-
-
-def read_sizes(path: str) -> dict[str, int]:
-    """A sizes file (name and length first on each line: a .fai works): lengths by name."""
-    sizes = {}
-    for number, line in enumerate(text_lines(path, "a sizes file"), 1):
-        parts = line.split()
-        if not parts:
-            continue
-        if len(parts) < 2 or not parts[1].isdigit():
-            raise CommandError(
-                f"{path}: line {number} is not 'name length' (not `chrom<TAB>length`): "
-                f"{line.rstrip()!r}"
-            )
-        sizes[parts[0]] = int(parts[1])
-    if not sizes:
-        raise CommandError(f"{path}: empty sizes file")
-    return sizes
 
 
 @dataclass

@@ -19,8 +19,6 @@ from __future__ import annotations
 import os
 import sys
 
-import numpy as np
-
 from numapore.methylation.bedmethyl import code_key, f32, f32_text
 from numapore.modbam.calls import SampledCalls, add_sampling_arguments, sample, sampling_options
 from numapore.modbam.command import CommandError, Parser, add_unsupported, run_main
@@ -44,7 +42,7 @@ def thresholds_text(calls: SampledCalls, percentiles: list[float]) -> str:
     """The base / percentile / threshold table."""
     rows = [["base", "percentile", "threshold"]]
     for b in sorted(calls.bases):
-        xs = np.sort(calls.bases[b].probs, kind="stable")
+        xs = calls.bases[b].sorted_values()
         for q in percentiles:
             value = percentile_linear_interp(xs, len(xs), q)
             rows.append([BASES[b], f32_text(f32(f32(q) * 100.0)), f32_text(value)])
@@ -55,15 +53,13 @@ def histogram_text(calls: SampledCalls) -> str:
     """probabilities.tsv: per base and state (canonical, then codes) the non-empty bins."""
     lines = ["code\tprimary_base\trange_start\trange_end\tcount\tfrac\tpercentile_rank"]
     for b in sorted(calls.bases):
-        base = calls.bases[b]
-        bins = np.where(base.probs == 1.0, 255, np.floor(base.probs * np.float32(256))).astype(int)
-        states = sorted(np.unique(base.states).tolist(),
-                        key=lambda s: (s != 0, code_key(calls.state_code(s))))  # fmt: skip
+        histogram = calls.bases[b].histogram()
+        states = sorted(histogram, key=lambda s: (s != 0, code_key(calls.state_code(s))))
         for state in states:
-            counts = np.bincount(bins[base.states == state], minlength=256)
-            total = f32(float(counts.sum()))
+            counts = histogram[state]
+            total = f32(float(sum(counts)))
             cumulative = 0.0
-            for q in np.flatnonzero(counts).tolist():
+            for q in (q for q in range(256) if counts[q]):
                 n = f32(float(counts[q]))
                 cumulative = f32(cumulative + n)
                 rank = f32(f32(f32(cumulative - f32(0.5 * n)) / total) * 100.0)

@@ -15,7 +15,9 @@ from __future__ import annotations
 import os
 import sys
 from dataclasses import dataclass
+from itertools import accumulate, islice
 
+from numapore.base import compiled
 from numapore.methylation.bedmethyl import code_key, f32, f32_text, parse_line
 from numapore.modbam.command import CommandError, Parser, add_ignored, run_main
 
@@ -60,7 +62,8 @@ def read_regions(path: str) -> list[Region]:
 
 
 def region_counts(tabix, region: Region, min_coverage: int, codes) -> dict[str, list[int]]:
-    """The region's [sum N_mod, sum N_valid_cov] per code."""
+    """The region's [sum N_mod, sum N_valid_cov] per code (Python's reading; the compiled
+    core's bm_sum_regions does the same in RegionSums)."""
     counts: dict[str, list[int]] = {}
     for line in tabix.fetch(region.chrom, region.start, region.end):
         row = parse_line(line)
@@ -75,6 +78,95 @@ def region_counts(tabix, region: Region, min_coverage: int, codes) -> dict[str, 
         total[0] += row.n_mod
         total[1] += row.valid_cov
     return counts
+
+
+CLUSTER = 256  # regions summed over one query at most
+LINES = 4096  # lines of a query read in C at a time
+
+
+class RegionSums:
+    """bedmethyl_rows.c's sums (bm_sum_regions): the regions of a contig that overlap one
+    another summed over one tabix query (each row read once), the lines read in C, a line it
+    leaves to Python parsed by parse_line."""
+
+    def __init__(self, core, min_coverage: int, codes):
+        """Sums of the codes' rows (codes None: every code's)."""
+        self.ffi, self.lib, self.min_coverage, self.wanted = core.ffi, core.lib, min_coverage, codes
+        self.codes = None
+        if codes is not None:
+            joined = b"\0".join(code.encode() for code in sorted(codes))
+            self.codes = (self.ffi.new("char[]", joined), len(joined))
+
+    def all_counts(self, tabix, regions: list[Region]) -> list[dict[str, list[int]]]:
+        """region_counts of each region, in order."""
+        results: list = [None] * len(regions)
+        by_chrom: dict[str, list[int]] = {}
+        for i, region in enumerate(regions):
+            if region.start == region.end:
+                results[i] = region_counts(tabix, region, self.min_coverage, self.wanted)
+            else:
+                by_chrom.setdefault(region.chrom, []).append(i)
+        for order in by_chrom.values():
+            order.sort(key=lambda i: (regions[i].start, regions[i].end))
+            cluster, reach = [], -1
+            for i in order:
+                if cluster and (regions[i].start >= reach or len(cluster) == CLUSTER):
+                    self._cluster(tabix, regions, cluster, results)
+                    cluster, reach = [], -1
+                cluster.append(i)
+                reach = max(reach, regions[i].end)
+            self._cluster(tabix, regions, cluster, results)
+        return results
+
+    def _cluster(self, tabix, regions: list[Region], cluster: list[int], results: list) -> None:
+        """The counts of the cluster's regions (sorted by start) into results."""
+        ffi, lib, n = self.ffi, self.lib, len(cluster)
+        sums = ffi.new("bm_sums[]", n)
+        starts = ffi.new("int64_t[]", [regions[i].start for i in cluster])
+        ends = ffi.new("int64_t[]", [regions[i].end for i in cluster])
+        reach = ffi.new("int64_t[]", list(accumulate(ends, max)))
+        for k, i in enumerate(cluster):
+            sums[k].min_coverage, sums[k].strand = self.min_coverage, regions[i].strand.encode()
+        if self.codes is not None:
+            sums[0].codes, sums[0].codes_len = self.codes
+        first, lo = regions[cluster[0]], ffi.new("int64_t *")
+        lines = tabix.fetch(first.chrom, first.start, max(ends))
+        while data := "\n".join(islice(lines, LINES)).encode():  # a few lines at a time
+            buf, pos = ffi.from_buffer(data), 0
+            while pos < len(data):
+                pos += lib.bm_sum_regions(sums, starts, ends, reach, n, lo, buf + pos,
+                                          len(data) - pos)  # fmt: skip
+                status = sums[0].status
+                if status == lib.BM_PYTHON:
+                    line = data[pos : pos + sums[0].bad_len].decode()
+                    pos += sums[0].bad_len
+                    status = self._python_row(line, sums, starts, ends, n)
+                if status == lib.BM_CODES:  # more codes than bm_sums holds
+                    for i in cluster:
+                        results[i] = region_counts(tabix, regions[i], self.min_coverage,
+                                                   self.wanted)  # fmt: skip
+                    return
+        for k, i in enumerate(cluster):
+            results[i] = {
+                ffi.string(sums[k].code[c]).decode(): [sums[k].sum_mod[c], sums[k].sum_valid[c]]
+                for c in range(sums[k].ncodes)
+            }
+
+    def _python_row(self, line: str, sums, starts, ends, n: int) -> int:
+        """A line C leaves to Python into the sums of the regions it overlaps: 0 or BM_CODES."""
+        row = parse_line(line)
+        stop = int(line.split("\t")[2])
+        code = row.name.split(",")[0]
+        if self.wanted is not None and code not in self.wanted:
+            return 0
+        raw_code, strand = code.encode(), row.strand.encode()
+        for k in range(n):
+            if starts[k] < stop and ends[k] > row.start:
+                status = self.lib.bm_sum_row(sums + k, raw_code, len(raw_code), strand,
+                                             len(strand), row.valid_cov, row.n_mod)  # fmt: skip
+                if status:
+                    return status
+        return 0
 
 
 def percent_text(n_mod: int, n_valid: int) -> str:
@@ -92,18 +184,25 @@ def stats_lines(in_bed: str, regions: list[Region], min_coverage: int, codes, he
         tabix = pysam.TabixFile(in_bed)
     except (OSError, ValueError) as err:
         raise CommandError(f"{in_bed}: not a bgzipped, indexed bedMethyl ({err})") from None
+    core = compiled.load("numapore.pileup._pileup_core")
+    summer = RegionSums(core, min_coverage, codes) if core is not None else None
     with tabix:
         contigs = set(tabix.contigs)
-        rows = []
+        kept = []
         for region in regions:
             if region.chrom not in contigs:
                 print(f"numapore stats: the bedMethyl has no contig {region.chrom}: "
                       f"region {region.name} skipped", file=sys.stderr)  # fmt: skip
                 continue
-            try:
-                rows.append((region, region_counts(tabix, region, min_coverage, codes)))
-            except ValueError as err:
-                raise CommandError(f"{in_bed}: {err}") from None
+            kept.append(region)
+        try:
+            if summer is not None:
+                counts = summer.all_counts(tabix, kept)
+            else:
+                counts = [region_counts(tabix, region, min_coverage, codes) for region in kept]
+        except (ValueError, UnicodeDecodeError) as err:
+            raise CommandError(f"{in_bed}: {err}") from None
+        rows = list(zip(kept, counts, strict=True))
     columns = sorted(codes if codes is not None else {c for _, n in rows for c in n}, key=code_key)
     lines = []
     if header:

@@ -13,15 +13,15 @@ writes bases in A, C, G, T order and codes as modkit sorts them: the same lines 
 
 Where 0.6.1 contradicts its documentation: the threshold row is named pass_threshold_B, as
 0.6.1 writes it (the docs' filter_threshold_B is stale); --tsv writes no warning about a
---table option that does not exist. --region counts every call of the reads overlapping the
-region, as 0.6.1 does (its help says only the region is processed).
+--table option that does not exist. --region counts only the calls whose reference position
+is in the region, as the help says ("process only the specified region"): 0.6.1 counts every
+call of the reads overlapping it; numapore's counts are 0.6.1's own with --include-bed of the
+region (tests/data/modkit061_summary_region).
 """
 
 from __future__ import annotations
 
 import sys
-
-import numpy as np
 
 from numapore.methylation.bedmethyl import code_key, f32, f32_text
 from numapore.modbam.calls import SampledCalls, add_sampling_arguments, sample, sampling_options
@@ -52,27 +52,14 @@ def thresholds_of(calls: SampledCalls, args) -> tuple[dict[int, float], float, b
         return {}, 0.0, False
     per_base = {}
     for b, base in calls.bases.items():
-        xs = np.sort(base.probs, kind="stable")
-        per_base[b] = percentile_linear_interp(xs, len(xs), args.filter_percentile)
+        per_base[b] = percentile_linear_interp(base.sorted_values(), base.n, args.filter_percentile)
     return per_base, 0.0, True
 
 
 def counts_of(calls: SampledCalls, thresholds: dict[int, float], default: float):
     """Per base: {state: [pass, fail]} of the states with a passing call, and the pass and
     fail totals."""
-    out = {}
-    for b, base in calls.bases.items():
-        threshold = np.float32(thresholds.get(b, default))
-        passing = base.probs >= threshold
-        counts = {}
-        for state in np.unique(base.states).tolist():
-            at = base.states == state
-            counts[state] = [
-                int(np.count_nonzero(at & passing)),
-                int(np.count_nonzero(at & ~passing)),
-            ]
-        out[b] = counts
-    return out
+    return {b: base.counts(thresholds.get(b, default)) for b, base in calls.bases.items()}
 
 
 def state_key(calls: SampledCalls, state: int) -> tuple:
@@ -139,9 +126,11 @@ def run(args) -> None:
     options = sampling_options(args)
     if args.filter_threshold:
         parse_thresholds(args.filter_threshold, {})  # its mistakes before the BAM is read
-    calls = sample(args.in_bam, options)
+    # the documented meaning, not 0.6.1's: calls outside the region are not counted
+    calls = sample(args.in_bam, options, in_region=True)
     if not calls.bases:
-        raise CommandError(f"{args.in_bam}: no base modification calls in the sampled reads")
+        where = f"--region {args.region}" if args.region else "the sampled reads"
+        raise CommandError(f"{args.in_bam}: no base modification calls in {where}")
     per_base, default, shown = thresholds_of(calls, args)
     counts = counts_of(calls, per_base, default)
     region = None

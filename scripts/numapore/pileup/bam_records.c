@@ -394,13 +394,14 @@ int64_t pu_bam_sample(pu_ctx *c, pu_bam *b, int tid, int64_t start, int64_t end,
         char reason[160];
         int kind = mod_tags(aux, rend, lseq, &mm, &ml, &why, reason), got = 0;
         if (kind == PU_DEFER) goto defer;
-        if (!kind && !(only_mapped && !ncig)) {
+        if (!kind && !((only_mapped || c->sample_in_region) && !ncig)) {
             int64_t nops = decode_record(b, r, packed, lseq), mark[4];
             if (nops < -1) goto defer;
             for (int k = 0; k < 4; k++) mark[k] = c->nvalues[k];
+            int aligned_only = only_mapped || c->sample_in_region;
             got = sample_read_ops(c, flag & 16 ? 1 : 0, b->seq, lseq, (const char *)mm, ml + 5,
-                                  (int64_t)le32(ml + 1), only_mapped ? b->ops : NULL,
-                                  b->ops + ncig, nops);
+                                  (int64_t)le32(ml + 1), aligned_only ? b->ops : NULL,
+                                  b->ops + ncig, nops, x.pos);
             if (got < 0) goto defer; /* Python's path for this read */
             if (!keep)
                 for (int k = 0; k < 4; k++) c->nvalues[k] = mark[k];

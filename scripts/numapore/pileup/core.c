@@ -65,6 +65,10 @@ typedef struct {
     int sample_states;
     uint8_t *states[4];
     uint32_t sampled_codes[4];
+    /* with sample_in_region (numapore summary --region): only the calls whose reference
+     * position is in [sample_from, sample_to) are sampled */
+    int sample_in_region;
+    int64_t sample_from, sample_to;
     /* out: why a read was skipped */
     char reason[160];
     /* private scratch */

@@ -27,6 +27,7 @@ SOURCES = (
     [SOURCE]
     + [PACKAGE / f"{part}.c" for part in ("calls", "tally", "text", "sample", "modcalls")]
     + [BAM_SOURCE, PACKAGE / "bam_records.c"]
+    + [PACKAGE / "bedmethyl_rows.c"]  # tobigwig's and stats' rows (uses no other part)
 )
 C_DECLARATIONS = """
 int pu_code(pu_ctx *c, const char *code);
@@ -46,8 +47,13 @@ int64_t pu_text_folded(pu_ctx *c, const char *chrom, const int64_t *pos, const i
                        const char *const *labels, int nlabels, int base_mask, int combine_mods,
                        char *out, int64_t cap, int64_t *nrows);
 int pu_sample_read(pu_ctx *c, int reverse, const char *seq, int64_t n, const char *mm,
-                   const uint8_t *ml, int64_t nml, const char *cigar, int64_t ncig_max);
+                   const uint8_t *ml, int64_t nml, const char *cigar, int64_t ncig_max,
+                   int64_t ref_start);
 void pu_sort_values(pu_ctx *c, int base);
+float pu_sample_rank(pu_ctx *c, int base, int64_t rank);
+void pu_sample_tally(pu_ctx *c, int base, float threshold, int64_t *pass, int64_t *fail,
+                     int64_t *flags);
+void pu_sample_histogram(pu_ctx *c, int base, int64_t *bins);
 int pu_mb_calls(const char *seq, int64_t n, int reverse, const char *mm, const uint8_t *ml,
                 int64_t nml, const float *thresholds, const char *mod_codes,
                 const float *mod_values, int nmod, int8_t *fwd, int8_t *kind, int32_t *code_at,
@@ -62,12 +68,24 @@ void pu_stats_free(pu_stats *st);
 int64_t pu_bam_sample(pu_ctx *c, pu_bam *b, int tid, int64_t start, int64_t end, int64_t budget,
                       int only_mapped, int edge_on);
 int64_t pu_bam_seen(pu_bam *b, const char *name, int add);
+int bm_push(bm_track *t, const char *chrom, int64_t nchrom, int64_t start, const char *code,
+            int64_t ncode, const char *strand, int64_t nstrand, int64_t valid,
+            int64_t n_mod, int64_t n_canonical);
+int64_t bm_read(bm_track *t, const char *buf, int64_t len);
+void bm_finish(bm_track *t);
+void bm_take(bm_track *t);
+int bm_sum_row(bm_sums *s, const char *code, int64_t ncode, const char *strand, int64_t nstrand,
+               int64_t valid, int64_t n_mod);
+int64_t bm_sum_regions(bm_sums *sums, const int64_t *starts, const int64_t *ends,
+                       const int64_t *reach, int64_t n, int64_t *lo, const char *buf,
+                       int64_t len);
 """
 
 ffibuilder = cffi.FFI()
 ffibuilder.cdef(
     shared_declarations(SOURCE.read_text())
     + shared_declarations(BAM_SOURCE.read_text())
+    + shared_declarations((PACKAGE / "bedmethyl_rows.c").read_text())
     + C_DECLARATIONS
 )
 ffibuilder.set_source(

@@ -155,13 +155,14 @@ def _sample_core(core, rec, only_mapped: bool, keep: bool) -> bool | None:
         return False
     before = [core.nvalues[b] for b in range(4)]
     seq = rec.query_sequence.encode()
-    cigar = rec.cigarstring.encode() if only_mapped and rec.cigarstring else ffi.NULL
-    if only_mapped and cigar == ffi.NULL:
+    aligned_only = only_mapped or core.sample_in_region
+    cigar = rec.cigarstring.encode() if aligned_only and rec.cigarstring else ffi.NULL
+    if aligned_only and cigar == ffi.NULL:
         return False
     ncig = len(cigar) if cigar != ffi.NULL else 0
-    got = lib.pu_sample_read(
-        core, rec.is_reverse, seq, len(seq), mm.encode(), ffi.from_buffer(ml), len(ml), cigar, ncig
-    )
+    got = lib.pu_sample_read(core, rec.is_reverse, seq, len(seq), mm.encode(),
+                             ffi.from_buffer(ml), len(ml), cigar, ncig,
+                             rec.reference_start)  # fmt: skip
     if got < 0 or not keep:
         for b in range(4):
             core.nvalues[b] = before[b]

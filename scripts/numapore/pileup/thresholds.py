@@ -177,12 +177,15 @@ def estimate_thresholds(bam_path: str, options: Options, pf: PositionFilter | No
     return Caller(per_base, per_mod, 0.0)
 
 
-def sample_calls(bam_path: str, options: Options, pf: PositionFilter | None, states=False):
+def sample_calls(
+    bam_path: str, options: Options, pf: PositionFilter | None, states=False, in_region=False
+):
     """The threshold estimate's sample, modkit's ReadIdsToBaseModProbs: the most likely
     state's probability of each call of the sampled reads, per canonical base, in the core
     (core.values; with states, core.states and core.sampled_codes too) and, for what the
     pysam path sampled, in values (per canonical base, lists of float32 arrays). Returns
-    (core, values); with states, a PileupError where the core cannot hold them."""
+    (core, values); with states, a PileupError where the core cannot hold them. in_region
+    (with states and a region): only the calls whose reference position is in the region."""
     edge = options.edge()
     only_mapped = not options.include_unmapped
     bam = open_bam(bam_path)
@@ -220,6 +223,8 @@ def sample_calls(bam_path: str, options: Options, pf: PositionFilter | None, sta
         if core is None:
             raise PileupError("the calls' states need the compiled core and no position filter")
         core.sample_states = 1
+        if in_region and region:
+            core.sample_in_region, core.sample_from, core.sample_to = 1, region[1], region[2]
     reader = BamReader.open(bam_path) if core is not None else None
     seen = reader.seen_names() if reader is not None else set()
     by_pysam = None  # sampling's, opened where the C reader cannot sample
