@@ -267,7 +267,6 @@ static int prepare(pu_ctx *c, scratch_t *s, int reverse, const char *seq, int64_
         memcpy(s->fwd, seq, n);
         return 0;
     }
-    complement('A');
     for (int64_t i = 0; i < n; i++) s->fwd[i] = COMPLEMENT[(uint8_t)seq[n - 1 - i]];
     (void)c;
     return 0;

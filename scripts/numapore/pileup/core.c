@@ -129,16 +129,12 @@ static uint8_t complement_of(uint8_t c) {
     }
 }
 
-/* complement_of as a table, filled on first use (prepare's per-base lookup) */
+/* complement_of as a table (prepare's per-base lookup), filled when the module loads: threads
+ * read it at once */
 static uint8_t COMPLEMENT[256];
-static int complement_ready = 0;
 
-static uint8_t complement(uint8_t c) {
-    if (!complement_ready) {
-        for (int i = 0; i < 256; i++) COMPLEMENT[i] = complement_of((uint8_t)i);
-        complement_ready = 1;
-    }
-    return COMPLEMENT[c];
+__attribute__((constructor)) static void fill_complement(void) {
+    for (int i = 0; i < 256; i++) COMPLEMENT[i] = complement_of((uint8_t)i);
 }
 
 static uint64_t fx_hash(const char *code) {

@@ -27,6 +27,7 @@ SOURCES = (
     [SOURCE]
     + [PACKAGE / f"{part}.c" for part in ("calls", "tally", "text", "sample", "modcalls")]
     + [BAM_SOURCE, PACKAGE / "bam_records.c"]
+    + [PACKAGE / "focus.c"]  # one motif's positions in an interval
 )
 C_DECLARATIONS = """
 int pu_code(pu_ctx *c, const char *code);
@@ -62,6 +63,10 @@ void pu_stats_free(pu_stats *st);
 int64_t pu_bam_sample(pu_ctx *c, pu_bam *b, int tid, int64_t start, int64_t end, int64_t budget,
                       int only_mapped, int edge_on);
 int64_t pu_bam_seen(pu_bam *b, const char *name, int add);
+int64_t pu_focus(const char *seq, int64_t seqlen, const uint8_t *fwd, const uint8_t *rev,
+                 int mlen, int offset, int rev_offset, int64_t start, int64_t length,
+                 uint8_t *allowed, uint8_t *want, int64_t *pos, int64_t *neg, uint8_t *pos_ok,
+                 int keep_before);
 """
 
 ffibuilder = cffi.FFI()
