@@ -38,6 +38,36 @@ static int parse_deltas(scratch_t *s, const char *p, const char *end, int64_t *n
     return 0;
 }
 
+/* the forward positions (ascending) of forward base fb in a read stored as seq (reversed:
+ * its reverse complement), into out; their number. Eight bases a step: the bytes equal to the
+ * base found with word arithmetic (a read's bases were a tenth of its calls' time). */
+static int64_t base_positions(const uint8_t *seq, int64_t n, int reverse, uint8_t fb,
+                              int32_t *out) {
+    const uint8_t want = reverse ? COMPLEMENT[fb] : fb;
+    const uint64_t ones = 0x0101010101010101ULL, low7 = 0x7F7F7F7F7F7F7F7FULL;
+    int64_t k = 0, i = 0;
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__ /* a word's first byte is its lowest */
+    for (; i + 8 <= n; i += 8) {
+        uint64_t w;
+        if (!reverse) {
+            memcpy(&w, seq + i, 8);
+        } else { /* forward positions i..i+7 are seq[n-1-i] down to seq[n-8-i] */
+            memcpy(&w, seq + n - 8 - i, 8);
+            w = __builtin_bswap64(w);
+        }
+        uint64_t x = w ^ (ones * want); /* zero bytes where the base is */
+        uint64_t hit = ~(((x & low7) + low7) | x) & ~low7; /* the high bit of each zero byte */
+        while (hit) {
+            out[k++] = (int32_t)(i + (__builtin_ctzll(hit) >> 3));
+            hit &= hit - 1;
+        }
+    }
+#endif
+    for (; i < n; i++)
+        if ((reverse ? seq[n - 1 - i] : seq[i]) == want) out[k++] = (int32_t)i;
+    return k;
+}
+
 /* MM/ML into the read's tables (read_mod_tables and _combine_group in pileup.py) */
 static int read_tables(pu_ctx *c, scratch_t *s, int64_t n, const char *mm, const uint8_t *ml,
                        int64_t nml) {
@@ -92,22 +122,7 @@ static int read_tables(pu_ctx *c, scratch_t *s, int64_t n, const char *mm, const
         int fbi = base_index((uint8_t)fb);
         if (!have_pos[fbi]) {
             /* without a branch per base (the bases of a read are as good as random) */
-            int64_t k = 0;
-            int32_t *out = s->base_pos[fbi];
-            const uint8_t *sq = s->seq;
-            if (!s->reverse) {
-                for (int64_t i = 0; i < n; i++) {
-                    out[k] = (int32_t)i;
-                    k += sq[i] == (uint8_t)fb;
-                }
-            } else { /* the forward base fb is its complement on the stored sequence */
-                const uint8_t want = COMPLEMENT[(uint8_t)fb];
-                for (int64_t i = 0; i < n; i++) {
-                    out[k] = (int32_t)i;
-                    k += sq[n - 1 - i] == want;
-                }
-            }
-            s->nbase[fbi] = k;
+            s->nbase[fbi] = base_positions(s->seq, n, s->reverse, (uint8_t)fb, s->base_pos[fbi]);
             have_pos[fbi] = 1;
         }
         int64_t end = pointer + nd * ng;

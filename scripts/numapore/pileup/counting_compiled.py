@@ -1,10 +1,10 @@
 """The counting core on the compiled route: an interval's reads tallied per position and strand
-by core.c (its BAM reader in bam_core.c), its rows (modkit's FeatureVector::decode),
---combine-strands, and their bedMethyl text written in C. No numpy or pysam here: the Python
-path (counting_python, numpy and pysam's records, the same bytes) is imported only where the
-core is not built or leaves an interval to it. Records with the same name in one interval share
-the first one's calls by read position, where modkit maps them by the first one's reference
-positions."""
+by core.c (its BAM reader in bam_core.c; one motif's positions found by focus.c), its rows
+(modkit's FeatureVector::decode), --combine-strands, and their bedMethyl text written in C.
+No numpy or pysam here: the Python path (counting_python, numpy and pysam's records, the same
+bytes) is imported only where the core is not built or leaves an interval to it. Records with
+the same name in one interval share the first one's calls by read position, where modkit maps
+them by the first one's reference positions."""
 
 from __future__ import annotations
 

@@ -21,11 +21,13 @@ The engine, laid out as modkit's own:
 - numapore.methylation.bedmethyl: the bedMethyl format, its row writer and reader (text.c's
   put_row writes the same rows);
 - cli: the command line, and the one writer of every output form (text, BGZF, --phased);
-- this module: running a pileup over the intervals, on worker processes, in modkit's order.
+- this module: running a pileup over the intervals, on worker threads (or processes), in
+  modkit's order.
 
 Work goes by interval (modkit's `-i` chunks of a contig), so memory is bounded by one interval's
-reads; with threads > 1 the intervals run on worker processes and come back in order, so the
-bytes do not depend on threads. pileup(regions=...) keeps the intervals of the whole run that
+reads; with threads > 1 the intervals run on worker threads (the compiled core's C reader and
+tally run without the GIL; worker processes where Python does the intervals) and come back in
+order, so the bytes do not depend on threads. pileup(regions=...) keeps the intervals of the whole run that
 start in each region, so pileups of regions that tile the genome (scatter_regions) concatenate
 to the whole pileup.
 
