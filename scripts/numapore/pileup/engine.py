@@ -27,9 +27,9 @@ The engine, laid out as modkit's own:
 Work goes by interval (modkit's `-i` chunks of a contig), so memory is bounded by one interval's
 reads; with threads > 1 the intervals run on worker threads (the compiled core's C reader and
 tally run without the GIL; worker processes where Python does the intervals) and come back in
-order, so the bytes do not depend on threads. pileup(regions=...) keeps the intervals of the whole run that
-start in each region, so pileups of regions that tile the genome (scatter_regions) concatenate
-to the whole pileup.
+order, so the bytes do not depend on threads. pileup(regions=...) keeps the intervals of the
+whole run that start in each region, so pileups of regions that tile the genome
+(scatter_regions) concatenate to the whole pileup.
 
 Not done: 0.6.1's generic path caps the reads counted per position at 8000 (--max-depth's
 default, applied without --high-depth too) and 0.4.4 at htslib's 8000; numapore applies a cap
