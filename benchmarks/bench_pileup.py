@@ -163,15 +163,21 @@ def tile(source: Path, times: int, out: Path) -> Path:
 def timed(command: list[str], out: Path | None = None) -> tuple[float, float]:
     """Run command under /usr/bin/time (this tree's scripts/ on the path; stdout to out, or
     dropped); (wall seconds, peak RSS in MB)."""
+    return timed_cpu(command, out)[:2]
+
+
+def timed_cpu(command: list[str], out: Path | None = None) -> tuple[float, float, float]:
+    """timed's (wall seconds, peak RSS in MB) and the user CPU seconds (on a shared machine
+    the wall time is its load's as much as the tool's)."""
     env = dict(os.environ, PYTHONPATH=str(REPO / "scripts"))
     with tempfile.NamedTemporaryFile("r") as report:
-        full = ["/usr/bin/time", "-f", "%e %M", "-o", report.name, *command]
+        full = ["/usr/bin/time", "-f", "%e %M %U", "-o", report.name, *command]
         with open(out or os.devnull, "wb") as stdout:
             done = subprocess.run(full, stdout=stdout, stderr=subprocess.PIPE, text=True, env=env)
         if done.returncode != 0:
             sys.exit(f"numapore: {command[0]} failed: {done.stderr[-2000:]}")
-        wall, rss = report.read().split()[-2:]
-    return float(wall), float(rss) / 1024
+        wall, rss, user = report.read().split()[-3:]
+    return float(wall), float(rss) / 1024, float(user)
 
 
 def digest(path: Path) -> str:
@@ -224,18 +230,18 @@ def bench(name, bam, ref, tools, args) -> None:
     for _ in range(args.repeat):
         for t in threads:
             floor = ["samtools", "view", "-@", str(t - 1), "-o", "/dev/null", str(bam)]
-            times.setdefault(("floor", "samtools view", t), []).append(timed(floor))
+            times.setdefault(("floor", "samtools view", t), []).append(timed_cpu(floor))
             for label, compat, options in CASES[name]:
                 if label not in args.cases.split(","):
                     continue
                 for tool, command, out in commands(tools, compat, options, bam, ref, folder, t):
                     key = (f"{label} {compat}", tool, t)
-                    times.setdefault(key, []).append(timed(command))
+                    times.setdefault(key, []).append(timed_cpu(command))
                     digests.setdefault(key, set()).add(digest(out))
     reads = int(pysam.view("-c", "-F", "0x904", str(bam)).strip())
     print(f"\n{name}: {bam} ({reads} primary mapped reads), medians of {args.repeat}")
     print(f"{'case':14} {'tool':14} {'threads':>7} {'wall s':>8} {'x modkit':>8} {'peak MB':>8}"
-          f"  bytes")  # fmt: skip
+          f" {'user s':>8}  bytes  (wall s of each repeat)")  # fmt: skip
     for key in sorted(times, key=lambda k: (k[0] != "floor", k[0], k[2], k[1])):
         case, tool, t = key
         wall = statistics.median(r[0] for r in times[key])
@@ -249,7 +255,10 @@ def bench(name, bam, ref, tools, args) -> None:
                 same = "same" if digests[key] == theirs and len(theirs) == 1 else "DIFFER"
         if case == "floor":
             same = ""
-        print(f"{case:14} {tool:14} {t:>7} {wall:>8.2f} {ratio:>8} {rss:>8.0f}  {same}")
+        user = statistics.median(r[2] for r in times[key])
+        each = ", ".join(f"{r[0]:.2f}" for r in times[key])
+        print(f"{case:14} {tool:14} {t:>7} {wall:>8.2f} {ratio:>8} {rss:>8.0f} {user:>8.2f}  "
+              f"{same}  ({each})")  # fmt: skip
 
 
 def bench_tune(name: str, bam: Path, ref: Path, args) -> None:

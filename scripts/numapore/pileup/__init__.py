@@ -3,4 +3,4 @@
 (engine.pileup); cli is its command line and output writer; settings turns the workflow's
 `pileup:` settings into its options; the other modules are its parts (engine's docstring lists
 them), and the compiled core's C (core.c and its parts, the BAM reader bam_core.c and
-bam_records.c) builds through core_build.py."""
+bam_records.c, one motif's positions focus.c) builds through core_build.py."""

@@ -218,16 +218,24 @@ static int mod_tags(const uint8_t *aux, const uint8_t *rend, int32_t lseq, const
 /* The record's sequence as text into b->seq and its CIGAR into b->ops (operations, then
  * lengths); the number of operations, -1 for a CIGAR with a B (pu_add_read's "bad CIGAR"), -2
  * for an operation pysam does not name */
+static const char SEQ_CODES[] = "=ACMGRSVTWYHKDBN";
+static char SEQ_PAIRS[256][2]; /* a packed byte's two bases, as htslib decodes them */
+
+__attribute__((constructor)) static void fill_seq_pairs(void) {
+    for (int v = 0; v < 256; v++) {
+        SEQ_PAIRS[v][0] = SEQ_CODES[v >> 4];
+        SEQ_PAIRS[v][1] = SEQ_CODES[v & 15];
+    }
+}
+
 static int64_t decode_record(pu_bam *b, const uint8_t *r, const uint8_t *packed, int32_t lseq) {
-    static const char SEQ_CODES[] = "=ACMGRSVTWYHKDBN";
     int ncig = r[12] | r[13] << 8;
     const uint8_t *cig = r + 32 + r[8];
-    if (lseq + 1 > b->seq_cap) {
+    if (lseq + 2 > b->seq_cap) {
         b->seq_cap = lseq + lseq / 2 + 64;
         b->seq = grow(b->seq, b->seq_cap);
     }
-    for (int32_t i = 0; i < lseq; i++)
-        b->seq[i] = SEQ_CODES[(packed[i >> 1] >> ((~i & 1) << 2)) & 15];
+    for (int32_t i = 0; i < lseq; i += 2) memcpy(b->seq + i, SEQ_PAIRS[packed[i >> 1]], 2);
     b->seq[lseq] = 0;
     if (2 * (int64_t)ncig > b->ops_cap) {
         b->ops_cap = 2 * (int64_t)ncig + 64;

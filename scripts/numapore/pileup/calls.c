@@ -38,6 +38,36 @@ static int parse_deltas(scratch_t *s, const char *p, const char *end, int64_t *n
     return 0;
 }
 
+/* the forward positions (ascending) of forward base fb in a read stored as seq (reversed:
+ * its reverse complement), into out; their number. Eight bases a step: the bytes equal to the
+ * base found with word arithmetic (a read's bases were a tenth of its calls' time). */
+static int64_t base_positions(const uint8_t *seq, int64_t n, int reverse, uint8_t fb,
+                              int32_t *out) {
+    const uint8_t want = reverse ? COMPLEMENT[fb] : fb;
+    const uint64_t ones = 0x0101010101010101ULL, low7 = 0x7F7F7F7F7F7F7F7FULL;
+    int64_t k = 0, i = 0;
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__ /* a word's first byte is its lowest */
+    for (; i + 8 <= n; i += 8) {
+        uint64_t w;
+        if (!reverse) {
+            memcpy(&w, seq + i, 8);
+        } else { /* forward positions i..i+7 are seq[n-1-i] down to seq[n-8-i] */
+            memcpy(&w, seq + n - 8 - i, 8);
+            w = __builtin_bswap64(w);
+        }
+        uint64_t x = w ^ (ones * want); /* zero bytes where the base is */
+        uint64_t hit = ~(((x & low7) + low7) | x) & ~low7; /* the high bit of each zero byte */
+        while (hit) {
+            out[k++] = (int32_t)(i + (__builtin_ctzll(hit) >> 3));
+            hit &= hit - 1;
+        }
+    }
+#endif
+    for (; i < n; i++)
+        if ((reverse ? seq[n - 1 - i] : seq[i]) == want) out[k++] = (int32_t)i;
+    return k;
+}
+
 /* MM/ML into the read's tables (read_mod_tables and _combine_group in pileup.py) */
 static int read_tables(pu_ctx *c, scratch_t *s, int64_t n, const char *mm, const uint8_t *ml,
                        int64_t nml) {
@@ -92,14 +122,7 @@ static int read_tables(pu_ctx *c, scratch_t *s, int64_t n, const char *mm, const
         int fbi = base_index((uint8_t)fb);
         if (!have_pos[fbi]) {
             /* without a branch per base (the bases of a read are as good as random) */
-            int64_t k = 0;
-            int32_t *out = s->base_pos[fbi];
-            const uint8_t *fwd = s->fwd, want = (uint8_t)fb;
-            for (int64_t i = 0; i < n; i++) {
-                out[k] = (int32_t)i;
-                k += fwd[i] == want;
-            }
-            s->nbase[fbi] = k;
+            s->nbase[fbi] = base_positions(s->seq, n, s->reverse, (uint8_t)fb, s->base_pos[fbi]);
             have_pos[fbi] = 1;
         }
         int64_t end = pointer + nd * ng;
@@ -113,34 +136,31 @@ static int read_tables(pu_ctx *c, scratch_t *s, int64_t n, const char *mm, const
         const int32_t *bp = s->base_pos[fbi];
         const int64_t nb = s->nbase[fbi];
         uint8_t *gf = s->gflags;
-        for (int64_t k = 0; k < nb; k++) gf[bp[k]] = 0;
+        int implicit = mode != '?';
+        /* unlisted positions: inferred canonical (3) in implicit mode, else none (0) */
+        const uint8_t unlisted = implicit ? 3 : 0;
+        for (int64_t k = 0; k < nb; k++) gf[bp[k]] = unlisted;
         int64_t idx = -1;
         for (int64_t k = 0; k < nd; k++) {
             idx += s->deltas[k] + 1;
             if (idx >= s->nbase[fbi]) return fail(c, SKIP_MM, "MM delta list refers to positions beyond end of seq");
             gf[s->base_pos[fbi][idx]] = 1;
         }
-        int implicit = mode != '?';
-        if (implicit)
-            for (int64_t k = 0; k < s->nbase[fbi]; k++) {
-                int32_t q = s->base_pos[fbi][k];
-                if (!gf[q]) gf[q] = 3;
-            }
         if (!nd && !(implicit && s->nbase[fbi])) {
             pointer = end;
             p = *g_end ? g_end + 1 : g_end;
             continue;
         }
         table_t *t = &s->t[strand][fbi];
-        if (!t->exists) {
+        int fresh = !t->exists;
+        if (fresh) {
             t->exists = 1;
             t->mode = mode;
             t->ncodes = 0;
-            for (int64_t k = 0; k < nb; k++) t->flags[bp[k]] = t->present[bp[k]] = 0;
         } else if (t->mode != mode) {
             t->mode = '.';
         }
-        int slot[PU_MAXC];
+        int slot[PU_MAXC], added[PU_MAXC], nadded = 0;
         for (int j = 0; j < ng; j++) {
             int k;
             for (k = 0; k < t->ncodes; k++)
@@ -148,18 +168,34 @@ static int read_tables(pu_ctx *c, scratch_t *s, int64_t n, const char *mm, const
             if (k == t->ncodes) {
                 if (k >= PU_MAXC) return fail(c, SKIP_CODES, "too many mod codes");
                 t->codes[t->ncodes++] = gcodes[j];
-                for (int64_t i = 0; i < nb; i++) t->probs[k][bp[i]] = 0.0f;
+                added[nadded++] = k;
             }
             slot[j] = k;
         }
+        uint8_t bits = 0;
+        for (int j = 0; j < ng; j++) bits |= (uint8_t)(1u << slot[j]);
+        /* the new codes' probabilities zeroed; then one pass over the base's positions where
+         * the table is new (nothing to overlap), two otherwise: the overlap checked, then
+         * (after the probabilities are added) presence, the sum check and the flags */
         int any_overlap = 0;
-        for (int64_t k = 0; k < nb; k++) {
-            int32_t q = bp[k];
-            if (!gf[q]) continue;
-            if (t->flags[q] & 1) {
-                if (((t->flags[q] >> 1) & 1) != ((gf[q] >> 1) & 1))
-                    return fail(c, SKIP_CONFLICT, "explicit and inferred calls at the same position");
-                any_overlap = 1;
+        for (int j = 0; j < nadded; j++) {
+            float *pr = t->probs[added[j]];
+            for (int64_t k = 0; k < nb; k++) pr[bp[k]] = 0.0f;
+        }
+        if (fresh) {
+            for (int64_t k = 0; k < nb; k++) {
+                int32_t q = bp[k];
+                t->flags[q] = gf[q];
+                t->present[q] = gf[q] ? bits : 0;
+            }
+        } else {
+            for (int64_t k = 0; k < nb; k++) {
+                int32_t q = bp[k];
+                if (gf[q] && (t->flags[q] & 1)) {
+                    if (((t->flags[q] >> 1) & 1) != ((gf[q] >> 1) & 1))
+                        return fail(c, SKIP_CONFLICT, "explicit and inferred calls at the same position");
+                    any_overlap = 1;
+                }
             }
         }
         idx = -1;
@@ -171,26 +207,28 @@ static int read_tables(pu_ctx *c, scratch_t *s, int64_t n, const char *mm, const
                 t->probs[slot[j]][q] = t->probs[slot[j]][q] + pr;
             }
         }
-        uint8_t bits = 0;
-        for (int j = 0; j < ng; j++) bits |= (uint8_t)(1u << slot[j]);
-        for (int64_t k = 0; k < nb; k++)
-            if (gf[bp[k]]) t->present[bp[k]] |= bits;
-        if (any_overlap) {
-            int order[PU_MAXC], cidx[PU_MAXC];
-            hash_order(c, t->codes, t->ncodes, order);
-            for (int j = 0; j < t->ncodes; j++)
-                for (int k = 0; k < t->ncodes; k++)
-                    if (t->codes[k] == order[j]) cidx[j] = k;
+        if (!fresh) {
+            int cidx[PU_MAXC];
+            if (any_overlap) {
+                int order[PU_MAXC];
+                hash_order(c, t->codes, t->ncodes, order);
+                for (int j = 0; j < t->ncodes; j++)
+                    for (int k = 0; k < t->ncodes; k++)
+                        if (t->codes[k] == order[j]) cidx[j] = k;
+            }
             for (int64_t k = 0; k < nb; k++) {
                 int32_t q = bp[k];
-                if (!(gf[q] && (t->flags[q] & 1))) continue;
-                float total = 0.0f;
-                for (int j = 0; j < t->ncodes; j++)
-                    if (t->present[q] & (1u << cidx[j])) total = total + t->probs[cidx[j]][q];
-                if (total > 1.01f) return fail(c, SKIP_CONFLICT, "probabilities at a position sum to more than 1");
+                if (!gf[q]) continue;
+                t->present[q] |= bits;
+                if (any_overlap && (t->flags[q] & 1)) {
+                    float total = 0.0f;
+                    for (int j = 0; j < t->ncodes; j++)
+                        if (t->present[q] & (1u << cidx[j])) total = total + t->probs[cidx[j]][q];
+                    if (total > 1.01f) return fail(c, SKIP_CONFLICT, "probabilities at a position sum to more than 1");
+                }
+                t->flags[q] |= gf[q];
             }
         }
-        for (int64_t k = 0; k < nb; k++) t->flags[bp[k]] |= gf[bp[k]];
         pointer = end;
         p = *g_end ? g_end + 1 : g_end;
     }
@@ -262,14 +300,12 @@ static int mode_ok(const pu_ctx *c, const scratch_t *s) {
     return 1;
 }
 
+/* the read's sequence as stored (read_tables finds the forward bases on it) */
 static int prepare(pu_ctx *c, scratch_t *s, int reverse, const char *seq, int64_t n) {
-    if (!reverse) {
-        memcpy(s->fwd, seq, n);
-        return 0;
-    }
-    complement('A');
-    for (int64_t i = 0; i < n; i++) s->fwd[i] = COMPLEMENT[(uint8_t)seq[n - 1 - i]];
+    s->seq = (const uint8_t *)seq;
+    s->reverse = reverse;
     (void)c;
+    (void)n;
     return 0;
 }
 
@@ -288,12 +324,12 @@ static int read_calls(pu_ctx *c, scratch_t *s, int reverse, int64_t n, uint64_t 
             /* the table's positions are its base's (read_tables) */
             const int32_t *bp = s->base_pos[b];
             const int64_t nb = s->nbase[b];
-            int64_t kept = 0;
-            for (int64_t k = 0; k < nb; k++)
-                if ((t->flags[bp[k]] & 1) && edge_keeps(c, bp[k], n)) kept++;
+            int kept = 0;
+            for (int64_t k = 0; k < nb && !kept; k++)
+                kept = (t->flags[bp[k]] & 1) && edge_keeps(c, bp[k], n);
             if (!kept) continue;
             if (!has_strand[st]) {
-                for (int64_t q = 0; q < n; q++) s->calls[st][q] = NO_CALL;
+                memset(s->calls[st], NO_CALL_BYTE, n * sizeof(int16_t));
                 has_strand[st] = 1;
             }
             int slots[PU_MAXC], no = table_order(c, t, slots), ig = ignore_slot(c, t);

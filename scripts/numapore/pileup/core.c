@@ -82,7 +82,8 @@ enum { F_DELETE = 0, F_FAIL = 1, F_NOCALL = 5, F_CANON = 9, F_CODES = 13 };
 
 enum { SKIP_OK = 0, SKIP_MISSING, SKIP_ML_SHORT, SKIP_MM, SKIP_CONFLICT, SKIP_EMPTY,
        SKIP_IMPLICIT, SKIP_CODES };
-#define NO_CALL (-2)
+#define NO_CALL ((int16_t)0xFEFE) /* two equal bytes: a read's calls start as a memset */
+#define NO_CALL_BYTE 0xFE
 #define FILTERED (-1)
 #define CANONICAL 0
 static const uint64_t FX_K = 0x517cc1b727220a95ULL;
@@ -101,7 +102,10 @@ typedef struct {
 typedef struct {
     int64_t cap;        /* read length the buffers hold */
     table_t t[2][4];
-    uint8_t *fwd;       /* forward sequence */
+    const uint8_t *seq; /* the read's sequence as stored, and whether it is reversed */
+    int reverse;
+    int32_t *next_want; /* with want: per position 0..length the first wanted one from it */
+    int64_t next_cap;
     int32_t *base_pos[4];
     int64_t nbase[4];
     int16_t *calls[2];  /* per MM strand: the call at each forward position */
@@ -133,16 +137,12 @@ static uint8_t complement_of(uint8_t c) {
     }
 }
 
-/* complement_of as a table, filled on first use (prepare's per-base lookup) */
+/* complement_of as a table (prepare's per-base lookup), filled when the module loads: threads
+ * read it at once */
 static uint8_t COMPLEMENT[256];
-static int complement_ready = 0;
 
-static uint8_t complement(uint8_t c) {
-    if (!complement_ready) {
-        for (int i = 0; i < 256; i++) COMPLEMENT[i] = complement_of((uint8_t)i);
-        complement_ready = 1;
-    }
-    return COMPLEMENT[c];
+__attribute__((constructor)) static void fill_complement(void) {
+    for (int i = 0; i < 256; i++) COMPLEMENT[i] = complement_of((uint8_t)i);
 }
 
 static uint64_t fx_hash(const char *code) {
@@ -235,7 +235,6 @@ static scratch_t *get_scratch(pu_ctx *c, int64_t n) {
                 t->present = grow(t->present, cap);
                 for (int j = 0; j < PU_MAXC; j++) t->probs[j] = grow(t->probs[j], cap * sizeof(float));
             }
-        s->fwd = grow(s->fwd, cap);
         for (int b = 0; b < 4; b++) s->base_pos[b] = grow(s->base_pos[b], cap * sizeof(int32_t));
         for (int st = 0; st < 2; st++) s->calls[st] = grow(s->calls[st], cap * sizeof(int16_t));
         s->gflags = grow(s->gflags, cap);
@@ -254,7 +253,7 @@ void pu_free(pu_ctx *c) {
                 free(s->t[st][b].present);
                 for (int j = 0; j < PU_MAXC; j++) free(s->t[st][b].probs[j]);
             }
-        free(s->fwd);
+        free(s->next_want);
         for (int b = 0; b < 4; b++) free(s->base_pos[b]);
         free(s->calls[0]);
         free(s->calls[1]);

@@ -28,6 +28,7 @@ SOURCES = (
     + [PACKAGE / f"{part}.c" for part in ("calls", "tally", "text", "sample", "modcalls")]
     + [BAM_SOURCE, PACKAGE / "bam_records.c"]
     + [PACKAGE / "bedmethyl_rows.c"]  # tobigwig's and stats' rows (uses no other part)
+    + [PACKAGE / "focus.c"]  # one motif's positions in an interval
 )
 C_DECLARATIONS = """
 int pu_code(pu_ctx *c, const char *code);
@@ -79,6 +80,10 @@ int bm_sum_row(bm_sums *s, const char *code, int64_t ncode, const char *strand, 
 int64_t bm_sum_regions(bm_sums *sums, const int64_t *starts, const int64_t *ends,
                        const int64_t *reach, int64_t n, int64_t *lo, const char *buf,
                        int64_t len);
+int64_t pu_focus(const char *seq, int64_t seqlen, const uint8_t *fwd, const uint8_t *rev,
+                 int mlen, int offset, int rev_offset, int64_t start, int64_t length,
+                 uint8_t *allowed, uint8_t *want, int64_t *pos, int64_t *neg, uint8_t *pos_ok,
+                 int keep_before);
 """
 
 ffibuilder = cffi.FFI()

@@ -1,10 +1,10 @@
 """The counting core on the compiled route: an interval's reads tallied per position and strand
-by core.c (its BAM reader in bam_core.c), its rows (modkit's FeatureVector::decode),
---combine-strands, and their bedMethyl text written in C. No numpy or pysam here: the Python
-path (counting_python, numpy and pysam's records, the same bytes) is imported only where the
-core is not built or leaves an interval to it. Records with the same name in one interval share
-the first one's calls by read position, where modkit maps them by the first one's reference
-positions."""
+by core.c (its BAM reader in bam_core.c; one motif's positions found by focus.c), its rows
+(modkit's FeatureVector::decode), --combine-strands, and their bedMethyl text written in C.
+No numpy or pysam here: the Python path (counting_python, numpy and pysam's records, the same
+bytes) is imported only where the core is not built or leaves an interval to it. Records with
+the same name in one interval share the first one's calls by read position, where modkit maps
+them by the first one's reference positions."""
 
 from __future__ import annotations
 
@@ -22,8 +22,8 @@ from numapore.pileup.common import (
 )
 from numapore.pileup.inputs import haplotype_of, open_fasta, read_listing_line
 from numapore.pileup.thresholds import Caller, new_core
-from numapore.pileup.positions import make_motif, PositionFilter
-from numapore.pileup.regions import Chunk, motif_focus, position_masks
+from numapore.pileup.positions import IUPAC, make_motif, PositionFilter
+from numapore.pileup.regions import Chunk, combined_end, motif_focus, position_masks
 from numapore.pileup.reader import BamReader
 
 # The columns of pileup's read listing (reads_out), a TSV with this header line
@@ -71,6 +71,15 @@ class ChunkWorker:
         self.modbases = None
         if options.modern and options.modified_bases:
             self.modbases = self.python.modbases_counter()
+        # one motif without --include-bed: its positions found in C (focus.c)
+        self.focus = None
+        if len(self.motifs) == 1 and pf is None and self.reader is not None:
+            self.focus = motif_letter_sets(self.motifs[0])
+
+    def in_c(self) -> bool:
+        """Whether chunks are done by the compiled core and its C reader (where an interval
+        is left to pysam, that one is Python's)."""
+        return self.reader is not None and self.modbases is None
 
     @property
     def bam(self):
@@ -112,6 +121,10 @@ class ChunkWorker:
             rows = self.modbases.rows(chunk.chrom, chunk.start, chunk.end, stats)
             stats.rows = len(rows)
             return rows_text(chunk.chrom, rows), stats
+        if chunk.planned_end is not None and self.focus is not None and self.modbases is None:
+            done = self.pileup_chunk_focus(chunk)
+            if done is not None:
+                return done
         if chunk.planned_end is not None:  # its motif positions, found again
             found = self.reader.any(chunk.tid, chunk.start, chunk.end) if self.reader else None
             if found is None:
@@ -128,6 +141,56 @@ class ChunkWorker:
             if done is not None:
                 return done
         return self.python.pileup_chunk(chunk)
+
+    def pileup_chunk_focus(self, chunk: Chunk) -> tuple[str, Stats] | None:
+        """pileup_chunk of a motif's interval with one motif and no --include-bed, its
+        positions found by focus.c (as motif_focus and position_masks find them); None where
+        the C reader leaves the interval to pysam (nothing changed then)."""
+        found = self.reader.any(chunk.tid, chunk.start, chunk.end)
+        if not found:
+            return None if found is None else ("", Stats())
+        motif, (fwd, rev) = self.motifs[0], self.focus
+        start, end, seq_end = chunk.start, chunk.planned_end, chunk.planned_end
+        if self.combine_strands:
+            planned = Chunk(chunk.tid, chunk.chrom, start, end, first=chunk.first)
+            end, seq_end = combined_end(planned, self.motifs, self.fasta, chunk.span_end, None,
+                                        self.options.mask)  # fmt: skip
+        end = min(end, chunk.span_end)
+        length = end - start
+        stats = Stats()
+        if length <= 0:
+            return "", stats
+        seq = self.fasta.fetch(chunk.chrom, start, seq_end)
+        seq = (seq if self.options.mask else seq.upper()).encode()
+        allowed, want = bytearray(2 * length), bytearray(length)
+        entries = None
+        if self.combine_strands:
+            entries = [array.array(t, bytes(array.array(t).itemsize * length)) for t in "qqB"]
+        n = lib.pu_focus(
+            seq, len(seq), fwd, rev, motif.length, motif.offset, motif.reverse_offset, start,
+            length, ffi.from_buffer(allowed), ffi.from_buffer(want),
+            *([ffi.from_buffer(C_TYPES[i], entries[j]) for i, j in ((0, 0), (2, 1), (3, 2))]
+              if entries else [ffi.NULL] * 3),
+            bool(self.motif_bases),
+        )  # fmt: skip
+        ctx = self.core
+        ctx.want = ffi.from_buffer(want)
+        here = Chunk(chunk.tid, chunk.chrom, start, end, first=chunk.first)
+        tallied = self.reader.tally(ctx, here, self.options.haplotype, self.list_reads, stats)
+        if tallied is None:
+            return None
+        if not tallied:
+            return "", stats
+        if not self.combine_strands:
+            return self._core_text(here, length, stats, allowed)
+        lib.pu_observe(ctx)
+        if not n:
+            return "", stats
+        pos, neg, pos_ok = (a[:n] for a in entries)
+        arrays = [pos, array.array("i", bytes(4 * n)), neg, pos_ok]
+        text = self._combined_text_arrays(chunk.chrom, arrays, bool(self.motif_bases))
+        stats.rows = self._last_rows if text else 0
+        return text, stats
 
     def pileup_chunk_core(self, chunk: Chunk) -> tuple[str, Stats] | None:
         """pileup_chunk through core.c; None where it leaves the chunk to Python (more
@@ -207,10 +270,14 @@ class ChunkWorker:
                 pos_ok.append(allowed[2 * (p - start)])
         if not pos:
             return ""
-        arrays = [pos, idx, neg, pos_ok]
+        return self._combined_text_arrays(chunk.chrom, [pos, idx, neg, pos_ok], folded)
+
+    def _combined_text_arrays(self, chrom_name: str, arrays: list, folded: bool) -> str:
+        """The combined writers' text of their entries (pos, idx, neg, pos_ok arrays)."""
+        pos = arrays[0]
         labels = [ffi.new("char[]", label.encode()) for label in self.motif_labels]
         label_array = ffi.new("char *[]", labels)
-        chrom = chunk.chrom.encode()
+        chrom = chrom_name.encode()
         longest = max((len(label) for label in self.motif_labels), default=0)
         cap = len(pos) * (lib.PU_MAXC + 4) * (len(chrom) + longest + 220) + 1
         out = _raw_alloc("char[]", cap)
@@ -236,3 +303,18 @@ _raw_alloc = ffi.new_allocator(should_clear_after_alloc=False) if ffi is not Non
 
 
 C_TYPES = ("int64_t[]", "int32_t[]", "int64_t[]", "uint8_t[]")  # pu_text_combined's arrays
+
+# IUPAC letters as focus.c's letter sets (bit 0 A, 1 C, 2 G, 3 T, 4 U)
+LETTER_BITS = {"A": 1, "C": 2, "G": 4, "T": 8, "U": 16}
+COMPLEMENT_LETTER = {"A": "T", "C": "G", "G": "C", "T": "A", "U": "A"}
+
+
+def motif_letter_sets(motif) -> tuple[bytes, bytes]:
+    """focus.c's letter sets of a motif, forward and reverse complement, as make_motif's
+    regexes match them."""
+    sets = [IUPAC[c].strip("[]") for c in motif.raw]
+    forward = bytes(sum(LETTER_BITS[x] for x in letters) for letters in sets)
+    reverse = bytes(
+        sum(LETTER_BITS[COMPLEMENT_LETTER[x]] for x in letters) for letters in reversed(sets)
+    )
+    return forward, reverse

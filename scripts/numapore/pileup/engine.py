@@ -21,13 +21,15 @@ The engine, laid out as modkit's own:
 - numapore.methylation.bedmethyl: the bedMethyl format, its row writer and reader (text.c's
   put_row writes the same rows);
 - cli: the command line, and the one writer of every output form (text, BGZF, --phased);
-- this module: running a pileup over the intervals, on worker processes, in modkit's order.
+- this module: running a pileup over the intervals, on worker threads (or processes), in
+  modkit's order.
 
 Work goes by interval (modkit's `-i` chunks of a contig), so memory is bounded by one interval's
-reads; with threads > 1 the intervals run on worker processes and come back in order, so the
-bytes do not depend on threads. pileup(regions=...) keeps the intervals of the whole run that
-start in each region, so pileups of regions that tile the genome (scatter_regions) concatenate
-to the whole pileup.
+reads; with threads > 1 the intervals run on worker threads (the compiled core's C reader and
+tally run without the GIL; worker processes where Python does the intervals) and come back in
+order, so the bytes do not depend on threads. pileup(regions=...) keeps the intervals of the
+whole run that start in each region, so pileups of regions that tile the genome
+(scatter_regions) concatenate to the whole pileup.
 
 Not done: 0.6.1's generic path caps the reads counted per position at 8000 (--max-depth's
 default, applied without --high-depth too) and 0.4.4 at htslib's 8000; numapore applies a cap
@@ -171,17 +173,60 @@ def iter_chunk_text(
     pf=None,
     list_reads: bool = False,
 ):
-    """(text, stats) of each chunk in order, on options.threads processes."""
+    """(text, stats) of each chunk in order, on options.threads threads (processes where the
+    chunks' work is Python's: no compiled core or C reader, or --modified-bases)."""
+    worker = ChunkWorker(in_bam, options, caller, pf, list_reads)
     if options.threads <= 1 or len(chunks) <= 1:
-        worker = ChunkWorker(in_bam, options, caller, pf, list_reads)
         for chunk in chunks:
             yield worker.pileup_chunk(chunk)
         return
+    if worker.in_c():
+        others = [ChunkWorker(in_bam, options, caller, pf, list_reads)
+                  for _ in range(options.threads - 1)]  # fmt: skip
+        yield from in_threads([worker, *others], chunks)
+        return
+    del worker
     import multiprocessing
 
     ctx = multiprocessing.get_context("fork")
     with ctx.Pool(options.threads, _init_worker, (in_bam, options, caller, pf, list_reads)) as pool:
         yield from pool.imap(_run_chunk, chunks, chunksize=1)
+
+
+def in_threads(workers: list[ChunkWorker], chunks: list[Chunk]):
+    """(text, stats) of each chunk in order, on a thread per worker. A chunk's work is the
+    compiled core's, which runs without the GIL (cffi releases it around every call), so
+    threads share the reading, tallying and writing of chunks with no process to start and no
+    text to send back; a few chunks ahead at most, as memory holds their text."""
+    import queue
+    from collections import deque
+    from concurrent.futures import ThreadPoolExecutor
+
+    free: queue.SimpleQueue = queue.SimpleQueue()
+    for worker in workers:
+        free.put(worker)
+
+    def run(chunk: Chunk) -> tuple[str, Stats]:
+        worker = free.get()
+        try:
+            return worker.pileup_chunk(chunk)
+        finally:
+            free.put(worker)
+
+    ahead = 2 * len(workers)
+    with ThreadPoolExecutor(len(workers), thread_name_prefix="pileup") as pool:
+        pending = deque(pool.submit(run, chunk) for chunk in chunks[:ahead])
+        following = iter(chunks[ahead:])
+        try:
+            while pending:
+                done = pending.popleft().result()
+                chunk = next(following, None)
+                if chunk is not None:
+                    pending.append(pool.submit(run, chunk))
+                yield done
+        finally:
+            for future in pending:
+                future.cancel()
 
 
 @dataclass

@@ -19,6 +19,14 @@ int pu_begin(pu_ctx *c, int64_t start, int64_t length) {
             c->nrows += c->want[p] != 0;
         }
         c->rank[length] = (int32_t)c->nrows;
+        scratch_t *s = get_scratch(c, 0);
+        if (length + 1 > s->next_cap) {
+            s->next_cap = length + 1;
+            s->next_want = grow(s->next_want, (size_t)s->next_cap * sizeof(int32_t));
+        }
+        s->next_want[length] = (int32_t)length;
+        for (int64_t p = length - 1; p >= 0; p--)
+            s->next_want[p] = c->want[p] ? (int32_t)p : s->next_want[p + 1];
     }
     c->counts = grow(c->counts, (size_t)(c->nrows + 1) * 2 * c->k * sizeof(int32_t));
     memset(c->counts, 0, (size_t)c->nrows * 2 * c->k * sizeof(int32_t));
@@ -131,13 +139,13 @@ static int add_read_ops(pu_ctx *c, int reverse, int64_t ref_start, const int64_t
         int64_t op = ops[k], len = lens[k];
         if (op == 0 || op == 7 || op == 8) {
             int64_t a = r < start ? start - r : 0, bnd = r + len > end ? end - r : len;
-            const uint8_t *want = c->want;
-            for (int64_t i = a; i < bnd; i++) {
+            /* with want, from one wanted position to the next (next_want) */
+            const int32_t *next = c->want ? s->next_want : NULL;
+            const int64_t shift = r - start;
+            if (next && a < bnd) a = next[a + shift] - shift;
+            for (int64_t i = a; i < bnd; i = next ? next[i + 1 + shift] - shift : i + 1) {
                 int64_t qq = q + i, rr = r + i - start;
-                if (want) {
-                    if (!want[rr]) continue;
-                    rr = c->rank[rr];
-                }
+                if (next) rr = c->rank[rr];
                 int b = base_index((uint8_t)seq[qq]);
                 if (b == 4) continue;
                 int64_t qf = qq;
@@ -159,7 +167,10 @@ static int add_read_ops(pu_ctx *c, int reverse, int64_t ref_start, const int64_t
             r += len;
         } else if (op == 2) {
             int64_t a = r < start ? start - r : 0, bnd = r + len > end ? end - r : len;
-            for (int64_t i = a; i < bnd; i++) {
+            const int32_t *next = c->want ? s->next_want : NULL;
+            const int64_t shift = r - start;
+            if (next && a < bnd) a = next[a + shift] - shift;
+            for (int64_t i = a; i < bnd; i = next ? next[i + 1 + shift] - shift : i + 1) {
                 int64_t row = row_of(c, r + i - start);
                 if (row >= 0) counts[(row * 2 + strand) * stride + F_DELETE]++;
             }

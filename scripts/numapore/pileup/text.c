@@ -27,6 +27,33 @@ static char *put_int(char *o, int64_t v) {
     return o;
 }
 
+/* a percentage (finite, 0 <= pct < 2^40) as printf's "%.2f" writes it: the float's exact
+ * value rounded to hundredths, halves to even (printf was a tenth of the text's time) */
+static char *put_pct(char *o, float pct) {
+    uint32_t u;
+    memcpy(&u, &pct, sizeof u);
+    int biased = (int)(u >> 23 & 255);
+    uint64_t mant = u & 0x7FFFFF, hundredths;
+    if (biased) mant |= 0x800000;
+    else biased = 1; /* zero or subnormal */
+    int shift = 150 - biased; /* pct = mant / 2^shift */
+    if (shift <= 0) {
+        hundredths = (mant << -shift) * 100;
+    } else if (shift >= 40) { /* below 2^-16: 0.00 */
+        hundredths = 0;
+    } else {
+        uint64_t scaled = mant * 100, half = 1ULL << (shift - 1);
+        uint64_t rest = scaled & ((1ULL << shift) - 1);
+        hundredths = scaled >> shift;
+        if (rest > half || (rest == half && (hundredths & 1))) hundredths++;
+    }
+    o = put_int(o, (int64_t)(hundredths / 100));
+    *o++ = '.';
+    *o++ = (char)('0' + hundredths / 10 % 10);
+    *o++ = (char)('0' + hundredths % 10);
+    return o;
+}
+
 /* the rows of one position and strand: (code: registry index, or -1 - base with combine_mods)
  * and base, unsorted; their number */
 static int rows_at(const pu_ctx *c, int64_t p, int s, int combine_mods, int *rcode, int *rbase) {
@@ -119,7 +146,7 @@ static char *put_row(const pu_ctx *c, char *o, const char *chrom, size_t chrom_l
     *o++ = sep;
     float frac = (float)v[1] / (float)v[0]; /* modkit's percent: f32 arithmetic */
     float pct = frac * 100.0f;
-    o += snprintf(o, 32, "%.2f", (double)pct);
+    o = put_pct(o, pct);
     for (int j = 1; j < 8; j++) {
         *o++ = sep;
         o = put_int(o, v[j]);
