@@ -4,6 +4,7 @@ files), and on a host of more than one NUMA node the alignment's strategies on i
 tune_strategy), decide by the honest rule, write the tuning record (read by the run) and the
 adoptable host file (numapore.compare.tuning)."""
 
+import os
 import sys
 import time
 from contextlib import nullcontext
@@ -90,6 +91,7 @@ with scratch_dir(smk.output.record) as work, signal_storage() as mount:
         measured = tuning.tune(
             cut_at, settings["reads"], candidates, settings["repeats"], settings["share"],
             MIN_MEASURABLE_S, calls, p.io_processes, log, len(list_fast5(signal)), p.call_jobs,
+            float(os.environ.get(tuning.SAVING_ENV) or 0),
         )  # fmt: skip
         cut = measured.pop("slice")
         record |= measured
