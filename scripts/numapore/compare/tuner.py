@@ -26,6 +26,7 @@ from typing import Any
 from numapore.base.atomic import atomic_output
 from numapore.base.errors import InputError
 from numapore.compare.recommend import choose
+from numapore.execution.cluster import PARTITION_ENV as PARTITION_ENV
 
 # The share of the cap the cells may take: the rest is the tuning's own fixed costs (its job's
 # start, the slices' alignment, nanopolish loading the reference), which the cells do not time.
@@ -36,8 +37,6 @@ CELLS_OF_CAP = 0.5
 # of its time, and the run's length alone would forbid the measurement that finds it.
 SAVING_SHARE = 0.5
 MODES = ("off", "on", "again")
-# The partition of every job of a cluster run (profiles/slurm reads it too).
-PARTITION_ENV = "NUMAPORE_SLURM_PARTITION"
 # The run's tuning name, from its main process to its jobs' (which parse the workflow again on
 # a cluster node, where the executor is another and the hostname the node's).
 NAME_ENV = "NUMAPORE_TUNING_NAME"
@@ -72,7 +71,11 @@ def tuning_name(config: Mapping[str, Any] | None = None, executor: str = "") -> 
     cluster = (config or {}).get("host_check") == "jobs" or executor == "slurm"
     if not (cluster or os.environ.get(PARTITION_ENV)):
         return host_name()
-    partition = os.environ.get(PARTITION_ENV) or "default"
+    return partition_tuning_name(os.environ.get(PARTITION_ENV) or "default")
+
+
+def partition_tuning_name(partition: str) -> str:
+    """The tuning files' name of a partition (one node type): partition-<name>."""
     return "partition-" + re.sub(r"[^A-Za-z0-9._-]", "_", partition)
 
 
