@@ -716,8 +716,8 @@ PARTITION_MISTAKES = {
         True,
         {},
         {**PARTITIONS, "hosts": {"a": "bad.yaml"}},
-        "numapore: config hosts.a: {cwd}/bad.yaml: invalid host file: io_mode: 'slow' is not one of "
-        "['fast5', 'fast5-pool', 'slow5']",
+        "numapore: config hosts.a: {cwd}/bad.yaml: invalid host file: io_mode: 'slow' is not "
+        "one of ['fast5', 'fast5-pool', 'slow5']",
     ),
     "auto-names-no-partition": (
         True,
