@@ -115,6 +115,7 @@ def main() -> None:
             what = f"I/O mode {record['io_mode']}: {record['why']}"
             print(f"  tuning: {record['seconds']:.1f} s, {what}")
             print(f"  first cell: {record.get('probe')}; cells (s): {walls or 'none'}")
+            print(f"  sizing: {record.get('sizing')}")
             whole = "; ".join(
                 f"{m} " + ", ".join(f"{w:.0f}" for w in ws)
                 for m, ws in record.get("estimates", {}).items()

@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 
 from numapore.compare import tune_strategy
+from numapore.execution.cluster import node_host_file
 from numapore.execution.hosts import load_host_config
 from numapore.execution.shards import finish_sample_bam
 from numapore.execution.steps import run_alignment
@@ -20,8 +21,11 @@ bam = Path(smk.output.bam)
 reads2 = Path(smk.input.reads2) if smk.input.get("reads2") else None  # pairs' R2 (kind short)
 # The file of read ids the check counts; none when a modBAM sample's reads stream in.
 counted = Path(smk.input.counted) if smk.input.get("counted") else None
-host = load_host_config(smk.params.host, overrides=smk.params.get("overrides"))
-tuned = smk.params.get("tuned_strategy")  # host tuning's choice (config tune), if measured
+# the host file and the tuning of the node type the job runs on (config hosts:), else the run's
+host = load_host_config(node_host_file(smk.params.host), overrides=smk.params.get("overrides"))
+tuned, tuning = tune_strategy.node_tuning(  # host tuning's choice (config tune), if measured
+    smk.params.get("tuned_strategy"), smk.input.get("tuning"), "alignment", layout.TUNING
+)
 if tuned:
     host = tune_strategy.with_strategy(host, tuned)
 sample = smk.wildcards.sample
@@ -58,7 +62,7 @@ except StagingFailed as err:  # the staging's own numapore: line says why: only 
 except InputError as err:  # one line, from the job that found it
     sys.exit(f"numapore: {err}")
 if tuned is not None:  # the strategies were tuned: the tuning behind the strategy, recorded
-    tune_strategy.add_to_record(Path(smk.log.record), Path(smk.input.tuning))
+    tune_strategy.add_to_record(Path(smk.log.record), Path(tuning))
 if "summary" in smk.output.keys():  # the sample's BAM (the plan's one_align_shard)
     finish_sample_bam(
         bam, {key: Path(path) for key, path in smk.output.items()}, smk.threads, sys.stderr,

@@ -4,6 +4,7 @@ files), and on a host of more than one NUMA node the alignment's strategies on i
 tune_strategy), decide by the honest rule, write the tuning record (read by the run) and the
 adoptable host file (numapore.compare.tuning)."""
 
+import os
 import sys
 import time
 from contextlib import nullcontext
@@ -14,6 +15,7 @@ from numapore.base.atomic import scratch_dir
 from numapore.base.rulelog import redirect_to_log
 from numapore.compare.measure import MIN_MEASURABLE_S
 from numapore.compare import tune_strategy, tuner, tuning
+from numapore.execution.cluster import node_host_file
 from numapore.execution.hosts import load_host_config
 from numapore.execution.io_modes import IO_MODES
 from numapore.execution.steps import run_alignment, run_methylation
@@ -23,7 +25,7 @@ smk = snakemake  # noqa: F821 (injected by the script directive)
 redirect_to_log(smk)
 p = smk.params
 settings, candidates = p.settings, p.candidates
-host = load_host_config(p.host)
+host = load_host_config(node_host_file(p.host))  # the node's (config hosts:), else the run's
 started = time.monotonic()
 record = tuning.IO.record(smk.output.record, p.host, p.key) | {
     "candidates": candidates,
@@ -90,6 +92,7 @@ with scratch_dir(smk.output.record) as work, signal_storage() as mount:
         measured = tuning.tune(
             cut_at, settings["reads"], candidates, settings["repeats"], settings["share"],
             MIN_MEASURABLE_S, calls, p.io_processes, log, len(list_fast5(signal)), p.call_jobs,
+            float(os.environ.get(tuning.SAVING_ENV) or 0),
         )  # fmt: skip
         cut = measured.pop("slice")
         record |= measured

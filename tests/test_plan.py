@@ -21,6 +21,7 @@ from runs_modbam_short import as_the_clone
 
 from numapore.base.errors import InputError
 from numapore.compare import tuning
+from numapore.execution import cluster
 from numapore.execution.hosts import host_path
 from numapore.pileup.common import Options
 from numapore.workflow import build, jobs, layout, outputs, tuning_plans
@@ -669,3 +670,177 @@ def test_mistake_is_one_line(clone, files, given, message):
     with pytest.raises(InputError) as err:
         run_plan(*files, **given)
     assert f"numapore: {err.value}" == message
+
+
+# ----------------------------------------------------------------------------------------------
+# A host file per partition (config hosts:): a heterogeneous cluster's node types.
+
+# Partition a's nodes: this machine's layout (topology: auto always matches); b's: the shipped
+# two-socket layout, which this machine is not.
+PARTITIONS = {"hosts": {"a": "auto-node.yaml", "b": "xeon-2socket"}, "host_check": "jobs"}
+
+
+def job_plan(main_process: bool, **given) -> RunPlan:
+    """run_plan, in the run's own process or in a job's (which parses the workflow again on
+    its node)."""
+    config = build.load_config([Path("config/config.yaml")], given)
+    return build.build(config, schemas=SCHEMAS, given=given, main_process=main_process)
+
+
+@pytest.fixture
+def partitions(clone, monkeypatch):
+    """The clone with partition a's host file; no partition in the environment."""
+    Path("auto-node.yaml").write_text(yaml.safe_dump({"topology": "auto", "io_mode": "slow5"}))
+    for name in (cluster.PARTITION_ENV, cluster.JOB_PARTITION_ENV, cluster.NODE_HOST_ENV):
+        monkeypatch.setenv(name, "")  # recorded, so that teardown restores it
+        monkeypatch.delenv(name)
+    return clone
+
+
+def test_each_job_runs_with_its_partitions_host_file(partitions, monkeypatch):
+    """The run's host file is its partition's (NUMAPORE_SLURM_PARTITION), the run's first
+    lines say which file each partition's jobs run with; a job's plan (its process on its
+    node) keeps the run's host file (the same DAG, I/O mode slow5) and hands its node's, checked
+    there, to its steps."""
+    monkeypatch.setenv(cluster.PARTITION_ENV, "a")
+    run = job_plan(True, **PARTITIONS)
+    a_file = str(Path("auto-node.yaml").absolute())
+    assert run.host_file == a_file and run.io_mode == "slow5"
+    assert cluster.NODE_HOST_ENV not in run.environment
+    assert run.notes[1] == (
+        "info",
+        "numapore: config hosts: each job runs its steps with its partition's host file (a: "
+        "auto-node.yaml, b: xeon-2socket), checked on its node; the run's I/O mode and pileup "
+        "setting are hosts.a's",
+    )
+    monkeypatch.setenv(cluster.JOB_PARTITION_ENV, "a")
+    job = job_plan(False, **PARTITIONS)
+    assert job.host_file == a_file and job.environment[cluster.NODE_HOST_ENV] == a_file
+    # no run partition (the cluster's default): the run's host file is config host's
+    monkeypatch.delenv(cluster.PARTITION_ENV)
+    run = job_plan(True, **PARTITIONS, host="one-node.yaml")
+    assert run.host_file == str(Path("one-node.yaml").absolute()) and run.io_mode == "fast5"
+    assert run.notes[1][1].endswith("the run's I/O mode and pileup setting are host's")
+    job = job_plan(False, **PARTITIONS, host="one-node.yaml")
+    assert job.host_file == run.host_file and job.environment[cluster.NODE_HOST_ENV] == a_file
+    # without hosts: nothing changes
+    assert cluster.NODE_HOST_ENV not in job_plan(False, host="auto-node.yaml").environment
+
+
+PARTITION_MISTAKES = {
+    "run-partition-unknown": (
+        True,
+        {"NUMAPORE_SLURM_PARTITION": "gpu"},
+        PARTITIONS,
+        "numapore: config hosts: no host file for partition 'gpu' (NUMAPORE_SLURM_PARTITION, "
+        "the partition of every job); the partitions given: a, b",
+    ),
+    "job-partition-unknown": (
+        False,
+        {"SLURM_JOB_PARTITION": "gpu"},
+        PARTITIONS,
+        "numapore: config hosts: this job runs on partition 'gpu' (SLURM_JOB_PARTITION), which "
+        "has no host file there; the partitions given: a, b",
+    ),
+    "host-file-missing": (
+        True,
+        {},
+        {**PARTITIONS, "hosts": {"a": "auto-node.yaml", "b": "xeon-2sockt"}},
+        "numapore: config hosts.b: host 'xeon-2sockt': {cwd}/config/hosts/xeon-2sockt.yaml, "
+        "{shipped}/xeon-2sockt.yaml not found (known hosts: opteron-6376, shared-node, "
+        "single-node, xeon-2socket)",
+    ),
+    "host-file-invalid": (
+        True,
+        {},
+        {**PARTITIONS, "hosts": {"a": "bad.yaml"}},
+        "numapore: config hosts.a: {cwd}/bad.yaml: invalid host file: io_mode: 'slow' is not "
+        "one of ['fast5', 'fast5-pool', 'slow5']",
+    ),
+    "auto-names-no-partition": (
+        True,
+        {},
+        {**PARTITIONS, "hosts": {"a": "auto"}},
+        "numapore: config hosts.a: auto is the submitting host's own file; name the host file "
+        "of the partition's nodes (a name in config/hosts/ or a path)",
+    ),
+    "without-host-check-jobs": (
+        True,
+        {},
+        {"hosts": PARTITIONS["hosts"]},
+        "numapore: config hosts: a host file per partition is for cluster runs, whose jobs "
+        "check their partition's on their node: set host_check: jobs (profiles/slurm does)",
+    ),
+    "not-a-host-file-name": (
+        True,
+        {},
+        {**PARTITIONS, "hosts": {"a": 3}},
+        "numapore: --config hosts=...: hosts.a: 3 is not of type 'string'",
+    ),
+    "not-a-mapping": (
+        True,
+        {},
+        {**PARTITIONS, "hosts": ["xeon-2socket"]},
+        "numapore: --config hosts=['xeon-2socket']: ['xeon-2socket'] is not of type 'object'",
+    ),
+}
+
+
+@pytest.mark.parametrize(
+    "main_process, env, given, message", PARTITION_MISTAKES.values(), ids=PARTITION_MISTAKES
+)
+def test_partition_mistake_is_one_line(partitions, monkeypatch, main_process, env, given, message):
+    Path("bad.yaml").write_text("topology: auto\nio_mode: slow\n")
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    with pytest.raises(InputError) as err:
+        job_plan(main_process, **given)
+    shipped = host_path("single-node").parent
+    assert f"numapore: {err.value}" == message.format(cwd=Path.cwd(), shipped=shipped)
+
+
+def test_a_host_file_not_of_the_node_the_job_runs_on(partitions, monkeypatch):
+    """host_check: jobs with hosts: a job on partition b checks b's host file (two sockets, 64
+    CPUs) on its node, this machine: one line naming the setting, then the check's reasons."""
+    monkeypatch.setenv(cluster.JOB_PARTITION_ENV, "b")
+    with pytest.raises(InputError) as err:
+        job_plan(False, **PARTITIONS)
+    text = f"numapore: {err.value}"
+    assert text.startswith(f"numapore: config hosts.b: {host_path('xeon-2socket')} does not ")
+    assert "does not match this machine (" in text and text.count("numapore:") == 1
+    # the same file in the run's own process: read, not checked (the submitting host)
+    monkeypatch.setenv(cluster.PARTITION_ENV, "b")
+    assert job_plan(True, **PARTITIONS).host_file == str(host_path("xeon-2socket"))
+
+
+def test_tuning_records_kept_per_node_type(partitions, monkeypatch, tmp_path):
+    """A job's tuned strategy (tune_strategy.node_tuning): the run's on the partition its
+    tuning measured, or in a run without hosts:; on another partition, that partition's own
+    record when a run measured one, else none (its host file's strategy)."""
+    from numapore.compare import tune_strategy
+
+    folder = tmp_path / "tuning"
+    folder.mkdir()
+    run_record = str(folder / "partition-a.json")
+    monkeypatch.setenv(tuning.NAME_ENV, "partition-a")
+    monkeypatch.setenv(cluster.JOB_PARTITION_ENV, "b")
+    # no hosts: (no node host file in the environment): the run's tuning, wherever the job is
+    assert tune_strategy.node_tuning("instances", run_record, "alignment", folder) == (
+        "instances",
+        run_record,
+    )
+    monkeypatch.setenv(cluster.NODE_HOST_ENV, "b.yaml")
+    assert tune_strategy.node_tuning("instances", run_record, "alignment", folder) == (None, None)
+    own = folder / "partition-b.json"
+    own.write_text(json.dumps({"strategy": {"strategy": "interleave"}}))
+    assert tune_strategy.node_tuning("instances", run_record, "alignment", folder) == (
+        "interleave",
+        str(own),
+    )
+    assert tune_strategy.node_tuning("none", run_record, "methylation", folder) == ("", str(own))
+    assert tune_strategy.node_tuning(None, None, "alignment", folder) == (None, None)  # untuned
+    monkeypatch.setenv(cluster.JOB_PARTITION_ENV, "a")  # the tuned partition
+    assert tune_strategy.node_tuning("instances", run_record, "alignment", folder) == (
+        "instances",
+        run_record,
+    )

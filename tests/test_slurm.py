@@ -462,3 +462,47 @@ def test_node_line_describes_this_machine():
     assert line.startswith("NodeName=")
     assert f"CPUs={os.cpu_count()}" in line
     assert re.search(r"RealMemory=\d+", line)
+
+
+# What a job on a partition runs: its partition's host file (config hosts:), checked on its node.
+PARTITION_PICK = """
+import json, os, sys
+from numapore.base.errors import InputError
+from numapore.execution.cluster import partition_hosts
+config = {"hosts": {"numapore": "auto-node.yaml", "other": "xeon-2socket"}, "host_check": "jobs"}
+try:
+    print(json.dumps({"partition": os.environ["SLURM_JOB_PARTITION"],
+                      "files": partition_hosts(config, "run.yaml", main_process=False)}))
+except InputError as err:
+    print(json.dumps({"partition": os.environ["SLURM_JOB_PARTITION"], "error": str(err)}))
+"""
+
+
+def test_a_job_takes_its_partitions_host_file(cluster, tmp_path):
+    """The node in two partitions (the second made at run time: scontrol create): a real Slurm
+    job on each takes its partition's host file from config hosts: (SLURM_JOB_PARTITION, as
+    Slurm sets it) and checks it on its node: on `numapore`, a file of this machine's layout;
+    on `other`, the shipped two-socket file, which this node is not: one line naming
+    hosts.other."""
+    (tmp_path / "auto-node.yaml").write_text("topology: auto\n")
+    (tmp_path / "pick.py").write_text(PARTITION_PICK)
+    cluster.run("scontrol", "create", "PartitionName=other", "Nodes=ALL", "State=UP")
+    picked = {}
+    try:
+        for partition in (PARTITION, "other"):
+            out = tmp_path / f"{partition}.out"
+            cluster.run(
+                "sbatch", "--wait", f"--partition={partition}", f"--chdir={tmp_path}",
+                f"--output={out}", "--mem=500", "--wrap",
+                f"{REPO / '.venv/bin/python'} {tmp_path / 'pick.py'}",
+            )  # fmt: skip
+            picked[partition] = json.loads(out.read_text().splitlines()[-1])
+    finally:
+        cluster.run("scontrol", "delete", "PartitionName=other")
+    assert picked[PARTITION] == {
+        "partition": PARTITION,
+        "files": ["run.yaml", str(tmp_path / "auto-node.yaml"), "host"],
+    }
+    assert picked["other"]["partition"] == "other"
+    error = picked["other"]["error"]
+    assert error.startswith("config hosts.other: ") and "xeon-2socket.yaml does not match" in error

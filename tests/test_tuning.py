@@ -73,6 +73,33 @@ def test_slice_sized_from_the_first_cell_and_capped():
     assert want == 0 and "2 cells of 50 reads" in why
 
 
+def test_the_cap_weighs_the_saving_the_storage_probe_predicts():
+    """1,500 reads behind 5 ms storage: a first cell of 2.5 s on 10 reads puts the run at
+    375 s; 6 cells of 10 reads (17.5 s) are more than half its 5 % cap. The storage probe
+    predicts 1,500 x 34 requests x 5 ms = 255 s of reading that an I/O mode may save: half of
+    that is the cap, and the cells are measured. Without a prediction (or a small one: local
+    storage), the run's 5 % stays the cap."""
+    saving = tuning.reading_seconds(1500, 0.005)
+    assert saving == pytest.approx(255.0)
+    want, why = tuning.slice_size(2.5, 10, 1500, 6, 0.05, 2.0)
+    assert want == 0 and why.startswith("measuring 6 cells of 10 reads would take about 17.5 s")
+    assert "more than 50% of the 5% cap on the whole run's 375.0 s" in why
+    want, why = tuning.slice_size(2.5, 10, 1500, 6, 0.05, 2.0, saving)
+    assert want == 10 and why == (
+        "6 cells of 10 reads, about 17.5 s of the run's 375.0 s, within 50% of the cap of "
+        "127.5 s (50% of the 255.0 s the storage probe predicts the baseline spends reading; "
+        "5% of the whole run's 375.0 s is less)"
+    )
+    # local storage in the page cache: 0.005 ms a request, 2.6 s of reading; the run's cap
+    local = tuning.reading_seconds(1500, 0.000005)
+    assert tuning.slice_size(2.5, 10, 1500, 6, 0.05, 2.0, local) == (
+        tuning.slice_size(2.5, 10, 1500, 6, 0.05, 2.0)
+    )
+    # a saving too small for the cells even at its share: not measured, the probe's cap said
+    want, why = tuning.slice_size(2.5, 10, 1500, 6, 0.05, 2.0, 60.0)
+    assert want == 0 and "more than 50% of the cap of 30.0 s (50% of the 60.0 s" in why
+
+
 def test_cells_scaled_to_the_whole_run_part_by_part():
     """10 reads of 1 of 3 files, to 3,000 reads: nanopolish's start (a call on one read) once
     per call job, each further read's call by reads (0.1 s); fast5's index of the FAST5 by
@@ -146,9 +173,10 @@ def test_a_sample_too_small_to_pay_back_is_not_measured(tmp_path, ecoli_dir):
     files = tuning.first_signal_files(signal, 8)
     assert files == list_fast5(signal)[:8]
     assert tuning.request_seconds(files) > 0
-    worth, why = tuning.worth_measuring(fasta, signal, 5, 6, MIN_MEASURABLE_S)
+    worth, why, saving = tuning.worth_measuring(fasta, signal, 5, 6, MIN_MEASURABLE_S)
     assert worth and "reading the signal of 112 reads costs about 19.0 s" in why
-    worth, why = tuning.worth_measuring(fasta, signal, 0.5, 6, MIN_MEASURABLE_S)
+    assert saving == pytest.approx(112 * 34 * 0.005)  # what the tuning job's cap weighs
+    worth, why, _ = tuning.worth_measuring(fasta, signal, 0.5, 6, MIN_MEASURABLE_S)
     assert not worth and why.startswith("not measured: the signal answers a read request in 0.500")
     assert "costs about 1.9 s, less than the least measurement (6 cells of at least 2 s" in why
     # files a run makes: nothing to count yet, the first cell decides
@@ -246,8 +274,14 @@ def test_measured_on_a_slice_with_the_real_tools(tmp_path, ecoli_dir):
     with pytest.raises(InputError, match="none of its 1 reads is in its sample's signal files"):
         tuning.cut_slice(tmp_path / "none", tmp_path / "other.fasta",
                          [str(ecoli_dir / "fast5")], 2, read_layout)  # fmt: skip
+    # A cap of 1 % of the run, which the cells exceed, raised by a saving the storage probe
+    # predicts (1,000 s of reading): measured, and the sizing says why.
     result = tuning.tune(
-        cut_at, 2, MODES, 1, 1.0, 0.0, calls, 1, log=lambda line: None, total_files=112
+        cut_at, 2, MODES, 1, 0.01, 0.0, calls, 1, log=lambda line: None, total_files=112,
+        saving_s=1000.0,
+    )  # fmt: skip
+    assert "within 50% of the cap of 500.0 s (50% of the 1000.0 s the storage probe" in (
+        result["sizing"]
     )
     cut = result["slice"]
     assert (cut.count, cut.total, len(cut.files)) == (2, 112, 2)
@@ -327,6 +361,8 @@ def test_tuning_in_a_run_and_its_reuse(signal_fast5_run, tmp_path):
     record = json.loads((work / f"results/tuning/{name}.json").read_text())
     assert record["io_mode"] == "fast5" and record["candidates"] == MODES
     assert record["probe"]["reads"] == 4 and "of the 5% cap on the whole run" in record["why"]
+    # the storage probe (local files, 112 reads) predicts too little reading to raise the cap
+    assert "storage probe" not in record["why"]
     # nanopolish's start timed apart in the first cell too: a call on the slice's first read
     probe = record["probe"]
     assert probe["wall_s"] == pytest.approx(

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import replace
@@ -24,6 +25,7 @@ from typing import Any
 
 from numapore.base.errors import InputError
 from numapore.compare import tuner
+from numapore.execution import cluster
 from numapore.execution.hosts import HostConfig
 from numapore.inputs.kinds import DEFAULT_KIND
 from numapore.execution.plan import StepPlan, plan_step
@@ -408,3 +410,24 @@ def tune_calling(
         calls, log,
     )  # fmt: skip
     return block | measured
+
+
+def node_tuning(
+    tuned: str | None, record: str | None, step: str, folder: str | os.PathLike
+) -> tuple[str | None, str | None]:
+    """A step's tuned strategy on the node the job runs on, and the tuning record behind it
+    (None, None: not tuned there). Tuning records are kept per node type (a partition:
+    <folder>/partition-<name>.json). A job on the partition the run's tuning measured (or of a
+    run without config hosts:) follows the run's (tuned, record); on another partition, its
+    own partition's record when one was measured (by a run on that partition), else its host
+    file's strategy."""
+    partition = os.environ.get(cluster.JOB_PARTITION_ENV, "")
+    if tuned is None or not (os.environ.get(cluster.NODE_HOST_ENV) and partition):
+        return tuned, record
+    name = tuner.partition_tuning_name(partition)
+    if name == os.environ.get(tuner.NAME_ENV):
+        return tuned, record
+    own = Path(folder) / f"{name}.json"
+    if not own.is_file():
+        return None, None
+    return chosen(own, step), str(own)

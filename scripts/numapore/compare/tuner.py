@@ -26,13 +26,17 @@ from typing import Any
 from numapore.base.atomic import atomic_output
 from numapore.base.errors import InputError
 from numapore.compare.recommend import choose
+from numapore.execution.cluster import PARTITION_ENV as PARTITION_ENV
 
 # The share of the cap the cells may take: the rest is the tuning's own fixed costs (its job's
 # start, the slices' alignment, nanopolish loading the reference), which the cells do not time.
 CELLS_OF_CAP = 0.5
+# The share of the storage probe's predicted reading time (what slow storage costs the baseline,
+# the most any I/O mode can save: numapore.compare.tuning.pays_back) the tuning may spend, when
+# that is more than `tuning.share` of the whole run: on slow storage a short run can save most
+# of its time, and the run's length alone would forbid the measurement that finds it.
+SAVING_SHARE = 0.5
 MODES = ("off", "on", "again")
-# The partition of every job of a cluster run (profiles/slurm reads it too).
-PARTITION_ENV = "NUMAPORE_SLURM_PARTITION"
 # The run's tuning name, from its main process to its jobs' (which parse the workflow again on
 # a cluster node, where the executor is another and the hostname the node's).
 NAME_ENV = "NUMAPORE_TUNING_NAME"
@@ -67,7 +71,11 @@ def tuning_name(config: Mapping[str, Any] | None = None, executor: str = "") -> 
     cluster = (config or {}).get("host_check") == "jobs" or executor == "slurm"
     if not (cluster or os.environ.get(PARTITION_ENV)):
         return host_name()
-    partition = os.environ.get(PARTITION_ENV) or "default"
+    return partition_tuning_name(os.environ.get(PARTITION_ENV) or "default")
+
+
+def partition_tuning_name(partition: str) -> str:
+    """The tuning files' name of a partition (one node type): partition-<name>."""
     return "partition-" + re.sub(r"[^A-Za-z0-9._-]", "_", partition)
 
 
@@ -104,13 +112,21 @@ def order(candidates: Sequence[str], repeats: int) -> list[tuple[str, int]]:
 
 
 def slice_size(
-    probe_s: float, probe_reads: int, total_reads: int, cells: int, share: float, floor_s: float
+    probe_s: float,
+    probe_reads: int,
+    total_reads: int,
+    cells: int,
+    share: float,
+    floor_s: float,
+    saving_s: float = 0.0,
 ) -> tuple[int, str]:
     """The slice's reads, sized from a first quick cell (the baseline on probe_reads reads,
     probe_s seconds): enough that a baseline cell runs 1.5 x floor_s (the comparison's
     MIN_MEASURABLE_S), at least probe_reads; 0 when the cells and the first one would cost more
-    than CELLS_OF_CAP of the cap, `share` of the whole run (the baseline's time per read x the
-    sample's reads); with the reason in words."""
+    than CELLS_OF_CAP of the cap, with the reason in words. The cap: `share` of the whole run
+    (the baseline's time per read x the sample's reads), or SAVING_SHARE of saving_s (what the
+    storage probe predicts the baseline spends reading, the most a candidate can save) when
+    that is more."""
     per_read = probe_s / max(1, probe_reads)
     want = probe_reads
     if probe_s < floor_s:
@@ -118,14 +134,22 @@ def slice_size(
     want = min(want, total_reads)
     whole = per_read * total_reads
     cost = probe_s + per_read * want * cells
-    if cost > CELLS_OF_CAP * share * whole:
+    by_run, by_saving = share * whole, SAVING_SHARE * saving_s
+    cap = f"the {share:.0%} cap on the whole run's {whole:.1f} s"
+    if by_saving > by_run:
+        cap = (
+            f"the cap of {by_saving:.1f} s ({SAVING_SHARE:.0%} of the {saving_s:.1f} s the "
+            f"storage probe predicts the baseline spends reading; {share:.0%} of the whole "
+            f"run's {whole:.1f} s is less)"
+        )
+    if cost > CELLS_OF_CAP * max(by_run, by_saving):
         return 0, (
             f"measuring {cells} cells of {want} reads would take about {cost:.1f} s, more than "
-            f"{CELLS_OF_CAP:.0%} of the {share:.0%} cap on the whole run's {whole:.1f} s "
-            f"(estimated from a first cell of {probe_s:.2f} s on {probe_reads} of "
-            f"{total_reads} reads): not measured"
+            f"{CELLS_OF_CAP:.0%} of {cap} (estimated from a first cell of {probe_s:.2f} s on "
+            f"{probe_reads} of {total_reads} reads): not measured"
         )
-    return want, f"{cells} cells of {want} reads, about {cost:.1f} s of the run's {whole:.1f} s"
+    sized = f"{cells} cells of {want} reads, about {cost:.1f} s of the run's {whole:.1f} s"
+    return want, sized + (f", within {CELLS_OF_CAP:.0%} of {cap}" if by_saving > by_run else "")
 
 
 @dataclass(frozen=True)
@@ -188,15 +212,19 @@ class Tuner:
         share: float,
         floor_s: float,
         log: Callable[[str], None],
+        saving_s: float = 0.0,
     ) -> tuple[Any, dict[str, float], int, str]:
         """A first quick cell, the baseline on a slice of `first` reads (cut_at(n) cuts one of
         n reads; probe(cut) measures the baseline on it), sizes the slice of `cells` cells
-        (slice_size): that slice, the cell's parts, the reads wanted (0: measuring would cost
-        more than the cap) and the sizing in words."""
+        (slice_size; saving_s: the most a candidate can save, as predicted before any job):
+        that slice, the cell's parts, the reads wanted (0: measuring would cost more than the
+        cap) and the sizing in words."""
         cut = cut_at(first)
         parts = probe(cut)
         self.say(log, f"first cell, {self.baseline} on {cut.count} of {cut.total} reads: {parts}")
-        want, sized = slice_size(parts["wall_s"], cut.count, cut.total, cells, share, floor_s)
+        want, sized = slice_size(
+            parts["wall_s"], cut.count, cut.total, cells, share, floor_s, saving_s
+        )
         self.say(log, sized)
         return cut, parts, want, sized
 

@@ -57,6 +57,9 @@ LATENCY_PROBES = 8
 # The main process's answer of the payback check, for the job processes that parse the workflow
 # again (worth measuring: "measure", else "skip").
 PAYBACK_ENV = "NUMAPORE_TUNING_PAYBACK"
+# Its prediction, for the tuning job's cap (seconds the baseline spends reading the signal):
+# through the environment, not params, so that a timing that moves does not rerun the job.
+SAVING_ENV = "NUMAPORE_TUNING_SAVING"
 PROBE_BYTES = 4096
 # The I/O mode's tuner: its differences from the other tuners (compare.tuner).
 IO = tuner.Tuner(
@@ -169,7 +172,7 @@ def pays_back(reads: int, request_s: float, cells: int, floor_s: float) -> tuple
     request alone (before any slice is cut): no I/O mode saves more than the baseline spends
     reading the signal (reads x FAST5_REQUESTS_PER_READ requests), and the cells take at least
     `cells` x floor_s (each at least the comparison's floor to be told apart). With why."""
-    reading = reads * FAST5_REQUESTS_PER_READ * request_s
+    reading = reading_seconds(reads, request_s)
     least = cells * floor_s
     what = (
         f"the signal answers a read request in {request_s * 1000:.3f} ms; {BASELINE} makes "
@@ -184,21 +187,30 @@ def pays_back(reads: int, request_s: float, cells: int, floor_s: float) -> tuple
     return True, f"{what}, more than the least measurement ({least:g} s): measuring"
 
 
+def reading_seconds(reads: int, request_s: float) -> float:
+    """What the baseline spends reading the signal of `reads` reads at request_s a request:
+    the most any I/O mode can save."""
+    return reads * FAST5_REQUESTS_PER_READ * request_s
+
+
 def worth_measuring(
     reads: str | os.PathLike,
     signal: Sequence[str | os.PathLike],
     latency_ms: float,
     cells: int,
     floor_s: float,
-) -> tuple[bool, str]:
+) -> tuple[bool, str, float]:
     """pays_back for a sample: its reads counted, its storage's time per request timed on its
-    first signal files (emulated storage: latency_ms, what the tuner will see). (True, why)
+    first signal files (emulated storage: latency_ms, what the tuner will see); with why and
+    the reading it predicts (reading_seconds: the tuning job's cap weighs it). (True, why, 0)
     when the files are not there yet (a run makes them): the first cell decides."""
     files = first_signal_files(signal, LATENCY_PROBES)
     if not Path(reads).is_file() or not files:
-        return True, "the sample's files are made by the run: measuring"
+        return True, "the sample's files are made by the run: measuring", 0.0
     request_s = latency_ms / 1000 if latency_ms else request_seconds(files)
-    return pays_back(count_reads(reads), request_s, cells, floor_s)
+    reads_count = count_reads(reads)
+    worth, why = pays_back(reads_count, request_s, cells, floor_s)
+    return worth, why, reading_seconds(reads_count, request_s)
 
 
 def decide(
@@ -499,22 +511,24 @@ def tune(
     log: Callable[[str], None] = print,
     total_files: int = 0,
     call_jobs: int = 1,
+    saving_s: float = 0.0,
 ) -> dict[str, Any]:
     """A first quick cell (the baseline on a slice of first_reads reads; cut_at(n) cuts and
     aligns a slice of n reads) sizes the slice (slice_size) or says that measuring would cost
     more than `share` of the whole run; then every candidate is measured on the slice (order)
     and the rule decides (decide) on each cell's time scaled to the whole run (whole_run_seconds;
     total_files: the sample's signal files, 0: the slice's; processes: the conversion's and
-    fast5-pool's readers; call_jobs: the run's call jobs of the sample). Returns the record's
-    measured part: the probe, the cells, the walls per mode on the slice and their estimates
-    for the whole run, the chosen mode (None: not measured), why, and the slice."""
+    fast5-pool's readers; call_jobs: the run's call jobs of the sample; saving_s: what the
+    storage probe predicts the baseline spends reading, which may raise the cap). Returns the
+    record's measured part: the probe, the cells, the walls per mode on the slice and their
+    estimates for the whole run, the chosen mode (None: not measured), why, and the slice."""
     plan = order(candidates, repeats)
 
     def probe(cut: Slice) -> dict[str, float]:
         return measure_mode(cut, BASELINE, cut.workdir / "probe", run_calls, processes)
 
     cut, parts, want, sized = IO.first_cell(
-        cut_at, first_reads, probe, len(plan), share, min_measurable, log
+        cut_at, first_reads, probe, len(plan), share, min_measurable, log, saving_s
     )
     result = {"probe": {"reads": cut.count, **parts}, "sizing": sized}
     if not want:

@@ -9,8 +9,20 @@ executor plugin. Jobs of the other strategies share nodes and ask for their thre
 
 from __future__ import annotations
 
-from numapore.execution.hosts import HostConfig
+import os
+from collections.abc import Mapping
+from typing import Any
+
+from numapore.base.errors import InputError
+from numapore.execution.hosts import (
+    HostConfig,
+    HostConfigError,
+    host_path,
+    load_host_config,
+    startup_check,
+)
 from numapore.execution.strategies import NODE_WIDE, STRATEGIES
+from numapore.execution.topology import NumaError
 
 # Strategies that bind to, or spread over, every NUMA node of the machine.
 NODE_WIDE_STRATEGIES = NODE_WIDE
@@ -40,3 +52,100 @@ def job_cpus(host: HostConfig, step: str, threads: int) -> int:
 def node_request(host: HostConfig, step: str) -> str | None:
     """Slurm slurm_extra of a step's job: --exclusive when it must own the node, else None."""
     return "--exclusive" if needs_whole_node(host, step) else None
+
+
+# ---------------------------------------------------------------------------------------------
+# A host file per partition (config hosts:): a heterogeneous cluster's node types
+
+# The partition of every job of a cluster run (profiles/slurm reads it too).
+PARTITION_ENV = "NUMAPORE_SLURM_PARTITION"
+# The partition a Slurm job runs on (Slurm sets it in every job's environment).
+JOB_PARTITION_ENV = "SLURM_JOB_PARTITION"
+# The host file of the node a job runs on (its partition's, config hosts:), set by the job's
+# own plan for its scripts (node_host_file); the run's plan keeps the run's host file.
+NODE_HOST_ENV = "NUMAPORE_NODE_HOST"
+
+
+def partition_host_files(config: Mapping[str, Any]) -> dict[str, str]:
+    """config hosts: each partition's host file found (a name in config/hosts/ or a path, as
+    config host), absolute. InputError naming hosts.<partition> for one not found; `auto`
+    (the submitting host's own file) names no partition's nodes."""
+    files = {}
+    for partition, name in config.get("hosts", {}).items():
+        if name == "auto":
+            raise InputError(
+                f"config hosts.{partition}: auto is the submitting host's own file; name the "
+                "host file of the partition's nodes (a name in config/hosts/ or a path)"
+            )
+        try:
+            files[partition] = str(host_path(name).absolute())
+        except HostConfigError as err:
+            raise InputError(f"config hosts.{partition}: {err}") from None
+    return files
+
+
+def partition_hosts(
+    config: Mapping[str, Any], run_host_file: str, main_process: bool
+) -> tuple[str, str, str]:
+    """The run's host file and, in a cluster job, its node's, with config hosts: given.
+
+    The run's (its plan: the I/O mode, the pileup's setting, what the jobs ask the scheduler
+    for): hosts[<the run's partition>] (NUMAPORE_SLURM_PARTITION, the profile's partition of
+    every job), else config host. A job's node: hosts[<its partition>] (SLURM_JOB_PARTITION),
+    its layout checked on the node (host_check: jobs), whose strategies its steps follow.
+    Returns (the run's host file, the node's ('' outside a job, or without hosts:), the
+    setting that named the run's). InputError, one line naming the setting, for: hosts:
+    without host_check: jobs, a host file not found or not valid, a partition with none."""
+    files = partition_host_files(config)
+    if not files:
+        return run_host_file, "", "host"
+    if config["host_check"] != "jobs":
+        raise InputError(
+            "config hosts: a host file per partition is for cluster runs, whose jobs check "
+            "their partition's on their node: set host_check: jobs (profiles/slurm does)"
+        )
+    given = ", ".join(files)
+    if main_process:
+        for partition, path in files.items():
+            try:
+                load_host_config(path)
+            except NumaError as err:
+                raise InputError(f"config hosts.{partition}: {err}") from None
+    partition = os.environ.get(PARTITION_ENV, "")
+    if partition and partition not in files:
+        raise InputError(
+            f"config hosts: no host file for partition {partition!r} ({PARTITION_ENV}, the "
+            f"partition of every job); the partitions given: {given}"
+        )
+    run_file, named = (
+        (files[partition], f"hosts.{partition}") if partition else (run_host_file, "host")
+    )
+    if main_process:
+        return run_file, "", named
+    node = os.environ.get(JOB_PARTITION_ENV) or partition
+    if node not in files:
+        raise InputError(
+            f"config hosts: this job runs on partition {node or '(unknown)'!r} "
+            f"({JOB_PARTITION_ENV}), which has no host file there; the partitions given: {given}"
+        )
+    try:
+        startup_check(files[node])
+    except NumaError as err:
+        raise InputError(f"config hosts.{node}: {err}") from None
+    return run_file, files[node], named
+
+
+def node_host_file(run_host_file: str) -> str:
+    """The host file a job's step runs with: its node's (NODE_HOST_ENV, a job of a run with
+    config hosts:), else the run's."""
+    return os.environ.get(NODE_HOST_ENV) or run_host_file
+
+
+def partition_hosts_note(config: Mapping[str, Any], named: str) -> str:
+    """The run's first lines with config hosts: which host file each partition's jobs run
+    with, and which setting named the run's."""
+    given = ", ".join(f"{p}: {name}" for p, name in config["hosts"].items())
+    return (
+        f"config hosts: each job runs its steps with its partition's host file ({given}), "
+        f"checked on its node; the run's I/O mode and pileup setting are {named}'s"
+    )

@@ -13,6 +13,7 @@ from typing import Any
 from numapore.base.errors import InputError
 from numapore.base.workdir import results_folder_problem
 from numapore.compare.cells import matrix
+from numapore.execution.cluster import NODE_HOST_ENV, partition_hosts, partition_hosts_note
 from numapore.execution.hosts import (
     config_overrides,
     describe_overrides,
@@ -147,7 +148,9 @@ def build(
         # shipped one. Its NUMA layout must exist on this machine before any job starts; jobs
         # sent to a cluster check it on their node instead: the submitting host only reads it.
         host_file = str(host_path(config["host"]).absolute())
-        if main_process and config["host_check"] == "jobs":
+        # config hosts: the run's partition's host file, and a job's node's (checked there)
+        host_file, node_file, host_named = partition_hosts(config, host_file, main_process)
+        if main_process and config["host_check"] == "jobs" or node_file:
             file_host = load_host_config(host_file)
         else:
             file_host = startup_check(host_file)[0]
@@ -171,6 +174,10 @@ def build(
         cores=cores,
     )
     plan.notes.append(("info", f"numapore: host file {host_file} (I/O mode {host.io_mode})"))
+    if config["hosts"]:
+        plan.notes.append(("info", f"numapore: {partition_hosts_note(config, host_named)}"))
+    if node_file:
+        plan.environment[NODE_HOST_ENV] = node_file
     if overrides:
         what = describe_overrides(file_host, overrides)
         plan.notes.append(("info", f"numapore: the command line overrides the host file: {what}"))

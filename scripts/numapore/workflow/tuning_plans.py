@@ -87,21 +87,25 @@ def host_tuning(plan: RunPlan, main_process: bool) -> dict[str, Any] | None:
     files = tuning.tuning_files(layout.TUNING, plan.tuning_name)
     reuse, why, again = tuning.IO.cache(files["record"], key, settings["mode"])
     measuring = settings["mode"] != "again" and reuse is None
-    if measuring and settings["check_payback"] and len(candidates) > 1 and not strategy_steps:
-        # Before any job: a sample too small for any I/O mode to save what measuring costs
-        # runs the host file's mode, with no tuning job. Only when no strategy is tuned either.
-        # Timed once, by the main process: a job's process (a cluster job parses the workflow
-        # again) gets its answer from the environment, so that both build the same DAG.
-        decided = os.environ.get(tuning.PAYBACK_ENV)
+    decided = os.environ.get(tuning.PAYBACK_ENV)
+    if (measuring or settings["mode"] == "again") and len(candidates) > 1:
+        # Before any job, the storage probe: what the baseline spends reading the sample's
+        # signal, which no I/O mode can save more than. Timed once, by the main process: a
+        # job's process (a cluster job parses the workflow again) gets its answer from the
+        # environment, so that both build the same DAG; the tuning job weighs its cap by it.
         if main_process or decided not in ("measure", "skip"):
             cells = len(tuning.order(candidates, settings["repeats"]))
             latency_ms = settings["storage"]["latency_ms"]
-            worth, because = tuning.worth_measuring(
+            worth, because, saving_s = tuning.worth_measuring(
                 sample.reads, sample.signal, latency_ms, cells, MIN_MEASURABLE_S
             )
             plan.environment[tuning.PAYBACK_ENV] = "measure" if worth else "skip"
+            plan.environment[tuning.SAVING_ENV] = f"{saving_s:.3f}"
         else:
             worth, because = decided == "measure", "as the run's main process found"
+    if measuring and settings["check_payback"] and len(candidates) > 1 and not strategy_steps:
+        # A sample too small for any I/O mode to save what measuring costs runs the host
+        # file's mode, with no tuning job. Only when no strategy is tuned either.
         if not worth:
             _say(plan, main_process, why)
             _say(plan, main_process, f"strategies: {strategies_why}")
