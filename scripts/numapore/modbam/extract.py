@@ -94,6 +94,7 @@ class CallWriter:
         self.padded: dict[tuple[str, int], str] = {}
         labels = [f"{raw},{offset}" for raw, offset in self.motifs]
         self.labels = labels if args.motif else None  # --cpg alone: no motifs column
+        self.compiled = CompiledRows(args, caller) if not self.motifs else None
 
     @property
     def fasta(self):
@@ -104,6 +105,10 @@ class CallWriter:
         """The rows of the reads of a span: (contig, start, end) the reads starting there,
         (contig, start, end, True) all reads overlapping it (--region), ("*",) the
         unplaced reads, None every read in file order (a BAM without index)."""
+        if self.compiled is not None and span is not None and len(span) == 3:
+            text = self.compiled(span, self.reference)
+            if text is not None:
+                return text
         bam, args = self.files.bam, self.args
         if span is None:
             fetched = bam.fetch(until_eof=True)
@@ -210,6 +215,73 @@ class CallWriter:
         if key not in self.padded:
             self.padded = {key: padded(self.reference(chrom), size)}  # one contig at a time
         return self.padded[key]
+
+
+class CompiledRows:
+    """The rows of a span's reads by the pileup core's C (extract_calls.c: the BAM read
+    there, no pysam record or numpy per read), in each process its own reader; None where
+    that C hands the span back (Python then writes the same bytes) or is not built."""
+
+    def __init__(self, args, caller):
+        """The settings (a BAM with a .bai; the thresholds of caller, None: no filtering)."""
+        from numapore.pileup.common import Options, lib
+        from numapore.pileup.inputs import bai_path
+        from numapore.pileup.thresholds import new_core
+
+        self.lib, self.args = lib, args
+        self.index = bai_path(args.in_bam)
+        self.core = new_core(Options(), caller) if lib is not None and self.index else None
+        self.options = (
+            (lib.XC_NO_FILTERING if caller is None else 0)
+            | (lib.XC_PASS_ONLY if args.pass_only else 0)
+            | (lib.XC_MAPPED_ONLY if args.mapped_only else 0)
+        ) if self.core is not None else 0  # fmt: skip
+        self._opened: tuple | None = None
+        self.ref: tuple[str, bytes | None] | None = None
+
+    def _reader(self):
+        """This process's reader (pu_bam) and its contigs' indices."""
+        import os
+
+        from numapore.pileup.common import ffi
+        from numapore.pileup.inputs import BamHeader
+
+        if self._opened is None or self._opened[0] != os.getpid():
+            bam = self.lib.pu_bam_open(self.args.in_bam.encode(), self.index.encode())
+            bam = ffi.gc(bam, self.lib.pu_bam_close) if bam != ffi.NULL else None
+            header = BamHeader.read(self.args.in_bam)
+            names = header.references if header is not None else ()
+            tids = {name: tid for tid, name in enumerate(names)}
+            self._opened = (os.getpid(), bam, tids)
+        return self._opened[1:]
+
+    def __call__(self, span, reference) -> str | None:
+        """The rows of the reads starting in span (contig, start, end); reference(chrom):
+        the contig's sequence or None."""
+        from numapore.pileup.common import ffi
+
+        if self.core is None:
+            return None
+        bam, tids = self._reader()
+        chrom, start, end = span
+        if bam is None or chrom not in tids:
+            return None
+        if self.ref is None or self.ref[0] != chrom:
+            seq = reference(chrom)
+            self.ref = (chrom, seq.encode() if seq is not None else None)
+        ref = self.ref[1]
+        out = ffi.new("pu_xbuf *")
+        try:
+            rows = self.lib.pu_extract_span(
+                self.core, bam, tids[chrom], start, end, chrom.encode(),
+                ref if ref is not None else ffi.NULL, len(ref or b""), self.args.kmer_size,
+                self.options, out,
+            )  # fmt: skip
+            if rows < 0:
+                return None
+            return ffi.unpack(out.text, out.len).decode() if out.len else ""
+        finally:
+            self.lib.pu_xbuf_free(out)
 
 
 class ReadFacts:

@@ -19,6 +19,7 @@ from numapore.base.compiled import shared_declarations
 PACKAGE = Path(__file__).resolve().parent
 SOURCE = PACKAGE / "core.c"  # the context and shared types (part 1)
 BAM_SOURCE = PACKAGE / "bam_core.c"  # its BAM reader, compiled after it into the same module
+EXTRACT_SOURCE = PACKAGE / "extract_calls.c"  # extract-calls' rows, from the reader's records
 # The parts, compiled as one unit in this order (each uses those before it): the context, a
 # read's calls, the interval's tally, the bedMethyl writer, the threshold's sample, a record's
 # calls for --modified-bases, the reader
@@ -27,6 +28,7 @@ SOURCES = (
     [SOURCE]
     + [PACKAGE / f"{part}.c" for part in ("calls", "tally", "text", "sample", "modcalls")]
     + [BAM_SOURCE, PACKAGE / "bam_records.c"]
+    + [EXTRACT_SOURCE]
 )
 C_DECLARATIONS = """
 int pu_code(pu_ctx *c, const char *code);
@@ -62,12 +64,18 @@ void pu_stats_free(pu_stats *st);
 int64_t pu_bam_sample(pu_ctx *c, pu_bam *b, int tid, int64_t start, int64_t end, int64_t budget,
                       int only_mapped, int edge_on);
 int64_t pu_bam_seen(pu_bam *b, const char *name, int add);
+int64_t pu_extract_span(pu_ctx *c, pu_bam *b, int tid, int64_t start, int64_t end,
+                        const char *chrom, const char *ref, int64_t ref_len, int kmer,
+                        int options, pu_xbuf *out);
+int pu_format_f32(float x, char *out);
+void pu_xbuf_free(pu_xbuf *o);
 """
 
 ffibuilder = cffi.FFI()
 ffibuilder.cdef(
     shared_declarations(SOURCE.read_text())
     + shared_declarations(BAM_SOURCE.read_text())
+    + shared_declarations(EXTRACT_SOURCE.read_text())
     + C_DECLARATIONS
 )
 ffibuilder.set_source(
