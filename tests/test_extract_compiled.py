@@ -93,10 +93,10 @@ def test_f32_text_is_rust_f32():
     canonical's 1 - their sum, and random f32s (ties to the even digit included)."""
     ml = (np.arange(256, dtype=np.float32) + np.float32(0.5)) / np.float32(256)
     sums = (ml[:, None] + ml[None, :]).astype(np.float32).ravel()
-    values = np.concatenate([ml, sums, (np.float32(1) - sums).astype(np.float32),
-                             np.random.default_rng(7).uniform(-0.2, 101, 20_000)
-                             .astype(np.float32),
-                             np.float32([0, 1, 100, 66.66667, 0.439453125, -0.0078125])])  # fmt: skip
+    canonical = (np.float32(1) - sums).astype(np.float32)
+    rand = np.random.default_rng(7).uniform(-0.2, 101, 20_000).astype(np.float32)
+    special = np.float32([0, 1, 100, 66.66667, 0.439453125, -0.0078125])
+    values = np.concatenate([ml, sums, canonical, rand, special])
     buf = ffi.new("char[200]")
     for x in np.unique(values).tolist():
         lib.pu_format_f32(x, buf)
