@@ -521,3 +521,14 @@ def run_case_argv(main, argv, monkeypatch) -> int:
     """main(argv) in the suite's folder."""
     monkeypatch.chdir(SUITE)
     return main(argv)
+
+
+@pytest.mark.parametrize("name", ["entropy_cpg_header", "entropy_motif_cg_stranded"])
+def test_entropy_window_batches(name, tmp_path, monkeypatch, capsys):
+    """A contig's windows filled a batch at a time (here 2): modkit's bytes still, reads
+    spanning two batches counted once in each window."""
+    monkeypatch.setattr(entropy, "WINDOW_BATCH", 2)
+    case = load_cases()[name]
+    out = tmp_path / "windows.bedgraph"
+    assert run_case(case, out, monkeypatch, capsys) == 0
+    assert out.read_bytes() == (SUITE / case["expected"]).read_bytes()
