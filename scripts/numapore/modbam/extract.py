@@ -19,6 +19,7 @@ BAM's contigs in the reference are refused, as 0.6.1 refuses them.
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Sequence
 
@@ -241,8 +242,6 @@ class CompiledRows:
 
     def _reader(self):
         """This process's reader (pu_bam) and its contigs' indices."""
-        import os
-
         from numapore.pileup.common import ffi
         from numapore.pileup.inputs import BamHeader
 
@@ -362,6 +361,17 @@ def make_caller(args):
     return thresholds.make_caller(args.in_bam, options, None)
 
 
+def header_of(args):
+    """The BAM's header and index counts read without pysam where the C writes the rows (a
+    .bai beside it, no --region), else None (pysam's reader then)."""
+    from numapore.pileup.common import lib
+    from numapore.pileup.inputs import BamHeader
+
+    if lib is None or args.region or not os.path.isfile(args.in_bam):
+        return None
+    return BamHeader.read(args.in_bam)
+
+
 def run(args) -> int:
     """extract calls with the parsed command line."""
 
@@ -371,7 +381,7 @@ def run(args) -> int:
         raise CommandError("--cpg and --motif need --reference")
     if args.no_filtering and (args.filter_threshold or args.mod_thresholds or args.pass_only):
         raise CommandError("--no-filtering conflicts with thresholds and --pass-only")
-    bam = open_bam(args.in_bam, indexed=bool(args.region))  # --region reads by index
+    bam = header_of(args) or open_bam(args.in_bam, indexed=bool(args.region))
     if args.reference:
         fasta = open_fasta(args.reference)  # refused here if bad (workers open their own)
         if motif_list(args) and not any_hit(fasta, bam.references, motif_list(args)):
