@@ -8,11 +8,17 @@ import argparse
 import sys
 from collections.abc import Callable, Sequence
 
-from numapore.pileup.common import PileupError
-
 
 class CommandError(Exception):
     """Bad input or options: the message of the one `numapore:` line."""
+
+
+def command_errors() -> tuple[type[Exception], ...]:
+    """The errors reported as one `numapore:` line: CommandError, and the pileup engine's
+    PileupError where the engine was imported (not importing it keeps the compiled core out
+    of a command that does not use it, such as localize)."""
+    common = sys.modules.get("numapore.pileup.common")
+    return (CommandError,) if common is None else (CommandError, common.PileupError)
 
 
 class Parser(argparse.ArgumentParser):
@@ -73,7 +79,7 @@ def run_main(
     try:
         refuse_unsupported(args)
         run(args)
-    except (CommandError, PileupError) as err:
+    except command_errors() as err:
         print(f"numapore: {err}", file=sys.stderr)
         return 1
     except OSError as err:
