@@ -353,6 +353,49 @@ class Counter:
                 for window in windows[first:last]:
                     add_read(window, strand, start, end, calls, self.settings.most_filtered)
 
+    def stream(self, chrom: str, windows: Iterator[Window]) -> Iterator[list[Window]]:
+        """One BAM's reads of chrom into windows in one pass, in order: fill's patterns, each
+        window given back (in order, in lists) once no later read can span it (a read
+        starting after the window's last strand start), so only the windows under the
+        reads at hand are held."""
+        (bam,) = self.bams
+        ready: list[Window] = []  # made, not given back: by leftmost
+        lefts: list[int] = []
+        more = True
+        for rec in bam.fetch(chrom):
+            if rec.flag & SKIP_FLAGS or not rec.query_length:
+                continue
+            start, end = rec.reference_start, rec.reference_end
+            while more and (not lefts or lefts[-1] <= end):
+                window = next(windows, None)
+                more = window is not None
+                if more:
+                    ready.append(window)
+                    lefts.append(window.leftmost)
+            done = 0
+            while done < len(ready) and last_start(ready[done]) < start:
+                done += 1
+            if done:
+                yield ready[:done]
+                del ready[:done], lefts[:done]
+            first = bisect.bisect_left(lefts, start)
+            last = bisect.bisect_right(lefts, end)
+            if first == last:
+                continue
+            got = read_pattern_calls(rec, self.caller)
+            if got is None:
+                continue
+            strand, calls = got
+            for window in ready[first:last]:
+                add_read(window, strand, start, end, calls, self.settings.most_filtered)
+        yield ready + list(windows)
+
+
+def last_start(window: Window) -> int:
+    """The last of the window's strands' first positions: a read starting after it spans
+    none of its strands."""
+    return max(s[0] for s in map(window.span, "+-") if s is not None)
+
 
 def motifs_of(args) -> tuple[list, bool]:
     """The motifs (the engine's Motif) and whether strands are combined."""
@@ -461,9 +504,13 @@ def run(args) -> int:
         for chrom in contigs:
             windows = sliding_windows(sequence(fasta, chrom, 0, None, args.mask), 0, motifs,
                                       settings)  # fmt: skip
-            # a contig's windows and their reads' patterns held a batch at a time (all at
-            # once: 155 MB on a 6 Mb contig at 20,000 reads); a read spanning two batches is
-            # read for each, adding to its own batch's windows only
+            # a contig's windows and their reads' patterns held as they are filled (all at
+            # once: 155 MB on a 6 Mb contig at 20,000 reads); with several BAMs (whose reads
+            # add in BAM order) a batch at a time, a read spanning two batches read for each
+            if len(counter.bams) == 1:
+                for done in counter.stream(chrom, windows):
+                    out.write(window_rows(chrom, done, settings, []))
+                continue
             while batch := list(islice(windows, WINDOW_BATCH)):
                 counter.fill(chrom, batch)
                 out.write(window_rows(chrom, batch, settings, []))
