@@ -24,6 +24,7 @@ import sys
 from collections.abc import Sequence
 
 
+from numapore.modbam import positions
 from numapore.modbam.positions import (
     add_run_options,
     add_threshold_options,
@@ -102,7 +103,7 @@ class CallWriter:
         """The FASTA (None without --reference)."""
         return self.files.fasta
 
-    def __call__(self, span) -> str:
+    def __call__(self, span) -> str | bytes:
         """The rows of the reads of a span: (contig, start, end) the reads starting there,
         (contig, start, end, True) all reads overlapping it (--region), ("*",) the
         unplaced reads, None every read in file order (a BAM without index)."""
@@ -254,7 +255,7 @@ class CompiledRows:
             self._opened = (os.getpid(), bam, tids)
         return self._opened[1:]
 
-    def __call__(self, span, reference) -> str | None:
+    def __call__(self, span, reference) -> bytes | None:
         """The rows of the reads starting in span (contig, start, end); reference(chrom):
         the contig's sequence or None."""
         from numapore.pileup.common import ffi
@@ -278,7 +279,7 @@ class CompiledRows:
             )  # fmt: skip
             if rows < 0:
                 return None
-            return ffi.unpack(out.text, out.len).decode() if out.len else ""
+            return ffi.unpack(out.text, out.len) if out.len else b""
         finally:
             self.lib.pu_xbuf_free(out)
 
@@ -342,7 +343,9 @@ def spans(bam, args) -> list:
     if not bam.has_index():
         return [None]
     unplaced = [] if args.mapped_only or motif_list(args) else [("*",)]
-    return contig_spans(bam) + unplaced
+    # the C's rows: a quarter span each (a span's text is held three times on its way out)
+    compiled = header_of(args) is not None and not motif_list(args)
+    return contig_spans(bam, positions.SPAN // 4 if compiled else None) + unplaced
 
 
 def make_caller(args):
@@ -393,8 +396,22 @@ def run(args) -> int:
         if not args.no_headers:
             motifs = ("motifs",) if args.motif else ()
             out.write("\t".join(COLUMNS + motifs) + "\n")
-        out.writelines(ordered_map(writer, work, args.threads))
+        write_rows(out, ordered_map(writer, work, args.threads))
     return 0
+
+
+def write_rows(out, chunks) -> None:
+    """Write the spans' rows: text (Python's) or bytes (the C's, written as they are where
+    the stream has a binary layer)."""
+    binary = getattr(out, "buffer", None)
+    for chunk in chunks:
+        if isinstance(chunk, str):
+            out.write(chunk)
+        elif binary is None:
+            out.write(chunk.decode())
+        else:
+            out.flush()
+            binary.write(chunk)
 
 
 def make_parser(prog: str) -> Parser:

@@ -383,9 +383,10 @@ def open_fasta(path: str):
 SPAN = 100_000  # bases of a contig one worker does at a time (its rows held in memory)
 
 
-def contig_spans(bam) -> list[tuple[str, int, int]]:
-    """The contigs with mapped reads (index counts) in pieces of SPAN bases, in BAM order."""
-    size = SPAN
+def contig_spans(bam, size: int | None = None) -> list[tuple[str, int, int]]:
+    """The contigs with mapped reads (index counts) in pieces of size (SPAN) bases, in BAM
+    order."""
+    size = size or SPAN
     mapped = {s.contig: s.mapped for s in bam.get_index_statistics()}
     return [(name, start, min(start + size, length))
             for name, length in zip(bam.references, bam.lengths, strict=True) if mapped.get(name)
