@@ -540,3 +540,15 @@ def test_entropy_window_batches(name, tmp_path, monkeypatch, capsys):
     out = tmp_path / "windows.bedgraph"
     assert run_case(case, out, monkeypatch, capsys) == 0
     assert out.read_bytes() == (SUITE / case["expected"]).read_bytes()
+
+
+@pytest.mark.parametrize("name", [n for n in DOCUMENTED if n.startswith("localize")])
+def test_localize_processes(name, monkeypatch):
+    """localize over 3 forked processes (a run of features each): the text of one."""
+    monkeypatch.setattr(localize, "FEATURES_PER_WORKER", 1)
+    case = load_cases()[name]
+    monkeypatch.chdir(SUITE)
+    features, sizes, settings = localize_settings(case)
+    assert len(features) >= 3
+    alone = localize.localize(case["input"], features, sizes, settings)
+    assert localize.localize(case["input"], features, sizes, settings, threads=3) == alone
