@@ -84,20 +84,31 @@ def feature_counts(tabix, feature: Feature, settings: Settings, length: int, cou
         fetch = "."
     else:
         fetch = feature.strand
+    kept: dict[str, bool] = {}  # a record's strand: whether its records count
+    codes: dict[str, str] = {}  # a record's name: its code
+    least = float("-inf") if settings.modkit061 else settings.min_coverage
     for line in tabix.fetch(feature.chrom, start, end):
         row_start, name, strand, valid_cov, n_mod = record_of(line)
-        if not strand_overlaps(fetch, strand):
-            continue
-        if settings.stranded is not None:
-            same = strand_overlaps(feature.strand, strand)
-            if same != (settings.stranded == "same"):
-                continue
-        if not settings.modkit061 and valid_cov < settings.min_coverage:
+        keep = kept.get(strand)
+        if keep is None:
+            keep = kept[strand] = strand_kept(fetch, feature.strand, strand, settings.stranded)
+        if not keep or valid_cov < least:
             continue
         offset = anchor - row_start if settings.modkit061 else row_start - anchor
-        cell = counts.setdefault((name.split(",")[0], offset), [0, 0])
+        code = codes.get(name) or codes.setdefault(name, name.split(",")[0])
+        cell = counts.setdefault((code, offset), [0, 0])
         cell[0] += valid_cov
         cell[1] += n_mod
+
+
+def strand_kept(fetch: str, feature_strand: str, strand: str, stranded: str | None) -> bool:
+    """Whether a record on strand counts: read with the fetch rule, and with --stranded on
+    the same or the opposite strand of the feature."""
+    if not strand_overlaps(fetch, strand):
+        return False
+    if stranded is None:
+        return True
+    return strand_overlaps(feature_strand, strand) == (stranded == "same")
 
 
 def record_of(line: str) -> tuple:
