@@ -7,6 +7,7 @@ each option."""
 
 from __future__ import annotations
 
+import itertools
 import shlex
 from pathlib import Path
 
@@ -521,3 +522,33 @@ def run_case_argv(main, argv, monkeypatch) -> int:
     """main(argv) in the suite's folder."""
     monkeypatch.chdir(SUITE)
     return main(argv)
+
+
+@pytest.mark.parametrize("name", ["entropy_cpg_header", "entropy_motif_cg_stranded"])
+def test_entropy_window_batches(name, tmp_path, monkeypatch, capsys):
+    """Windows filled a batch at a time (as with several BAMs; here 2 windows a batch)
+    instead of streamed: modkit's bytes still, reads spanning two batches counted once in
+    each window."""
+
+    def batches(counter, chrom, windows):
+        while batch := list(itertools.islice(windows, 2)):
+            counter.fill(chrom, batch)
+            yield batch
+
+    monkeypatch.setattr(entropy.Counter, "stream", batches)
+    case = load_cases()[name]
+    out = tmp_path / "windows.bedgraph"
+    assert run_case(case, out, monkeypatch, capsys) == 0
+    assert out.read_bytes() == (SUITE / case["expected"]).read_bytes()
+
+
+@pytest.mark.parametrize("name", [n for n in DOCUMENTED if n.startswith("localize")])
+def test_localize_processes(name, monkeypatch):
+    """localize over 3 forked processes (a run of features each): the text of one."""
+    monkeypatch.setattr(localize, "FEATURES_PER_WORKER", 1)
+    case = load_cases()[name]
+    monkeypatch.chdir(SUITE)
+    features, sizes, settings = localize_settings(case)
+    assert len(features) >= 3
+    alone = localize.localize(case["input"], features, sizes, settings)
+    assert localize.localize(case["input"], features, sizes, settings, threads=3) == alone

@@ -13,6 +13,14 @@ class CommandError(Exception):
     """Bad input or options: the message of the one `numapore:` line."""
 
 
+def command_errors() -> tuple[type[Exception], ...]:
+    """The errors reported as one `numapore:` line: CommandError, and the pileup engine's
+    PileupError where the engine was imported (not importing it keeps the compiled core out
+    of a command that does not use it, such as localize)."""
+    common = sys.modules.get("numapore.pileup.common")
+    return (CommandError,) if common is None else (CommandError, common.PileupError)
+
+
 class Parser(argparse.ArgumentParser):
     """argparse with its errors as one `numapore: PROG: ...` line and exit code 2, and no
     abbreviated options (modkit's clap takes none: a shortened option is a typo)."""
@@ -71,19 +79,11 @@ def run_main(
     try:
         refuse_unsupported(args)
         run(args)
-    except CommandError as err:
+    except command_errors() as err:
         print(f"numapore: {err}", file=sys.stderr)
         return 1
     except OSError as err:
         where = err.filename or ""
         print(f"numapore: {where}{': ' if where else ''}{err.strerror or err}", file=sys.stderr)
-        return 1
-    except Exception as err:
-        # imported here: the pileup's modules are most of a small command's start
-        from numapore.pileup.common import PileupError
-
-        if not isinstance(err, PileupError):
-            raise
-        print(f"numapore: {err}", file=sys.stderr)
         return 1
     return 0

@@ -24,7 +24,8 @@ import bisect
 import math
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from itertools import islice
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -41,6 +42,7 @@ REGIONS_HEADER = (
     "failed_window_count\n"
 )
 SKIP_FLAGS = 0x4 | 0x100 | 0x400 | 0x800  # unmapped, secondary, duplicate, supplementary
+WINDOW_BATCH = 4096  # windows filled with their reads at a time
 
 
 @dataclass
@@ -108,18 +110,17 @@ def first_hit(seq: str, motifs) -> int | None:
     return None
 
 
-def sliding_windows(seq: str, origin: int, motifs, settings) -> list[Window]:
-    """modkit's SlidingWindows over seq (genome positions from origin)."""
+def sliding_windows(seq: str, origin: int, motifs, settings) -> Iterator[Window]:
+    """modkit's SlidingWindows over seq (genome positions from origin), in order."""
     n, size = settings.num_positions, settings.window_size
     adj = max((m.length for m in motifs if m.length > 1), default=0)
     at = first_hit(seq, motifs)
-    windows = []
     while at is not None and at < len(seq):
         end = min(at + size, len(seq))
         hits = motif_hits_at(seq, motifs, at, end, adj, origin)
         window = window_of(hits, n, settings.combine_strands)
         if window is not None:
-            windows.append(window)
+            yield window
             at = window.leftmost + 1 - origin
             continue
         found = sorted({h[0] - origin for h in hits})
@@ -129,7 +130,6 @@ def sliding_windows(seq: str, origin: int, motifs, settings) -> list[Window]:
             at = found[1] if len(found) > 1 else end
         else:
             at = found[0]
-    return windows
 
 
 def window_of(hits: list, n: int, combine: bool) -> Window | None:
@@ -353,6 +353,49 @@ class Counter:
                 for window in windows[first:last]:
                     add_read(window, strand, start, end, calls, self.settings.most_filtered)
 
+    def stream(self, chrom: str, windows: Iterator[Window]) -> Iterator[list[Window]]:
+        """One BAM's reads of chrom into windows in one pass, in order: fill's patterns, each
+        window given back (in order, in lists) once no later read can span it (a read
+        starting after the window's last strand start), so only the windows under the
+        reads at hand are held."""
+        (bam,) = self.bams
+        ready: list[Window] = []  # made, not given back: by leftmost
+        lefts: list[int] = []
+        more = True
+        for rec in bam.fetch(chrom):
+            if rec.flag & SKIP_FLAGS or not rec.query_length:
+                continue
+            start, end = rec.reference_start, rec.reference_end
+            while more and (not lefts or lefts[-1] <= end):
+                window = next(windows, None)
+                more = window is not None
+                if more:
+                    ready.append(window)
+                    lefts.append(window.leftmost)
+            done = 0
+            while done < len(ready) and last_start(ready[done]) < start:
+                done += 1
+            if done:
+                yield ready[:done]
+                del ready[:done], lefts[:done]
+            first = bisect.bisect_left(lefts, start)
+            last = bisect.bisect_right(lefts, end)
+            if first == last:
+                continue
+            got = read_pattern_calls(rec, self.caller)
+            if got is None:
+                continue
+            strand, calls = got
+            for window in ready[first:last]:
+                add_read(window, strand, start, end, calls, self.settings.most_filtered)
+        yield ready + list(windows)
+
+
+def last_start(window: Window) -> int:
+    """The last of the window's strands' first positions: a read starting after it spans
+    none of its strands."""
+    return max(s[0] for s in map(window.span, "+-") if s is not None)
+
 
 def motifs_of(args) -> tuple[list, bool]:
     """The motifs (the engine's Motif) and whether strands are combined."""
@@ -461,8 +504,16 @@ def run(args) -> int:
         for chrom in contigs:
             windows = sliding_windows(sequence(fasta, chrom, 0, None, args.mask), 0, motifs,
                                       settings)  # fmt: skip
-            counter.fill(chrom, windows)
-            out.write(window_rows(chrom, windows, settings, []))
+            # a contig's windows and their reads' patterns held as they are filled (all at
+            # once: 155 MB on a 6 Mb contig at 20,000 reads); with several BAMs (whose reads
+            # add in BAM order) a batch at a time, a read spanning two batches read for each
+            if len(counter.bams) == 1:
+                for done in counter.stream(chrom, windows):
+                    out.write(window_rows(chrom, done, settings, []))
+                continue
+            while batch := list(islice(windows, WINDOW_BATCH)):
+                counter.fill(chrom, batch)
+                out.write(window_rows(chrom, batch, settings, []))
     return 0
 
 
@@ -488,7 +539,7 @@ def write_regions(args, regions, contigs, fasta, motifs, counter) -> int:
             if chrom not in contigs or end > lengths[chrom] or end <= start:
                 continue
             seq = sequence(fasta, chrom, start, end, args.mask)
-            windows = sliding_windows(seq, start, motifs, settings)
+            windows = list(sliding_windows(seq, start, motifs, settings))
             if not windows:
                 continue
             counter.fill(chrom, windows)

@@ -19,10 +19,12 @@ BAM's contigs in the reference are refused, as 0.6.1 refuses them.
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Sequence
 
 
+from numapore.modbam import positions
 from numapore.modbam.positions import (
     add_run_options,
     add_threshold_options,
@@ -94,16 +96,21 @@ class CallWriter:
         self.padded: dict[tuple[str, int], str] = {}
         labels = [f"{raw},{offset}" for raw, offset in self.motifs]
         self.labels = labels if args.motif else None  # --cpg alone: no motifs column
+        self.compiled = CompiledRows(args, caller) if not self.motifs else None
 
     @property
     def fasta(self):
         """The FASTA (None without --reference)."""
         return self.files.fasta
 
-    def __call__(self, span) -> str:
+    def __call__(self, span) -> str | bytes:
         """The rows of the reads of a span: (contig, start, end) the reads starting there,
         (contig, start, end, True) all reads overlapping it (--region), ("*",) the
         unplaced reads, None every read in file order (a BAM without index)."""
+        if self.compiled is not None and span is not None and len(span) == 3:
+            text = self.compiled(span, self.reference)
+            if text is not None:
+                return text
         bam, args = self.files.bam, self.args
         if span is None:
             fetched = bam.fetch(until_eof=True)
@@ -212,6 +219,71 @@ class CallWriter:
         return self.padded[key]
 
 
+class CompiledRows:
+    """The rows of a span's reads by the pileup core's C (extract_calls.c: the BAM read
+    there, no pysam record or numpy per read), in each process its own reader; None where
+    that C hands the span back (Python then writes the same bytes) or is not built."""
+
+    def __init__(self, args, caller):
+        """The settings (a BAM with a .bai; the thresholds of caller, None: no filtering)."""
+        from numapore.pileup.common import Options, lib
+        from numapore.pileup.inputs import bai_path
+        from numapore.pileup.thresholds import new_core
+
+        self.lib, self.args = lib, args
+        self.index = bai_path(args.in_bam)
+        self.core = new_core(Options(), caller) if lib is not None and self.index else None
+        self.options = (
+            (lib.XC_NO_FILTERING if caller is None else 0)
+            | (lib.XC_PASS_ONLY if args.pass_only else 0)
+            | (lib.XC_MAPPED_ONLY if args.mapped_only else 0)
+        ) if self.core is not None else 0  # fmt: skip
+        self._opened: tuple | None = None
+        self.ref: tuple[str, bytes | None] | None = None
+
+    def _reader(self):
+        """This process's reader (pu_bam) and its contigs' indices."""
+        from numapore.pileup.common import ffi
+        from numapore.pileup.inputs import BamHeader
+
+        if self._opened is None or self._opened[0] != os.getpid():
+            bam = self.lib.pu_bam_open(self.args.in_bam.encode(), self.index.encode())
+            bam = ffi.gc(bam, self.lib.pu_bam_close) if bam != ffi.NULL else None
+            header = BamHeader.read(self.args.in_bam)
+            names = header.references if header is not None else ()
+            tids = {name: tid for tid, name in enumerate(names)}
+            self._opened = (os.getpid(), bam, tids)
+        return self._opened[1:]
+
+    def __call__(self, span, reference) -> bytes | None:
+        """The rows of the reads starting in span (contig, start, end); reference(chrom):
+        the contig's sequence or None."""
+        from numapore.pileup.common import ffi
+
+        if self.core is None:
+            return None
+        bam, tids = self._reader()
+        chrom, start, end = span
+        if bam is None or chrom not in tids:
+            return None
+        if self.ref is None or self.ref[0] != chrom:
+            seq = reference(chrom)
+            self.ref = (chrom, seq.encode() if seq is not None else None)
+        ref = self.ref[1]
+        out = ffi.new("pu_xbuf *")
+        try:
+            rows = self.lib.pu_extract_span(
+                self.core, bam, tids[chrom], start, end, chrom.encode(),
+                ref if ref is not None else ffi.NULL, len(ref or b""), self.args.kmer_size,
+                self.options, out,
+            )  # fmt: skip
+            if rows < 0:
+                return None
+            return ffi.unpack(out.text, out.len) if out.len else b""
+        finally:
+            self.lib.pu_xbuf_free(out)
+
+
 class ReadFacts:
     """What every row of a read repeats: its name, contig, strand, clips, span, length."""
 
@@ -271,7 +343,9 @@ def spans(bam, args) -> list:
     if not bam.has_index():
         return [None]
     unplaced = [] if args.mapped_only or motif_list(args) else [("*",)]
-    return contig_spans(bam) + unplaced
+    # the C's rows: a quarter span each (a span's text is held three times on its way out)
+    compiled = header_of(args) is not None and not motif_list(args)
+    return contig_spans(bam, positions.SPAN // 4 if compiled else None) + unplaced
 
 
 def make_caller(args):
@@ -290,6 +364,17 @@ def make_caller(args):
     return thresholds.make_caller(args.in_bam, options, None)
 
 
+def header_of(args):
+    """The BAM's header and index counts read without pysam where the C writes the rows (a
+    .bai beside it, no --region), else None (pysam's reader then)."""
+    from numapore.pileup.common import lib
+    from numapore.pileup.inputs import BamHeader
+
+    if lib is None or args.region or not os.path.isfile(args.in_bam):
+        return None
+    return BamHeader.read(args.in_bam)
+
+
 def run(args) -> int:
     """extract calls with the parsed command line."""
 
@@ -299,7 +384,7 @@ def run(args) -> int:
         raise CommandError("--cpg and --motif need --reference")
     if args.no_filtering and (args.filter_threshold or args.mod_thresholds or args.pass_only):
         raise CommandError("--no-filtering conflicts with thresholds and --pass-only")
-    bam = open_bam(args.in_bam, indexed=bool(args.region))  # --region reads by index
+    bam = header_of(args) or open_bam(args.in_bam, indexed=bool(args.region))
     if args.reference:
         fasta = open_fasta(args.reference)  # refused here if bad (workers open their own)
         if motif_list(args) and not any_hit(fasta, bam.references, motif_list(args)):
@@ -311,8 +396,22 @@ def run(args) -> int:
         if not args.no_headers:
             motifs = ("motifs",) if args.motif else ()
             out.write("\t".join(COLUMNS + motifs) + "\n")
-        out.writelines(ordered_map(writer, work, args.threads))
+        write_rows(out, ordered_map(writer, work, args.threads))
     return 0
+
+
+def write_rows(out, chunks) -> None:
+    """Write the spans' rows: text (Python's) or bytes (the C's, written as they are where
+    the stream has a binary layer)."""
+    binary = getattr(out, "buffer", None)
+    for chunk in chunks:
+        if isinstance(chunk, str):
+            out.write(chunk)
+        elif binary is None:
+            out.write(chunk.decode())
+        else:
+            out.flush()
+            binary.write(chunk)
 
 
 def make_parser(prog: str) -> Parser:

@@ -181,19 +181,23 @@ def spans(bam, fasta, region: str | None) -> list[tuple[str, int, int]]:
 
 
 class SpanCounter(shared.PerProcess):
-    """pileup-hemi's rows of a span (contig, start, end, its motif positions), in this
-    process or a forked worker."""
+    """pileup-hemi's rows of a span (contig, start, end), in this process or a forked
+    worker (each finds its span's motif positions: the main process holds no contig's)."""
 
-    def __init__(self, bam_path: str, caller, offset: int):
-        """The BAM, the threshold caller and the motif's offset to its - strand base."""
-        super().__init__(bam_path)
-        self.caller, self.offset = caller, offset
+    def __init__(self, args, caller, motif):
+        """The BAM and FASTA, the threshold caller, the motif (its offset to its - strand
+        base) and --mask."""
+        super().__init__(args.in_bam, args.reference)
+        self.caller, self.motif, self.mask = caller, motif, args.mask
+        self.offset = motif.reverse_offset - motif.offset
 
     def __call__(self, span) -> str:
         """The span's rows. Only reads with calls on both strands (an MM group of the -
         strand) make pairs, so they are counted first; the others (simplex reads) add only
         deletions and no-calls, read only where a pair was seen."""
-        chrom, start, end, starts = span
+        chrom, start, end = span
+        # both strands' hits (the mask modkit's pileup walks)
+        starts = motif_positions(self.fasta, chrom, start, end, self.motif, self.mask)
         counts = ContigCounts(starts)
         if not len(starts):
             return ""
@@ -227,21 +231,28 @@ def both_strands(rec) -> bool:
     return False
 
 
+def motif_positions(fasta, chrom: str, start: int, end: int, motif, mask: bool) -> np.ndarray:
+    """The positions in [start, end) of chrom of a palindromic motif's hits on both strands,
+    sorted (those of positions.motif_sites over the contig: the hits of a fixed-length motif
+    depend on its bases only, read here with a motif's length either side)."""
+    reach = motif.length
+    at = max(0, start - reach)
+    seq = fasta.fetch(chrom, at, min(end + reach, fasta.get_reference_length(chrom)))
+    if not mask:
+        seq = seq.upper()
+    starts = np.fromiter((m.start() for m in motif.forward.finditer(seq)), dtype=np.int64) + at
+    found = np.unique(np.concatenate([starts + motif.offset, starts + motif.reverse_offset]))
+    return found[(found >= start) & (found < end)]
+
+
 def run(args) -> int:
     """pileup-hemi with the parsed command line."""
     bam, fasta, motif = open_inputs(args)
     targets = spans(bam, fasta, args.region)
     caller = make_caller(args)
-    work, sites = [], {}
-    for chrom, start, end in targets:
-        if chrom not in sites:  # both strands' hits (the mask modkit's pileup walks)
-            found = shared.motif_sites(fasta, chrom, [(motif.raw, motif.offset)], args.mask)
-            sites[chrom] = np.array(sorted({p for p, _ in found}), dtype=np.int64)
-        lo, hi = np.searchsorted(sites[chrom], [start, end])
-        work.append((chrom, start, end, sites[chrom][lo:hi]))
-    counter = SpanCounter(args.in_bam, caller, motif.reverse_offset - motif.offset)
+    counter = SpanCounter(args, caller, motif)
     with shared.output(args.out_bed, True) as out:
-        out.writelines(shared.ordered_map(counter, work, args.threads))
+        out.writelines(shared.ordered_map(counter, targets, args.threads))
     return 0
 
 

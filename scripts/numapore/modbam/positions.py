@@ -14,11 +14,14 @@ from decimal import Decimal, ROUND_HALF_UP
 from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import numpy as np
-
+from numapore.methylation.bedmethyl import f32
 from numapore.modbam.command import CommandError, Parser, run_main  # noqa: F401 (shared)
 from numapore.modbam.inputs import need_file, read_sizes, text_lines  # noqa: F401 (shared)
+
+if TYPE_CHECKING:  # numpy is imported where a read's calls are (localize needs none)
+    import numpy as np
 
 
 class _Refused(argparse.Action):
@@ -83,15 +86,18 @@ def output(path: str | None, force: bool):
 @functools.lru_cache(maxsize=1 << 16)  # calls' probabilities repeat: 256 levels and sums
 def rust_f32(value: float) -> str:
     """An f32 as Rust's Display writes it: the shortest decimal that is that f32, never an
-    exponent, no `.0` on whole numbers (66.66667, 100, 0.22957395)."""
-    x = np.float32(value)
-    text = np.format_float_positional(x, unique=True, trim="-")
-    if "." not in text or not np.isfinite(x):
-        return text
-    # numpy breaks a tie between two shortest decimals to even, Rust upwards (0.43945313)
-    places = len(text.split(".")[1])
-    up = Decimal(float(x)).quantize(Decimal(1).scaleb(-places), rounding=ROUND_HALF_UP)
-    return f"{up:f}" if np.float32(str(up)) == x else text
+    exponent, no `.0` on whole numbers (66.66667, 100, 0.22957395); of two shortest, the
+    one rounded half up (0.43945313), as Rust breaks the tie."""
+    x = f32(value)
+    if x != x or x in (float("inf"), float("-inf")):
+        return "NaN" if x != x else ("inf" if x > 0 else "-inf")
+    exact = Decimal(x)
+    places = 0
+    while True:
+        text = f"{exact.quantize(Decimal(1).scaleb(-places), rounding=ROUND_HALF_UP):f}"
+        if f32(float(text)) == x:
+            return text
+        places += 1
 
 
 @dataclass
@@ -160,6 +166,8 @@ class BaseCalls:
 
     def canonical(self) -> np.ndarray:
         """1 - the sum of the mod probabilities, in float32 (modkit's canonical_prob)."""
+        import numpy as np
+
         total = np.zeros(len(self.forward), dtype=np.float32)
         for p in self.probs:
             total = (total + p).astype(np.float32)
@@ -169,6 +177,8 @@ class BaseCalls:
         """modkit's argmax_base_mod_call: per position the code index (-1 canonical) and its
         probability (a mod code only if strictly more probable than canonical; the last of
         equally probable codes)."""
+        import numpy as np
+
         can = self.canonical()
         best = np.full(len(can), -1, dtype=np.int64)
         best_p = np.full(len(can), -np.inf, dtype=np.float32)
@@ -183,6 +193,8 @@ class BaseCalls:
         """modkit's MultipleThresholdModCaller.call per position, thresholds of
         threshold_base: the code index of the most probable state at or over its threshold
         (-1 canonical, canonical winning ties, else the last of equals), FILTERED if none."""
+        import numpy as np
+
         from numapore.pileup.common import BASE_INDEX
 
         b = BASE_INDEX[threshold_base]
@@ -199,6 +211,8 @@ class BaseCalls:
 def aligned_reference(rec, n: int, pairs=None) -> np.ndarray:
     """The reference position of each alignment query position (-1: soft clip, insertion,
     or an unmapped read); pairs: the aligned (query, reference) arrays if known."""
+    import numpy as np
+
     ref = np.full(n, -1, dtype=np.int64)
     if rec.is_unmapped or not rec.cigartuples:
         return ref
@@ -214,6 +228,8 @@ def read_calls(rec, pairs=None) -> list[BaseCalls]:
     """The read's calls per MM strand and base, through the pileup engine's MM/ML parser
     (ReadError where modkit skips the read); positions in forward read order. pairs: the
     alignment's aligned (query, reference) arrays, if the caller has them."""
+    import numpy as np
+
     from numapore.pileup.common import BASES
     from numapore.pileup.tags import (
         forward_sequence,
@@ -331,9 +347,10 @@ def open_fasta(path: str):
 SPAN = 100_000  # bases of a contig one worker does at a time (its rows held in memory)
 
 
-def contig_spans(bam) -> list[tuple[str, int, int]]:
-    """The contigs with mapped reads (index counts) in pieces of SPAN bases, in BAM order."""
-    size = SPAN
+def contig_spans(bam, size: int | None = None) -> list[tuple[str, int, int]]:
+    """The contigs with mapped reads (index counts) in pieces of size (SPAN) bases, in BAM
+    order."""
+    size = size or SPAN
     mapped = {s.contig: s.mapped for s in bam.get_index_statistics()}
     return [(name, start, min(start + size, length))
             for name, length in zip(bam.references, bam.lengths, strict=True) if mapped.get(name)

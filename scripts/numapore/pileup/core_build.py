@@ -19,6 +19,7 @@ from numapore.base.compiled import shared_declarations
 PACKAGE = Path(__file__).resolve().parent
 SOURCE = PACKAGE / "core.c"  # the context and shared types (part 1)
 BAM_SOURCE = PACKAGE / "bam_core.c"  # its BAM reader, compiled after it into the same module
+EXTRACT_SOURCE = PACKAGE / "extract_calls.c"  # extract-calls' rows, from the reader's records
 # The parts, compiled as one unit in this order (each uses those before it): the context, a
 # read's calls, the interval's tally, the bedMethyl writer, the threshold's sample, a record's
 # calls for --modified-bases, the reader
@@ -29,6 +30,7 @@ SOURCES = (
     + [BAM_SOURCE, PACKAGE / "bam_records.c"]
     + [PACKAGE / "bedmethyl_rows.c"]  # tobigwig's and stats' rows (uses no other part)
     + [PACKAGE / "focus.c"]  # one motif's positions in an interval
+    + [EXTRACT_SOURCE]
 )
 C_DECLARATIONS = """
 int pu_code(pu_ctx *c, const char *code);
@@ -84,6 +86,11 @@ int64_t pu_focus(const char *seq, int64_t seqlen, const uint8_t *fwd, const uint
                  int mlen, int offset, int rev_offset, int64_t start, int64_t length,
                  uint8_t *allowed, uint8_t *want, int64_t *pos, int64_t *neg, uint8_t *pos_ok,
                  int keep_before);
+int64_t pu_extract_span(pu_ctx *c, pu_bam *b, int tid, int64_t start, int64_t end,
+                        const char *chrom, const char *ref, int64_t ref_len, int kmer,
+                        int options, pu_xbuf *out);
+int pu_format_f32(float x, char *out);
+void pu_xbuf_free(pu_xbuf *o);
 """
 
 ffibuilder = cffi.FFI()
@@ -91,6 +98,7 @@ ffibuilder.cdef(
     shared_declarations(SOURCE.read_text())
     + shared_declarations(BAM_SOURCE.read_text())
     + shared_declarations((PACKAGE / "bedmethyl_rows.c").read_text())
+    + shared_declarations(EXTRACT_SOURCE.read_text())
     + C_DECLARATIONS
 )
 ffibuilder.set_source(
