@@ -157,13 +157,19 @@ static void xc_kmer(pu_xbuf *o, const char *seq, int64_t n, int64_t pos, int siz
         xc_put(o, k, len);
 }
 
+/* the forward base at forward position i of the read prepare() holds (scratch_t keeps the
+ * sequence as stored, reversed reads not complemented) */
+static uint8_t xc_forward_base(const scratch_t *s, int64_t n, int64_t i) {
+    return s->reverse ? COMPLEMENT[s->seq[n - 1 - i]] : s->seq[i];
+}
+
 /* the (MM strand, base) keys in the order Python's tables dict holds them: the MM groups'
  * order of first appearance, counting groups that make a table (deltas, or implicit with
  * the base in the read) */
 static int xc_key_order(const char *mm, const scratch_t *s, int64_t n, int *order) {
     int nk = 0, count[4] = {0, 0, 0, 0};
     for (int64_t i = 0; i < n; i++) {
-        int b = base_index(s->fwd[i]);
+        int b = base_index(xc_forward_base(s, n, i));
         if (b < 4) count[b]++;
     }
     for (const char *p = mm; *p;) {
@@ -229,7 +235,7 @@ static int64_t xc_read_rows(pu_ctx *c, scratch_t *s, const xc_read *rd, const in
     const char *strand = rd->mapped ? (rd->reverse ? "-" : "+") : ".";
     for (int64_t i = 0; i < rd->n; i++) {
         int64_t q = rd->reverse ? rd->n - 1 - i : i; /* the forward position */
-        int b = base_index(s->fwd[q]);
+        int b = base_index(xc_forward_base(s, rd->n, q));
         for (int bb = 0; bb < 4; bb++)
             for (int st = 0; st < 2; st++) {
                 const table_t *t = &s->t[st][bb];
