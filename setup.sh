@@ -50,9 +50,10 @@ test_apt_packages=(
     art-nextgen-simulation-tools
     # the emulated 2-node NUMA guest (virtme-ng comes from PyPI, requirements-tests.txt)
     qemu-system-x86 linux-image-amd64 busybox-static
-    # the one-node Slurm cluster (tests/slurm_cluster.py): Slurm and its client commands, munge,
-    # and job accounting for sacct (slurmdbd storing in MariaDB)
-    slurm-wlm munge slurmdbd mariadb-server
+    # the multi-node Slurm cluster (tests/slurm_cluster.py): Slurm and its client commands, munge,
+    # job accounting for sacct (slurmdbd storing in MariaDB), and each node's network namespace
+    # and veth pair on a bridge (ip; nsenter and unshare come with util-linux)
+    slurm-wlm munge slurmdbd mariadb-server iproute2
     # the concurrency tests trace which files each job writes
     strace
     # the report tests open the HTML reports in a headless browser, and the tracks in IGV

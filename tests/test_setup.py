@@ -7,11 +7,12 @@ import subprocess
 
 from conftest import REPO
 
-# What only the tests start: a Slurm cluster with its accounting database, the emulated NUMA
-# guest, the report tests' browser, the concurrency tests' tracer, the short-read simulator.
+# What only the tests start: a Slurm cluster with its accounting database and its nodes' network
+# namespaces (ip), the emulated NUMA guest, the report tests' browser, the concurrency tests'
+# tracer, the short-read simulator.
 TEST_MACHINERY = {
     "slurm-wlm", "munge", "slurmdbd", "mariadb-server", "qemu-system-x86", "linux-image-amd64",
-    "busybox-static", "chromium", "strace", "art-nextgen-simulation-tools",
+    "busybox-static", "chromium", "strace", "art-nextgen-simulation-tools", "iproute2",
 }  # fmt: skip
 
 

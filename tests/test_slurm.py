@@ -1,20 +1,24 @@
-"""The pipeline on a real Slurm cluster: slurmctld, slurmd, slurmdbd (MariaDB) and munge started
-on localhost by tests/slurm_cluster.py, jobs submitted through profiles/slurm and
-snakemake-executor-plugin-slurm. End to end (sacct lists the jobs, the outputs equal a local
-run's), and a Slurm job cancelled mid-run: the rerun of the same command resumes and finishes
-with the outputs of an uninterrupted run.
+"""The pipeline on a real Slurm cluster of several nodes: slurmctld, slurmdbd (MariaDB), munge and
+one slurmd per node, each node in network and UTS namespaces of its own, started on this
+machine by tests/slurm_cluster.py; jobs submitted through profiles/slurm and
+snakemake-executor-plugin-slurm.
 
-The three workflow runs (local baseline, uninterrupted Slurm run, Slurm run to be cancelled)
-start together in one module fixture: most of a Slurm run is waiting for jobs, and the node's two
-CPUs serve both Slurm runs.
+One run spread over the nodes of the `big` partition (a signal sample and a modBAM sample:
+scattered alignment, methylation as NUMA instances on whole nodes, scattered pileup, a DMR
+contrast of the two) ends with the bytes of the same run on one host, and sacct lists its jobs
+on two nodes; another, on the `small` partition, loses a node while its job runs there (its
+slurmd and every process killed): Slurm marks it down, the run submits the job again on the
+other node and ends with the same bytes, its last lines naming the job lost and its rerun; then a
+job that fails wherever it runs stops the run with one line naming it.
+
+The three workflow runs (one host, spread, node lost) start together in one module fixture:
+most of a Slurm run is waiting for jobs, and this machine's two CPUs serve all the nodes.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import re
-import socket
 import subprocess
 import threading
 import time
@@ -22,47 +26,50 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import forked_snakemake
-import pandas as pd
 import pytest
 import yaml
-from conftest import REPO, call_set, ecoli_row, primary_mapped
-from slurm_cluster import (
-    ACCOUNT,
-    PARTITION,
-    SlurmCluster,
-    missing_programs,
-    node_line,
-)
+from conftest import REPO, ecoli_row, shortest_reads
+from slurm_cluster import ACCOUNT, SlurmCluster, missing_programs, node_line
 from test_modbam_kind import SUITE, calls_by_read, write_modbam_project
-from test_workflow import shortest_reads
 
 from numapore.execution.cluster import host_cpus, job_cpus, needs_whole_node, node_request
 from numapore.execution.hosts import load_host_config
 from numapore.execution.topology import detect_topology
 from project import snakemake_command, write_project
 
-BAM = "results/ecoli/align/ecoli.minimap2.bam"
-CALLS = "results/ecoli/methylation/ecoli.minimap2.cpg.calls.tsv"
-FREQUENCY = "results/ecoli/methylation/ecoli.minimap2.cpg.frequency.tsv"
-# What the runs ask for: the outputs compared (the local and the uninterrupted run), and in the
-# run to be cancelled also the bedMethyl (the pileup of the modBAM made from the calls: the jobs
-# after call_methylation, which its rerun submits). Not the report and MultiQC (not tested here).
-COMPARED = [BAM, CALLS, FREQUENCY]
-TARGETS = [*COMPARED, "results/ecoli/methylation/ecoli.minimap2.cpg.bedmethyl.gz"]
+# Two node types: `big` nodes (4 CPUs; the methylation's instances own one) for the spread run,
+# `small` ones (2 CPUs) for the run that loses one (kept apart, so that the loss touches no job
+# of the spread run). Both runs' jobs take at most 2 threads, as the run on one host: the
+# aligner's and samtools' thread counts are written in the BAM headers.
+NODES = [("big", 4), ("big", 4), ("small", 2), ("small", 2)]
+CONTRAST = "native_vs_simulated"
+DMR = f"results/dmr/{CONTRAST}/{CONTRAST}"
+TARGETS = [f"{DMR}.dmrs.bed.gz.tbi", f"{DMR}.sites.tsv.gz.tbi"]
 READS = 40  # the shortest reads of the shared E. coli set: a quick run
-SCATTER = {"scatter": {"alignment": 1, "methylation": 2}}
-# Host tuning in the uninterrupted run: its job on the partition (the sample is too small to
-# pay back measuring: the check is off, so that the job runs); not in the run to be cancelled,
-# whose chain of Slurm jobs is the module's longest (each job costs tens of seconds of polling).
-TUNED = {"tune": "on", "tuning": {"reads": 4, "check_payback": False}}
-# The site's partition and account, as a user sets them for profiles/slurm.
-SITE_ENV = {"NUMAPORE_SLURM_PARTITION": PARTITION, "NUMAPORE_SLURM_ACCOUNT": ACCOUNT}
+# The E. coli reads map to DH10B's 450-470 kb and 770-790 kb: the simulated modBAM sample is
+# drawn from the second window, so that the contrast has sites covered in both samples.
+WINDOW = "gi|170079663|ref|NC_010473.1|:770000-790000"
+CONFIG = {
+    "scatter": {"alignment": 2, "methylation": 2, "pileup": 2},
+    "simulate": {
+        "sim": {
+            "kind": "modbam", "reference": "", "reads": 40, "seed": 3, "mean_length": 2000,
+            "sd_length": 500, "region": WINDOW, "group": "simulated",
+        }
+    },
+    "dmr": {"contrasts": [{"groups": ["native", "simulated"]}]},
+}  # fmt: skip
+# The site's account, as a user sets it for profiles/slurm (the partition: each run's own).
+SITE_ENV = {"NUMAPORE_SLURM_ACCOUNT": ACCOUNT}
 # Quick polling for the tests: the plugin's first status check 5 s after a job finished (default
 # 40 s); it then backs off by 10 s per check while no job finished (most jobs here take 10-20 s).
 POLLING = ["--slurm-init-seconds-before-status-checks", "5", "--seconds-between-status-checks", "5"]
 # Rules that never go to Slurm in these runs (localrules of workflow/Snakefile).
 LOCAL_RULES = {"split_alignments", "merge_methylation_calls"}
-TIMEOUT = 600
+# The job whose node dies in the run that loses one.
+LOST_COMMENT = "rule_call_methylation_wildcards_ecoli_minimap2_cpg_1-of-2"
+LOST_JOB = "call_methylation (ecoli_minimap2_cpg_1-of-2)"
+TIMEOUT = 900
 
 
 def slurm_command(workdir: Path, *args: str) -> list[str]:
@@ -106,49 +113,52 @@ class Run:
                 self.proc.wait()
 
 
-def cancel_running_shard(
-    cluster: SlurmCluster, run: Run, shard: str, timeout: float = TIMEOUT
-) -> str:
-    """scancel the call_methylation job of a shard once nanopolish runs in it; its Slurm id."""
-    log = run.workdir / f"results/logs/call_methylation/ecoli.minimap2.cpg.{shard}.log"
-    comment = f"rule_call_methylation_wildcards_ecoli_minimap2_cpg_{shard}"
-    deadline = time.monotonic() + timeout
+def lose_node_of_job(cluster: SlurmCluster, run: Run, comment: str) -> tuple[str, str]:
+    """Once the job (by its plugin comment) runs its tool on a node, the node dies (its slurmd
+    and every process in it killed); wait until Slurm marks it down, then boot it again.
+    The lost Slurm job's id and the node."""
+    rule, _, wildcards = comment.removeprefix("rule_").partition("_wildcards_")
+    log = run.workdir / f"results/logs/{rule}/{wildcards.replace('_', '.')}.log"
+    deadline = time.monotonic() + TIMEOUT
     while time.monotonic() < deadline and run.proc.poll() is None:
         if log.exists():  # the job's step has started the tool
-            queue = cluster.run("squeue", "-h", "-o", "%i|%k|%Z|%T").stdout
+            queue = cluster.run("squeue", "-h", "-o", "%i|%k|%Z|%T|%N").stdout
             for line in queue.splitlines():
-                jobid, job_comment, workdir, state = line.split("|")
+                jobid, job_comment, workdir, state, node = line.split("|")
                 if job_comment == comment and Path(workdir) == run.workdir and state == "RUNNING":
-                    cluster.run("scancel", jobid)
-                    return jobid
+                    cluster.kill_node(node)
+                    cluster.wait_node_state(node, {"down*", "down"})
+                    cluster.start_node(node)
+                    cluster.wait_node_state(node, {"idle", "mix", "alloc"})
+                    return jobid, node
         time.sleep(0.2)
-    raise AssertionError(f"no running call_methylation job for shard {shard}:\n{run.tail()}")
+    raise AssertionError(f"no running job {comment}:\n{run.tail()}")
 
 
-class Canceller(threading.Thread):
-    """cancel_running_shard in the background; join() returns the cancelled job's id."""
+class NodeKiller(threading.Thread):
+    """lose_node_of_job in the background; join() returns the lost job's id and node."""
 
-    def __init__(self, cluster: SlurmCluster, run: Run, shard: str):
-        """A thread that will cancel the shard's job of run (start() it)."""
+    def __init__(self, cluster: SlurmCluster, run: Run, comment: str):
+        """A thread that will kill the node of run's job (start() it)."""
         super().__init__(daemon=True)
-        self.args_ = (cluster, run, shard)
-        self.jobid: str | None = None
+        self.args_ = (cluster, run, comment)
+        self.lost: tuple[str, str] | None = None
         self.error: BaseException | None = None
 
     def run(self) -> None:
-        """Thread body: record the job id or the error."""
+        """Thread body: record the lost job or the error."""
         try:
-            self.jobid = cancel_running_shard(*self.args_)
+            self.lost = lose_node_of_job(*self.args_)
         except BaseException as err:  # re-raised in the test by join()
             self.error = err
 
-    def join(self, timeout: float | None = TIMEOUT) -> str:
-        """Wait for the cancellation; the cancelled job's id (its error re-raised)."""
+    def join(self, timeout: float | None = TIMEOUT) -> tuple[str, str]:
+        """Wait for the loss; the lost job's id and node (the thread's error re-raised)."""
         super().join(timeout)
         if self.error is not None:
             raise self.error
-        assert self.jobid is not None, "the cancelling thread did not finish"
-        return self.jobid
+        assert self.lost is not None, "the node-killing thread did not finish"
+        return self.lost
 
 
 def instances_host(path: Path) -> Path:
@@ -171,125 +181,165 @@ def submitted_jobs(output: str) -> dict[str, str]:
     return dict(found)
 
 
-def same_results(work: Path, reference: Path) -> None:
-    """Primary alignments, per-read calls (as sets) and site frequencies equal the reference's."""
-    assert primary_mapped(work / BAM) == primary_mapped(reference / BAM)
-    assert call_set(work / CALLS) == call_set(reference / CALLS)
-    pd.testing.assert_frame_equal(
-        pd.read_csv(work / FREQUENCY, sep="\t"), pd.read_csv(reference / FREQUENCY, sep="\t")
-    )
+def result_files(work: Path) -> dict[str, bytes]:
+    """Every file under results/ but the logs and benchmarks (which say when and where each
+    job ran): path -> bytes."""
+    files = {}
+    for path in sorted((work / "results").rglob("*")):
+        relative = path.relative_to(work).as_posix()
+        if path.is_file() and not relative.startswith(("results/logs/", "results/benchmarks/")):
+            files[relative] = path.read_bytes()
+    return files
+
+
+def same_bytes(work: Path, reference: Path) -> None:
+    """The same result files as the reference run's, byte for byte."""
+    got, expected = result_files(work), result_files(reference)
+    assert sorted(got) == sorted(expected)
+    differing = [name for name in expected if got[name] != expected[name]]
+    assert not differing, differing
 
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
-    """A one-node Slurm cluster on localhost for this module."""
+    """A four-node Slurm cluster on this machine for this module (two `big`, two `small`)."""
     missing = missing_programs()
     if missing:
-        pytest.fail(f"Slurm test cluster needs {', '.join(missing)}: run ./setup.sh")
-    with SlurmCluster(tmp_path_factory.mktemp("slurm")) as running:
+        pytest.fail(f"Slurm test cluster needs {', '.join(missing)}: run ./setup.sh --tests")
+    with SlurmCluster(tmp_path_factory.mktemp("slurm"), nodes=NODES) as running:
         yield running
 
 
 @pytest.fixture(scope="module")
 def runs(cluster, tmp_path_factory, ecoli_dir, dh10b):
-    """The three runs, started together: local baseline, uninterrupted Slurm run (methylation
-    as NUMA instances, whole nodes), Slurm run whose shard 1 call_methylation job is cancelled."""
+    """The three runs, started together: on one host, spread over the big nodes (methylation
+    as NUMA instances, whole nodes), and on the small nodes, one of which dies while the
+    methylation's shard 1 runs there."""
     root = tmp_path_factory.mktemp("slurm_runs")
     reads = shortest_reads(ecoli_dir / "reads.fasta", root / "short.fasta", READS)
-    rows = [ecoli_row(ecoli_dir, dh10b, reads)]
-    slurm_env = {**cluster.env, **SITE_ENV}
-    local = write_project(root / "local", rows)
-    whole = write_project(root / "whole", rows, SCATTER | TUNED)
-    killed = write_project(root / "killed", rows, SCATTER)
+    rows = [{**ecoli_row(ecoli_dir, dh10b, reads), "group": "native"}]
+    config = yaml.safe_load(yaml.safe_dump(CONFIG))
+    config["simulate"]["sim"]["reference"] = str(dh10b)
     host = str(instances_host(root / "instances.yaml"))
+    local = write_project(root / "local", rows, {**config, "host": host})
+    # The shards' merge with profiles/slurm's thread (samtools writes its command in the BAM).
+    merge = ["--set-threads", "merge_alignment_shards=1"]
+    spread = write_project(root / "spread", rows, config)
+    lost = write_project(root / "lost", rows, config)
+    env = {**cluster.env, **SITE_ENV}
     started = SimpleNamespace(
-        local=Run(local, snakemake_command(local, 2, *COMPARED), dict(os.environ)),
-        whole=Run(
-            whole,
-            slurm_command(whole, "--max-threads", "2", *COMPARED),
-            {**slurm_env, "NUMAPORE_HOST": host},
+        local=Run(local, snakemake_command(local, 2, *TARGETS, *merge), dict(os.environ)),
+        spread=Run(
+            spread,
+            slurm_command(spread, "--max-threads", "2", *TARGETS),
+            {**env, "NUMAPORE_SLURM_PARTITION": "big", "NUMAPORE_HOST": host},
         ),
-        killed=Run(killed, slurm_command(killed, "--max-threads", "1", *TARGETS), slurm_env),
+        lost=Run(
+            lost,
+            slurm_command(lost, "--max-threads", "2", *TARGETS),
+            {**env, "NUMAPORE_SLURM_PARTITION": "small"},
+        ),
     )
-    started.canceller = Canceller(cluster, started.killed, "1-of-2")
-    started.canceller.start()
+    started.killer = NodeKiller(cluster, started.lost, LOST_COMMENT)
+    started.killer.start()
     try:
         yield started
     finally:
-        for run in (started.local, started.whole, started.killed):
+        for run in (started.local, started.spread, started.lost):
             run.stop()
 
 
-def test_pipeline_runs_through_slurm_and_matches_a_local_run(runs, cluster):
-    runs.local.wait()
-    output = runs.whole.wait()
+def run_jobs(cluster: SlurmCluster, output: str) -> tuple[dict[str, dict], dict[str, str]]:
+    """The run's jobs as sacct lists them (under its run id: the job name) and as Snakemake
+    says it submitted them (job id -> rule)."""
     found = re.search(r"SLURM run ID: (\S+)", output)
     assert found, f"not a Slurm run:\n{output[-3000:]}"
-    run_id = found.group(1)
-    submitted = submitted_jobs(output)
-    # sacct (slurmdbd) lists exactly the jobs the run submitted, under its run id, all done,
-    # with the partition and account the profile took from the environment.
-    jobs = {j["JobID"]: j for j in cluster.jobs() if j["JobName"] == run_id}
+    jobs = {j["JobID"]: j for j in cluster.jobs() if j["JobName"] == found.group(1)}
+    return jobs, submitted_jobs(output)
+
+
+def test_a_run_spread_over_the_nodes_ends_with_the_bytes_of_a_one_host_run(runs, cluster):
+    runs.local.wait()
+    output = runs.spread.wait()
+    jobs, submitted = run_jobs(cluster, output)
+    # sacct (slurmdbd) lists exactly the jobs the run submitted, all done, with the partition
+    # and account the profile took from the environment, on at least two of its nodes.
     assert set(jobs) == set(submitted), (jobs, submitted)
     for jobid, job in jobs.items():
         assert job["State"] == "COMPLETED", job
         assert job["Comment"].startswith(f"rule_{submitted[jobid]}"), job
-        assert (job["Partition"], job["Account"]) == (PARTITION, ACCOUNT), job
+        assert (job["Partition"], job["Account"]) == ("big", ACCOUNT), job
+    nodes = {job["NodeList"] for job in jobs.values()}
+    assert len(nodes) >= 2 and nodes <= set(cluster.partitions["big"]), nodes
     rules = set(submitted.values())
     assert {"minimap2_index", "nanopolish_index", "align", "call_methylation"} <= rules
+    assert {"simulate_modbam_reads", "stage_modbam_reads", "pileup_shard", "dmr_test"} <= rules
     assert not rules & LOCAL_RULES
-    # Methylation in 2 chunks, each its own job; the instances strategy owns the whole node
-    # (--exclusive, every CPU of the host file's layout), the alignment (strategy none) shares it.
-    cpus = len(detect_topology().cpus)
     by_rule = {rule: [j for j, r in submitted.items() if r == rule] for rule in rules}
+    assert len(by_rule["align"]) == 4 and len(by_rule["pileup_shard"]) == 4
+    # Methylation in 2 chunks, each its own job; the instances strategy owns the whole node
+    # (--exclusive: all its CPUs, at least every CPU of the host file's layout), the alignment
+    # (strategy none) shares it.
+    cpus = len(detect_topology().cpus)
     assert len(by_rule["call_methylation"]) == 2
     for jobid in by_rule["call_methylation"]:
-        assert "OverSubscribe=NO" in cluster.run("scontrol", "show", "job", jobid).stdout
-        assert int(jobs[jobid]["AllocCPUS"]) == cpus
-    (align_job,) = by_rule["align"]
-    assert "OverSubscribe=OK" in cluster.run("scontrol", "show", "job", align_job).stdout
-    # Host tuning ran once, as a Slurm job on the partition's node, as the calling's node is
-    # asked for (whole); its files named for the partition (the job parsed the workflow there
-    # and found the same name); a later run on the partition reuses it without a job.
-    (tune_job,) = by_rule["tune_host"]
-    assert "OverSubscribe=NO" in cluster.run("scontrol", "show", "job", tune_job).stdout
-    name = f"partition-{PARTITION}"
-    record = json.loads((runs.whole.workdir / f"results/tuning/{name}.json").read_text())
-    assert record["name"] == name and record["host"] == socket.gethostname().split(".")[0]
-    assert record["io_mode"] in record["candidates"] and record["probe"]["reads"] == 4
-    assert f"numapore: tuning: nothing measured yet: no results/tuning/{name}.json" in output
-    again = forked_snakemake.run(
-        [*runs.whole.cmd, "--dry-run"], cwd=runs.whole.workdir, capture_output=True, text=True,
-        env=runs.whole.env,
-    )  # fmt: skip
-    said = again.stdout + again.stderr
-    assert f"numapore: tuning: reusing results/tuning/{name}.json (measured " in said, said
-    assert "tune_host" not in again.stdout and "Nothing to be done" in said
+        shown = cluster.run("scontrol", "show", "job", jobid).stdout
+        assert "OverSubscribe=NO" in shown and f"CPUs/Task={cpus}" in shown, shown
+        assert int(jobs[jobid]["AllocCPUS"]) == cluster.nodes[jobs[jobid]["NodeList"]].cpus
+    for jobid in by_rule["align"]:
+        assert "OverSubscribe=OK" in cluster.run("scontrol", "show", "job", jobid).stdout
     # Inside each of them the launcher ran 2 bound instances (numactl, as on a NUMA host).
-    records = sorted((runs.whole.workdir / "results/logs/call_methylation").glob("*.run.json"))
+    records = sorted((runs.spread.workdir / "results/logs/call_methylation").glob("*.run.json"))
     assert len(records) == 2
     for record in records:
         launched = yaml.safe_load(record.read_text())
         assert launched["strategy"] == "instances" and len(launched["processes"]) == 2
-    same_results(runs.whole.workdir, runs.local.workdir)
+    same_bytes(runs.spread.workdir, runs.local.workdir)
 
 
-def test_cancelled_slurm_job_resumes_to_the_results_of_an_uninterrupted_run(runs, cluster):
-    jobid = runs.canceller.join()
-    first = runs.killed.wait(expect_success=False)
-    assert f"SLURM-job '{jobid}' failed" in first and "CANCELLED" in first
-    (cancelled,) = [j for j in cluster.jobs() if j["JobID"] == jobid]
-    assert cancelled["State"].startswith("CANCELLED"), cancelled
-    # The same command again: only the cancelled shard goes to Slurm again, then the merges, the
-    # modBAM made from the merged calls (methylation_modbam, which also indexes it) and its
-    # pileup into bedMethyl.
-    rerun = Run(runs.killed.workdir, runs.killed.cmd, runs.killed.env, name="rerun").wait()
-    again = list(submitted_jobs(rerun).values())
-    assert again.count("call_methylation") == 1, rerun
-    assert set(again) == {"call_methylation", "methylation_modbam", "pileup"}, rerun
-    assert "rule_call_methylation/ecoli_minimap2_cpg_1-of-2/" in rerun
-    runs.whole.wait()
-    same_results(runs.killed.workdir, runs.whole.workdir)
+def test_a_node_lost_mid_run_its_job_reruns_elsewhere_to_the_same_bytes(runs, cluster):
+    jobid, node = runs.killer.join()
+    output = runs.lost.wait()
+    jobs, submitted = run_jobs(cluster, output)
+    # Slurm marked the node down and the job NODE_FAIL; the plugin said so and Snakemake
+    # submitted the job again, on the partition's other node; every other job ran once.
+    assert f"SLURM-job '{jobid}' failed due to a node failure" in output, output[-3000:]
+    assert jobs[jobid]["State"] == "NODE_FAIL" and jobs[jobid]["NodeList"] == node
+    tries = [j for j in jobs.values() if j["Comment"] == LOST_COMMENT]
+    assert [t["JobID"] for t in tries][0] == jobid and len(tries) == 2, tries
+    rerun = tries[1]
+    assert rerun["State"] == "COMPLETED", rerun
+    assert rerun["NodeList"] in cluster.partitions["small"] and rerun["NodeList"] != node
+    others = [j for j in jobs.values() if j["Comment"] != LOST_COMMENT]
+    assert all(j["State"] == "COMPLETED" for j in others), others
+    assert len({j["Comment"] for j in others}) == len(others)
+    # The run's last lines name the job lost and its rerun.
+    said = (
+        f"numapore: job {LOST_JOB} lost with its node (Slurm job {jobid} on {node}: NODE_FAIL); "
+        f"rerun as Slurm job {rerun['JobID']} on {rerun['NodeList']}: COMPLETED"
+    )
+    assert said in output.splitlines()[-20:], output[-3000:]
+    assert sorted(submitted) == sorted(jobs)
+    # Nothing of the lost job left behind, nothing partial: the files and bytes of one host.
+    runs.local.wait()
+    same_bytes(runs.lost.workdir, runs.local.workdir)
+    # A job that fails wherever it runs (its input broken after the run: the simulated sample's
+    # bedMethyl, which the contrast's counts read): tried on the partition as often as the
+    # profile allows, then the run stops with one line naming it and where each try failed.
+    bedmethyl = runs.lost.workdir / "results/sim/methylation/sim.minimap2.cpg.bedmethyl.gz"
+    bedmethyl.write_bytes(b"not a bedMethyl file\n")
+    again = Run(runs.lost.workdir, runs.lost.cmd, runs.lost.env, name="broken").wait(False)
+    failed, _ = run_jobs(cluster, again)
+    tries = [j for j in failed.values() if j["State"] == "FAILED"]
+    assert len(tries) == 2 and tries[0]["Comment"] == tries[1]["Comment"], failed
+    rule, _, wildcards = tries[0]["Comment"].removeprefix("rule_").partition("_wildcards_")
+    assert rule == "dmr_counts", tries
+    each = "; ".join(f"Slurm job {j['JobID']} on {j['NodeList']}: FAILED" for j in tries)
+    named = [line for line in again.splitlines() if line.startswith("numapore: job ")]
+    assert named == [
+        f"numapore: job {rule} ({wildcards}) failed on every node it ran on ({each}); its "
+        f"Slurm logs: .snakemake/slurm_logs/rule_{rule}/"
+    ], again[-3000:]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -303,7 +353,7 @@ def test_modbam_staging_streams_into_its_align_job_on_slurm(cluster, tmp_path):
     work = write_modbam_project(tmp_path / "run", ["unmapped"])
     bam = "results/unmapped/align/unmapped.minimap2.bam"
     command = slurm_command(work, "--max-threads", "2", bam)
-    out = Run(work, command, {**cluster.env, **SITE_ENV}).wait()
+    out = Run(work, command, {**cluster.env, **SITE_ENV, "NUMAPORE_SLURM_PARTITION": "big"}).wait()
     assert re.search(r"SLURM jobid \d+ \(log: \S*/group_\S*_align_stage_modbam_reads/", out), out
     got = calls_by_read(work / bam)
     source = calls_by_read(SUITE["unmapped"])
@@ -343,7 +393,8 @@ def job_resources(dry_run: str, rule: str) -> list[str]:
 
 
 def test_profile_takes_partition_account_and_host_from_the_environment(tmp_path, ecoli_dir, dh10b):
-    work = write_project(tmp_path / "run", [ecoli_row(ecoli_dir, dh10b)], SCATTER)
+    scatter = {"scatter": {"alignment": 1, "methylation": 2}}
+    work = write_project(tmp_path / "run", [ecoli_row(ecoli_dir, dh10b)], scatter)
     env = {
         **os.environ,
         "NUMAPORE_SLURM_PARTITION": "long",
@@ -455,6 +506,27 @@ def test_cluster_jobs_that_hold_no_core_get_a_thread_on_slurm():
     assert {r: threads["set-threads"].get(r) for r in cluster_jobs} == dict.fromkeys(
         cluster_jobs, 1
     )
+
+
+def test_cluster_jobs_with_the_run_cores_are_named_in_the_profile():
+    """A rule whose threads are the run's cores asks sbatch for --cpus-per-task of nothing (a
+    cluster run has no --cores) while its srun step asks for the cores of the submitting
+    host: Slurm refuses the step. Each such cluster job is named in the profile's set-threads
+    or asks for its CPUs itself (cpus_per_task)."""
+    threads = yaml.safe_load((REPO / "profiles" / "slurm" / "config.yaml").read_text())
+    named = set(threads["set-threads"])
+    run_cores = {
+        name
+        for name, body in rule_bodies().items()
+        if re.search(r"^    threads: (max\(1, )?RUN_CORES", body, re.M)
+    }
+    assert {"align", "simulate_modbam_reads", "pileup_haplotypes"} <= run_cores
+    unnamed = {
+        name
+        for name in run_cores - local_rules() - named
+        if "cpus_per_task=" not in rule_bodies()[name]
+    }
+    assert not unnamed, f"cluster jobs with the run's cores not in profiles/slurm: {unnamed}"
 
 
 def test_node_line_describes_this_machine():

@@ -4,6 +4,7 @@
 import json
 import os
 import sys
+import time
 from pathlib import Path
 
 from snakemake_interface_logger_plugins.common import LogEvent
@@ -30,6 +31,7 @@ from numapore.compare import tune_pileup, tune_strategy, tuning  # noqa: E402
 from numapore.compare.cells import Cell  # noqa: E402
 from numapore.execution.aligners import ALIGNERS  # noqa: E402
 from numapore.execution.cluster import job_cpus, node_request  # noqa: E402
+from numapore.execution.cluster import staging_threads as cluster_staging_threads  # noqa: E402
 from numapore.inputs.phasing import vcf_sample  # noqa: E402
 from numapore.inputs.schema import did_you_mean  # noqa: E402
 from numapore.workflow import build, closing, jobs, layout, outputs, tuning_plans  # noqa: E402
@@ -73,6 +75,8 @@ try:
 except InputError as err:
     raise WorkflowError(f"numapore: {err}")
 os.environ.update(PLAN.environment)
+# What the run's last lines ask the cluster's accounting about: its jobs since it began.
+RUN_STARTED = time.time()
 if workflow.is_main_process:
     for _level, _line in PLAN.notes:
         say([_line], _level)
@@ -221,10 +225,15 @@ def staged_modbam_reads_output(path):
     return pipe(path) if STAGING_STREAMS else path
 
 
+def executor_name():
+    """The executor plugin's name (slurm, slurm-jobstep, local, ...): set once the run starts,
+    after the Snakefile is read."""
+    return getattr(workflow.executor_plugin, "name", "")
+
+
 def staging_threads(wildcards):
-    """A modBAM sample's staging: no core held when it streams into the align job, whose
-    threads are every core (Snakemake sums a pipe group's threads); else the run's cores."""
-    return HOLDS_NO_CORE if STAGING_STREAMS else RUN_CORES
+    """A modBAM sample's staging: numapore.execution.cluster.staging_threads."""
+    return cluster_staging_threads(STAGING_STREAMS, RUN_CORES, executor_name())
 
 
 def alignment_reports_threads(wildcards):
@@ -382,13 +391,17 @@ def report_replaced_results():
 
 
 def report_after_run():
-    """After a successful run: numapore.workflow.closing.after_run_lines."""
+    """After a successful run: numapore.workflow.closing.after_run_lines, and on a cluster the
+    jobs lost with their node and run again."""
     for level, line in closing.after_run_lines(PLAN, {j.rule.name for j in workflow.dag.jobs}):
         say([line], level)
+    say(closing.cluster_lines(executor_name(), RUN_STARTED, succeeded=True))
 
 
 def report_write_problem():
-    """After a failed run: say so when the results folder is read-only or full."""
+    """After a failed run: say so when the results folder is read-only or full; on a cluster,
+    the jobs lost with their node and those that failed on every node they ran on."""
+    say(closing.cluster_lines(executor_name(), RUN_STARTED, succeeded=False), "error")
     results = Path(layout.RESULTS)
     problem = write_problem(results) if results.is_dir() else None
     if problem:

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from numapore.execution.cluster import failed_everywhere_lines, lost_job_lines, run_slurm_jobs
 from numapore.execution.runstate import replaced_results
 from numapore.inputs.modbam_reads import StagedReads
 from numapore.methylation.cohort import dropped_lines, read_sample_counts
@@ -148,3 +149,14 @@ def empty_sample_lines(plan: RunPlan) -> list[str]:
             )
         )
     return list(closing_lines(runs))
+
+
+def cluster_lines(executor: str, started: float, succeeded: bool) -> list[str]:
+    """On Slurm (executor: the plugin's name), from its accounting of the jobs this run
+    submitted since started (epoch s): which were lost with their node and run again; after a
+    failed run also which failed on every node they ran on."""
+    if executor != "slurm":
+        return []
+    jobs = run_slurm_jobs(Path.cwd().resolve(), started)
+    lines = lost_job_lines(jobs) + ([] if succeeded else failed_everywhere_lines(jobs))
+    return [f"numapore: {line}" for line in lines]
