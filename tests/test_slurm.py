@@ -17,6 +17,7 @@ most of a Slurm run is waiting for jobs, and this machine's two CPUs serve all t
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -29,7 +30,7 @@ import forked_snakemake
 import pytest
 import yaml
 from conftest import REPO, ecoli_row, shortest_reads
-from slurm_cluster import ACCOUNT, SlurmCluster, missing_programs, node_line
+from slurm_cluster import ACCOUNT, PARTITION, SlurmCluster, missing_programs, node_line
 from test_modbam_kind import SUITE, calls_by_read, write_modbam_project
 
 from numapore.execution.cluster import host_cpus, job_cpus, needs_whole_node, node_request
