@@ -217,14 +217,26 @@ def per_sample(rows: pl.DataFrame, samples: Sequence[str]) -> dict[str, int]:
 
 def cohort_lines(frame: pl.DataFrame, samples: Sequence[str]) -> Iterator[str]:
     """The table's lines (without the header): modkit merge's 18 columns, then the samples'."""
-    per_sample = sample_columns(samples)
-    columns = ["chrom", "start", "end", "code", "valid", "strand", *COUNTS, *per_sample]
-    for row in frame.select(columns).iter_rows():
-        chrom, start, end, code, valid, strand, *rest = row
-        counts, own = rest[: len(COUNTS)], rest[len(COUNTS) :]
-        fields = [chrom, start, end, code, valid, strand, start, end, COLOUR, valid,
-                  percent_modified(counts[0], valid), *counts, *own]  # fmt: skip
-        yield "\t".join(map(str, fields)) + "\n"
+    text = cohort_text(frame, samples)
+    yield from text.splitlines(keepends=True)
+
+
+def cohort_text(frame: pl.DataFrame, samples: Sequence[str]) -> str:
+    """cohort_lines' text, made column-wise (the percent computed once per distinct pair of
+    N_mod and valid coverage)."""
+    if frame.height == 0:
+        return ""
+    pairs = frame.select("n_mod", "valid").unique()
+    percent = pairs.with_columns(
+        percent=pl.Series([percent_modified(m, v) for m, v in pairs.iter_rows()], dtype=pl.String)
+    )
+    with_percent = frame.join(percent, on=["n_mod", "valid"], how="left", maintain_order="left")
+    fields = ["chrom", "start", "end", "code", "valid", "strand", "start", "end",
+              pl.lit(COLOUR), "valid", "percent", *COUNTS, *sample_columns(samples)]  # fmt: skip
+    lines = with_percent.select(
+        pl.concat_str([pl.col(f) if isinstance(f, str) else f for f in fields], separator="\t")
+    ).to_series()
+    return "\n".join(lines) + "\n"
 
 
 class NotSorted(Exception):
@@ -352,11 +364,6 @@ def _write_streamed(out, beds, contigs, filters, batch_bytes) -> Written:
 def _text_blocks(samples: Sequence[str], frames: Iterable[pl.DataFrame]) -> Iterator[bytes]:
     """The table's text: the header, then the frames' rows, a block at a time."""
     yield header_line(samples).encode()
-    block: list[str] = []
     for frame in frames:
-        for line in cohort_lines(frame, samples):
-            block.append(line)
-            if len(block) == 100_000:
-                yield "".join(block).encode()
-                block = []
-    yield "".join(block).encode()
+        for start in range(0, frame.height, 100_000):
+            yield cohort_text(frame.slice(start, 100_000), samples).encode()
