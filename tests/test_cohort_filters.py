@@ -168,10 +168,11 @@ def groups_clone(tmp_path, monkeypatch) -> Path:
     return tmp_path
 
 
-def build_with(**cohort):
-    """The groups config's plan with these cohort: settings on the command line."""
+def build_with(section: str = "cohort", **settings):
+    """The groups config's plan with these settings of a section (cohort:) on the command
+    line."""
     files = [Path("config/config.yaml"), Path(".test/config-groups.yaml")]
-    given = {"cohort": cohort}
+    given = {section: settings}
     config = build.load_config(files, given)
     schemas = REPO / "workflow" / "schemas"
     return build.build(config, schemas=schemas, configfiles=files, given=given, cores=2)
