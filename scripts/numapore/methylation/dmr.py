@@ -293,7 +293,7 @@ def write_counts(
     per_contig = dict(table.group_by("chrom", maintain_order=True).len().iter_rows())
     groups = contig_groups(per_contig, len(outputs))
     samples = len(contrast.group1) + len(contrast.group2)
-    gap = dmr_regions.safe_gap(contrast.settings)
+    gap = dmr_regions.safe_gap(contrast.settings) if max_memory_gb is not None else 0
     for k, (members, path) in enumerate(zip(groups, outputs, strict=True), 1):
         shard = table.filter(pl.col("chrom").is_in(members))
         most = None
