@@ -23,6 +23,7 @@ dmr.max_memory_gb. Figures are printed; nothing is asserted. Everything is writt
 from __future__ import annotations
 
 import argparse
+import atexit
 import os
 import pickle
 import re
@@ -179,55 +180,53 @@ def main(argv: list[str] | None = None) -> int:
     contigs = list(HUMAN_MB) if a.contigs == "human" else a.contigs.split(",")
     folder = a.folder
     folder.mkdir(parents=True, exist_ok=True)
+    if not a.keep:  # everything it wrote is under --folder
+        atexit.register(shutil.rmtree, folder, True)
     skip = set(a.skip.split(","))
-    try:
-        t0 = time.monotonic()
-        per_contig = contig_sites(a.sites, contigs)
-        beds, fai = write_cohort(folder, per_contig)
-        size = sum(path.stat().st_size for _, path in beds) / 2**30
-        print(f"cohort: {sum(per_contig.values()):,} CpGs x {len(beds)} samples over "
-              f"{len(contigs)} contigs, {size:.2f} GiB of bedMethyl, written in "
-              f"{time.monotonic() - t0:.0f} s", flush=True)  # fmt: skip
-        rows = []
-        checkouts = {"": REPO, " (baseline)": a.baseline} if a.baseline else {"": REPO}
-        for repeat in range(a.repeats if "cohort" not in skip else 0):
-            for label, checkout in list(checkouts.items())[:: 1 if repeat % 2 == 0 else -1]:
-                samples = [s for s, _ in beds]
-                table = folder / "cohort.bed.gz"
-                rows.append(run_script(folder, "cohort_table" + label, "cohort_table.py", {
-                    "input": {"beds": [str(b) for _, b in beds], "fai": str(fai)},
-                    "output": {"table": str(table), "tbi": f"{table}.tbi",
-                               "samples": str(folder / "cohort.samples.tsv")},
-                    "params": {"samples": samples, "filters": Filters(),
-                               "groups": {s: s.rstrip("0123456789") for s in samples}},
-                }, checkout))  # fmt: skip
-                digest = subprocess.run(["md5sum", str(table)], capture_output=True, text=True)
-                rows[-1]["md5"] = digest.stdout.split()[0]
-                print(rows[-1], flush=True)
-        if "dmr" not in skip:
-            settings = dict(SETTINGS)
-            contrast = Contrast("case_vs_control", "groups", "case", "control", tuple(CASES),
-                                tuple(CONTROLS), {s: str(b) for s, b in beds}, settings,
-                                "genome")  # fmt: skip
-            assert set(settings) == set(DSS_KEYS)
-            shards = [folder / f"shard{k}-of-{a.shards}.counts.tsv" for k in range(1, a.shards + 1)]
-            params = {"contrast": contrast, "code": "m", "max_memory_gb": a.max_memory_gb}
-            rows.append(run_script(folder, "dmr_counts", "dmr_counts.py", {
-                "input": {"fai": str(fai)}, "output": {"counts": [str(s) for s in shards]},
-                "params": params}))  # fmt: skip
+    t0 = time.monotonic()
+    per_contig = contig_sites(a.sites, contigs)
+    beds, fai = write_cohort(folder, per_contig)
+    size = sum(path.stat().st_size for _, path in beds) / 2**30
+    print(f"cohort: {sum(per_contig.values()):,} CpGs x {len(beds)} samples over "
+          f"{len(contigs)} contigs, {size:.2f} GiB of bedMethyl, written in "
+          f"{time.monotonic() - t0:.0f} s", flush=True)  # fmt: skip
+    rows = []
+    checkouts = {"": REPO, " (baseline)": a.baseline} if a.baseline else {"": REPO}
+    for repeat in range(a.repeats if "cohort" not in skip else 0):
+        for label, checkout in list(checkouts.items())[:: 1 if repeat % 2 == 0 else -1]:
+            samples = [s for s, _ in beds]
+            table = folder / "cohort.bed.gz"
+            rows.append(run_script(folder, "cohort_table" + label, "cohort_table.py", {
+                "input": {"beds": [str(b) for _, b in beds], "fai": str(fai)},
+                "output": {"table": str(table), "tbi": f"{table}.tbi",
+                           "samples": str(folder / "cohort.samples.tsv")},
+                "params": {"samples": samples, "filters": Filters(),
+                           "groups": {s: s.rstrip("0123456789") for s in samples}},
+            }, checkout))  # fmt: skip
+            digest = subprocess.run(["md5sum", str(table)], capture_output=True, text=True)
+            rows[-1]["md5"] = digest.stdout.split()[0]
             print(rows[-1], flush=True)
-            for counts in shards:
-                rows.append(run_dss(folder, counts))
-                print(rows[-1], flush=True)
-        print("job                 sites   DMRs   wall s   CPU s  peak RSS GiB")
-        for r in rows:
-            print(f"{r['job']:<18} {r.get('sites', 0):>8,} {r.get('dmrs', 0):>6} "
-                  f"{r['wall']:>8.1f} {r['cpu']:>7.1f} {r['rss_gib']:>10.2f}")  # fmt: skip
-    finally:
-        if not a.keep:
-            shutil.rmtree(folder, ignore_errors=True)
+    if "dmr" not in skip:
+        settings = dict(SETTINGS)
+        contrast = Contrast("case_vs_control", "groups", "case", "control", tuple(CASES),
+                            tuple(CONTROLS), {s: str(b) for s, b in beds}, settings,
+                            "genome")  # fmt: skip
+        assert set(settings) == set(DSS_KEYS)
+        shards = [folder / f"shard{k}-of-{a.shards}.counts.tsv" for k in range(1, a.shards + 1)]
+        params = {"contrast": contrast, "code": "m", "max_memory_gb": a.max_memory_gb}
+        rows.append(run_script(folder, "dmr_counts", "dmr_counts.py", {
+            "input": {"fai": str(fai)}, "output": {"counts": [str(s) for s in shards]},
+            "params": params}))  # fmt: skip
+        print(rows[-1], flush=True)
+        for counts in shards:
+            rows.append(run_dss(folder, counts))
+            print(rows[-1], flush=True)
+    print("job                 sites   DMRs   wall s   CPU s  peak RSS GiB")
+    for r in rows:
+        print(f"{r['job']:<18} {r.get('sites', 0):>8,} {r.get('dmrs', 0):>6} "
+              f"{r['wall']:>8.1f} {r['cpu']:>7.1f} {r['rss_gib']:>10.2f}")  # fmt: skip
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    raise SystemExit(main())
