@@ -467,8 +467,8 @@ def test_memory_bound_mistakes_are_one_line(groups_clone, value, message):  # no
 
 
 def test_memory_bound_reaches_the_jobs(groups_clone):  # noqa: F811
-    """The bound: dmr_test's mem_mb for a cluster's scheduler; none without it (0)."""
-    assert build_with("dmr", max_memory_gb=2.5).dmr_test_resources() == {"mem_mb": 2560}
+    """The bound: dmr_test's mem_mib for a cluster's scheduler; none without it (0)."""
+    assert build_with("dmr", max_memory_gb=2.5).dmr_test_resources() == {"mem_mib": 2560}
     assert build_with("dmr", max_memory_gb=2.5).dmr_memory_bound() == 2.5
     assert build_with().dmr_test_resources() == {} and build_with().dmr_memory_bound() is None
     with pytest.raises(InputError) as err:

@@ -188,10 +188,10 @@ class RunPlan:
         return self.config["dmr"].get("max_memory_gb") or None
 
     def dmr_test_resources(self) -> dict[str, int]:
-        """Rule dmr_test's resources: mem_mb of the bound, for a cluster's scheduler (none
+        """Rule dmr_test's resources: mem_mib of the bound (GiB), for a cluster's scheduler (none
         without one)."""
         bound = self.dmr_memory_bound()
-        return {"mem_mb": math.ceil(bound * 1024)} if bound else {}
+        return {"mem_mib": math.ceil(bound * 1024)} if bound else {}
 
     def contrast_pattern(self) -> str:
         """A wildcard pattern matching the contrasts' names."""
