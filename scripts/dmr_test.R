@@ -55,6 +55,42 @@ write_table <- function(rows, columns, path) {
   }
 }
 
+# The process's peak resident memory (Linux's VmHWM), for the log of a job in regions.
+peak_memory <- function() {
+  status <- if (file.exists("/proc/self/status")) readLines("/proc/self/status") else character()
+  line <- grep("^VmHWM:", status, value = TRUE)
+  if (length(line) == 0) return("unknown")
+  sprintf("%.2f GiB", as.numeric(gsub("[^0-9]", "", line)) / 2^20)
+}
+
+# DMLtest and callDMR on the rows of one region (config dmr.max_memory_gb cuts a shard into
+# regions tested one after the other; without it, the whole shard is one): DSS's tables in the
+# input's contig order.
+test_region <- function(table, contrast, group1, group2, contigs) {
+  columns <- c(group1, group2)
+  bs <- makeBSseqData(lapply(columns, function(col) sample_frame(table, col)), columns)
+  sink(nullfile()) # DMLtest's progress bar (its messages and warnings still go to the log)
+  test <- DMLtest(
+    bs, group1 = group1, group2 = group2, smoothing = isTRUE(contrast$smoothing),
+    smoothing.span = contrast$smoothing_span, ncores = ncores
+  )
+  sink()
+  rm(bs)
+  dmrs <- NULL
+  if (nrow(test) > 0) {
+    dmrs <- callDMR(
+      test, delta = contrast$delta, p.threshold = contrast$p_threshold,
+      minlen = contrast$minlen, minCG = contrast$min_cg, dis.merge = contrast$dis_merge,
+      pct.sig = contrast$pct_sig
+    )
+  }
+  sites <- in_input_order(test, contigs, "pos")
+  if (!is.null(dmrs)) dmrs <- in_input_order(dmrs, contigs, "start")
+  rm(test)
+  invisible(gc())
+  list(sites = sites, dmrs = dmrs)
+}
+
 for (i in seq_along(contrasts)) {
   contrast <- contrasts[[i]]
   table <- fread(counts[[i]], sep = "\t", colClasses = list(character = "chrom"))
@@ -67,24 +103,28 @@ for (i in seq_along(contrasts)) {
   sites <- NULL
   dmrs <- NULL
   if (nrow(table) > 0) {
-    columns <- c(group1, group2)
-    bs <- makeBSseqData(lapply(columns, function(col) sample_frame(table, col)), columns)
-    sink(nullfile()) # DMLtest's progress bar (its messages and warnings still go to the log)
-    test <- DMLtest(
-      bs, group1 = group1, group2 = group2, smoothing = isTRUE(contrast$smoothing),
-      smoothing.span = contrast$smoothing_span, ncores = ncores
-    )
-    sink()
-    if (nrow(test) > 0) {
-      dmrs <- callDMR(
-        test, delta = contrast$delta, p.threshold = contrast$p_threshold,
-        minlen = contrast$minlen, minCG = contrast$min_cg, dis.merge = contrast$dis_merge,
-        pct.sig = contrast$pct_sig
-      )
-    }
     contigs <- unique(table$chrom)
-    sites <- in_input_order(test, contigs, "pos")
-    if (!is.null(dmrs)) dmrs <- in_input_order(dmrs, contigs, "start")
+    regions <- if ("region" %in% names(table)) split(seq_len(nrow(table)), table$region) else
+      list(seq_len(nrow(table)))
+    parts <- lapply(seq_along(regions), function(r) {
+      rows <- table[regions[[r]]]
+      part <- test_region(rows, contrast, group1, group2, contigs)
+      if (length(regions) > 1) {
+        cat(sprintf(
+          "region %d of %d: %d sites (%s to %s); the job so far: %.0f CPU s, peak memory %s\n",
+          r, length(regions), nrow(rows), rows$chrom[1], rows$chrom[nrow(rows)],
+          sum(proc.time()[c("user.self", "sys.self")]), peak_memory()
+        ))
+      }
+      part
+    })
+    sites <- do.call(rbind, lapply(parts, `[[`, "sites"))
+    dmrs <- do.call(rbind, lapply(parts, `[[`, "dmrs"))
+    rm(parts)
+    if (length(regions) > 1) {
+      sites$fdr <- p.adjust(sites$pval, method = "BH") # over the shard, as DSS over its input
+      if (!is.null(dmrs)) dmrs <- in_input_order(dmrs, contigs, "start")
+    }
   }
   line <- sprintf(
     "%s\t%d\t%d\t%d", contrast$name, nrow(table), if (is.null(sites)) 0L else nrow(sites),

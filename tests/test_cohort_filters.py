@@ -127,6 +127,31 @@ def test_a_sample_left_without_sites_is_named(tmp_path):
     assert len(lines) == 1 + len(beds)
 
 
+def test_an_unsorted_bedmethyl_is_merged_in_memory_and_said(tmp_path, capsys):
+    """The table streams the files as a k-way merge, which needs each in the reference's contig
+    order by position: a file that is not (its rows reversed here) is said in the job's log and
+    the table made in memory, the same table."""
+    beds, contigs = suite_case()
+    name, first = beds[0]
+    opener = gzip.open if str(first).endswith(".gz") else open
+    with opener(first, "rt") as handle:
+        lines = handle.readlines()
+    rows = [line for line in lines if not line.startswith("#")]
+    assert len(rows) > 10
+    unsorted = tmp_path / "unsorted.bed"
+    unsorted.write_text("".join([line for line in lines if line.startswith("#")] + rows[::-1]))
+    tables = [tmp_path / "sorted.bed.gz", tmp_path / "unsorted.bed.gz"]
+    written = write_cohort_table(tables[0], beds, contigs, batch_bytes=400)
+    assert capsys.readouterr().out == ""  # streamed
+    again = write_cohort_table(tables[1], [(name, unsorted), *beds[1:]], contigs, batch_bytes=400)
+    assert capsys.readouterr().out == (
+        f"cohort table: {unsorted} is not in the reference's contig order by position: the "
+        "table is made in memory at once (memory grows with the files)\n"
+    )
+    assert gzip.decompress(tables[1].read_bytes()) == gzip.decompress(tables[0].read_bytes())
+    assert again == written
+
+
 # ----------------------------------------------------------------------------------------------
 # The mistakes users make with the keys, through the plan's build (as the workflow reads them).
 
@@ -143,10 +168,11 @@ def groups_clone(tmp_path, monkeypatch) -> Path:
     return tmp_path
 
 
-def build_with(**cohort):
-    """The groups config's plan with these cohort: settings on the command line."""
+def build_with(section: str = "cohort", **settings):
+    """The groups config's plan with these settings of a section (cohort:) on the command
+    line."""
     files = [Path("config/config.yaml"), Path(".test/config-groups.yaml")]
-    given = {"cohort": cohort}
+    given = {section: settings}
     config = build.load_config(files, given)
     schemas = REPO / "workflow" / "schemas"
     return build.build(config, schemas=schemas, configfiles=files, given=given, cores=2)

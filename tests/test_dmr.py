@@ -18,8 +18,10 @@ from conftest import run_workflow
 from project import REPO
 from runs_modbam_short import as_the_clone
 from shared_runs import shared_run
+from test_cohort_filters import build_with, groups_clone  # noqa: F401 (a fixture)
 
-from numapore.methylation import dmr
+from numapore.base.errors import InputError
+from numapore.methylation import dmr, dmr_regions
 from numapore.simulate import read_model
 from numapore.simulate import reads as sim
 from numapore.simulate.truth import TruthSettings, layout
@@ -325,6 +327,33 @@ def test_contig_groups_whole_and_in_order():
     assert q[:4] == pytest.approx([0.04, 0.16 / 3, 0.16 / 3, 0.2]) and np.isnan(q[4])
 
 
+def test_regions_under_the_memory_bound_end_where_dss_joins_nothing():
+    """config dmr.max_memory_gb: a shard's sites cut into regions of at most the sites the
+    bound holds, each ending at a contig's end or before a gap wider than DSS looks across,
+    else (dense CpGs) at the widest gap within reach, counted."""
+    chrom = ["c1"] * 8 + ["c2"] * 4
+    pos = [1, 50, 100, 6000, 6050, 20000, 20100, 20200, 1, 2, 3, 4]
+    ids, forced = dmr_regions.region_ids(chrom, pos, None, 5000)
+    assert ids.tolist() == [1] * 12 and forced == 0  # no bound: the shard whole
+    ids, forced = dmr_regions.region_ids(chrom, pos, 5, 5000)
+    assert ids.tolist() == [1] * 5 + [2] * 3 + [3] * 4 and forced == 0
+    ids, forced = dmr_regions.region_ids(chrom, pos, 3, 5000)
+    assert ids.tolist() == [1, 1, 1, 2, 2, 3, 3, 3, 4, 5, 5, 5] and forced == 1
+    rng = np.random.default_rng(3)
+    pos = np.cumsum(rng.integers(1, 400, 5000) + (rng.random(5000) < 0.03) * 9000)
+    ids, forced = dmr_regions.region_ids(["c"] * 5000, pos, 300, 5000)
+    assert np.bincount(ids)[1:].max() <= 300 and forced == 0
+    starts = np.flatnonzero(np.diff(ids)) + 1
+    assert (pos[starts] - pos[starts - 1] > 5000).all()
+    settings = {"smoothing_span": 8000, "dis_merge": 100}
+    assert dmr_regions.safe_gap(settings) == 8000
+    assert dmr_regions.safe_gap({**settings, "smoothing_span": 500}) == dmr_regions.DSS_BUMP_SEP
+    for bound, samples, shard in ((4.0, 12, 0), (3.0, 4, 2_000_000), (1.5, 24, 100_000)):
+        most = dmr_regions.max_region_sites(bound, samples, shard)
+        assert dmr_regions.dss_gib(most, samples, shard) <= bound
+        assert dmr_regions.dss_gib(most + 1, samples, shard) > bound
+
+
 def test_merge_keeps_dss_values_and_shard_order(tmp_path):
     """dmr_merge's text: shards in order, DSS's values as written, 1-based positions made BED's;
     with several shards the fdr is recomputed over all of them."""
@@ -572,3 +601,35 @@ def test_an_empty_region_table_names_the_setting(groups_run, tmp_path, capsys):
         "(config regions.tiny)"
     )
     assert regions.write_stats([entity], str(bed), str(tmp_path / "s.tsv"), "tiny") == 1
+
+
+@pytest.mark.parametrize(
+    "value, message",
+    [
+        (
+            0.5,
+            "config dmr.max_memory_gb: 0.5 is too small for DSS on contrast 'case_vs_control' "
+            "(4 samples): R and DSS take 1 GiB before any site, 1.01 GiB with 10,000 sites; "
+            "give at least 1.1, or leave it unset (no bound)",
+        ),
+        ("4G", "--config dmr=...: dmr.max_memory_gb: '4G' is not of type 'number'"),
+        (-2, "--config dmr=...: dmr.max_memory_gb: -2 is less than the minimum of 0"),
+    ],
+)
+def test_memory_bound_mistakes_are_one_line(groups_clone, value, message):  # noqa: F811
+    """config dmr.max_memory_gb: stopped at the plan's build, before any job, one line."""
+    with pytest.raises(InputError) as err:
+        build_with("dmr", max_memory_gb=value)
+    assert str(err.value) == message
+
+
+def test_memory_bound_reaches_the_jobs(groups_clone):  # noqa: F811
+    """The bound: dmr_test's mem_mib for a cluster's scheduler; none without it (0)."""
+    assert build_with("dmr", max_memory_gb=2.5).dmr_test_resources() == {"mem_mib": 2560}
+    assert build_with("dmr", max_memory_gb=2.5).dmr_memory_bound() == 2.5
+    assert build_with().dmr_test_resources() == {} and build_with().dmr_memory_bound() is None
+    with pytest.raises(InputError) as err:
+        build_with("dmr", max_memory=4)
+    assert str(err.value) == (
+        "--config dmr=...: unknown config key 'dmr.max_memory'; did you mean `max_memory_gb`?"
+    )

@@ -20,6 +20,7 @@ rule dmr_counts:
     params:
         contrast=lambda wc: DMR_CONTRASTS[wc.contrast],
         code=config["dmr"]["code"],
+        max_memory_gb=PLAN.dmr_memory_bound(),
     script:
         "../../scripts/dmr_counts.py"
 
@@ -39,6 +40,8 @@ rule dmr_test:
     conda:
         "../../envs/dss.yaml"
     threads: 1
+    resources:
+        **PLAN.dmr_test_resources(),
     params:
         contrasts=[c.dss() for c in DMR_CONTRASTS.values()],
     script:

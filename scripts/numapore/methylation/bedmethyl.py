@@ -233,11 +233,16 @@ def polars_frame(path: str | os.PathLike, columns: Sequence[str] = NAMES) -> pl.
     """Columns (numapore's names) of a tab-delimited bedMethyl file, plain or gzip/BGZF (`#`
     lines skipped), as a polars frame: the whole file parsed in one call, for genome-scale files.
     Raises polars' errors for what is not a bedMethyl."""
+    with open_maybe_gzip(path, "rb") as handle:
+        return polars_rows(handle.read(), columns)
+
+
+def polars_rows(data: bytes, columns: Sequence[str] = NAMES) -> pl.DataFrame:
+    """Columns (numapore's names) of whole bedMethyl lines (`#` lines skipped) as a polars
+    frame. Raises polars' errors for what is not a bedMethyl."""
     import polars as pl
 
     kinds = {name: pl.Int64 if TYPES[name] is int else pl.String for name in columns}
-    with open_maybe_gzip(path, "rb") as handle:
-        data = handle.read()
     if not data.strip():
         return pl.DataFrame(schema=kinds)
     table = pl.read_csv(
@@ -245,3 +250,21 @@ def polars_frame(path: str | os.PathLike, columns: Sequence[str] = NAMES) -> pl.
         schema_overrides=kinds,
     )  # fmt: skip
     return table.select(columns)
+
+
+def polars_batches(
+    path: str | os.PathLike, columns: Sequence[str] = NAMES, batch_bytes: int = 16 << 20
+) -> Iterator[pl.DataFrame]:
+    """polars_frame's rows a batch of whole lines (about batch_bytes of text) at a time, in the
+    file's order: memory bounded by the batch, not the file."""
+    with open_maybe_gzip(path, "rb") as handle:
+        rest = b""
+        while True:
+            block = handle.read(batch_bytes)
+            data = rest + block
+            cut = data.rfind(b"\n") + 1 if block else len(data)
+            rest = data[cut:]
+            if cut:
+                yield polars_rows(data[:cut], columns)
+            if not block:
+                return

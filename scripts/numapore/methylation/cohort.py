@@ -18,19 +18,27 @@ summed counts, only when its row there has at least min_sample_coverage valid co
 kept when at least min_samples samples count there (a sample is counted once, however many rows
 its file has there).
 
+Memory. The table is written as a k-way merge of the samples' files, each read a batch at a
+time: the rows of all samples up to the smallest position any sample's batch reaches are joined
+and written, then the next batch is read. Its memory is that of a batch per sample, whatever the
+genome's size. This needs each file in the reference's contig order, by position (modkit's
+pileup and numapore's write them so); a file that is not is said in the job's log and the table
+is then made in memory at once (memory growing with the files).
+
     write_cohort_table(out, [("s1", bed1), ("s2", bed2)], contigs)   # bgzipped, tabix-indexed
     write_cohort_table(out, beds, contigs, Filters(min_samples=2, min_sample_coverage=5))
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import polars as pl
 
-from numapore.methylation.bedmethyl import COLOUR, COLUMNS, code_key, percent_modified, polars_frame
+from numapore.methylation.bedmethyl import COLOUR, COLUMNS, code_key, percent_modified
+from numapore.methylation.bedmethyl import polars_batches, polars_frame
 from numapore.methylation.bgzf import write_indexed_bed
 
 COUNTS = ["n_mod", "n_canonical", "n_other_mod", "n_delete", "n_fail", "n_diff", "n_nocall"]
@@ -107,19 +115,37 @@ def header_line(samples: Sequence[str]) -> str:
     return "#" + "\t".join([*COLUMNS, *sample_columns(samples)]) + "\n"
 
 
+READ_COLUMNS = ["chrom", "start", "end", "name", "strand", "valid_cov", *COUNTS]
+BATCH_BYTES = 8 << 20  # of each sample's text read at a time (~100,000 rows)
+
+
 def read_sample(path: Path, index: int) -> pl.DataFrame:
     """A bedMethyl file's rows (gzip/BGZF or plain; `#` lines skipped): the site, the code of its
     name column, the eight counts, and the sample's index."""
-    columns = ["chrom", "start", "end", "name", "strand", "valid_cov", *COUNTS]
     try:
-        table = polars_frame(path, columns)
+        table = polars_frame(path, READ_COLUMNS)
     except pl.exceptions.PolarsError as err:
         raise CohortError(f"{path}: not a bedMethyl file: {err}") from err
+    return sample_rows(table, index)
+
+
+def sample_rows(table: pl.DataFrame, index: int) -> pl.DataFrame:
+    """read_sample's columns of a bedMethyl's rows."""
     return table.select(
         "chrom", "start", "end",
         pl.col("name").str.split(",").list.first().alias("code"),
         "strand", pl.col("valid_cov").alias("valid"), *COUNTS, sample=pl.lit(index, pl.Int32),
     )  # fmt: skip
+
+
+def ranked(rows: pl.DataFrame, order: dict[str, int]) -> pl.DataFrame:
+    """rows with their contig's rank in the reference (CohortError naming contigs it has not)."""
+    unknown = set(rows["chrom"].unique()) - set(order)
+    if unknown:
+        raise CohortError(f"contig(s) {', '.join(sorted(unknown)[:3])} not in the reference")
+    return rows.with_columns(
+        contig_rank=pl.col("chrom").replace_strict(order, return_dtype=pl.Int64)
+    )
 
 
 def cohort_frame(
@@ -138,9 +164,16 @@ def filtered_frame(
     samples = [name for name, _ in beds]
     rows = pl.concat([read_sample(Path(path), i) for i, (_, path) in enumerate(beds)])
     read = per_sample(rows, samples)
-    unknown = set(rows["chrom"].unique()) - set(contigs)
-    if unknown:
-        raise CohortError(f"contig(s) {', '.join(sorted(unknown)[:3])} not in the reference")
+    rows = ranked(rows, {name: i for i, name in enumerate(contigs)})
+    frame, kept = pooled_frame(rows, samples, filters)
+    return frame, read, kept
+
+
+def pooled_frame(
+    rows: pl.DataFrame, samples: Sequence[str], filters: Filters
+) -> tuple[pl.DataFrame, dict[str, int]]:
+    """The table's rows (in modkit's order) of the samples' rows (read_sample's, ranked), and
+    per sample those of its sites the table kept."""
     if filters.min_sample_coverage > 0:
         rows = rows.filter(pl.col("valid") >= filters.min_sample_coverage)
     key = ["chrom", "start", "code", "strand"]
@@ -149,6 +182,7 @@ def filtered_frame(
         .group_by(key, maintain_order=True)
         .agg(
             pl.col("end").first(),
+            pl.col("contig_rank").first(),
             pl.col("valid").sum(),
             *(pl.col(c).sum() for c in COUNTS),
             pl.col("sample").n_unique().alias("samples_here"),
@@ -165,16 +199,14 @@ def filtered_frame(
         if column not in pooled.columns:  # a sample without any row
             pooled = pooled.with_columns(pl.lit(0, pl.Int64).alias(column))
     pooled = pooled.with_columns(pl.col(c).fill_null(0) for c in sample_columns(samples))
-    order = {name: i for i, name in enumerate(contigs)}
     codes = pooled["code"].unique().to_list()
     code_rank = {c: i for i, c in enumerate(sorted(codes, key=code_key))}
     frame = pooled.with_columns(
-        contig_rank=pl.col("chrom").replace_strict(order, return_dtype=pl.Int64),
         strand_rank=pl.col("strand").replace_strict(STRAND_ORDER, return_dtype=pl.Int64),
         code_rank=pl.col("code").replace_strict(code_rank, return_dtype=pl.Int64),
     ).sort("contig_rank", "start", "strand_rank", "code_rank")
     kept = per_sample(rows.join(frame.select(key), on=key, how="semi", nulls_equal=True), samples)
-    return frame, read, kept
+    return frame, kept
 
 
 def per_sample(rows: pl.DataFrame, samples: Sequence[str]) -> dict[str, int]:
@@ -185,14 +217,105 @@ def per_sample(rows: pl.DataFrame, samples: Sequence[str]) -> dict[str, int]:
 
 def cohort_lines(frame: pl.DataFrame, samples: Sequence[str]) -> Iterator[str]:
     """The table's lines (without the header): modkit merge's 18 columns, then the samples'."""
-    per_sample = sample_columns(samples)
-    columns = ["chrom", "start", "end", "code", "valid", "strand", *COUNTS, *per_sample]
-    for row in frame.select(columns).iter_rows():
-        chrom, start, end, code, valid, strand, *rest = row
-        counts, own = rest[: len(COUNTS)], rest[len(COUNTS) :]
-        fields = [chrom, start, end, code, valid, strand, start, end, COLOUR, valid,
-                  percent_modified(counts[0], valid), *counts, *own]  # fmt: skip
-        yield "\t".join(map(str, fields)) + "\n"
+    text = cohort_text(frame, samples)
+    yield from text.splitlines(keepends=True)
+
+
+def cohort_text(frame: pl.DataFrame, samples: Sequence[str]) -> str:
+    """cohort_lines' text, made column-wise (the percent computed once per distinct pair of
+    N_mod and valid coverage)."""
+    if frame.height == 0:
+        return ""
+    pairs = frame.select("n_mod", "valid").unique()
+    percent = pairs.with_columns(
+        percent=pl.Series([percent_modified(m, v) for m, v in pairs.iter_rows()], dtype=pl.String)
+    )
+    with_percent = frame.join(percent, on=["n_mod", "valid"], how="left", maintain_order="left")
+    fields = ["chrom", "start", "end", "code", "valid", "strand", "start", "end",
+              pl.lit(COLOUR), "valid", "percent", *COUNTS, *sample_columns(samples)]  # fmt: skip
+    lines = with_percent.select(
+        pl.concat_str([pl.col(f) if isinstance(f, str) else f for f in fields], separator="\t")
+    ).to_series()
+    return "\n".join(lines) + "\n"
+
+
+class NotSorted(Exception):
+    """A bedMethyl file not in the reference's contig order, by position."""
+
+
+class SampleReader:
+    """One sample's rows a batch at a time (read_sample's columns, ranked), with the sort key
+    (contig rank, start) checked to never decrease."""
+
+    SHIFT = 1 << 40  # key = contig rank * SHIFT + start
+
+    def __init__(self, path: Path, index: int, order: dict[str, int], batch_bytes: int):
+        self.path = Path(path)
+        self.batches = polars_batches(path, READ_COLUMNS, batch_bytes)
+        self.index, self.order = index, order
+        self.pending = pl.DataFrame()
+        self.done = False
+        self.read = 0
+        self.last = -1
+
+    def pull(self) -> None:
+        """Read batches until one has rows (or the file ends), after the pending rows."""
+        while not self.done:
+            try:
+                batch = next(self.batches)
+            except StopIteration:
+                self.done = True
+                return
+            except pl.exceptions.PolarsError as err:
+                raise CohortError(f"{self.path}: not a bedMethyl file: {err}") from err
+            if batch.height == 0:
+                continue
+            rows = ranked(sample_rows(batch, self.index), self.order)
+            rows = rows.with_columns(key=pl.col("contig_rank") * self.SHIFT + pl.col("start"))
+            keys = rows["key"]
+            if keys[0] < self.last or not keys.diff().drop_nulls().ge(0).all():
+                raise NotSorted(str(self.path))
+            self.last = keys[-1]
+            self.read += rows.height
+            self.pending = rows if self.pending.height == 0 else pl.concat([self.pending, rows])
+            return
+
+    def take_before(self, key: int | None) -> pl.DataFrame:
+        """The pending rows before key (all with None), taken out."""
+        if key is None or self.pending.height == 0:
+            out, self.pending = self.pending, pl.DataFrame()
+            return out
+        cut = int(self.pending["key"].search_sorted(key, side="left"))
+        out, self.pending = self.pending[:cut], self.pending[cut:]
+        return out
+
+
+def merged_chunks(
+    beds: Sequence[tuple[str, Path]], contigs: Sequence[str], batch_bytes: int
+) -> tuple[list[SampleReader], Iterator[pl.DataFrame]]:
+    """The samples' readers, and their rows in consecutive runs of positions (each run every
+    sample's rows there, read_sample's columns ranked): a k-way merge of the sorted files."""
+    order = {name: i for i, name in enumerate(contigs)}
+    readers = [SampleReader(path, i, order, batch_bytes) for i, (_, path) in enumerate(beds)]
+
+    def chunks() -> Iterator[pl.DataFrame]:
+        for reader in readers:
+            reader.pull()
+        while True:
+            live = [r for r in readers if not r.done]
+            # every row before the smallest last position of a live sample is complete
+            boundary = min((r.last for r in live), default=None)
+            parts = [r.take_before(boundary) for r in readers]
+            parts = [part.drop("key") for part in parts if part.height]
+            if parts:
+                yield pl.concat(parts)
+            if boundary is None:
+                return
+            for reader in live:
+                if reader.last == boundary:
+                    reader.pull()
+
+    return readers, chunks()
 
 
 def write_cohort_table(
@@ -200,22 +323,47 @@ def write_cohort_table(
     beds: Sequence[tuple[str, Path]],
     contigs: Sequence[str],
     filters: Filters = Filters(),
+    batch_bytes: int = BATCH_BYTES,
 ) -> Written:
     """Write the cohort table of beds ((sample, bedMethyl) in the run's order) to out, bgzipped
-    with its tabix index (out.tbi); return what it wrote."""
+    with its tabix index (out.tbi); return what it wrote. Streamed (the module's Memory), or in
+    memory at once when a file is not sorted (said on stdout, the job's log)."""
     samples = [name for name, _ in beds]
+    try:
+        return _write_streamed(out, beds, contigs, filters, batch_bytes)
+    except NotSorted as err:
+        print(
+            f"cohort table: {err} is not in the reference's contig order by position: the "
+            "table is made in memory at once (memory grows with the files)"
+        )
     frame, read, kept = filtered_frame(beds, contigs, filters)
-
-    def chunks() -> Iterator[bytes]:
-        """The header, then the rows, a block at a time."""
-        yield header_line(samples).encode()
-        block: list[str] = []
-        for line in cohort_lines(frame, samples):
-            block.append(line)
-            if len(block) == 100_000:
-                yield "".join(block).encode()
-                block = []
-        yield "".join(block).encode()
-
-    write_indexed_bed(out, chunks())
+    write_indexed_bed(out, _text_blocks(samples, [frame]))
     return Written(frame.height, read, kept)
+
+
+def _write_streamed(out, beds, contigs, filters, batch_bytes) -> Written:
+    """write_cohort_table's k-way merge (NotSorted when a file is not sorted)."""
+    samples = [name for name, _ in beds]
+    readers, chunks = merged_chunks(beds, contigs, batch_bytes)
+    rows = 0
+    kept = dict.fromkeys(samples, 0)
+
+    def frames() -> Iterator[pl.DataFrame]:
+        nonlocal rows
+        for chunk in chunks:
+            frame, kept_here = pooled_frame(chunk, samples, filters)
+            rows += frame.height
+            for sample, count in kept_here.items():
+                kept[sample] += count
+            yield frame
+
+    write_indexed_bed(out, _text_blocks(samples, frames()))
+    return Written(rows, {s: r.read for s, r in zip(samples, readers, strict=True)}, kept)
+
+
+def _text_blocks(samples: Sequence[str], frames: Iterable[pl.DataFrame]) -> Iterator[bytes]:
+    """The table's text: the header, then the frames' rows, a block at a time."""
+    yield header_line(samples).encode()
+    for frame in frames:
+        for start in range(0, frame.height, 100_000):
+            yield cohort_text(frame.slice(start, 100_000), samples).encode()

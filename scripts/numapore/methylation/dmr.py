@@ -42,6 +42,7 @@ from typing import Any
 
 from numapore.base.errors import InputError
 from numapore.base.textfiles import open_maybe_gzip
+from numapore.methylation.dmr_regions import check_bound
 
 # config dmr: keys DSS's functions take, as a contrast may override them
 DSS_KEYS = (
@@ -129,6 +130,8 @@ def plan(
             listed = ", ".join(f"{s}: {references[s]}" for s in sorted(samples))
             raise InputError(f"{where}: its samples are on different references ({listed})")
         out.append(Contrast(**{**vars(contrast), "reference": refs[0]}))
+        columns = len(contrast.group1) + len(contrast.group2)
+        check_bound(dmr.get("max_memory_gb") or None, name, columns)
     return out
 
 
@@ -271,18 +274,43 @@ def check_sides(contrast: Contrast, code: str, table) -> None:
 
 
 def write_counts(
-    contrast: Contrast, code: str, contigs: Sequence[str], outputs: Sequence[str]
+    contrast: Contrast,
+    code: str,
+    contigs: Sequence[str],
+    outputs: Sequence[str],
+    max_memory_gb: float | None = None,
+    say: Callable[[str], None] | None = None,
 ) -> list[list[str]]:
     """Write the contrast's counts cut into len(outputs) contig groups (TSV each, header
-    first); return the groups' contigs."""
+    first, a region column last: numapore.methylation.dmr_regions under max_memory_gb, config
+    dmr.max_memory_gb); return the groups' contigs. say: told each shard's regions."""
     import polars as pl
+
+    from numapore.methylation import dmr_regions
 
     table = count_table(contrast, code, contigs)
     check_sides(contrast, code, table)
     per_contig = dict(table.group_by("chrom", maintain_order=True).len().iter_rows())
     groups = contig_groups(per_contig, len(outputs))
-    for members, path in zip(groups, outputs, strict=True):
-        table.filter(pl.col("chrom").is_in(members)).write_csv(path, separator="\t")
+    samples = len(contrast.group1) + len(contrast.group2)
+    gap = dmr_regions.safe_gap(contrast.settings) if max_memory_gb is not None else 0
+    for k, (members, path) in enumerate(zip(groups, outputs, strict=True), 1):
+        shard = table.filter(pl.col("chrom").is_in(members))
+        most = None
+        if max_memory_gb is not None:
+            most = dmr_regions.max_region_sites(max_memory_gb, samples, shard.height)
+            if most < dmr_regions.SMALLEST_REGION:
+                raise InputError(
+                    f"config dmr.max_memory_gb: {max_memory_gb:g} GiB cannot hold DSS's counts "
+                    f"of shard {k} of contrast '{contrast.name}' ({shard.height:,} sites x "
+                    f"{samples} samples) and a region of them: raise it, or raise scatter.dmr"
+                )
+        ids, forced = dmr_regions.region_ids(shard["chrom"], shard["pos"], most, gap)
+        shard.with_columns(region=pl.Series(ids)).write_csv(path, separator="\t")
+        if say and shard.height:
+            bound = f"at most {most:,} sites each" if most else "no bound"
+            dense = f", {forced} cut in CpGs closer than {gap} bases" if forced else ""
+            say(f"shard {k}: {shard.height:,} sites in {int(ids[-1])} region(s) ({bound}{dense})")
     return groups
 
 

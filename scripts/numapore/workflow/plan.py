@@ -7,6 +7,7 @@ common.smk only asks it; a test can build it without Snakemake."""
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -181,6 +182,16 @@ class RunPlan:
         nothing without any, so that such a run has the params (and reruns) of one before."""
         chosen = {k: v for k, v in self.host.overrides.items() if k in names}
         return {"overrides": chosen} if chosen else {}
+
+    def dmr_memory_bound(self) -> float | None:
+        """The memory bound (GiB) of each DSS job (config dmr.max_memory_gb; None: none)."""
+        return self.config["dmr"].get("max_memory_gb") or None
+
+    def dmr_test_resources(self) -> dict[str, int]:
+        """Rule dmr_test's resources: mem_mib of the bound (GiB), for a cluster's scheduler (none
+        without one)."""
+        bound = self.dmr_memory_bound()
+        return {"mem_mib": math.ceil(bound * 1024)} if bound else {}
 
     def contrast_pattern(self) -> str:
         """A wildcard pattern matching the contrasts' names."""
