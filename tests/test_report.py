@@ -194,6 +194,7 @@ def test_tracks_listed_in_the_report_and_opened_in_igv(report_run, tmp_path):
     assert igv_missing() == [], "./setup.sh --tests installs igv, xvfb and xauth"
     work, _ = report_run
     sessions: dict[str, list[Path]] = {}
+    genomes: dict[str, Path] = {}
     for sample in SAMPLES:
         listed = figure_data(work, sample, "tracks")
         tracks = sorted(out(work, sample, "tracks").glob("*.bw"))
@@ -209,15 +210,14 @@ def test_tracks_listed_in_the_report_and_opened_in_igv(report_run, tmp_path):
         folder = (work / session).parent
         fasta = Path(os.path.normpath(folder / root.get("genome")))
         assert fasta.parent.parent == work / "results/references" and fasta.exists()
+        genomes[session] = fasta
         shown = [Path(os.path.normpath(folder / r.get("path"))) for r in root.iter("Resource")]
         assert shown == tracks
     session = next(s for s, t in sessions.items() if t[0].name.startswith("demo."))
     with pybigtools.open(str(sessions[session][0])) as track:
         chrom, start, _, _ = next((c, *r) for c in track.chroms() for r in track.records(c))
-    root = ET.parse(work / session).getroot()
-    fasta = (work / session).parent / root.get("genome")
     png, errors = igv_snapshot(
-        work / session, fasta, f"{chrom}:{start + 1}-{start + 2000}", tmp_path
+        work / session, genomes[session], f"{chrom}:{start + 1}-{start + 2000}", tmp_path
     )
     assert errors == [], (tmp_path / "igv.log").read_text()[-3000:]
     pixels = np.asarray(matplotlib.image.imread(png))[..., :3]

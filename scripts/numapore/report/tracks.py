@@ -5,7 +5,6 @@ the report's page listing a sample's tracks with what each holds."""
 from __future__ import annotations
 
 import html
-import math
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -46,15 +45,19 @@ def write_igv_session(
         tmp.write_text(text)
 
 
+def track_summary(path: str | os.PathLike) -> tuple[int, float, float]:
+    """A track's intervals and their lowest and highest value, from the summary its header
+    keeps (no pass over its records): tobigwig writes one interval per position, so the
+    bases covered are its intervals."""
+    with pybigtools.open(str(path)) as track:
+        summary = track.info()["summary"]
+    return int(summary["basesCovered"]), summary["min"], summary["max"]
+
+
 def track_facts(path: str | os.PathLike) -> dict:
     """What a track holds: its name's parts, its intervals and their range of values."""
     sample, aligner, motif, part, codes = Path(path).name.removesuffix(".bw").split(".")
-    count, low, high = 0, math.inf, -math.inf
-    with pybigtools.open(str(path)) as track:
-        for chrom in track.chroms():
-            for _, _, value in track.records(chrom):
-                count += 1
-                low, high = min(low, value), max(high, value)
+    count, low, high = track_summary(path)
     values = [round(low, 6), round(high, 6)] if count else None
     return {
         "file": Path(path).name,
