@@ -63,16 +63,38 @@ peak_memory <- function() {
   sprintf("%.2f GiB", as.numeric(gsub("[^0-9]", "", line)) / 2^20)
 }
 
+# Which of a region's sites have a valid call in any of columns.
+covers <- function(table, columns) {
+  Reduce(`|`, lapply(columns, function(col) table[[paste0("N.", col)]] > 0))
+}
+
 # DMLtest and callDMR on the rows of one region (config dmr.max_memory_gb cuts a shard into
 # regions tested one after the other; without it, the whole shard is one): DSS's tables in the
 # input's contig order.
 test_region <- function(table, contrast, group1, group2, contigs) {
   columns <- c(group1, group2)
+  side1 <- covers(table, group1)
+  side2 <- covers(table, group2)
+  covered1 <- sum(side1)
+  covered2 <- sum(side2)
+  # DSS tests the sites both sides cover; with none, DMLtest stops with an R error
+  if (!any(side1 & side2)) {
+    cat(sprintf(
+      "no site of %s to %s is covered on both sides (%d by %s, %d by %s): nothing to test\n",
+      table$chrom[1], table$chrom[nrow(table)], covered1, contrast$label1, covered2,
+      contrast$label2
+    ))
+    return(list(sites = NULL, dmrs = NULL))
+  }
+  # DSS's one-core dispersion loop (2.46, and its source today) stops with "missing value where
+  # TRUE/FALSE needed" when a side covers 50 sites or fewer: its progress step, round(sites /
+  # 100), is 0. Its parallel loop computes the same values without that step.
+  cores <- if (ncores == 1L && min(covered1, covered2) < 100L) 2L else ncores
   bs <- makeBSseqData(lapply(columns, function(col) sample_frame(table, col)), columns)
   sink(nullfile()) # DMLtest's progress bar (its messages and warnings still go to the log)
   test <- DMLtest(
     bs, group1 = group1, group2 = group2, smoothing = isTRUE(contrast$smoothing),
-    smoothing.span = contrast$smoothing_span, ncores = ncores
+    smoothing.span = contrast$smoothing_span, ncores = cores
   )
   sink()
   rm(bs)
@@ -121,7 +143,7 @@ for (i in seq_along(contrasts)) {
     sites <- do.call(rbind, lapply(parts, `[[`, "sites"))
     dmrs <- do.call(rbind, lapply(parts, `[[`, "dmrs"))
     rm(parts)
-    if (length(regions) > 1) {
+    if (length(regions) > 1 && !is.null(sites)) {
       sites$fdr <- p.adjust(sites$pval, method = "BH") # over the shard, as DSS over its input
       if (!is.null(dmrs)) dmrs <- in_input_order(dmrs, contigs, "start")
     }

@@ -423,6 +423,173 @@ def test_a_side_without_calls_of_the_code_is_refused_before_dss(tmp_path):
     assert dmr.write_counts(contrast, "m", ["c1"], out) == [["c1"]]
 
 
+def cohort_bedmethyls(folder: Path, samples: list[str], seed: int = 5) -> dict[str, str]:
+    """Small bedMethyl files as modkit pileup writes them (sorted; codes h and m at each site,
+    strand '.'): three contigs, each sample missing some sites."""
+    rng = np.random.default_rng(seed)
+    row = "{c}\t{s}\t{e}\t{code}\t{n}\t.\t{s}\t{e}\t255,0,0\t{n}\t50.00\t{x}\t{r}\t0\t0\t0\t0\t0\n"
+    paths = {}
+    for sample in samples:
+        lines = []
+        for contig, sites in (("c1", 400), ("c2", 30), ("c3", 250)):
+            for pos in np.cumsum(rng.integers(2, 60, sites)):
+                if rng.random() < 0.2:
+                    continue
+                n = int(rng.integers(1, 30))
+                for code in ("h", "m"):
+                    x = int(rng.integers(0, n + 1))
+                    lines.append(row.format(c=contig, s=pos, e=pos + 1, code=code, n=n, x=x,
+                                            r=n - x))  # fmt: skip
+        paths[sample] = str(folder / f"{sample}.bedmethyl")
+        Path(paths[sample]).write_text("".join(lines))
+    return paths
+
+
+def test_counts_streamed_equal_the_counts_made_at_once(tmp_path):
+    """The counts job streams the bedMethyl files (a small batch: many runs of positions) and
+    writes each contig group from its scratch table: every shard's bytes equal those of the
+    table made in memory at once, and nothing else is left beside them."""
+    samples = ["a1", "a2", "b1", "b2"]
+    sources = cohort_bedmethyls(tmp_path, samples)
+    config = yaml.safe_load((REPO / "config/config.yaml").read_text())["dmr"]
+    settings = {key: config[key] for key in dmr.DSS_KEYS}  # safe_gap's under a bound
+    contrast = dmr.Contrast("a_vs_b", "groups", "A", "B", ("a1", "a2"), ("b1", "b2"), sources,
+                            settings)  # fmt: skip
+    said: list[str] = []
+    for shards, bound in ((1, None), (2, 1.2), (4, None)):
+        streamed = [str(tmp_path / f"s{k}.tsv") for k in range(shards)]
+        at_once = [str(tmp_path / f"m{k}.tsv") for k in range(shards)]
+        groups = dmr.write_counts(contrast, "m", ["c1", "c2", "c3"], streamed, bound, said.append,
+                                  batch_bytes=4096)  # fmt: skip
+        assert groups == dmr._write_in_memory(contrast, "m", ["c1", "c2", "c3"], at_once, bound,
+                                              None)  # fmt: skip
+        for ours, reference in zip(streamed, at_once, strict=True):
+            assert Path(ours).read_bytes() == Path(reference).read_bytes()
+        assert sum(len(Path(p).read_text().splitlines()) - 1 for p in streamed) > 500
+    assert sorted(f.name for f in tmp_path.glob("s*")) == [f"s{k}.tsv" for k in range(4)]
+    assert not [line for line in said if "in memory" in line]
+
+
+def test_counts_of_an_unsorted_bedmethyl_are_made_at_once_and_said(tmp_path):
+    """A bedMethyl not in the reference's order by position, or with a contig the reference has
+    not: one line in the job's log, and the counts made in memory at once, the same bytes; a
+    file that is not a bedMethyl: one line naming it."""
+    sources = cohort_bedmethyls(tmp_path, ["a", "b"])
+    lines = Path(sources["b"]).read_text().splitlines(keepends=True)
+    Path(sources["b"]).write_text("".join(lines[10:] + lines[:10]))
+    contrast = dmr.Contrast("a_vs_b", "groups", "A", "B", ("a",), ("b",), sources)
+    said: list[str] = []
+    out = [str(tmp_path / "counts.tsv")]
+    dmr.write_counts(contrast, "m", ["c1", "c2", "c3"], out, None, said.append)
+    assert said[0] == (
+        f"DMR counts: {sources['b']} is not in the reference's contig order by position: the "
+        "counts are made in memory at once"
+    )
+    dmr._write_in_memory(contrast, "m", ["c1", "c2", "c3"], [str(tmp_path / "m.tsv")], None, None)
+    assert Path(out[0]).read_bytes() == (tmp_path / "m.tsv").read_bytes()
+    Path(sources["b"]).write_text("".join(lines))  # sorted again
+    dmr.write_counts(contrast, "m", ["c1", "c2"], out, None, said.append)  # c3 unknown
+    assert [line for line in said if line.startswith("DMR counts:")][-1] == (
+        "DMR counts: a bedMethyl has contig(s) c3 not in the reference: the counts are made in "
+        "memory at once"
+    )
+    assert Path(out[0]).read_bytes() == (tmp_path / "m.tsv").read_bytes()  # c3 last, as before
+    Path(sources["b"]).write_text("not\ta bedMethyl\n")
+    with pytest.raises(dmr.InputError, match=f"^{sources['b']}: not a bedMethyl file"):
+        dmr.write_counts(contrast, "m", ["c1", "c2", "c3"], out)
+
+
+def test_sides_with_no_common_site_are_refused_before_dss(tmp_path):
+    """The counts job: two sides that each have calls but at no common site (samples of
+    different panels) stop with one line naming both sides and their files, before DSS."""
+    row = "c1\t{0}\t{1}\tm\t1\t+\t{0}\t{1}\t255,0,0\t4\t50.00\t2\t2\t0\t0\t0\t0\t0\n"
+    a, b = tmp_path / "a.bedmethyl", tmp_path / "b.bedmethyl"
+    a.write_text(row.format(10, 11) + row.format(20, 21))
+    b.write_text(row.format(30, 31))
+    contrast = dmr.Contrast(
+        "a_vs_b", "groups", "A", "B", ("a",), ("b",), {"a": str(a), "b": str(b)}
+    )  # fmt: skip
+    out = [str(tmp_path / "counts.tsv")]
+    with pytest.raises(dmr.InputError) as err:
+        dmr.write_counts(contrast, "m", ["c1"], out)
+    assert str(err.value) == (
+        f"DMR contrast 'a_vs_b': group 'A' ({a}) and group 'B' ({b}) have no site with valid "
+        "calls of code 'm' in common: DSS would test no site"
+    )
+    assert not Path(out[0]).exists()
+    b.write_text(row.format(30, 31) + row.format(20, 21))
+    assert dmr.write_counts(contrast, "m", ["c1"], out) == [["c1"]]
+
+
+# The rule's R script on a counts table of two regions: one of 30 sites both sides cover (DSS's
+# one-core loop stops on 50 or fewer), one that only side A covers.
+DMR_TEST_RULE = """
+rule dmr_test:
+    input:
+        counts=["counts.tsv"],
+    output:
+        sites=["sites.tsv"],
+        dmrs=["dmrs.tsv"],
+        summary="summary.tsv",
+    log:
+        "dmr_test.log",
+    threads: 1
+    params:
+        contrasts=[{contrast}],
+    script:
+        "{script}"
+"""
+
+SMALL_BY_HAND = r"""
+suppressPackageStartupMessages(library(DSS))
+library(data.table)
+t <- fread("counts.tsv", colClasses = list(character = "chrom"))[region == 1]
+frame <- function(s) t[get(paste0("N.", s)) > 0,
+  .(chr = chrom, pos = pos, N = get(paste0("N.", s)), X = get(paste0("X.", s)))]
+bs <- makeBSseqData(lapply(c("a1", "a2", "b1", "b2"), frame), c("a1", "a2", "b1", "b2"))
+invisible(capture.output(test <- DMLtest(bs, group1 = c("a1", "a2"), group2 = c("b1", "b2"),
+  smoothing = TRUE, smoothing.span = 500, ncores = 2)))
+fwrite(as.data.frame(test), "by_hand.sites.tsv", sep = "	", quote = FALSE)
+"""
+
+
+def test_dss_on_small_regions_and_regions_one_side_covers(tmp_path):
+    """The dmr_test job (threads 1) through Snakemake: a region of 30 sites (which DSS's
+    one-core loop cannot take) gives DSS's own per-site table, every column, as DSS run by hand
+    on it; a region only one side covers is said in the log and tested for nothing; the job
+    ends, its summary counting the 30."""
+    columns = ["a1", "a2", "b1", "b2"]
+    lines = ["chrom\tpos\t" + "\t".join(f"N.{c}\tX.{c}" for c in columns) + "\tregion"]
+    for i in range(30):
+        counts = [(10 + (i + k) % 7, (i * (k + 3)) % (10 + (i + k) % 7)) for k in range(4)]
+        lines.append(f"c1\t{100 + 40 * i}\t" + "\t".join(f"{n}\t{x}" for n, x in counts) + "\t1")
+    for i in range(20):
+        lines.append(f"c2\t{100 + 40 * i}\t12\t6\t12\t3\t0\t0\t0\t0\t2")
+    (tmp_path / "counts.tsv").write_text("\n".join(lines) + "\n")
+    contrast = {
+        "name": "small", "label1": "A", "label2": "B", "group1": ["a1", "a2"],
+        "group2": ["b1", "b2"], "smoothing": True, "smoothing_span": 500, "delta": 0.1,
+        "p_threshold": 1e-5, "minlen": 50, "min_cg": 3, "dis_merge": 100, "pct_sig": 0.5,
+    }  # fmt: skip
+    (tmp_path / "Snakefile").write_text(
+        DMR_TEST_RULE.format(contrast=repr(contrast), script=REPO / "scripts" / "dmr_test.R")
+    )
+    done = subprocess.run(
+        [str(REPO / ".venv/bin/snakemake"), "--cores", "1", "--quiet"],
+        cwd=tmp_path, capture_output=True, text=True,
+    )  # fmt: skip
+    log = (tmp_path / "dmr_test.log").read_text() if (tmp_path / "dmr_test.log").exists() else ""
+    assert done.returncode == 0, done.stderr[-3000:] + log[-3000:]
+    assert "no site of c2 to c2 is covered on both sides (20 by A, 0 by B): nothing to test" in log
+    assert (tmp_path / "summary.tsv").read_text().splitlines()[1:] == ["small\t50\t30\t0"]
+    (tmp_path / "by_hand.R").write_text(SMALL_BY_HAND)
+    hand = subprocess.run(["Rscript", "by_hand.R"], cwd=tmp_path, capture_output=True, text=True)
+    assert hand.returncode == 0, hand.stderr[-3000:]
+    ours = (tmp_path / "sites.tsv").read_text().splitlines()
+    assert len(ours) == 31
+    assert ours == (tmp_path / "by_hand.sites.tsv").read_text().splitlines()
+
+
 def test_tracks_of_the_run(groups_run):
     """.test/config-groups.yaml's tracks (mod_codes [m]): case1's bigWig and its haplotype 1's
     hold, per position, the percent modified of the bedMethyl's m rows, as modkit's bedmethyl

@@ -49,6 +49,10 @@ class CohortError(ValueError):
     """A bedMethyl file the cohort table cannot read."""
 
 
+class UnknownContig(CohortError):
+    """Rows on a contig the reference has not."""
+
+
 @dataclass(frozen=True)
 class Filters:
     """Which sites the table keeps (config cohort:; modkit 0.6.4's merge options): those where
@@ -142,7 +146,7 @@ def ranked(rows: pl.DataFrame, order: dict[str, int]) -> pl.DataFrame:
     """rows with their contig's rank in the reference (CohortError naming contigs it has not)."""
     unknown = set(rows["chrom"].unique()) - set(order)
     if unknown:
-        raise CohortError(f"contig(s) {', '.join(sorted(unknown)[:3])} not in the reference")
+        raise UnknownContig(f"contig(s) {', '.join(sorted(unknown)[:3])} not in the reference")
     return rows.with_columns(
         contig_rank=pl.col("chrom").replace_strict(order, return_dtype=pl.Int64)
     )

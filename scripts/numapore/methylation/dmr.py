@@ -214,31 +214,64 @@ def read_counts(path: str, code: str):
     return frame.select("chrom", "start", N="valid", X="n_mod")
 
 
-def count_table(contrast: Contrast, code: str, contigs: Sequence[str]):
-    """The contrast's counts (chrom, pos 1-based, N.<column>, X.<column> per column, 0 where a
-    sample has no call), in reference order (contigs), for DSS."""
-    import polars as pl
-
+def joined_counts(contrast: Contrast, frames: Sequence[Any]):
+    """The counts of each column's sites (frames: chrom, start, N, X, in the contrast's column
+    order) side by side: chrom, start, N.<column>, X.<column> ..., 0 where a column has none."""
     table = None
-    for column in (*contrast.group1, *contrast.group2):
-        frame = read_counts(contrast.sources[column], code).rename(
-            {"N": f"N.{column}", "X": f"X.{column}"}
-        )
+    for column, frame in zip((*contrast.group1, *contrast.group2), frames, strict=True):
+        frame = frame.rename({"N": f"N.{column}", "X": f"X.{column}"})
         if table is None:
             table = frame
         else:
             table = table.join(frame, on=["chrom", "start"], how="full", coalesce=True)
-    table = table.fill_null(0)
+    return table.fill_null(0)
+
+
+def count_table(contrast: Contrast, code: str, contigs: Sequence[str]):
+    """The contrast's counts (chrom, pos 1-based, N.<column>, X.<column> per column, 0 where a
+    sample has no call), in reference order (contigs), for DSS; made in memory at once."""
+    columns = (*contrast.group1, *contrast.group2)
+    table = joined_counts(contrast, [read_counts(contrast.sources[c], code) for c in columns])
     order = {c: i for i, c in enumerate(contigs)}
     unknown = sorted(set(table["chrom"].unique()) - set(order))
     for extra in unknown:  # not in the reference's index: after its contigs, by name
         order[extra] = len(order)
+    return for_dss(table, order)
+
+
+def for_dss(table, order: Mapping[str, int]):
+    """joined_counts's table as DSS reads it: chrom, pos (1-based), the counts, in the order of
+    the contigs (order: contig -> rank), then by position."""
+    import polars as pl
+
     table = table.with_columns(
         pl.col("chrom").replace_strict(order, return_dtype=pl.Int64).alias("_order"),
         (pl.col("start") + 1).alias("pos"),
     ).sort(["_order", "pos"])
     counts = [c for c in table.columns if c.startswith(("N.", "X."))]
     return table.select(["chrom", "pos", *counts])
+
+
+def streamed_counts(contrast: Contrast, code: str, contigs: Sequence[str], batch_bytes: int):
+    """count_table's rows a run of positions at a time: a k-way merge of the sorted bedMethyl
+    files (numapore.methylation.cohort's, as the cohort table streams). cohort.NotSorted when a
+    file is not in the reference's contig order by position, cohort.UnknownContig naming a
+    contig the reference has not."""
+    import polars as pl
+
+    from numapore.methylation import cohort
+
+    columns = (*contrast.group1, *contrast.group2)
+    beds = [(c, Path(contrast.sources[c])) for c in columns]
+    _, chunks = cohort.merged_chunks(beds, contigs, batch_bytes)
+    order = {c: i for i, c in enumerate(contigs)}
+    for chunk in chunks:
+        rows = chunk.filter(pl.col("code") == code)
+        if rows.height == 0:
+            continue
+        frames = [rows.filter(pl.col("sample") == i).select("chrom", "start", N="valid", X="n_mod")
+                  for i in range(len(columns))]  # fmt: skip
+        yield for_dss(joined_counts(contrast, frames), order)
 
 
 def contig_groups(sites: Mapping[str, int], n: int) -> list[list[str]]:
@@ -257,20 +290,52 @@ def contig_groups(sites: Mapping[str, int], n: int) -> list[list[str]]:
     return groups
 
 
-def check_sides(contrast: Contrast, code: str, table) -> None:
+@dataclass
+class Coverage:
+    """What a contrast's counts cover: a site with calls on side A, on side B, on both."""
+
+    side1: bool = False
+    side2: bool = False
+    both: bool = False
+
+    def add(self, contrast: Contrast, table) -> None:
+        """Take in a table of the contrast's counts."""
+        import polars as pl
+
+        side1 = pl.any_horizontal([pl.col(f"N.{c}") > 0 for c in contrast.group1])
+        side2 = pl.any_horizontal([pl.col(f"N.{c}") > 0 for c in contrast.group2])
+        seen = table.select(side1.any().alias("1"), side2.any().alias("2"),
+                            (side1 & side2).any().alias("both")).row(0)  # fmt: skip
+        self.side1 |= bool(seen[0])
+        self.side2 |= bool(seen[1])
+        self.both |= bool(seen[2])
+
+
+def check_sides(contrast: Contrast, code: str, coverage: Coverage) -> None:
     """InputError when a side of the contrast has no valid call of code at any site (every
     bedMethyl of it empty of that code: haplotype files of reads WhatsHap could not tag, a
-    group of samples whose reads carry other codes): DSS would test no site."""
-    for label, columns in ((contrast.label1, contrast.group1),
-                           (contrast.label2, contrast.group2)):  # fmt: skip
-        if sum(int(table[f"N.{c}"].sum()) for c in columns):
-            continue
+    group of samples whose reads carry other codes), or when the two sides share no site with
+    calls (samples of different regions or panels): DSS would test no site."""
+    sides = []
+    both_sides = ((contrast.label1, contrast.group1, coverage.side1),
+                  (contrast.label2, contrast.group2, coverage.side2))  # fmt: skip
+    for label, columns, covered in both_sides:
         side = f"group '{label}'" if contrast.kind == "groups" else label
         files = ", ".join(contrast.sources[c] for c in columns)
+        sides.append(f"{side} ({files})")
+        if not covered:
+            raise InputError(
+                f"DMR contrast '{contrast.name}': {side} has no valid call of code '{code}' "
+                f"(config dmr.code) in {files}: DSS would test no site"
+            )
+    if not coverage.both:
         raise InputError(
-            f"DMR contrast '{contrast.name}': {side} has no valid call of code '{code}' (config "
-            f"dmr.code) in {files}: DSS would test no site"
+            f"DMR contrast '{contrast.name}': {sides[0]} and {sides[1]} have no site with valid "
+            f"calls of code '{code}' in common: DSS would test no site"
         )
+
+
+COUNTS_BATCH_BYTES = 8 << 20  # of each bedMethyl's text read at a time
 
 
 def write_counts(
@@ -280,38 +345,121 @@ def write_counts(
     outputs: Sequence[str],
     max_memory_gb: float | None = None,
     say: Callable[[str], None] | None = None,
+    batch_bytes: int = COUNTS_BATCH_BYTES,
 ) -> list[list[str]]:
     """Write the contrast's counts cut into len(outputs) contig groups (TSV each, header
     first, a region column last: numapore.methylation.dmr_regions under max_memory_gb, config
-    dmr.max_memory_gb); return the groups' contigs. say: told each shard's regions."""
+    dmr.max_memory_gb); return the groups' contigs. say: told each shard's regions.
+
+    Memory: the counts are streamed once into a scratch table beside outputs[0] (the sites'
+    count per contig noted), then each group is read back and cut into regions: a group at a
+    time, not the genome. A bedMethyl not sorted as the reference is said, and the counts are
+    then made in memory at once."""
+    from numapore.methylation import cohort
+
+    scratch = Path(f"{outputs[0]}.all")
+    try:
+        try:
+            groups = _stream_to_scratch(contrast, code, contigs, scratch, len(outputs), batch_bytes)
+        except (cohort.NotSorted, cohort.UnknownContig) as err:
+            scratch.unlink(missing_ok=True)
+            if say:
+                if isinstance(err, cohort.NotSorted):
+                    why = f"{err} is not in the reference's contig order by position"
+                else:
+                    why = f"a bedMethyl has {err}"
+                say(f"DMR counts: {why}: the counts are made in memory at once")
+            return _write_in_memory(contrast, code, contigs, outputs, max_memory_gb, say)
+        _write_groups(contrast, scratch, groups, outputs, max_memory_gb, say)
+        return [members for members, _, _ in groups]
+    except cohort.CohortError as err:  # a file that is not a bedMethyl
+        raise InputError(str(err)) from err
+    finally:
+        scratch.unlink(missing_ok=True)
+
+
+def _stream_to_scratch(contrast, code, contigs, scratch: Path, n: int, batch_bytes: int):
+    """The counts, streamed into scratch without a header; the n contig groups, each with the
+    byte range of its rows in scratch."""
+    coverage = Coverage()
+    per_contig: dict[str, list[int]] = {}  # contig -> [first byte, sites]
+    with open(scratch, "wb") as out:
+        for table in streamed_counts(contrast, code, contigs, batch_bytes):
+            coverage.add(contrast, table)
+            for part in table.partition_by("chrom", maintain_order=True):
+                # a contig's rows are consecutive: its first part's offset starts them
+                per_contig.setdefault(part["chrom"][0], [out.tell(), 0])[1] += part.height
+                part.write_csv(out, separator="\t", include_header=False)
+    check_sides(contrast, code, coverage)
+    sites = {contig: count for contig, (_, count) in per_contig.items()}
+    offsets = [first for first, _ in per_contig.values()] + [scratch.stat().st_size]
+    starts = dict(zip(per_contig, offsets, strict=False))
+    groups = []
+    for members in contig_groups(sites, n):
+        if members:
+            after = offsets[list(per_contig).index(members[-1]) + 1]
+            groups.append((members, starts[members[0]], after))
+        else:
+            groups.append((members, 0, 0))
+    return groups
+
+
+def _write_groups(contrast, scratch, groups, outputs, max_memory_gb, say) -> None:
+    """Each group's rows read back from scratch and written with their regions."""
+    import polars as pl
+
+    columns = ["chrom", "pos"] + [f"{what}.{c}" for c in (*contrast.group1, *contrast.group2)
+                                   for what in ("N", "X")]  # fmt: skip
+    schema = {name: pl.String if name == "chrom" else pl.Int64 for name in columns}
+    with open(scratch, "rb") as handle:
+        for k, ((_, first, after), path) in enumerate(zip(groups, outputs, strict=True), 1):
+            handle.seek(first)
+            text = handle.read(after - first)
+            shard = (pl.read_csv(text, separator="\t", has_header=False, schema=schema)
+                     if text else pl.DataFrame(schema=schema))  # fmt: skip
+            del text
+            _write_shard(contrast, k, shard, path, max_memory_gb, say)
+
+
+def _write_in_memory(contrast, code, contigs, outputs, max_memory_gb, say) -> list[list[str]]:
+    """write_counts with the whole table in memory at once (a bedMethyl not sorted)."""
+    import polars as pl
+
+    table = count_table(contrast, code, contigs)
+    coverage = Coverage()
+    coverage.add(contrast, table)
+    check_sides(contrast, code, coverage)
+    per_contig = dict(table.group_by("chrom", maintain_order=True).len().iter_rows())
+    groups = contig_groups(per_contig, len(outputs))
+    for k, (members, path) in enumerate(zip(groups, outputs, strict=True), 1):
+        shard = table.filter(pl.col("chrom").is_in(members))
+        _write_shard(contrast, k, shard, path, max_memory_gb, say)
+    return groups
+
+
+def _write_shard(contrast, k: int, shard, path: str, max_memory_gb, say) -> None:
+    """One contig group's counts written with its regions under max_memory_gb."""
     import polars as pl
 
     from numapore.methylation import dmr_regions
 
-    table = count_table(contrast, code, contigs)
-    check_sides(contrast, code, table)
-    per_contig = dict(table.group_by("chrom", maintain_order=True).len().iter_rows())
-    groups = contig_groups(per_contig, len(outputs))
     samples = len(contrast.group1) + len(contrast.group2)
     gap = dmr_regions.safe_gap(contrast.settings) if max_memory_gb is not None else 0
-    for k, (members, path) in enumerate(zip(groups, outputs, strict=True), 1):
-        shard = table.filter(pl.col("chrom").is_in(members))
-        most = None
-        if max_memory_gb is not None:
-            most = dmr_regions.max_region_sites(max_memory_gb, samples, shard.height)
-            if most < dmr_regions.SMALLEST_REGION:
-                raise InputError(
-                    f"config dmr.max_memory_gb: {max_memory_gb:g} GiB cannot hold DSS's counts "
-                    f"of shard {k} of contrast '{contrast.name}' ({shard.height:,} sites x "
-                    f"{samples} samples) and a region of them: raise it, or raise scatter.dmr"
-                )
-        ids, forced = dmr_regions.region_ids(shard["chrom"], shard["pos"], most, gap)
-        shard.with_columns(region=pl.Series(ids)).write_csv(path, separator="\t")
-        if say and shard.height:
-            bound = f"at most {most:,} sites each" if most else "no bound"
-            dense = f", {forced} cut in CpGs closer than {gap} bases" if forced else ""
-            say(f"shard {k}: {shard.height:,} sites in {int(ids[-1])} region(s) ({bound}{dense})")
-    return groups
+    most = None
+    if max_memory_gb is not None:
+        most = dmr_regions.max_region_sites(max_memory_gb, samples, shard.height)
+        if most < dmr_regions.SMALLEST_REGION:
+            raise InputError(
+                f"config dmr.max_memory_gb: {max_memory_gb:g} GiB cannot hold DSS's counts "
+                f"of shard {k} of contrast '{contrast.name}' ({shard.height:,} sites x "
+                f"{samples} samples) and a region of them: raise it, or raise scatter.dmr"
+            )
+    ids, forced = dmr_regions.region_ids(shard["chrom"], shard["pos"], most, gap)
+    shard.with_columns(region=pl.Series(ids)).write_csv(path, separator="\t")
+    if say and shard.height:
+        bound = f"at most {most:,} sites each" if most else "no bound"
+        dense = f", {forced} cut in CpGs closer than {gap} bases" if forced else ""
+        say(f"shard {k}: {shard.height:,} sites in {int(ids[-1])} region(s) ({bound}{dense})")
 
 
 # ------------------------------------------------------------------------------ the merge
