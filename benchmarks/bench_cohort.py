@@ -173,8 +173,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--max-memory-gb", type=float, help="config dmr.max_memory_gb")
     p.add_argument("--folder", type=Path, default=Path("/tmp/cohort58/bench"))
     p.add_argument("--keep", action="store_true", help="keep the folder")
-    p.add_argument("--skip", default="", help="comma-separated jobs not to run (cohort, dmr)")
-    p.add_argument("--baseline", type=Path, help="another checkout: its cohort_table beside")
+    p.add_argument("--skip", default="", help="comma-separated jobs not to run (cohort, dmr, dss)")
+    p.add_argument(
+        "--baseline", type=Path, help="another checkout: its cohort_table and dmr_counts beside"
+    )
     p.add_argument("--repeats", type=int, default=1, help="of the cohort table, alternated")
     a = p.parse_args(argv)
     contigs = list(HUMAN_MB) if a.contigs == "human" else a.contigs.split(",")
@@ -212,13 +214,20 @@ def main(argv: list[str] | None = None) -> int:
                             tuple(CONTROLS), {s: str(b) for s, b in beds}, settings,
                             "genome")  # fmt: skip
         assert set(settings) == set(DSS_KEYS)
-        shards = [folder / f"shard{k}-of-{a.shards}.counts.tsv" for k in range(1, a.shards + 1)]
         params = {"contrast": contrast, "code": "m", "max_memory_gb": a.max_memory_gb}
-        rows.append(run_script(folder, "dmr_counts", "dmr_counts.py", {
-            "input": {"fai": str(fai)}, "output": {"counts": [str(s) for s in shards]},
-            "params": params}))  # fmt: skip
-        print(rows[-1], flush=True)
-        for counts in shards:
+        for label, checkout in checkouts.items():
+            tag = "-baseline" if label else ""
+            shards = [folder / f"shard{k}-of-{a.shards}{tag}.counts.tsv"
+                      for k in range(1, a.shards + 1)]  # fmt: skip
+            rows.append(run_script(folder, "dmr_counts" + label, "dmr_counts.py", {
+                "input": {"fai": str(fai)}, "output": {"counts": [str(s) for s in shards]},
+                "params": params}, checkout))  # fmt: skip
+            digest = subprocess.run(["md5sum", *map(str, shards)], capture_output=True, text=True)
+            rows[-1]["md5"] = " ".join(line.split()[0] for line in digest.stdout.splitlines())
+            print(rows[-1], flush=True)
+            if not label:  # DSS runs on this checkout's counts
+                ours = shards
+        for counts in ours if "dss" not in skip else []:
             rows.append(run_dss(folder, counts))
             print(rows[-1], flush=True)
     print("job                 sites   DMRs   wall s   CPU s  peak RSS GiB")

@@ -320,7 +320,7 @@ ROUTES = {
                 ("calls", ("call_methylation",), ("call_methylation",)),
             ),
             main=("call_methylation", "call_methylation"),
-            qc_without_hand=("alignment_reports",),
+            qc_without_hand=("alignment_reports", "calls_qc"),
         ),
         Route(
             name="modbam",
@@ -336,7 +336,7 @@ ROUTES = {
                 "calls.bed.gz",
                 f"results/{SAMPLE}/methylation/{SAMPLE}.minimap2.cpg.bedmethyl.gz",
             ),
-            qc_without_hand=("alignment_reports",),
+            qc_without_hand=("alignment_reports", "calls_qc"),
         ),
         Route(
             name="short",
@@ -358,7 +358,8 @@ ROUTES = {
 
 REPORT_RULES = [
     "report_alignment_qc", "report_methylation", "report_accounting", "report_accuracy",
-    "report_provenance", "multiqc_custom_content", "multiqc",
+    "report_provenance", "report_calls_qc", "report_tracks", "report_regions", "report_dmr",
+    "igv_session", "multiqc_custom_content", "multiqc_calls_qc", "multiqc_dmr", "multiqc",
 ]  # fmt: skip
 
 
