@@ -94,6 +94,19 @@ def test_alignment_qc_figure_matches_samtools_and_the_bam(report_run, sample):
     bases = sum(int(line.split("\t")[2]) for line in depth.splitlines())
     shown = sum(sum(c["depth"]) * c["bin_width"] for c in data["coverage"].values())
     assert shown == pytest.approx(bases, rel=1e-9)
+    # and bin by bin: samtools depth's bases (position p covers [p - 1, p)) within each bin
+    for contig, cov in data["coverage"].items():
+        rows = [line.split("\t") for line in depth.splitlines() if line.split("\t")[0] == contig]
+        first = int(rows[0][1]) - 1
+        per_base = np.zeros(int(rows[-1][1]) - first + 1)
+        for _, position, count in rows:
+            per_base[int(position) - 1 - first] = int(count)
+        before = np.concatenate(([0.0], np.cumsum(per_base)))  # bases before first + i
+        edges = np.append(cov["bin_start"], cov["bin_start"][-1] + cov["bin_width"]) - first
+        whole = np.floor(edges).astype(int)
+        bases_to = before[whole] + per_base[whole] * (edges - whole)
+        shown_bins = np.array(cov["depth"]) * cov["bin_width"]
+        assert shown_bins == pytest.approx(np.diff(bases_to), rel=1e-6, abs=1e-6), contig
 
 
 def modbam_ml(bam: Path) -> tuple[int, list[int]]:
