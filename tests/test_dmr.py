@@ -397,29 +397,51 @@ def test_cohort_table_filtered_as_configured(groups_run):
     assert all(0 < int(kept) <= int(read) for _, read, kept in (x.split("\t") for x in counts[1:]))
 
 
+SITE_ROW = "c1\t{0}\t{1}\tm\t1\t+\t{0}\t{1}\t255,0,0\t4\t50.00\t2\t2\t0\t0\t0\t0\t0\n"
+
+
+def sites(*starts: int) -> str:
+    """bedMethyl rows of code m on contig c1 at starts (4 valid calls, 2 modified each)."""
+    return "".join(SITE_ROW.format(start, start + 1) for start in starts)
+
+
+def two_sides(folder: Path, name: str, kind: str, labels, texts: dict[str, str]):
+    """A contrast of two sides of one bedMethyl each (texts: column -> the file's text, side A
+    first), its files and where its counts go."""
+    paths = {column: folder / f"{column}.bedmethyl" for column in texts}
+    for column, text in texts.items():
+        paths[column].write_text(text)
+    first, second = texts
+    contrast = dmr.Contrast(name, kind, *labels, (first,), (second,),
+                            {c: str(p) for c, p in paths.items()})  # fmt: skip
+    return contrast, list(paths.values()), [str(folder / "counts.tsv")]
+
+
+def refusal(contrast, code: str, out: list[str]) -> str:
+    """The counts job's one line for contrast, and nothing written under the counts' name."""
+    with pytest.raises(dmr.InputError) as err:
+        dmr.write_counts(contrast, code, ["c1"], out)
+    assert not Path(out[0]).exists()
+    return str(err.value)
+
+
 def test_a_side_without_calls_of_the_code_is_refused_before_dss(tmp_path):
     """The counts job: a side whose bedMethyl files hold no valid call of dmr.code (haplotype 2
     of reads WhatsHap could not tag) stops with one line naming the contrast, the side and its
     files, before DSS; another code of the same files is refused too, the code they carry
     passes."""
-    row = "c1\t{0}\t{1}\tm\t1\t+\t{0}\t{1}\t255,0,0\t4\t50.00\t2\t2\t0\t0\t0\t0\t0\n"
-    hp1, hp2 = tmp_path / "x.hp1.bedmethyl", tmp_path / "x.hp2.bedmethyl"
-    hp1.write_text(row.format(10, 11) + row.format(20, 21))
-    hp2.write_text("")
-    contrast = dmr.Contrast(
-        "x_hp1_vs_hp2", "haplotypes", "x hp1", "x hp2", ("x_hp1",), ("x_hp2",),
-        {"x_hp1": str(hp1), "x_hp2": str(hp2)},
-    )  # fmt: skip
-    out = [str(tmp_path / "counts.tsv")]
-    with pytest.raises(dmr.InputError) as err:
-        dmr.write_counts(contrast, "m", ["c1"], out)
-    assert str(err.value) == (
+    files = {"x_hp1": sites(10, 20), "x_hp2": ""}
+    contrast, (hp1, hp2), out = two_sides(tmp_path, "x_hp1_vs_hp2", "haplotypes",
+                                          ("x hp1", "x hp2"), files)  # fmt: skip
+    assert refusal(contrast, "m", out) == (
         f"DMR contrast 'x_hp1_vs_hp2': x hp2 has no valid call of code 'm' (config dmr.code) in "
         f"{hp2}: DSS would test no site"
     )
-    hp2.write_text(row.format(10, 11))
-    with pytest.raises(dmr.InputError, match="x hp1 has no valid call of code 'h'"):
-        dmr.write_counts(contrast, "h", ["c1"], out)
+    hp2.write_text(sites(10))
+    assert refusal(contrast, "h", out).startswith(
+        f"DMR contrast 'x_hp1_vs_hp2': x hp1 has no valid call of code 'h' (config dmr.code) in "
+        f"{hp1}"
+    )
     assert dmr.write_counts(contrast, "m", ["c1"], out) == [["c1"]]
 
 
@@ -502,22 +524,13 @@ def test_counts_of_an_unsorted_bedmethyl_are_made_at_once_and_said(tmp_path):
 def test_sides_with_no_common_site_are_refused_before_dss(tmp_path):
     """The counts job: two sides that each have calls but at no common site (samples of
     different panels) stop with one line naming both sides and their files, before DSS."""
-    row = "c1\t{0}\t{1}\tm\t1\t+\t{0}\t{1}\t255,0,0\t4\t50.00\t2\t2\t0\t0\t0\t0\t0\n"
-    a, b = tmp_path / "a.bedmethyl", tmp_path / "b.bedmethyl"
-    a.write_text(row.format(10, 11) + row.format(20, 21))
-    b.write_text(row.format(30, 31))
-    contrast = dmr.Contrast(
-        "a_vs_b", "groups", "A", "B", ("a",), ("b",), {"a": str(a), "b": str(b)}
-    )  # fmt: skip
-    out = [str(tmp_path / "counts.tsv")]
-    with pytest.raises(dmr.InputError) as err:
-        dmr.write_counts(contrast, "m", ["c1"], out)
-    assert str(err.value) == (
+    contrast, (a, b), out = two_sides(tmp_path, "a_vs_b", "groups", ("A", "B"),
+                                      {"a": sites(10, 20), "b": sites(30)})  # fmt: skip
+    assert refusal(contrast, "m", out) == (
         f"DMR contrast 'a_vs_b': group 'A' ({a}) and group 'B' ({b}) have no site with valid "
         "calls of code 'm' in common: DSS would test no site"
     )
-    assert not Path(out[0]).exists()
-    b.write_text(row.format(30, 31) + row.format(20, 21))
+    b.write_text(sites(20, 30))
     assert dmr.write_counts(contrast, "m", ["c1"], out) == [["c1"]]
 
 

@@ -210,8 +210,18 @@ def read_counts(path: str, code: str):
 
     from numapore.methylation.cohort import read_sample
 
-    frame = read_sample(Path(path), 0).filter(pl.col("code") == code)
-    return frame.select("chrom", "start", N="valid", X="n_mod")
+    return _counts_of(read_sample(Path(path), 0).filter(pl.col("code") == code))
+
+
+def _counts_of(rows):
+    """A cohort frame's rows (numapore.methylation.cohort's columns) as counts: chrom, start,
+    N (valid coverage), X (modified)."""
+    return rows.select("chrom", "start", N="valid", X="n_mod")
+
+
+def count_columns(contrast: Contrast) -> list[str]:
+    """The counts' columns DSS reads, in the contrast's column order: N.<column>, X.<column>."""
+    return [f"{what}.{c}" for c in (*contrast.group1, *contrast.group2) for what in ("N", "X")]
 
 
 def joined_counts(contrast: Contrast, frames: Sequence[Any]):
@@ -269,8 +279,7 @@ def streamed_counts(contrast: Contrast, code: str, contigs: Sequence[str], batch
         rows = chunk.filter(pl.col("code") == code)
         if rows.height == 0:
             continue
-        frames = [rows.filter(pl.col("sample") == i).select("chrom", "start", N="valid", X="n_mod")
-                  for i in range(len(columns))]  # fmt: skip
+        frames = [_counts_of(rows.filter(pl.col("sample") == i)) for i in range(len(columns))]
         yield for_dss(joined_counts(contrast, frames), order)
 
 
@@ -393,12 +402,13 @@ def _stream_to_scratch(contrast, code, contigs, scratch: Path, n: int, batch_byt
     check_sides(contrast, code, coverage)
     sites = {contig: count for contig, (_, count) in per_contig.items()}
     offsets = [first for first, _ in per_contig.values()] + [scratch.stat().st_size]
-    starts = dict(zip(per_contig, offsets, strict=False))
+    starts = dict(zip(per_contig, offsets[:-1], strict=True))
+    # a contig's rows end where the next contig's start
+    ends = dict(zip(per_contig, offsets[1:], strict=True))
     groups = []
     for members in contig_groups(sites, n):
         if members:
-            after = offsets[list(per_contig).index(members[-1]) + 1]
-            groups.append((members, starts[members[0]], after))
+            groups.append((members, starts[members[0]], ends[members[-1]]))
         else:
             groups.append((members, 0, 0))
     return groups
@@ -408,9 +418,8 @@ def _write_groups(contrast, scratch, groups, outputs, max_memory_gb, say) -> Non
     """Each group's rows read back from scratch and written with their regions."""
     import polars as pl
 
-    columns = ["chrom", "pos"] + [f"{what}.{c}" for c in (*contrast.group1, *contrast.group2)
-                                   for what in ("N", "X")]  # fmt: skip
-    schema = {name: pl.String if name == "chrom" else pl.Int64 for name in columns}
+    counts = dict.fromkeys(count_columns(contrast), pl.Int64)
+    schema = {"chrom": pl.String, "pos": pl.Int64} | counts
     with open(scratch, "rb") as handle:
         for k, ((_, first, after), path) in enumerate(zip(groups, outputs, strict=True), 1):
             handle.seek(first)
