@@ -60,7 +60,7 @@ def primary_alignment_metrics(bam: str | os.PathLike) -> dict[str, Any]:
     per position bin over the covered span (mean depth along the reference)."""
     identities: list[float] = []
     # Each contig's aligned blocks as start, end pairs in one flat array (8 bytes a number: a
-    # list of tuples took about 15 times the memory).
+    # list of tuples took about 8 times the memory).
     blocks: dict[str, array] = {}
     with pysam.AlignmentFile(str(bam)) as handle:
         for r in handle.fetch(until_eof=True):
