@@ -68,6 +68,14 @@ covers <- function(table, columns) {
   Reduce(`|`, lapply(columns, function(col) table[[paste0("N.", col)]] > 0))
 }
 
+# The sites DMLtest tests: DSS's coverage filter (hasCoverage, windowed) true on both sides.
+dss_sites <- function(bs, group1, group2) {
+  kept <- function(group) {
+    DSS:::hasCoverage(as.array(bsseq::getCoverage(bs[, group], type = "Cov")), start(bs))
+  }
+  sum(kept(group1) & kept(group2))
+}
+
 # DMLtest and callDMR on the rows of one region (config dmr.max_memory_gb cuts a shard into
 # regions tested one after the other; without it, the whole shard is one): DSS's tables in the
 # input's contig order.
@@ -75,22 +83,21 @@ test_region <- function(table, contrast, group1, group2, contigs) {
   columns <- c(group1, group2)
   side1 <- covers(table, group1)
   side2 <- covers(table, group2)
-  covered1 <- sum(side1)
-  covered2 <- sum(side2)
-  # DSS tests the sites both sides cover; with none, DMLtest stops with an R error
+  # DSS tests sites both sides cover; with none, DMLtest stops with an R error
   if (!any(side1 & side2)) {
     cat(sprintf(
       "no site of %s to %s is covered on both sides (%d by %s, %d by %s): nothing to test\n",
-      table$chrom[1], table$chrom[nrow(table)], covered1, contrast$label1, covered2,
+      table$chrom[1], table$chrom[nrow(table)], sum(side1), contrast$label1, sum(side2),
       contrast$label2
     ))
     return(list(sites = NULL, dmrs = NULL))
   }
-  # DSS's one-core dispersion loop (2.46, and its source today) stops with "missing value where
-  # TRUE/FALSE needed" when a side covers 50 sites or fewer: its progress step, round(sites /
-  # 100), is 0. Its parallel loop computes the same values without that step.
-  cores <- if (ncores == 1L && min(covered1, covered2) < 100L) 2L else ncores
   bs <- makeBSseqData(lapply(columns, function(col) sample_frame(table, col)), columns)
+  # DSS's one-core dispersion loop (2.46, and its source today) stops with "missing value where
+  # TRUE/FALSE needed" when it has 50 sites or fewer: its progress step, round(sites / 100), is
+  # 0. Its parallel loop computes the same values. Its sites are those DSS's own coverage
+  # filter keeps on both sides (DMLtest's first step), asked of DSS, not re-derived.
+  cores <- if (ncores == 1L && dss_sites(bs, group1, group2) <= 50L) 2L else ncores
   sink(nullfile()) # DMLtest's progress bar (its messages and warnings still go to the log)
   test <- DMLtest(
     bs, group1 = group1, group2 = group2, smoothing = isTRUE(contrast$smoothing),

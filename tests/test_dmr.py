@@ -534,21 +534,22 @@ def test_sides_with_no_common_site_are_refused_before_dss(tmp_path):
     assert dmr.write_counts(contrast, "m", ["c1"], out) == [["c1"]]
 
 
-# The rule's R script on a counts table of two regions: one of 30 sites both sides cover (DSS's
-# one-core loop stops on 50 or fewer), one that only side A covers.
+# The rule's R script on two contrasts' counts. "small": two regions, one of 30 sites both sides
+# cover (DSS's one-core loop stops on 50 or fewer), one only side A covers. "overlap": one
+# region whose sides cover 130 sites each, 30 of them both (DSS tests 34).
 DMR_TEST_RULE = """
 rule dmr_test:
     input:
-        counts=["counts.tsv"],
+        counts=["counts.tsv", "overlap.counts.tsv"],
     output:
-        sites=["sites.tsv"],
-        dmrs=["dmrs.tsv"],
+        sites=["sites.tsv", "overlap.sites.tsv"],
+        dmrs=["dmrs.tsv", "overlap.dmrs.tsv"],
         summary="summary.tsv",
     log:
         "dmr_test.log",
     threads: 1
     params:
-        contrasts=[{contrast}],
+        contrasts={contrasts},
     script:
         "{script}"
 """
@@ -556,13 +557,17 @@ rule dmr_test:
 SMALL_BY_HAND = r"""
 suppressPackageStartupMessages(library(DSS))
 library(data.table)
-t <- fread("counts.tsv", colClasses = list(character = "chrom"))[region == 1]
-frame <- function(s) t[get(paste0("N.", s)) > 0,
-  .(chr = chrom, pos = pos, N = get(paste0("N.", s)), X = get(paste0("X.", s)))]
-bs <- makeBSseqData(lapply(c("a1", "a2", "b1", "b2"), frame), c("a1", "a2", "b1", "b2"))
-invisible(capture.output(test <- DMLtest(bs, group1 = c("a1", "a2"), group2 = c("b1", "b2"),
-  smoothing = TRUE, smoothing.span = 500, ncores = 2)))
-fwrite(as.data.frame(test), "by_hand.sites.tsv", sep = "	", quote = FALSE)
+by_hand <- function(counts, out) {
+  t <- fread(counts, colClasses = list(character = "chrom"))[region == 1]
+  frame <- function(s) t[get(paste0("N.", s)) > 0,
+    .(chr = chrom, pos = pos, N = get(paste0("N.", s)), X = get(paste0("X.", s)))]
+  bs <- makeBSseqData(lapply(c("a1", "a2", "b1", "b2"), frame), c("a1", "a2", "b1", "b2"))
+  invisible(capture.output(test <- DMLtest(bs, group1 = c("a1", "a2"), group2 = c("b1", "b2"),
+    smoothing = TRUE, smoothing.span = 500, ncores = 2)))
+  fwrite(as.data.frame(test), out, sep = "	", quote = FALSE)
+}
+by_hand("counts.tsv", "by_hand.sites.tsv")
+by_hand("overlap.counts.tsv", "by_hand.overlap.sites.tsv")
 """
 
 
@@ -579,13 +584,21 @@ def test_dss_on_small_regions_and_regions_one_side_covers(tmp_path):
     for i in range(20):
         lines.append(f"c2\t{100 + 40 * i}\t12\t6\t12\t3\t0\t0\t0\t0\t2")
     (tmp_path / "counts.tsv").write_text("\n".join(lines) + "\n")
+    # 100 sites side A alone covers, 30 both sides cover, 100 side B alone covers
+    lines = [lines[0]]
+    for i in range(230):
+        a = (12, 6 + i % 5, 10, 4 + i % 3) if i < 130 else (0, 0, 0, 0)
+        b = (11, 2 + i % 7, 9, 5 + i % 4) if i >= 100 else (0, 0, 0, 0)
+        lines.append(f"c1\t{100 + 40 * i}\t" + "\t".join(map(str, a + b)) + "\t1")
+    (tmp_path / "overlap.counts.tsv").write_text("\n".join(lines) + "\n")
     contrast = {
         "name": "small", "label1": "A", "label2": "B", "group1": ["a1", "a2"],
         "group2": ["b1", "b2"], "smoothing": True, "smoothing_span": 500, "delta": 0.1,
         "p_threshold": 1e-5, "minlen": 50, "min_cg": 3, "dis_merge": 100, "pct_sig": 0.5,
     }  # fmt: skip
+    contrasts = [contrast, {**contrast, "name": "overlap"}]
     (tmp_path / "Snakefile").write_text(
-        DMR_TEST_RULE.format(contrast=repr(contrast), script=REPO / "scripts" / "dmr_test.R")
+        DMR_TEST_RULE.format(contrasts=repr(contrasts), script=REPO / "scripts" / "dmr_test.R")
     )
     done = subprocess.run(
         [str(REPO / ".venv/bin/snakemake"), "--cores", "1", "--quiet"],
@@ -594,13 +607,20 @@ def test_dss_on_small_regions_and_regions_one_side_covers(tmp_path):
     log = (tmp_path / "dmr_test.log").read_text() if (tmp_path / "dmr_test.log").exists() else ""
     assert done.returncode == 0, done.stderr[-3000:] + log[-3000:]
     assert "no site of c2 to c2 is covered on both sides (20 by A, 0 by B): nothing to test" in log
-    assert (tmp_path / "summary.tsv").read_text().splitlines()[1:] == ["small\t50\t30\t0"]
+    summary = (tmp_path / "summary.tsv").read_text().splitlines()[1:]
+    assert summary[0] == "small\t50\t30\t0"
+    # the overlap: 34 sites tested (DSS's coverage filter keeps sites near the 30 both sides
+    # cover; its one-core loop would stop on them, though each side covers 130)
+    assert summary[1].split("\t")[:3] == ["overlap", "230", "34"]
     (tmp_path / "by_hand.R").write_text(SMALL_BY_HAND)
     hand = subprocess.run(["Rscript", "by_hand.R"], cwd=tmp_path, capture_output=True, text=True)
     assert hand.returncode == 0, hand.stderr[-3000:]
     ours = (tmp_path / "sites.tsv").read_text().splitlines()
     assert len(ours) == 31
     assert ours == (tmp_path / "by_hand.sites.tsv").read_text().splitlines()
+    overlap = (tmp_path / "overlap.sites.tsv").read_text().splitlines()
+    assert len(overlap) == 35
+    assert overlap == (tmp_path / "by_hand.overlap.sites.tsv").read_text().splitlines()
 
 
 def test_tracks_of_the_run(groups_run):
