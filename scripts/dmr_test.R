@@ -93,11 +93,23 @@ test_region <- function(table, contrast, group1, group2, contigs) {
     return(list(sites = NULL, dmrs = NULL))
   }
   bs <- makeBSseqData(lapply(columns, function(col) sample_frame(table, col)), columns)
+  # DMLtest's sites are those DSS's own coverage filter keeps on both sides (its first step),
+  # asked of DSS, not re-derived. With none, DMLtest stops with an R error.
+  tested <- dss_sites(bs, group1, group2)
+  if (tested == 0L) {
+    cat(sprintf(
+      paste(
+        "no site of %s to %s passes DSS's coverage filter on both sides (%d sites both sides",
+        "cover, too few reads near them): nothing to test\n"
+      ),
+      table$chrom[1], table$chrom[nrow(table)], sum(side1 & side2)
+    ))
+    return(list(sites = NULL, dmrs = NULL))
+  }
   # DSS's one-core dispersion loop (2.46, and its source today) stops with "missing value where
   # TRUE/FALSE needed" when it has 50 sites or fewer: its progress step, round(sites / 100), is
-  # 0. Its parallel loop computes the same values. Its sites are those DSS's own coverage
-  # filter keeps on both sides (DMLtest's first step), asked of DSS, not re-derived.
-  cores <- if (ncores == 1L && dss_sites(bs, group1, group2) <= 50L) 2L else ncores
+  # 0. Its parallel loop computes the same values.
+  cores <- if (ncores == 1L && tested <= 50L) 2L else ncores
   sink(nullfile()) # DMLtest's progress bar (its messages and warnings still go to the log)
   test <- DMLtest(
     bs, group1 = group1, group2 = group2, smoothing = isTRUE(contrast$smoothing),

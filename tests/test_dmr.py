@@ -557,25 +557,31 @@ rule dmr_test:
 SMALL_BY_HAND = r"""
 suppressPackageStartupMessages(library(DSS))
 library(data.table)
-by_hand <- function(counts, out) {
-  t <- fread(counts, colClasses = list(character = "chrom"))[region == 1]
+dml <- function(counts, part) {
+  t <- fread(counts, colClasses = list(character = "chrom"))[region == part]
   frame <- function(s) t[get(paste0("N.", s)) > 0,
     .(chr = chrom, pos = pos, N = get(paste0("N.", s)), X = get(paste0("X.", s)))]
   bs <- makeBSseqData(lapply(c("a1", "a2", "b1", "b2"), frame), c("a1", "a2", "b1", "b2"))
   invisible(capture.output(test <- DMLtest(bs, group1 = c("a1", "a2"), group2 = c("b1", "b2"),
     smoothing = TRUE, smoothing.span = 500, ncores = 2)))
-  fwrite(as.data.frame(test), out, sep = "	", quote = FALSE)
+  test
+}
+by_hand <- function(counts, out) {
+  fwrite(as.data.frame(dml(counts, 1)), out, sep = "	", quote = FALSE)
 }
 by_hand("counts.tsv", "by_hand.sites.tsv")
 by_hand("overlap.counts.tsv", "by_hand.overlap.sites.tsv")
+thin <- tryCatch({ dml("counts.tsv", 3); "tested" }, error = function(e) conditionMessage(e))
+writeLines(thin, "by_hand.thin.txt")
 """
 
 
 def test_dss_on_small_regions_and_regions_one_side_covers(tmp_path):
     """The dmr_test job (threads 1) through Snakemake: a region of 30 sites (which DSS's
     one-core loop cannot take) gives DSS's own per-site table, every column, as DSS run by hand
-    on it; a region only one side covers is said in the log and tested for nothing; the job
-    ends, its summary counting the 30."""
+    on it; a region only one side covers, and one whose sites DSS's coverage filter keeps none
+    of (DSS by hand fails on it), are said in the log and tested for nothing; the job ends, its
+    summary counting the 30."""
     columns = ["a1", "a2", "b1", "b2"]
     lines = ["chrom\tpos\t" + "\t".join(f"N.{c}\tX.{c}" for c in columns) + "\tregion"]
     for i in range(30):
@@ -583,6 +589,9 @@ def test_dss_on_small_regions_and_regions_one_side_covers(tmp_path):
         lines.append(f"c1\t{100 + 40 * i}\t" + "\t".join(f"{n}\t{x}" for n, x in counts) + "\t1")
     for i in range(20):
         lines.append(f"c2\t{100 + 40 * i}\t12\t6\t12\t3\t0\t0\t0\t0\t2")
+    # both sides cover these, one read a sample, 1 kb apart: DSS's coverage filter keeps none
+    for i in range(10):
+        lines.append(f"c3\t{100 + 1000 * i}\t" + "\t".join([f"1\t{i % 2}"] * 4) + "\t3")
     (tmp_path / "counts.tsv").write_text("\n".join(lines) + "\n")
     # 100 sites side A alone covers, 30 both sides cover, 100 side B alone covers
     lines = [lines[0]]
@@ -607,14 +616,20 @@ def test_dss_on_small_regions_and_regions_one_side_covers(tmp_path):
     log = (tmp_path / "dmr_test.log").read_text() if (tmp_path / "dmr_test.log").exists() else ""
     assert done.returncode == 0, done.stderr[-3000:] + log[-3000:]
     assert "no site of c2 to c2 is covered on both sides (20 by A, 0 by B): nothing to test" in log
+    assert (
+        "no site of c3 to c3 passes DSS's coverage filter on both sides (10 sites both sides "
+        "cover, too few reads near them): nothing to test" in log
+    )
     summary = (tmp_path / "summary.tsv").read_text().splitlines()[1:]
-    assert summary[0] == "small\t50\t30\t0"
+    assert summary[0] == "small\t60\t30\t0"
     # the overlap: 34 sites tested (DSS's coverage filter keeps sites near the 30 both sides
     # cover; its one-core loop would stop on them, though each side covers 130)
     assert summary[1].split("\t")[:3] == ["overlap", "230", "34"]
     (tmp_path / "by_hand.R").write_text(SMALL_BY_HAND)
     hand = subprocess.run(["Rscript", "by_hand.R"], cwd=tmp_path, capture_output=True, text=True)
     assert hand.returncode == 0, hand.stderr[-3000:]
+    # DSS by hand on the region its coverage filter empties stops with an R error
+    assert (tmp_path / "by_hand.thin.txt").read_text().strip() not in ("tested", "")
     ours = (tmp_path / "sites.tsv").read_text().splitlines()
     assert len(ours) == 31
     assert ours == (tmp_path / "by_hand.sites.tsv").read_text().splitlines()
