@@ -83,27 +83,28 @@ test_region <- function(table, contrast, group1, group2, contigs) {
   columns <- c(group1, group2)
   side1 <- covers(table, group1)
   side2 <- covers(table, group2)
-  # DSS tests sites both sides cover; with none, DMLtest stops with an R error
-  if (!any(side1 & side2)) {
-    cat(sprintf(
-      "no site of %s to %s is covered on both sides (%d by %s, %d by %s): nothing to test\n",
-      table$chrom[1], table$chrom[nrow(table)], sum(side1), contrast$label1, sum(side2),
-      contrast$label2
-    ))
-    return(list(sites = NULL, dmrs = NULL))
-  }
   bs <- makeBSseqData(lapply(columns, function(col) sample_frame(table, col)), columns)
   # DMLtest's sites are those DSS's own coverage filter keeps on both sides (its first step),
-  # asked of DSS, not re-derived. With none, DMLtest stops with an R error.
+  # asked of DSS, not re-derived: windowed (200 bp), it can keep sites one side covers near
+  # sites the other covers. With none, DMLtest stops with an R error.
   tested <- dss_sites(bs, group1, group2)
   if (tested == 0L) {
-    cat(sprintf(
-      paste(
-        "no site of %s to %s passes DSS's coverage filter on both sides (%d sites both sides",
-        "cover, too few reads near them): nothing to test\n"
-      ),
-      table$chrom[1], table$chrom[nrow(table)], sum(side1 & side2)
-    ))
+    both <- sum(side1 & side2)
+    cat(if (both == 0L) {
+      sprintf(
+        "no site of %s to %s is covered on both sides (%d by %s, %d by %s): nothing to test\n",
+        table$chrom[1], table$chrom[nrow(table)], sum(side1), contrast$label1, sum(side2),
+        contrast$label2
+      )
+    } else {
+      sprintf(
+        paste(
+          "no site of %s to %s passes DSS's coverage filter on both sides (%d sites both",
+          "sides cover, too few reads near them): nothing to test\n"
+        ),
+        table$chrom[1], table$chrom[nrow(table)], both
+      )
+    })
     return(list(sites = NULL, dmrs = NULL))
   }
   # DSS's one-core dispersion loop (2.46, and its source today) stops with "missing value where

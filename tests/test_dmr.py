@@ -540,10 +540,10 @@ def test_sides_with_no_common_site_are_refused_before_dss(tmp_path):
 DMR_TEST_RULE = """
 rule dmr_test:
     input:
-        counts=["counts.tsv", "overlap.counts.tsv"],
+        counts=["counts.tsv", "overlap.counts.tsv", "interleaved.counts.tsv"],
     output:
-        sites=["sites.tsv", "overlap.sites.tsv"],
-        dmrs=["dmrs.tsv", "overlap.dmrs.tsv"],
+        sites=["sites.tsv", "overlap.sites.tsv", "interleaved.sites.tsv"],
+        dmrs=["dmrs.tsv", "overlap.dmrs.tsv", "interleaved.dmrs.tsv"],
         summary="summary.tsv",
     log:
         "dmr_test.log",
@@ -571,6 +571,7 @@ by_hand <- function(counts, out) {
 }
 by_hand("counts.tsv", "by_hand.sites.tsv")
 by_hand("overlap.counts.tsv", "by_hand.overlap.sites.tsv")
+by_hand("interleaved.counts.tsv", "by_hand.interleaved.sites.tsv")
 thin <- tryCatch({ dml("counts.tsv", 3); "tested" }, error = function(e) conditionMessage(e))
 writeLines(thin, "by_hand.thin.txt")
 """
@@ -580,8 +581,9 @@ def test_dss_on_small_regions_and_regions_one_side_covers(tmp_path):
     """The dmr_test job (threads 1) through Snakemake: a region of 30 sites (which DSS's
     one-core loop cannot take) gives DSS's own per-site table, every column, as DSS run by hand
     on it; a region only one side covers, and one whose sites DSS's coverage filter keeps none
-    of (DSS by hand fails on it), are said in the log and tested for nothing; the job ends, its
-    summary counting the 30."""
+    of (DSS by hand fails on it), are said in the log and tested for nothing; sides covering no
+    site in common but near each other are tested as DSS tests them; the job ends, its summary
+    counting the 30."""
     columns = ["a1", "a2", "b1", "b2"]
     lines = ["chrom\tpos\t" + "\t".join(f"N.{c}\tX.{c}" for c in columns) + "\tregion"]
     for i in range(30):
@@ -600,12 +602,20 @@ def test_dss_on_small_regions_and_regions_one_side_covers(tmp_path):
         b = (11, 2 + i % 7, 9, 5 + i % 4) if i >= 100 else (0, 0, 0, 0)
         lines.append(f"c1\t{100 + 40 * i}\t" + "\t".join(map(str, a + b)) + "\t1")
     (tmp_path / "overlap.counts.tsv").write_text("\n".join(lines) + "\n")
+    # 30 sites 40 bp apart, side A covering every other one and side B the rest: no site both
+    # sides cover, yet DSS's windowed coverage filter keeps them all and DSS tests them
+    lines = [lines[0]]
+    for i in range(30):
+        a = (12, 6 + i % 5, 10, 3 + i % 4) if i % 2 == 0 else (0, 0, 0, 0)
+        b = (11, 2 + i % 7, 9, 5 + i % 3) if i % 2 else (0, 0, 0, 0)
+        lines.append(f"c1\t{100 + 40 * i}\t" + "\t".join(map(str, a + b)) + "\t1")
+    (tmp_path / "interleaved.counts.tsv").write_text("\n".join(lines) + "\n")
     contrast = {
         "name": "small", "label1": "A", "label2": "B", "group1": ["a1", "a2"],
         "group2": ["b1", "b2"], "smoothing": True, "smoothing_span": 500, "delta": 0.1,
         "p_threshold": 1e-5, "minlen": 50, "min_cg": 3, "dis_merge": 100, "pct_sig": 0.5,
     }  # fmt: skip
-    contrasts = [contrast, {**contrast, "name": "overlap"}]
+    contrasts = [contrast, {**contrast, "name": "overlap"}, {**contrast, "name": "interleaved"}]
     (tmp_path / "Snakefile").write_text(
         DMR_TEST_RULE.format(contrasts=repr(contrasts), script=REPO / "scripts" / "dmr_test.R")
     )
@@ -636,6 +646,10 @@ def test_dss_on_small_regions_and_regions_one_side_covers(tmp_path):
     overlap = (tmp_path / "overlap.sites.tsv").read_text().splitlines()
     assert len(overlap) == 35
     assert overlap == (tmp_path / "by_hand.overlap.sites.tsv").read_text().splitlines()
+    # as DSS by hand: all 30 tested, though no site is covered on both sides
+    assert summary[2].split("\t")[:3] == ["interleaved", "30", "30"]
+    interleaved = (tmp_path / "interleaved.sites.tsv").read_text().splitlines()
+    assert interleaved == (tmp_path / "by_hand.interleaved.sites.tsv").read_text().splitlines()
 
 
 def test_tracks_of_the_run(groups_run):
